@@ -1,0 +1,35 @@
+# The two commands of the README: `make run` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint typecheck unit services bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/casewatch demo
+
+services:
+	bash scripts/ensure-services.sh
+
+lint: $(STAMP)
+	$(PY) -m ruff check monitor consumers tests bench
+	$(PY) -m ruff format --check monitor consumers tests bench
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+test: $(STAMP) services lint typecheck
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: $(STAMP) services
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

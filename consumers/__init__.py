@@ -1,0 +1,1 @@
+"""Stream intake for casewatch: sources, decoding, dead-lettering, sampling, offsets."""

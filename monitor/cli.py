@@ -1,0 +1,39 @@
+"""The ``casewatch`` command line. Each command group lives in ``monitor/commands/``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from monitor import __version__
+from monitor.models import TurnEvent
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="casewatch")
+def main() -> None:
+    """casewatch: case-aware quality monitoring for RAG support assistants."""
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the turn event (v1) for producers to validate against."""
+    doc = TurnEvent.model_json_schema()
+    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    doc["title"] = "casewatch TurnEvent v1"
+    json.dump(doc, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def _register() -> None:
+    # Command modules are imported here, not at the top, so `casewatch schema` stays fast and
+    # each group can be read (and tested) on its own.
+    from monitor.commands import COMMANDS
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_register()

@@ -1,0 +1,3 @@
+"""Judge prompt construction (placeholder version marker; built out with the OpenAI judge)."""
+
+PROMPT_VERSION = "case-aware-v1"

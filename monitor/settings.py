@@ -1,0 +1,297 @@
+"""Configuration: one frozen pydantic-settings object, built once at the entrypoint.
+
+Sources, highest priority first: CLI-given values, environment (prefix ``CASEWATCH_``, nested
+with ``__``, e.g. ``CASEWATCH_JUDGES__PRIMARY__MODEL``), the YAML file given with ``--config``,
+then defaults. Components receive typed sub-objects, never the environment. Secrets are
+``SecretStr`` and are read from the environment or from files, never from the command line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from monitor.errors import ConfigError
+from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
+
+HEURISTIC = "heuristic"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JudgeConfig(_Section):
+    """One judge: the offline heuristic, or any OpenAI-compatible chat-completions endpoint."""
+
+    kind: Literal["openai", "heuristic"] = "openai"
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible base URL (…/v1); None means api.openai.com."
+    )
+    model: str = HEURISTIC
+    api_key: SecretStr | None = None
+    api_key_env: str | None = Field(default=None, description="Name of the env var holding the key.")
+    api_key_file: Path | None = Field(default=None, description="File holding the key.")
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    output_retries: int = Field(default=2, ge=0, le=10, description="Retries on invalid output.")
+    transport_retries: int = Field(default=4, ge=0, le=20, description="Retries on 429/5xx/timeout.")
+    backoff_initial_seconds: float = Field(default=0.5, ge=0)
+    backoff_max_seconds: float = Field(default=30.0, ge=0)
+    response_format: Literal["auto", "json_schema", "json_object"] = "auto"
+    max_output_tokens: int = Field(default=2000, gt=0)
+    price_input_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M input tokens.")
+    price_output_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M output tokens.")
+
+    @model_validator(mode="after")
+    def _check(self) -> JudgeConfig:
+        if self.kind == "openai" and self.model == HEURISTIC:
+            raise ValueError("an 'openai' judge needs 'model' (the endpoint's model name)")
+        return self
+
+    def resolve_api_key(self) -> str | None:
+        """The key from api_key, else the env var named by api_key_env, else api_key_file."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        if self.api_key_env:
+            value = os.environ.get(self.api_key_env)
+            if value is None:
+                raise ConfigError(
+                    f"judge api_key_env: environment variable {self.api_key_env} is not set"
+                )
+            return value
+        if self.api_key_file:
+            try:
+                return self.api_key_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"judge api_key_file: cannot read {self.api_key_file}: {exc}") from exc
+        return None
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies this judge's behaviour (for idempotent storage). Never the key."""
+        return self.model_dump(
+            mode="json",
+            include={"kind", "base_url", "model", "response_format", "max_output_tokens"},
+        )
+
+
+class PanelConfig(_Section):
+    """Which judges score a turn (seed 003). One primary = single-judge mode."""
+
+    primaries: list[str] = Field(default_factory=lambda: [HEURISTIC], min_length=1, max_length=2)
+    arbiter: str | None = None
+    disagreement: Literal["any_band", "critical_band", "s_final_delta"] = "any_band"
+    s_final_threshold: float = Field(default=0.15, ge=0, le=1)
+
+
+class KafkaConfig(_Section):
+    bootstrap_servers: list[str] = Field(default_factory=lambda: ["127.0.0.1:9092"])
+    topics: list[str] = Field(default_factory=lambda: ["support.turns"], min_length=1)
+    group_id: str = "casewatch"
+    client_id: str = "casewatch"
+    dlq_suffix: str = ".dlq"
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    session_timeout_ms: int = Field(default=10_000, gt=0)
+    heartbeat_interval_ms: int = Field(default=3_000, gt=0)
+    max_poll_interval_ms: int = Field(default=300_000, gt=0)
+    max_poll_records: int = Field(default=500, gt=0)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    max_message_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger → dead letter.")
+
+
+class AlwaysJudgeRule(_Section):
+    """Judge the turn regardless of the sampling rate when the rule matches."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$", description="Bounded label value.")
+    field: str = Field(description="'query', 'answer', 'feedback', or 'labels.<key>'.")
+    pattern: str | None = Field(default=None, description="Regex searched in the field.")
+    equals: str | None = Field(default=None, description="Exact value of the field.")
+
+
+class SamplingConfig(_Section):
+    default_rate: float = Field(default=1.0, ge=0, le=1)
+    rates: dict[str, float] = Field(default_factory=dict, description="Per assistant name.")
+    always_judge: list[AlwaysJudgeRule] = Field(default_factory=list)
+    budget_calls_per_hour: float | None = Field(default=None, gt=0)
+    budget_usd_per_hour: float | None = Field(default=None, gt=0)
+    estimated_usd_per_call: float = Field(default=0.0, ge=0)
+
+
+class StorageConfig(_Section):
+    url: str = "sqlite:///casewatch.db"
+    retention_days: float | None = Field(default=30, gt=0)
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=9464, ge=0, le=65535)
+
+
+class DaemonConfig(_Section):
+    concurrency: int = Field(default=8, gt=0, le=1024, description="Judge calls in flight.")
+    max_in_flight: int = Field(default=256, gt=0, description="Turns held before pausing.")
+    drain_timeout_seconds: float = Field(default=30.0, gt=0)
+    commit_interval_seconds: float = Field(default=1.0, gt=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CASEWATCH_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    judges: dict[str, JudgeConfig] = Field(default_factory=dict)
+    judge: str = Field(default=HEURISTIC, description="Judge used in single-judge mode.")
+    panel: PanelConfig | None = None
+    weight_profile: str = "default"
+    weight_profiles: dict[str, dict[str, float]] = Field(default_factory=dict)
+    critical_metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_CRITICAL_METRICS))
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    redact: list[SecretStr] = Field(default_factory=list, description="Extra strings to redact.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        for name, weights in self.weight_profiles.items():
+            try:
+                validate_weights(weights)
+            except ValueError as exc:
+                raise ValueError(f"weight_profiles.{name}: {exc}") from exc
+        if self.weight_profile not in self.all_profiles():
+            raise ValueError(
+                f"weight_profile {self.weight_profile!r} is not defined; "
+                f"known: {', '.join(sorted(self.all_profiles()))}"
+            )
+        from monitor.models import METRICS
+
+        bad = [m for m in self.critical_metrics if m not in METRICS]
+        if bad:
+            raise ValueError(f"critical_metrics: unknown metric(s) {', '.join(bad)}")
+        names = self.judge_names()
+        if self.judge not in names:
+            raise ValueError(f"judge {self.judge!r} is not configured; known: {', '.join(names)}")
+        if self.panel is not None:
+            for n in [*self.panel.primaries, *([self.panel.arbiter] if self.panel.arbiter else [])]:
+                if n not in names:
+                    raise ValueError(f"panel: judge {n!r} is not configured")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if settings_cls.model_config.get("yaml_file"):
+            sources.append(YamlConfigSettingsSource(settings_cls))
+        sources.append(file_secret_settings)
+        return tuple(sources)
+
+    # ------------------------------------------------------------------ derived views
+
+    def all_profiles(self) -> dict[str, dict[str, float]]:
+        return {**BUILTIN_PROFILES, **self.weight_profiles}
+
+    def weights(self) -> dict[str, float]:
+        return validate_weights(self.all_profiles()[self.weight_profile])
+
+    def judge_names(self) -> list[str]:
+        return sorted({HEURISTIC, *self.judges})
+
+    def judge_config(self, name: str) -> JudgeConfig:
+        if name in self.judges:
+            return self.judges[name]
+        if name == HEURISTIC:
+            return JudgeConfig(kind="heuristic")
+        raise ConfigError(f"judge {name!r} is not configured; known: {', '.join(self.judge_names())}")
+
+    def effective_panel(self) -> PanelConfig:
+        return self.panel or PanelConfig(primaries=[self.judge])
+
+    def secret_values(self) -> list[str]:
+        """Every secret this configuration can reach, for log redaction."""
+        values = [s.get_secret_value() for s in self.redact]
+        for cfg in self.judges.values():
+            try:
+                key = cfg.resolve_api_key()
+            except ConfigError:
+                key = None
+            if key:
+                values.append(key)
+        if self.kafka.sasl_password is not None:
+            values.append(self.kafka.sasl_password.get_secret_value())
+        return [v for v in values if v]
+
+    def judge_config_hash(self) -> str:
+        """Identifies what produced a verdict: judges, panel, weights, critical metrics.
+
+        Part of the storage idempotency key, so changing the judge set re-judges a replayed
+        turn instead of silently reusing an old verdict.
+        """
+        from monitor.judges.prompt import PROMPT_VERSION
+
+        panel = self.effective_panel()
+        names = [*panel.primaries, *([panel.arbiter] if panel.arbiter else [])]
+        doc = {
+            "prompt": PROMPT_VERSION,
+            "judges": {n: self.judge_config(n).fingerprint() for n in names},
+            "panel": panel.model_dump(mode="json"),
+            "weights": self.weights(),
+            "critical": sorted(self.critical_metrics),
+        }
+        raw = json.dumps(doc, sort_keys=True).encode()
+        return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        lines.append(f"  {loc}: {err['msg']}")
+    return "invalid configuration:\n" + "\n".join(lines)
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings from overrides, environment and an optional YAML file.
+
+    Raises ConfigError with one line per bad field (dotted path + reason).
+    """
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError(f"config file {config_file} does not exist or is not a file")
+    cls: type[Settings] = Settings
+    if config_file is not None:
+        # A subclass carries the file path; the priority order stays the one declared above.
+        cls = type(
+            "FileSettings",
+            (Settings,),
+            {"model_config": SettingsConfigDict(**{**Settings.model_config, "yaml_file": config_file})},
+        )
+    try:
+        return cls(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None

@@ -1,0 +1,71 @@
+from pathlib import Path
+
+import pytest
+
+from monitor.errors import ConfigError
+from monitor.settings import load_settings
+
+
+def test_defaults_use_the_offline_heuristic_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = load_settings()
+    assert s.judge == "heuristic"
+    assert s.judge_config("heuristic").kind == "heuristic"
+    assert sum(s.weights().values()) == pytest.approx(1.0)
+
+
+def test_yaml_file_and_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "casewatch.yaml"
+    cfg.write_text(
+        "judge: primary\n"
+        "judges:\n"
+        "  primary:\n"
+        "    base_url: http://127.0.0.1:1/v1\n"
+        "    model: gpt-x\n"
+        "    api_key_env: MY_JUDGE_KEY\n"
+        "    price_input_per_mtok: 1.5\n"
+        "weight_profile: uniform\n"
+    )
+    monkeypatch.setenv("MY_JUDGE_KEY", "sk-test-secret-123")
+    monkeypatch.setenv("CASEWATCH_WEIGHT_PROFILE", "retrieval-heavy")
+    s = load_settings(cfg)
+    assert s.judge == "primary"
+    assert s.weight_profile == "retrieval-heavy"  # env beats the file
+    assert s.judges["primary"].resolve_api_key() == "sk-test-secret-123"
+    assert "sk-test-secret-123" in s.secret_values()
+    assert "sk-test-secret-123" not in repr(s)
+
+
+def test_api_key_from_file(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text("file-secret-value\n")
+    s = load_settings(judges={"j": {"model": "m", "api_key_file": str(key)}}, judge="j")
+    assert s.judges["j"].resolve_api_key() == "file-secret-value"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        ({"weight_profile": "nope"}, "weight_profile"),
+        ({"judges": {"j": {"model": "m", "timeout_seconds": -1}}}, "judges.j.timeout_seconds"),
+        ({"judge": "missing"}, "not configured"),
+        ({"weight_profiles": {"mine": {"hallucination": 1.0}}}, "weight_profiles.mine"),
+        ({"critical_metrics": ["tone"]}, "critical_metrics"),
+        ({"kafka": {"topics": []}}, "kafka.topics"),
+    ],
+)
+def test_bad_config_names_the_field(overrides: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace(".", r"\.")):
+        load_settings(**overrides)
+
+
+def test_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "absent.yaml")
+
+
+def test_judge_config_hash_changes_with_the_judge_but_not_the_key() -> None:
+    a = load_settings(judges={"j": {"model": "m1", "api_key": "k1"}}, judge="j")
+    b = load_settings(judges={"j": {"model": "m1", "api_key": "k2"}}, judge="j")
+    c = load_settings(judges={"j": {"model": "m2", "api_key": "k1"}}, judge="j")
+    assert a.judge_config_hash() == b.judge_config_hash()
+    assert a.judge_config_hash() != c.judge_config_hash()
