@@ -44,7 +44,11 @@ class SecretRedactor:
             return self.redact_text(value)
         if isinstance(value, dict):
             return {
-                k: (REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) and v else self._clean(v))
+                k: (
+                    REDACTED
+                    if isinstance(k, str) and _SECRET_KEY.search(k) and v
+                    else self._clean(v)
+                )
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):

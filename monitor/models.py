@@ -41,7 +41,7 @@ MAX_JUSTIFICATION_CHARS = 600
 Id = Annotated[str, StringConstraints(min_length=1, max_length=256, strip_whitespace=True)]
 
 
-class Band(str, enum.Enum):
+class Band(enum.StrEnum):
     """Severity bands of seed 004 appendix B, worst first."""
 
     SEVERE = "severe"
@@ -101,7 +101,9 @@ class Feedback(_Open):
 class TurnEvent(_Open):
     """One assistant turn of a support conversation, as published on the Kafka topic."""
 
-    event_id: Id = Field(description="Idempotency key: replaying the same event never double-counts.")
+    event_id: Id = Field(
+        description="Idempotency key: replaying the same event never double-counts."
+    )
     conversation_id: Id
     turn_index: int = Field(ge=0)
     timestamp: datetime

@@ -41,11 +41,15 @@ class JudgeConfig(_Section):
     )
     model: str = HEURISTIC
     api_key: SecretStr | None = None
-    api_key_env: str | None = Field(default=None, description="Name of the env var holding the key.")
+    api_key_env: str | None = Field(
+        default=None, description="Name of the env var holding the key."
+    )
     api_key_file: Path | None = Field(default=None, description="File holding the key.")
     timeout_seconds: float = Field(default=60.0, gt=0)
     output_retries: int = Field(default=2, ge=0, le=10, description="Retries on invalid output.")
-    transport_retries: int = Field(default=4, ge=0, le=20, description="Retries on 429/5xx/timeout.")
+    transport_retries: int = Field(
+        default=4, ge=0, le=20, description="Retries on 429/5xx/timeout."
+    )
     backoff_initial_seconds: float = Field(default=0.5, ge=0)
     backoff_max_seconds: float = Field(default=30.0, ge=0)
     response_format: Literal["auto", "json_schema", "json_object"] = "auto"
@@ -74,7 +78,9 @@ class JudgeConfig(_Section):
             try:
                 return self.api_key_file.read_text(encoding="utf-8").strip()
             except OSError as exc:
-                raise ConfigError(f"judge api_key_file: cannot read {self.api_key_file}: {exc}") from exc
+                raise ConfigError(
+                    f"judge api_key_file: cannot read {self.api_key_file}: {exc}"
+                ) from exc
         return None
 
     def fingerprint(self) -> dict[str, Any]:
@@ -226,7 +232,9 @@ class Settings(BaseSettings):
             return self.judges[name]
         if name == HEURISTIC:
             return JudgeConfig(kind="heuristic")
-        raise ConfigError(f"judge {name!r} is not configured; known: {', '.join(self.judge_names())}")
+        raise ConfigError(
+            f"judge {name!r} is not configured; known: {', '.join(self.judge_names())}"
+        )
 
     def effective_panel(self) -> PanelConfig:
         return self.panel or PanelConfig(primaries=[self.judge])
@@ -287,7 +295,11 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         cls = type(
             "FileSettings",
             (Settings,),
-            {"model_config": SettingsConfigDict(**{**Settings.model_config, "yaml_file": config_file})},
+            {
+                "model_config": SettingsConfigDict(
+                    **{**Settings.model_config, "yaml_file": config_file}
+                )
+            },
         )
     try:
         return cls(**overrides)

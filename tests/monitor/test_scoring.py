@@ -53,8 +53,9 @@ def test_validate_weights_names_the_problem() -> None:
     with pytest.raises(ValueError, match="unknown"):
         scoring.validate_weights({**scoring.DEFAULT_PROFILE, "tone": 0.0})
     with pytest.raises(ValueError, match=">= 0"):
-        scoring.validate_weights({**scoring.DEFAULT_PROFILE, "hallucination": -0.2,
-                                  "answer_helpfulness": 0.55})
+        scoring.validate_weights(
+            {**scoring.DEFAULT_PROFILE, "hallucination": -0.2, "answer_helpfulness": 0.55}
+        )
 
 
 def test_s_final_matches_paper_weights() -> None:
