@@ -99,6 +99,19 @@ class PanelConfig(_Section):
     disagreement: Literal["any_band", "critical_band", "s_final_delta"] = "any_band"
     s_final_threshold: float = Field(default=0.15, ge=0, le=1)
 
+    @model_validator(mode="after")
+    def _check(self) -> PanelConfig:
+        # Same judge twice at temperature 0 always agrees: the panel would cost double for
+        # nothing, and an arbiter that is also a primary always forms the median with itself.
+        if len(set(self.primaries)) != len(self.primaries):
+            raise ValueError("panel.primaries must name two different judges")
+        if self.arbiter is not None:
+            if len(self.primaries) != 2:
+                raise ValueError("panel.arbiter needs two primaries to arbitrate between")
+            if self.arbiter in self.primaries:
+                raise ValueError("panel.arbiter must differ from the primaries")
+        return self
+
 
 class KafkaConfig(_Section):
     bootstrap_servers: list[str] = Field(default_factory=lambda: ["127.0.0.1:9092"])
