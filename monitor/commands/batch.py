@@ -1,0 +1,304 @@
+"""``casewatch judge``, ``casewatch compare`` and ``casewatch agreement``: offline batch use.
+
+Operator errors (bad config, unreadable files) print one clear message and exit 2; a bug
+still shows its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from monitor.agreement import BANDS, HumanAgreement, JudgeAgreement, agreement, judge_agreement
+from monitor.batch import BatchSummary, VerdictFile, read_human_labels, read_verdicts, run_batch
+from monitor.comparison import Comparison, compare
+from monitor.errors import ConfigError, InvalidInput
+from monitor.evaluator import build_evaluator
+from monitor.logs import configure_logging
+from monitor.models import Band
+from monitor.settings import Settings, load_settings
+from monitor.stats import Correlation, PairedTest
+
+_IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
+_OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
+_CONFIG = click.Path(dir_okay=False, path_type=Path)  # load_settings names a missing file
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"casewatch: {message}", err=True)
+    raise click.exceptions.Exit(2)
+
+
+def _settings(config: Path | None, **overrides: Any) -> Settings:
+    try:
+        return load_settings(config, **overrides)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _p(x: float | None) -> str:
+    return "—" if x is None else (f"{x:.2e}" if x < 1e-4 else f"{x:.4f}")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(row: Sequence[str]) -> str:
+        cells = zip(row, widths, strict=True)
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(cells))
+
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
+
+
+def _notes(notes: Sequence[str], indent: str = "  ") -> None:
+    for note in dict.fromkeys(notes):  # de-duplicated, in order
+        click.echo(f"{indent}note: {note}")
+
+
+# ---------------------------------------------------------------- judge
+
+
+def _print_summary(s: BatchSummary) -> None:
+    click.echo(
+        f"read {s.read}  judged {s.judged}  judge_failed {s.judge_failed}  "
+        f"skipped_existing {s.skipped_existing}  duplicates {s.duplicates}  "
+        f"rejected {s.rejected}  ({s.elapsed_seconds:.1f} s, {s.turns_per_second:.1f} turns/s)"
+    )
+    if not s.per_assistant:
+        return
+    rows = [
+        [
+            name,
+            str(t.n),
+            str(t.judge_failed),
+            _num(t.mean_s_final),
+            *(str(t.bands.get(b.value, 0)) for b in Band),
+        ]
+        for name, t in sorted(s.per_assistant.items())
+    ]
+    header = ["assistant", "n", "judge_failed", "mean S_final", *(b.value for b in Band)]
+    click.echo(_table(header, rows))
+
+
+@click.command("judge")
+@click.argument("input_path", metavar="INPUT.jsonl", type=_IN)
+@click.option("--out", "out_path", required=True, type=_OUT, help="Granular verdicts (JSONL).")
+@click.option("--compact", "compact_path", type=_OUT, help="Compact rows for dashboards (JSONL).")
+@click.option("--judge", "judge_name", help="Configured judge to use (overrides `judge`).")
+@click.option("--concurrency", type=click.IntRange(1, 1024), help="Turns judged at once.")
+@click.option("--config", type=_CONFIG, help="YAML configuration file.")
+@click.option("--rejects", "rejects_path", type=_OUT, help="Default: <out>.rejects.jsonl.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (never shown off a tty).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def judge_command(
+    input_path: Path,
+    out_path: Path,
+    compact_path: Path | None,
+    judge_name: str | None,
+    concurrency: int | None,
+    config: Path | None,
+    rejects_path: Path | None,
+    no_progress: bool,
+    as_json: bool,
+) -> None:
+    """Judge every turn event of INPUT.jsonl; resumable (turns already in --out are skipped)."""
+    settings = _settings(config, **({"judge": judge_name} if judge_name else {}))
+    configure_logging(settings.log_level, settings.secret_values())
+    for p in (out_path, compact_path, rejects_path):
+        if p is not None and not p.parent.is_dir():
+            _fail(f"output directory {p.parent} does not exist")
+    try:
+        evaluator = build_evaluator(settings)
+    except ConfigError as exc:
+        _fail(str(exc))
+    try:
+        summary = run_batch(
+            input_path,
+            out_path,
+            compact_path,
+            evaluator,
+            concurrency=concurrency or settings.daemon.concurrency,
+            rejects_path=rejects_path,
+            progress=not no_progress,
+        )
+    except OSError as exc:
+        _fail(f"I/O error: {exc}")
+    finally:
+        evaluator.close()
+    if as_json:
+        click.echo(json.dumps(summary.to_dict()))
+    else:
+        _print_summary(summary)
+
+
+# ---------------------------------------------------------------- compare
+
+
+def _load(path: Path) -> VerdictFile:
+    try:
+        loaded = read_verdicts(path)
+    except OSError as exc:
+        _fail(f"cannot read {path}: {exc}")
+    if loaded.bad_lines:
+        number, reason = loaded.bad_lines[0]
+        click.echo(
+            f"casewatch: {path}: {len(loaded.bad_lines)} unreadable line(s) skipped "
+            f"(first: line {number}: {reason})",
+            err=True,
+        )
+    if not loaded.verdicts:
+        _fail(f"{path} holds no verdicts (expected the --out file of `casewatch judge`)")
+    return loaded
+
+
+def _paired_row(label: str, t: PairedTest) -> list[str]:
+    ci = "—" if t.ci_low is None else f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}]"
+    delta = "—" if t.mean_delta is None else f"{t.mean_delta:+.4f}"
+    return [label, str(t.n), _num(t.mean_a), _num(t.mean_b), delta, _p(t.wilcoxon_p), _p(t.t_p), ci]
+
+
+def _print_comparison(c: Comparison) -> None:
+    click.echo(
+        f"A: {', '.join(c.assistants_a)}  ({c.conversations_a} conversations, "
+        f"{c.turns_scored_a} turns scored, {c.judge_failed_a} judge_failed excluded)"
+    )
+    click.echo(
+        f"B: {', '.join(c.assistants_b)}  ({c.conversations_b} conversations, "
+        f"{c.turns_scored_b} turns scored, {c.judge_failed_b} judge_failed excluded)"
+    )
+    click.echo(
+        f"paired conversations: {c.n_pairs} (only in A: {c.only_a}, only in B: {c.only_b}); "
+        f"Δ = B − A; weights: {c.weight_profile or 'as judged'}\n"
+    )
+    header = ["conversation mean", "n", "mean A", "mean B", "Δ", "Wilcoxon p", "t-test p"]
+    ci_head = f"95% CI of Δ ({c.s_final.ci_method or 'n/a'})"
+    rows = [_paired_row("S_final", c.s_final)]
+    rows += [_paired_row(m.metric, m.test) for m in c.metrics]
+    click.echo(_table([*header, ci_head], rows))
+    _notes([*c.notes, *c.s_final.notes], indent="")
+    metric_notes = [f"{m.metric}: {n}" for m in c.metrics for n in m.test.notes]
+    _notes(metric_notes, indent="")
+
+
+@click.command("compare")
+@click.argument("a_path", metavar="A.jsonl", type=_IN)
+@click.argument("b_path", metavar="B.jsonl", type=_IN)
+@click.option("--weight-profile", help="Recompute S_final under this profile (default: as judged).")
+@click.option("--config", type=_CONFIG, help="YAML configuration (for custom weight profiles).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
+def compare_command(
+    a_path: Path, b_path: Path, weight_profile: str | None, config: Path | None, as_json: bool
+) -> None:
+    """Compare assistant B with A on the conversations both answered (Wilcoxon, t, bootstrap).
+
+    A and B are --out files of `casewatch judge`.
+    """
+    weights = None
+    if weight_profile is not None:
+        weights = _settings(config, weight_profile=weight_profile).weights()
+    result = compare(
+        _load(a_path).verdicts, _load(b_path).verdicts, weights, weight_profile=weight_profile
+    )
+    if as_json:
+        click.echo(json.dumps(result.to_dict()))
+    else:
+        _print_comparison(result)
+
+
+# ---------------------------------------------------------------- agreement
+
+
+def _print_human(h: HumanAgreement) -> None:
+    click.echo(
+        f"judge vs human: {h.labelled} labelled turns, {h.matched} scored by the judge, "
+        f"{h.missing} without a verdict, {h.judge_failed} judge_failed"
+    )
+    header = ["label", "n", "accuracy", "kappa", "macro-F1", "problem acc."]
+    rows = [
+        [
+            m.metric,
+            str(m.n),
+            _num(m.accuracy, 3),
+            _num(m.kappa, 3),
+            _num(m.macro_f1, 3),
+            _num(m.problem_accuracy, 3),
+        ]
+        for m in h.metrics
+    ]
+    click.echo(_table(header, rows))
+    click.echo(f"\nconfusion (rows human, columns judge; {' / '.join(BANDS)}):")
+    for m in h.metrics:
+        cells = " | ".join(" ".join(f"{x:>3}" for x in row) for row in m.confusion)
+        click.echo(f"  {m.metric:<26} {cells}")
+    _notes([f"{m.metric}: {n}" for m in h.metrics for n in m.notes], indent="")
+    if h.unknown_keys:
+        click.echo(f"note: label keys ignored (not a metric or turn_band): {h.unknown_keys}")
+
+
+def _corr_row(label: str, c: Correlation) -> list[str]:
+    rho, tau = _num(c.spearman, 3), _num(c.kendall, 3)
+    return [label, str(c.n), rho, _p(c.spearman_p), tau, _p(c.kendall_p)]
+
+
+def _print_judges(j: JudgeAgreement) -> None:
+    click.echo(
+        f"judge vs judge: {j.shared} turns scored by both (only first: {j.only_a}, "
+        f"only second: {j.only_b}, judge_failed: {j.judge_failed})"
+    )
+    rows = [
+        _corr_row("S_final (turns)", j.s_final),
+        _corr_row("S_final (conversations)", j.s_final_conversations),
+        *(_corr_row(m, c) for m, c in j.metrics),
+    ]
+    click.echo(_table(["score", "n", "Spearman ρ", "p", "Kendall τ", "p"], rows))
+    notes = [*j.s_final.notes, *j.s_final_conversations.notes]
+    notes += [f"{m}: {n}" for m, c in j.metrics for n in c.notes]
+    _notes(notes, indent="")
+
+
+@click.command("agreement")
+@click.argument("judged_path", metavar="JUDGED.jsonl", type=_IN)
+@click.option("--labels", "labels_path", type=_IN, help="Human bands: {event_id, labels}.")
+@click.option("--other", "other_path", type=_IN, help="A second judge's --out file.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
+def agreement_command(
+    judged_path: Path, labels_path: Path | None, other_path: Path | None, as_json: bool
+) -> None:
+    """How well the judge agrees with human labels (--labels) and another judge (--other)."""
+    if labels_path is None and other_path is None:
+        _fail("give --labels HUMAN.jsonl, --other JUDGED2.jsonl, or both")
+    judged = _load(judged_path).verdicts
+    doc: dict[str, Any] = {}
+    human = judges = None
+    if labels_path is not None:
+        try:
+            labels = read_human_labels(labels_path)
+        except InvalidInput as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(f"cannot read {labels_path}: {exc}")
+        human = agreement(judged, labels)
+        doc["human"] = human.to_dict()
+    if other_path is not None:
+        judges = judge_agreement(judged, _load(other_path).verdicts)
+        doc["judges"] = judges.to_dict()
+    if as_json:
+        click.echo(json.dumps(doc))
+        return
+    if human is not None:
+        _print_human(human)
+    if judges is not None:
+        if human is not None:
+            click.echo()
+        _print_judges(judges)
+
+
+COMMANDS: list[click.Command] = [judge_command, compare_command, agreement_command]
