@@ -1,0 +1,328 @@
+"""Every Prometheus metric casewatch exports, declared in one place.
+
+``rules/`` and ``dashboards/`` refer only to names listed in ``METRIC_NAMES`` (a test checks
+it), so a metric is added here, with a comment saying what it answers, never ad hoc elsewhere.
+
+Labels are bounded: assistant, metric, band, judge, topic, partition, reason, outcome, kind —
+never conversation or event ids. Assistant names come from the events themselves (untrusted),
+so ``LabelGuard`` caps how many distinct values one label may take; later values are exported
+as ``__other__`` instead of growing the series count without limit.
+
+Every metric takes the registry it registers into; tests build a fresh ``CollectorRegistry``
+and read values back with ``registry.get_sample_value(name, labels)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Protocol
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+from monitor import __version__
+from monitor.judges.base import FAILURE_REASONS
+from monitor.models import Verdict
+
+# The exported family names (counters with their ``_total``). Histograms also expose
+# ``_bucket``, ``_sum`` and ``_count`` series; see ``is_declared``.
+METRIC_NAMES: tuple[str, ...] = (
+    "casewatch_build_info",
+    "casewatch_turns_consumed_total",
+    "casewatch_turns_sampled_total",
+    "casewatch_turns_skipped_total",
+    "casewatch_turns_judged_total",
+    "casewatch_metric_band_total",
+    "casewatch_score_final",
+    "casewatch_metric_score",
+    "casewatch_judge_requests_total",
+    "casewatch_judge_retries_total",
+    "casewatch_judge_failed_total",
+    "casewatch_judge_latency_seconds",
+    "casewatch_judge_tokens_total",
+    "casewatch_judge_cost_usd_total",
+    "casewatch_dead_letter_total",
+    "casewatch_in_flight",
+    "casewatch_paused_partitions",
+    "casewatch_consumer_lag",
+    "casewatch_offsets_committed_total",
+    "casewatch_commit_failures_total",
+    "casewatch_stored_total",
+    "casewatch_storage_errors_total",
+)
+
+HISTOGRAMS: frozenset[str] = frozenset(
+    {"casewatch_score_final", "casewatch_metric_score", "casewatch_judge_latency_seconds"}
+)
+
+# Score buckets share the band edges of seed 004 appendix B (0.30 / 0.60 / 0.85), so a
+# PromQL histogram_quantile or a bucket ratio reads directly as a band share.
+SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 1.0)
+# Judge calls range from a local heuristic (~ms) to a slow hosted model with retries (minutes).
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.01,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    20.0,
+    30.0,
+    60.0,
+    120.0,
+)
+
+OTHER = "__other__"
+DEFAULT_MAX_LABEL_VALUES = 100
+_MAX_LABEL_CHARS = 64
+
+
+class Decision(Protocol):
+    """What ``record_sampling`` needs of a ``consumers.sampling.SampleDecision``."""
+
+    @property
+    def sampled(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+def is_declared(series: str) -> bool:
+    """True if ``series`` (a name found in a rule or dashboard query) is exported here."""
+    if series in METRIC_NAMES:
+        return True
+    for suffix in ("_bucket", "_sum", "_count"):
+        if series.endswith(suffix) and series[: -len(suffix)] in HISTOGRAMS:
+            return True
+    return False
+
+
+class LabelGuard:
+    """Caps the distinct values of one untrusted label (thread-safe)."""
+
+    def __init__(self, max_values: int = DEFAULT_MAX_LABEL_VALUES) -> None:
+        if max_values < 1:
+            raise ValueError(f"max_values must be >= 1, got {max_values}")
+        self._max = max_values
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        value = value[:_MAX_LABEL_CHARS] or "unknown"
+        with self._lock:
+            if value in self._seen:
+                return value
+            if len(self._seen) >= self._max:
+                return OTHER
+            self._seen.add(value)
+            return value
+
+
+class Metrics:
+    """The metric objects plus the helpers the pipeline calls to record events."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry = REGISTRY,
+        max_assistants: int = DEFAULT_MAX_LABEL_VALUES,
+    ) -> None:
+        self.registry = registry
+        self._assistant = LabelGuard(max_assistants)
+        r = registry
+
+        # Which build is running: join on it to split any panel by version during a rollout.
+        self.build_info = Gauge(
+            "casewatch_build_info", "casewatch build; value is 1", ["version"], registry=r
+        )
+        self.build_info.labels(version=__version__).set(1)
+
+        # Intake rate per topic: the denominator of every sampling and failure ratio.
+        self.turns_consumed = Counter(
+            "casewatch_turns_consumed", "Records read from the broker", ["topic"], registry=r
+        )
+        # Turns chosen for judging, by why (rate, always-judge rule name, ...).
+        self.turns_sampled = Counter(
+            "casewatch_turns_sampled",
+            "Turns selected for judging",
+            ["assistant", "reason"],
+            registry=r,
+        )
+        # Turns not judged, by why (rate, budget exhausted, ...): a budget alert watches this.
+        self.turns_skipped = Counter(
+            "casewatch_turns_skipped",
+            "Valid turns not selected for judging",
+            ["assistant", "reason"],
+            registry=r,
+        )
+        # The headline quality signal: turns per severity band (or judge_failed).
+        self.turns_judged = Counter(
+            "casewatch_turns_judged",
+            "Turns judged, by turn band ('judge_failed' when no judge could score)",
+            ["assistant", "band"],
+            registry=r,
+        )
+        # Which metric drives a regression: per-metric band counts.
+        self.metric_band = Counter(
+            "casewatch_metric_band",
+            "Per-metric severity bands of judged turns",
+            ["assistant", "metric", "band"],
+            registry=r,
+        )
+        # Score distributions for drift detection (quantiles over time windows).
+        self.score_final = Histogram(
+            "casewatch_score_final",
+            "Weighted S_final of judged turns",
+            ["assistant"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
+        )
+        self.metric_score = Histogram(
+            "casewatch_metric_score",
+            "Per-metric scores of judged turns",
+            ["assistant", "metric"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
+        )
+        # Judge health: one request = one logical judging of a turn (retries included).
+        self.judge_requests = Counter(
+            "casewatch_judge_requests",
+            "Judge requests by outcome (ok|failed)",
+            ["judge", "outcome"],
+            registry=r,
+        )
+        # Retries beyond the first attempt: a rising rate warns before failures do.
+        self.judge_retries = Counter(
+            "casewatch_judge_retries", "Judge attempts beyond the first", ["judge"], registry=r
+        )
+        # Why judging failed (bounded by monitor.judges.base.FAILURE_REASONS).
+        self.judge_failed = Counter(
+            "casewatch_judge_failed",
+            "Judge requests that ended judge_failed, by reason",
+            ["judge", "reason"],
+            registry=r,
+        )
+        self.judge_latency = Histogram(
+            "casewatch_judge_latency_seconds",
+            "Wall time of one judge request, retries included",
+            ["judge"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        # Spend: tokens and dollars, so a budget alert fires before the invoice does.
+        self.judge_tokens = Counter(
+            "casewatch_judge_tokens",
+            "Tokens used by judges (kind=input|output)",
+            ["judge", "kind"],
+            registry=r,
+        )
+        self.judge_cost = Counter(
+            "casewatch_judge_cost_usd", "Judge cost in US dollars", ["judge"], registry=r
+        )
+        # Poison records by reason: a producer shipping a bad schema shows up here first.
+        self.dead_letter = Counter(
+            "casewatch_dead_letter",
+            "Records sent to the dead-letter queue",
+            ["reason"],
+            registry=r,
+        )
+        # Backpressure: turns held by the pipeline and partitions paused because it is full.
+        self.in_flight = Gauge("casewatch_in_flight", "Turns consumed but not finished", registry=r)
+        self.paused_partitions = Gauge(
+            "casewatch_paused_partitions",
+            "Partitions paused for backpressure",
+            registry=r,
+        )
+        # Falling behind the producers: end offset minus committed offset.
+        self.consumer_lag = Gauge(
+            "casewatch_consumer_lag",
+            "Records behind the end of the partition",
+            ["topic", "partition"],
+            registry=r,
+        )
+        # Progress of at-least-once delivery: offset commits per topic, and their failures.
+        self.offsets_committed = Counter(
+            "casewatch_offsets_committed",
+            "Successful offset commits (per topic)",
+            ["topic"],
+            registry=r,
+        )
+        self.commit_failures = Counter(
+            "casewatch_commit_failures",
+            "Offset commits the broker refused (retried on the next interval)",
+            registry=r,
+        )
+        # Idempotency at work: duplicates are replays (restarts, rebalances), not new verdicts.
+        self.stored = Counter(
+            "casewatch_stored",
+            "Verdict rows written (outcome=inserted|duplicate)",
+            ["outcome"],
+            registry=r,
+        )
+        # Database trouble: writes are retried with backoff and /readyz turns unready.
+        self.storage_errors = Counter(
+            "casewatch_storage_errors", "Failed verdict writes (retried)", registry=r
+        )
+
+    # ------------------------------------------------------------------ recording helpers
+
+    def assistant_label(self, name: str) -> str:
+        return self._assistant(name)
+
+    def record_consumed(self, topic: str, count: int = 1) -> None:
+        self.turns_consumed.labels(topic=topic).inc(count)
+
+    def record_sampling(self, assistant: str, decision: Decision) -> None:
+        counter = self.turns_sampled if decision.sampled else self.turns_skipped
+        counter.labels(assistant=self._assistant(assistant), reason=decision.reason).inc()
+
+    def record_dead_letter(self, reason: str) -> None:
+        self.dead_letter.labels(reason=reason).inc()
+
+    def record_stored(self, inserted: int, duplicate: int) -> None:
+        if inserted:
+            self.stored.labels(outcome="inserted").inc(inserted)
+        if duplicate:
+            self.stored.labels(outcome="duplicate").inc(duplicate)
+
+    def record_commit(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            self.offsets_committed.labels(topic=topic).inc()
+
+    def set_lag(self, lag: Iterable[tuple[tuple[str, int], int]]) -> None:
+        """Replace the lag series (``lag`` as ``dict.items()`` of (topic, partition) -> lag):
+        partitions no longer assigned disappear instead of freezing at their last value."""
+        self.consumer_lag.clear()
+        for (topic, partition), value in lag:
+            self.consumer_lag.labels(topic=topic, partition=str(partition)).set(value)
+
+    def record_verdict(self, verdict: Verdict) -> None:
+        """Turn-level, metric-level and per-judge series for one finished verdict."""
+        assistant = self._assistant(verdict.assistant.name)
+        if verdict.status == "ok" and verdict.turn_band is not None:
+            self.turns_judged.labels(assistant=assistant, band=verdict.turn_band.value).inc()
+            if verdict.s_final is not None:
+                self.score_final.labels(assistant=assistant).observe(verdict.s_final)
+            for metric, score in verdict.metric_scores.items():
+                self.metric_score.labels(assistant=assistant, metric=metric).observe(score)
+            for metric, band in verdict.metric_bands.items():
+                self.metric_band.labels(assistant=assistant, metric=metric, band=band.value).inc()
+        else:
+            self.turns_judged.labels(assistant=assistant, band="judge_failed").inc()
+        for j in verdict.judgments:
+            outcome = "ok" if j.ok else "failed"
+            self.judge_requests.labels(judge=j.judge, outcome=outcome).inc()
+            if not j.ok:
+                reason = j.failure_reason if j.failure_reason in FAILURE_REASONS else "internal"
+                self.judge_failed.labels(judge=j.judge, reason=reason).inc()
+            if j.attempts > 1:
+                self.judge_retries.labels(judge=j.judge).inc(j.attempts - 1)
+            self.judge_latency.labels(judge=j.judge).observe(j.latency_seconds)
+            if j.input_tokens:
+                self.judge_tokens.labels(judge=j.judge, kind="input").inc(j.input_tokens)
+            if j.output_tokens:
+                self.judge_tokens.labels(judge=j.judge, kind="output").inc(j.output_tokens)
+            if j.cost_usd:
+                self.judge_cost.labels(judge=j.judge).inc(j.cost_usd)

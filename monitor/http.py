@@ -1,0 +1,161 @@
+"""One HTTP port for Prometheus and Kubernetes: ``/metrics``, ``/healthz``, ``/readyz``.
+
+- ``/metrics``: the registry in the Prometheus text format (prometheus_client's WSGI app).
+- ``/healthz`` (liveness): the process is alive AND the processing loop ticked recently. A
+  loop stuck in a deadlock is not "alive" from the operator's point of view: restart it.
+- ``/readyz`` (readiness): every named check (broker, database, ...) passes. Checks are plain
+  callables returning bool; an exception counts as a failure. 503 with a JSON body naming the
+  failing checks otherwise.
+
+A small threaded WSGI server in a daemon thread: scrapes never wait behind a slow probe.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import structlog
+from prometheus_client import CollectorRegistry, make_wsgi_app
+
+from monitor.clock import Clock, SystemClock
+
+log = structlog.get_logger(__name__)
+
+StartResponse = Callable[..., Any]
+Environ = dict[str, Any]
+
+
+class Heartbeat:
+    """The processing loop calls ``tick()``; liveness fails when ticks stop for ``max_age``."""
+
+    def __init__(self, max_age_seconds: float = 60.0, clock: Clock | None = None) -> None:
+        if max_age_seconds <= 0:
+            raise ValueError(f"max_age_seconds must be > 0, got {max_age_seconds}")
+        self._clock = clock or SystemClock()
+        self._max_age = max_age_seconds
+        self._last: float | None = None
+        self._lock = threading.Lock()
+
+    def tick(self) -> None:
+        now = self._clock.monotonic()
+        with self._lock:
+            self._last = now
+
+    def status(self) -> tuple[bool, str]:
+        with self._lock:
+            last = self._last
+        if last is None:
+            return False, "processing loop has not started"
+        age = self._clock.monotonic() - last
+        if age > self._max_age:
+            return False, f"processing loop last ticked {age:.1f}s ago (limit {self._max_age}s)"
+        return True, "ok"
+
+
+def _run_checks(checks: Mapping[str, Callable[[], bool]]) -> dict[str, bool]:
+    results: dict[str, bool] = {}
+    for name, check in checks.items():
+        try:
+            results[name] = bool(check())
+        except Exception:  # a probe must answer, whatever the check raises
+            log.warning("readiness check raised", check=name, exc_info=True)
+            results[name] = False
+    return results
+
+
+class ProbeApp:
+    """The WSGI application behind the port (usable on its own with any WSGI server)."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        heartbeat: Heartbeat,
+        checks: Mapping[str, Callable[[], bool]],
+    ) -> None:
+        self._metrics_app = make_wsgi_app(registry)
+        self._heartbeat = heartbeat
+        self._checks = dict(checks)
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            result: Iterable[bytes] = self._metrics_app(environ, start_response)
+            return result
+        if path == "/healthz":
+            ok, reason = self._heartbeat.status()
+            return _json(start_response, ok, {"alive": ok, "reason": reason})
+        if path == "/readyz":
+            results = _run_checks(self._checks)
+            failing = sorted(n for n, ok in results.items() if not ok)
+            body: dict[str, Any] = {"ready": not failing, "checks": results}
+            if failing:
+                body["reason"] = f"not reachable: {', '.join(failing)}"
+            return _json(start_response, not failing, body)
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"not found: try /metrics, /healthz or /readyz\n"]
+
+
+def _json(start_response: StartResponse, ok: bool, body: Mapping[str, Any]) -> list[bytes]:
+    raw = json.dumps(body, sort_keys=True).encode()
+    status = "200 OK" if ok else "503 Service Unavailable"
+    start_response(
+        status, [("Content-Type", "application/json"), ("Content-Length", str(len(raw)))]
+    )
+    return [raw]
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    # Every scrape would otherwise print an access-log line to stderr.
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+class ProbeServer:
+    """Serves a ``ProbeApp`` on host:port from a background thread. Port 0 picks a free port."""
+
+    def __init__(self, app: ProbeApp, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._server = make_server(
+            host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler
+        )
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="casewatch-http", daemon=True
+        )
+
+    @property
+    def host(self) -> str:
+        return str(self._server.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> ProbeServer:
+        self._thread.start()
+        log.info("http server listening", url=self.url)
+        return self
+
+    def close(self) -> None:
+        # shutdown() waits for serve_forever to notice, so only call it once it runs.
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+        self._server.server_close()
+
+    def __enter__(self) -> ProbeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,213 @@
+"""Metric declarations and recording helpers, read back from a fresh registry."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from monitor import __version__
+from monitor.exporter import (
+    METRIC_NAMES,
+    OTHER,
+    SCORE_BUCKETS,
+    LabelGuard,
+    Metrics,
+    is_declared,
+)
+from monitor.models import METRICS, Assistant, Case, JudgeScores, Judgment, MetricScore, TurnEvent
+from monitor.scoring import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE
+from monitor.verdicts import failed_verdict, single_judge_verdict
+
+
+def _turn(assistant: str = "helpdesk") -> TurnEvent:
+    return TurnEvent(
+        event_id="e1",
+        conversation_id="c1",
+        turn_index=0,
+        timestamp=datetime(2026, 1, 1, tzinfo=UTC),
+        assistant=Assistant(name=assistant, version="1", model="m"),
+        case=Case(subject="s", description="d"),
+        query="q",
+        answer="a",
+    )
+
+
+def _judgment(score: float, **kw: object) -> Judgment:
+    scores = JudgeScores(**{m: MetricScore(score=score, justification="j") for m in METRICS})
+    base: dict[str, object] = {
+        "judge": "primary",
+        "kind": "openai",
+        "model": "m",
+        "status": "ok",
+        "scores": scores,
+        "attempts": 2,
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cost_usd": 0.25,
+        "latency_seconds": 1.5,
+    }
+    base.update(kw)
+    return Judgment.model_validate(base)
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+def test_every_declared_name_is_exported(registry: CollectorRegistry) -> None:
+    Metrics(registry)
+    families = {m.name for m in registry.collect()}
+    exported = {
+        name
+        for m in registry.collect()
+        for name in ([f"{m.name}_total"] if m.type == "counter" else [m.name])
+    }
+    assert set(METRIC_NAMES) == exported
+    assert all(n.startswith("casewatch_") for n in families)
+
+
+def test_is_declared_accepts_histogram_series_only_for_histograms() -> None:
+    assert is_declared("casewatch_score_final_bucket")
+    assert is_declared("casewatch_judge_latency_seconds_count")
+    assert is_declared("casewatch_turns_judged_total")
+    assert not is_declared("casewatch_turns_judged_total_bucket")
+    assert not is_declared("casewatch_nope_total")
+
+
+def test_score_buckets_contain_the_band_edges() -> None:
+    assert {0.3, 0.6, 0.85, 1.0} <= set(SCORE_BUCKETS)
+
+
+def test_build_info(registry: CollectorRegistry) -> None:
+    Metrics(registry)
+    assert registry.get_sample_value("casewatch_build_info", {"version": __version__}) == 1.0
+
+
+def test_record_verdict_scored(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry)
+    verdict = single_judge_verdict(
+        _turn(),
+        _judgment(0.2),
+        weights=DEFAULT_PROFILE,
+        weight_profile="default",
+        critical=DEFAULT_CRITICAL_METRICS,
+    )
+    metrics.record_verdict(verdict)
+    get = registry.get_sample_value
+    assert get("casewatch_turns_judged_total", {"assistant": "helpdesk", "band": "severe"}) == 1
+    labels = {"assistant": "helpdesk", "metric": "hallucination", "band": "severe"}
+    assert get("casewatch_metric_band_total", labels) == 1
+    assert get("casewatch_score_final_count", {"assistant": "helpdesk"}) == 1
+    assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.3"}) == 1
+    assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.1"}) == 0
+    assert (
+        get("casewatch_metric_score_count", {"assistant": "helpdesk", "metric": "answer_type_fit"})
+        == 1
+    )
+    assert get("casewatch_judge_requests_total", {"judge": "primary", "outcome": "ok"}) == 1
+    assert get("casewatch_judge_retries_total", {"judge": "primary"}) == 1
+    assert get("casewatch_judge_tokens_total", {"judge": "primary", "kind": "input"}) == 100
+    assert get("casewatch_judge_tokens_total", {"judge": "primary", "kind": "output"}) == 20
+    assert get("casewatch_judge_cost_usd_total", {"judge": "primary"}) == 0.25
+    assert get("casewatch_judge_latency_seconds_sum", {"judge": "primary"}) == 1.5
+
+
+def test_record_verdict_failed(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry)
+    failed = _judgment(
+        0.5, status="judge_failed", scores=None, failure_reason="timeout", attempts=1
+    )
+    metrics.record_verdict(failed_verdict(_turn(), [failed], "timeout", weight_profile="default"))
+    get = registry.get_sample_value
+    assert (
+        get("casewatch_turns_judged_total", {"assistant": "helpdesk", "band": "judge_failed"}) == 1
+    )
+    assert get("casewatch_judge_failed_total", {"judge": "primary", "reason": "timeout"}) == 1
+    assert get("casewatch_judge_requests_total", {"judge": "primary", "outcome": "failed"}) == 1
+    assert get("casewatch_score_final_count", {"assistant": "helpdesk"}) is None
+    assert get("casewatch_judge_retries_total", {"judge": "primary"}) is None
+
+
+def test_unknown_failure_reason_is_bounded(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry)
+    bad = _judgment(0.5, status="judge_failed", scores=None, failure_reason="free text " * 5)
+    metrics.record_verdict(failed_verdict(_turn(), [bad], "x", weight_profile="default"))
+    labels = {"judge": "primary", "reason": "internal"}
+    assert registry.get_sample_value("casewatch_judge_failed_total", labels) == 1
+
+
+class _Decision:
+    def __init__(self, sampled: bool, reason: str) -> None:
+        self.sampled = sampled
+        self.reason = reason
+
+
+def test_sampling_consumed_dead_letter_stored_commit(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry)
+    metrics.record_consumed("turns", 3)
+    metrics.record_sampling("helpdesk", _Decision(True, "rate"))
+    metrics.record_sampling("helpdesk", _Decision(False, "budget"))
+    metrics.record_dead_letter("invalid_json")
+    metrics.record_stored(inserted=2, duplicate=1)
+    metrics.record_commit(["turns"])
+    get = registry.get_sample_value
+    assert get("casewatch_turns_consumed_total", {"topic": "turns"}) == 3
+    assert get("casewatch_turns_sampled_total", {"assistant": "helpdesk", "reason": "rate"}) == 1
+    assert get("casewatch_turns_skipped_total", {"assistant": "helpdesk", "reason": "budget"}) == 1
+    assert get("casewatch_dead_letter_total", {"reason": "invalid_json"}) == 1
+    assert get("casewatch_stored_total", {"outcome": "inserted"}) == 2
+    assert get("casewatch_stored_total", {"outcome": "duplicate"}) == 1
+    assert get("casewatch_offsets_committed_total", {"topic": "turns"}) == 1
+
+
+def test_lag_series_are_replaced(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry)
+    metrics.set_lag({("turns", 0): 5, ("turns", 1): 7}.items())
+    metrics.set_lag({("turns", 1): 2}.items())
+    get = registry.get_sample_value
+    assert get("casewatch_consumer_lag", {"topic": "turns", "partition": "0"}) is None
+    assert get("casewatch_consumer_lag", {"topic": "turns", "partition": "1"}) == 2
+
+
+def test_assistant_label_cardinality_is_capped(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry, max_assistants=2)
+    for name in ["a", "b", "c", "d", "a"]:
+        metrics.record_sampling(name, _Decision(True, "rate"))
+    get = registry.get_sample_value
+    assert get("casewatch_turns_sampled_total", {"assistant": "a", "reason": "rate"}) == 2
+    assert get("casewatch_turns_sampled_total", {"assistant": OTHER, "reason": "rate"}) == 2
+    assert get("casewatch_turns_sampled_total", {"assistant": "c", "reason": "rate"}) is None
+
+
+def test_label_guard_truncates_and_validates() -> None:
+    guard = LabelGuard(3)
+    assert guard("x" * 500) == "x" * 64
+    assert guard("") == "unknown"
+    with pytest.raises(ValueError, match="max_values"):
+        LabelGuard(0)
+
+
+def test_two_instances_need_two_registries(registry: CollectorRegistry) -> None:
+    Metrics(registry)
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        Metrics(registry)
+    Metrics(CollectorRegistry())
+
+
+def test_exposition_has_no_id_labels(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry)
+    verdict = single_judge_verdict(
+        _turn(),
+        _judgment(0.9),
+        weights=DEFAULT_PROFILE,
+        weight_profile="default",
+        critical=DEFAULT_CRITICAL_METRICS,
+    )
+    metrics.record_verdict(verdict)
+    text = generate_latest(registry).decode()
+    assert "e1" not in text.replace("le=", "")
+    assert "conversation" not in text
+    assert "event_id" not in text
