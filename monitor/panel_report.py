@@ -29,6 +29,7 @@ BEFORE = "panel before arbitration"
 AFTER = "panel after arbitration"
 
 EvaluatorKind = Literal["primary", "before", "after"]
+_SHORT = {"before": "before arb.", "after": "after arb."}  # table column heads
 
 
 @dataclass(frozen=True)
@@ -85,15 +86,15 @@ class PanelReport:
                 else ")"
             ),
         ]
-        names = [e.name for e in self.evaluators]
-        width = max(12, *(len(n) for n in names)) + 2
+        heads = [_SHORT.get(e.kind, e.name) for e in self.evaluators]
+        widths = [max(8, len(h)) + 2 for h in heads]
         keys = [m.metric for m in self.evaluators[0].metrics]
-        header = f"{'':26}" + "".join(f"{n:>{width}}" for n in names)
-        lines += [
-            "",
-            header,
-            f"{'coverage':26}" + "".join(f"{_pct(e.coverage):>{width}}" for e in self.evaluators),
-        ]
+
+        def line(label: str, cells: Iterable[str]) -> str:
+            return f"{label:26}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True))
+
+        header = line("", heads)
+        lines += ["", header, line("coverage", (_pct(e.coverage) for e in self.evaluators))]
         for title, field in (
             ("accuracy", "accuracy"),
             ("Cohen's kappa", "kappa"),
@@ -102,8 +103,9 @@ class PanelReport:
             lines += ["", title, header]
             for key in keys:
                 rows = (e.row(key) for e in self.evaluators)
-                cells = (_num(getattr(r, field) if r is not None else None) for r in rows)
-                lines.append(f"{key:26}" + "".join(f"{c:>{width}}" for c in cells))
+                lines.append(
+                    line(key, (_num(getattr(r, field) if r is not None else None) for r in rows))
+                )
         return "\n".join(lines)
 
 

@@ -186,7 +186,7 @@ def test_table_and_dict() -> None:
     report = panel_report.panel_report(four_turns(cost=0.01), LABELS)
     table = report.format_table()
     assert "disagreement rate 25.0%" in table and "0.625 x three judges" in table
-    assert "panel after arbitration" in table and "Cohen's kappa" in table
+    assert "after arb." in table and "Cohen's kappa" in table
     halluc = [line for line in table.splitlines() if line.startswith("hallucination")]
     assert len(halluc) == 3  # one line per statistic
     assert halluc[0].split()[1:] == ["0.750", "1.000", "1.000", "1.000"]
