@@ -1,0 +1,187 @@
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from monitor.cli import main
+from monitor.commands.batch import agreement_command, compare_command, judge_command
+from tests.monitor.test_batch import dump, jsonl, turn, write_lines
+
+ANSWERS = [
+    "Open UDP ports 500 and 4500 on the firewall, then reconnect.",
+    "Reinstall the operating system.",
+    "Error 809 means the VPN server is down; wait an hour.",
+    "Check that UDP 500 and 4500 are open (kb-1), then reconnect the VPN.",
+]
+
+
+def _inputs(tmp_path: Path, conversations: int = 6) -> tuple[Path, Path]:
+    stable, canary = [], []
+    for c in range(conversations):
+        for t in range(2):
+            stable.append(dump(turn(f"s-{c}-{t}", f"c{c}", t, answer=ANSWERS[(c + t) % 4])))
+            canary_turn = turn(f"k-{c}-{t}", f"c{c}", t, answer=ANSWERS[(c * t + 1) % 4])
+            canary_turn["assistant"]["version"] = "1.5-canary"
+            canary.append(dump(canary_turn))
+    return (
+        write_lines(tmp_path / "stable.jsonl", stable),
+        write_lines(tmp_path / "canary.jsonl", canary),
+    )
+
+
+def _run(command: Any, args: list[str]) -> Result:
+    return CliRunner().invoke(command, [str(a) for a in args])
+
+
+def _judge(src: Path, out: Path, *extra: str) -> dict[str, Any]:
+    result = _run(judge_command, [src, "--out", out, "--no-progress", "--json", *extra])
+    assert result.exit_code == 0, result.output
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_commands_are_registered() -> None:
+    assert {"judge", "compare", "agreement"} <= set(main.commands)
+
+
+def test_judge_prints_the_summary_table(tmp_path: Path) -> None:
+    src, _ = _inputs(tmp_path, conversations=2)
+    out, compact = tmp_path / "out.jsonl", tmp_path / "compact.jsonl"
+    result = _run(judge_command, [src, "--out", out, "--compact", compact, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "judged 4" in result.stdout
+    assert "helpbot@1.4" in result.stdout and "mean S_final" in result.stdout
+    assert len(jsonl(out)) == 4 and len(jsonl(compact)) == 4
+
+
+def test_judge_json_summary_and_resume(tmp_path: Path) -> None:
+    src, _ = _inputs(tmp_path, conversations=2)
+    out = tmp_path / "out.jsonl"
+    first = _judge(src, out, "--concurrency", "2")
+    assert (first["read"], first["judged"], first["rejected"]) == (4, 4, 0)
+    assert first["per_assistant"]["helpbot@1.4"]["n"] == 4
+    again = _judge(src, out)
+    assert (again["judged"], again["skipped_existing"]) == (0, 4)
+
+
+def test_missing_input_exits_2_with_a_message(tmp_path: Path) -> None:
+    result = _run(judge_command, [tmp_path / "nope.jsonl", "--out", tmp_path / "out.jsonl"])
+    assert result.exit_code == 2
+    assert "nope.jsonl" in result.output and "does not exist" in result.output
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
+    src, _ = _inputs(tmp_path, conversations=1)
+    config = tmp_path / "casewatch.yaml"
+    config.write_text("daemon:\n  concurrency: 0\n")
+    result = _run(judge_command, [src, "--out", tmp_path / "o.jsonl", "--config", config])
+    assert result.exit_code == 2
+    assert "daemon.concurrency" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--judge", "nope"], "judge 'nope' is not configured"),
+        (["--config", "missing.yaml"], "does not exist"),
+    ],
+)
+def test_config_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    src, _ = _inputs(tmp_path, conversations=1)
+    result = _run(judge_command, [src, "--out", tmp_path / "o.jsonl", *args])
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_missing_output_directory_exits_2(tmp_path: Path) -> None:
+    src, _ = _inputs(tmp_path, conversations=1)
+    result = _run(judge_command, [src, "--out", tmp_path / "no" / "such" / "dir" / "o.jsonl"])
+    assert result.exit_code == 2
+    assert "output directory" in result.stderr
+
+
+def test_compare_stable_and_canary(tmp_path: Path) -> None:
+    stable, canary = _inputs(tmp_path)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _judge(stable, a)
+    _judge(canary, b)
+
+    table = _run(compare_command, [a, b])
+    assert table.exit_code == 0, table.output
+    assert "paired conversations: 6" in table.stdout
+    assert "Wilcoxon p" in table.stdout and "hallucination" in table.stdout
+
+    as_json = _run(compare_command, [a, b, "--json", "--weight-profile", "uniform"])
+    assert as_json.exit_code == 0, as_json.output
+    doc = json.loads(as_json.stdout)
+    assert doc["n_pairs"] == 6 and doc["delta"] == "B - A"
+    assert doc["weight_profile"] == "uniform"
+    assert doc["assistants_b"] == ["helpbot@1.5-canary"]
+
+
+def test_compare_refuses_a_file_without_verdicts(tmp_path: Path) -> None:
+    stable, _ = _inputs(tmp_path, conversations=1)  # turn events, not verdicts
+    result = _run(compare_command, [stable, stable])
+    assert result.exit_code == 2
+    assert "holds no verdicts" in result.stderr
+
+
+def test_agreement_with_labels_and_another_judge(tmp_path: Path) -> None:
+    stable, _ = _inputs(tmp_path)
+    judged = tmp_path / "judged.jsonl"
+    _judge(stable, judged)
+    # Humans who agree with the judge on every metric they labelled.
+    rows = jsonl(judged)
+    labels = write_lines(
+        tmp_path / "labels.jsonl",
+        [
+            dump(
+                {
+                    "event_id": r["event_id"],
+                    "labels": {"hallucination": r["metric_bands"]["hallucination"]},
+                }
+            )
+            for r in rows
+        ],
+    )
+    other = tmp_path / "other.jsonl"
+    _judge(stable, other, "--config", _uniform_config(tmp_path))
+
+    table = _run(agreement_command, [judged, "--labels", labels, "--other", other])
+    assert table.exit_code == 0, table.output
+    assert "judge vs human" in table.stdout and "judge vs judge" in table.stdout
+
+    result = _run(agreement_command, [judged, "--labels", labels, "--other", other, "--json"])
+    doc = json.loads(result.stdout)
+    human = doc["human"]["metrics"]["hallucination"]
+    assert human["n"] == len(rows) and human["accuracy"] == 1.0
+    assert doc["judges"]["shared"] == len(rows)
+
+
+def _uniform_config(tmp_path: Path) -> Path:
+    config = tmp_path / "uniform.yaml"
+    config.write_text("weight_profile: uniform\n")
+    return config
+
+
+def test_agreement_needs_labels_or_another_judge(tmp_path: Path) -> None:
+    stable, _ = _inputs(tmp_path, conversations=1)
+    judged = tmp_path / "judged.jsonl"
+    _judge(stable, judged)
+    result = _run(agreement_command, [judged])
+    assert result.exit_code == 2
+    assert "--labels" in result.stderr
+
+
+def test_agreement_names_a_bad_label_line(tmp_path: Path) -> None:
+    stable, _ = _inputs(tmp_path, conversations=1)
+    judged = tmp_path / "judged.jsonl"
+    _judge(stable, judged)
+    labels = write_lines(tmp_path / "labels.jsonl", [b'{"event_id": "s-0-0", "labels": []}'])
+    result = _run(agreement_command, [judged, "--labels", labels])
+    assert result.exit_code == 2
+    assert "line 1" in result.stderr
