@@ -1,0 +1,76 @@
+"""``casewatch db``: schema migrations and retention for the verdict store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import click
+
+from monitor.errors import CasewatchError
+from monitor.settings import Settings, load_settings
+from monitor.store import Store, redact_url
+
+_config_option = click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="YAML settings file (storage.url, storage.retention_days).",
+)
+
+
+@contextmanager
+def _store(config_file: Path | None) -> Iterator[tuple[Settings, Store]]:
+    # Operator-facing errors (bad config, unreachable database) end as one clear line, exit 1.
+    try:
+        settings = load_settings(config_file)
+        store = Store.from_config(settings.storage)
+        try:
+            yield settings, store
+        finally:
+            store.close()
+    except CasewatchError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group()
+def db() -> None:
+    """Manage the verdict database (storage.url)."""
+
+
+@db.command()
+@_config_option
+def upgrade(config_file: Path | None) -> None:
+    """Create or migrate the schema to the latest revision (safe to run repeatedly)."""
+    with _store(config_file) as (_settings, store):
+        store.migrate()
+        click.echo(f"{redact_url(store.url)}: schema at revision {store.revision()}")
+
+
+@db.command()
+@_config_option
+@click.option(
+    "--older-than-days",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Delete verdicts stored more than N days ago. Default: storage.retention_days.",
+)
+def purge(config_file: Path | None, older_than_days: float | None) -> None:
+    """Delete old verdicts, their judgments and the turns nothing refers to any more."""
+    with _store(config_file) as (settings, store):
+        days = older_than_days if older_than_days is not None else settings.storage.retention_days
+        if days is None:
+            raise click.UsageError(
+                "retention is disabled (storage.retention_days is null): pass --older-than-days N"
+            )
+        cutoff = datetime.now(UTC) - timedelta(days=days)
+        deleted = store.purge_older_than(cutoff)
+        click.echo(
+            f"deleted {deleted} verdict(s) stored before {cutoff.isoformat(timespec='seconds')}"
+        )
+
+
+COMMANDS: list[click.Command] = [db]
