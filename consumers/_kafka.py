@@ -1,0 +1,86 @@
+"""The one place that imports kafka-python: import shim, shared client options, error mapping.
+
+kafka-python 3.0 loads its protocol schemas with ``importlib.resources.read_text``, which
+emits a DeprecationWarning per schema on Python 3.11+. The warning is the library's, not ours,
+and the test suite turns warnings into errors, so the import is done once here with exactly
+that warning silenced. Import kafka-python through this module, never directly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from monitor.errors import BrokerError
+from monitor.settings import KafkaConfig
+
+with warnings.catch_warnings():
+    warnings.filterwarnings(
+        "ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning
+    )
+    import kafka
+    import kafka.errors
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+    from kafka.structs import OffsetAndMetadata
+
+from consumers.records import TopicPartition
+
+__all__ = [
+    "AsyncConsumerRebalanceListener",
+    "KafkaAdminClient",
+    "KafkaConsumer",
+    "KafkaProducer",
+    "KafkaTopicPartition",
+    "OffsetAndMetadata",
+    "broker_errors",
+    "client_options",
+    "from_kafka_tp",
+    "kafka",
+    "to_kafka_tp",
+]
+
+
+def client_options(config: KafkaConfig) -> dict[str, Any]:
+    """Connection and security options shared by consumer, producer and admin client."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": list(config.bootstrap_servers),
+        "client_id": config.client_id,
+        "security_protocol": config.security_protocol,
+    }
+    if config.sasl_mechanism:
+        options["sasl_mechanism"] = config.sasl_mechanism
+    if config.sasl_username is not None:
+        options["sasl_plain_username"] = config.sasl_username
+    if config.sasl_password is not None:
+        options["sasl_plain_password"] = config.sasl_password.get_secret_value()
+    return options
+
+
+def to_kafka_tp(tp: TopicPartition) -> Any:
+    return KafkaTopicPartition(tp.topic, tp.partition)
+
+
+def from_kafka_tp(tp: Any) -> TopicPartition:
+    return TopicPartition(str(tp.topic), int(tp.partition))
+
+
+@contextmanager
+def broker_errors(action: str, servers: list[str] | str) -> Iterator[None]:
+    """Translate kafka-python failures into BrokerError naming what failed and where."""
+    where = servers if isinstance(servers, str) else ",".join(servers)
+    try:
+        yield
+    except kafka.errors.KafkaTimeoutError as exc:
+        raise BrokerError(
+            f"{action}: timed out talking to Kafka at {where} ({exc}); check that the "
+            "brokers are up and bootstrap_servers / security settings are right"
+        ) from exc
+    except kafka.errors.KafkaError as exc:
+        raise BrokerError(f"{action}: Kafka at {where} failed: {exc}") from exc
+    except (OSError, ValueError) as exc:
+        # kafka-python raises ValueError for bad client configuration (e.g. SASL options).
+        raise BrokerError(f"{action}: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,58 @@
+"""Raw bytes → validated TurnEvent, or InvalidEvent with a bounded reason for the DLQ.
+
+The size limit is checked before any parsing so an oversized record costs nothing but a
+``len``. Details name what is wrong (field paths, JSON position) but never echo the input:
+they end up in logs and DLQ headers.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from consumers.records import RawMessage
+from monitor.errors import InvalidEvent
+from monitor.models import TurnEvent
+
+# Every reason decode_turn can raise; bounded label values for casewatch_dead_letter_total.
+DLQ_REASONS: tuple[str, ...] = (
+    "too_large",
+    "empty",
+    "bad_utf8",
+    "not_json",
+    "not_object",
+    "schema",
+)
+
+MAX_DETAIL_CHARS = 500
+
+
+def decode_turn(msg: RawMessage, max_bytes: int) -> TurnEvent:
+    value = msg.value
+    if not value:
+        raise InvalidEvent("empty", "the record has no value")
+    if len(value) > max_bytes:
+        raise InvalidEvent("too_large", f"{len(value)} bytes > limit {max_bytes}")
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidEvent("bad_utf8", f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
+    try:
+        return TurnEvent.model_validate_json(text)
+    except ValidationError as exc:
+        raise _classify(exc) from None
+
+
+def _classify(exc: ValidationError) -> InvalidEvent:
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    first = errors[0] if errors else None
+    if first is not None and first["type"] == "json_invalid":
+        return InvalidEvent("not_json", _truncate(first["msg"]))
+    if first is not None and first["type"] == "model_type" and not first["loc"]:
+        return InvalidEvent("not_object", "the JSON value is not an object")
+    parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in errors]
+    summary = f"{len(errors)} validation error(s): " + "; ".join(parts)
+    return InvalidEvent("schema", _truncate(summary))
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 1] + "…"

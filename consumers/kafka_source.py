@@ -1,0 +1,270 @@
+"""TurnSource over a Kafka consumer group (kafka-python).
+
+Offsets are committed only when the pipeline says so (``enable_auto_commit=False``), so a
+message is never marked read before it is finished.
+
+Rebalance callbacks: kafka-python 3 runs its network loop, and with it the rebalance
+listener, on a background I/O thread, and a blocking consumer call (such as ``commit``) from
+that thread would deadlock. The listener is therefore an async one: the user's callbacks run
+inline on the I/O thread (while ``poll()`` or ``close()`` is waiting for it), a ``commit()``
+made from inside ``on_revoked`` is sent asynchronously, and the listener awaits it before the
+partitions are released, which is what the synchronous contract needs.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import structlog
+
+from consumers._kafka import (
+    AsyncConsumerRebalanceListener,
+    KafkaConsumer,
+    OffsetAndMetadata,
+    broker_errors,
+    client_options,
+    from_kafka_tp,
+    to_kafka_tp,
+)
+from consumers.records import RawMessage, TopicPartition
+from consumers.source import PartitionsCallback
+from monitor.settings import KafkaConfig
+
+log = structlog.get_logger(__name__)
+
+# How long ping() trusts its last answer: /readyz may be scraped every second.
+PING_CACHE_S = 2.0
+PING_CONNECT_TIMEOUT_S = 1.0
+# Lag is recomputed from cached highwater marks at most this often.
+LAG_REFRESH_S = 1.0
+
+
+class KafkaTurnSource:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        *,
+        connect_timeout_s: float = 30.0,
+        commit_timeout_s: float = 30.0,
+    ) -> None:
+        self._config = config
+        self._servers = list(config.bootstrap_servers)
+        self._commit_timeout_ms = int(commit_timeout_s * 1000)
+        self._on_assigned: PartitionsCallback | None = None
+        self._on_revoked: PartitionsCallback | None = None
+        # Set while a user callback runs on the I/O thread; commit() checks it.
+        self._listener_thread: int | None = None
+        self._deferred_commits: list[Any] = []
+        self._positions: dict[TopicPartition, int] = {}
+        self._lag: dict[TopicPartition, int] = {}
+        self._lag_at = 0.0
+        self._ping: tuple[float, bool] | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        with broker_errors("connecting the consumer", self._servers):
+            self._consumer = KafkaConsumer(
+                **client_options(config),
+                group_id=config.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset=config.auto_offset_reset,
+                session_timeout_ms=config.session_timeout_ms,
+                heartbeat_interval_ms=config.heartbeat_interval_ms,
+                max_poll_interval_ms=config.max_poll_interval_ms,
+                max_poll_records=config.max_poll_records,
+                bootstrap_timeout_ms=int(connect_timeout_s * 1000),
+            )
+        try:
+            with broker_errors("subscribing", self._servers):
+                self._consumer.subscribe(topics=list(config.topics), listener=_Listener(self))
+        except BaseException:
+            self._consumer.close(autocommit=False)
+            raise
+
+    # ------------------------------------------------------------------ TurnSource
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+        with broker_errors("polling", self._servers):
+            batches = self._consumer.poll(
+                timeout_ms=max(0, int(timeout_s * 1000)), max_records=max_records
+            )
+        out: list[RawMessage] = []
+        for records in batches.values():
+            for r in records:
+                out.append(_to_raw(r))
+            if records:
+                last = records[-1]
+                self._positions[TopicPartition(last.topic, last.partition)] = last.offset + 1
+        self._maybe_refresh_lag()
+        return out
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        if not offsets:
+            return
+        payload = {to_kafka_tp(tp): OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
+        if self._listener_thread == threading.get_ident():
+            # Inside on_revoked on the I/O thread: awaited by the listener before it returns.
+            with broker_errors("committing offsets", self._servers):
+                self._deferred_commits.append(self._consumer.commit_async(offsets=payload))
+            return
+        with broker_errors("committing offsets", self._servers):
+            self._consumer.commit(offsets=payload, timeout_ms=self._commit_timeout_ms)
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        ktps = [to_kafka_tp(tp) for tp in tps]
+        if ktps:
+            self._consumer.pause(*ktps)
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None:
+        ktps = [to_kafka_tp(tp) for tp in tps]
+        if ktps:
+            self._consumer.resume(*ktps)
+
+    def paused(self) -> set[TopicPartition]:
+        return {from_kafka_tp(tp) for tp in self._consumer.paused()}
+
+    def assignment(self) -> set[TopicPartition]:
+        return {from_kafka_tp(tp) for tp in self._consumer.assignment()}
+
+    def lag(self) -> dict[TopicPartition, int]:
+        with self._lock:
+            return dict(self._lag)
+
+    def set_rebalance_listener(
+        self, on_assigned: PartitionsCallback, on_revoked: PartitionsCallback
+    ) -> None:
+        self._on_assigned = on_assigned
+        self._on_revoked = on_revoked
+
+    def ping(self) -> bool:
+        now = time.monotonic()
+        cached = self._ping
+        if cached is not None and now - cached[0] < PING_CACHE_S:
+            return cached[1]
+        ok = any(_reachable(server) for server in self._servers)
+        self._ping = (now, ok)
+        return ok
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            with broker_errors("closing the consumer", self._servers):
+                self._consumer.close(autocommit=False)
+        except Exception as exc:
+            log.warning("closing the Kafka consumer failed", error=str(exc))
+
+    # ------------------------------------------------------------------ internals
+
+    def _maybe_refresh_lag(self) -> None:
+        """Recompute lag from highwater marks the fetches already returned (no request)."""
+        now = time.monotonic()
+        if now - self._lag_at < LAG_REFRESH_S:
+            return
+        self._lag_at = now
+        lag: dict[TopicPartition, int] = {}
+        for ktp in self._consumer.assignment():
+            tp = from_kafka_tp(ktp)
+            high = self._consumer.highwater(ktp)
+            position = self._positions.get(tp)
+            if position is None and high is not None:
+                # Fetched but nothing delivered yet (e.g. paused): the fetch position is known.
+                try:
+                    position = self._consumer.position(ktp, timeout_ms=0)
+                except Exception:  # best effort: the partition may be mid-rebalance
+                    position = None
+            if high is not None and position is not None:
+                lag[tp] = max(0, int(high) - int(position))
+        with self._lock:
+            self._lag = lag
+
+    def _forget(self, tps: set[TopicPartition]) -> None:
+        with self._lock:
+            for tp in tps:
+                self._positions.pop(tp, None)
+                self._lag.pop(tp, None)
+
+    def _run_callback(self, callback: PartitionsCallback | None, tps: set[TopicPartition]) -> None:
+        if callback is None:
+            return
+        self._listener_thread = threading.get_ident()
+        try:
+            callback(tps)
+        finally:
+            self._listener_thread = None
+
+    def _assigned(self, ktps: Iterable[Any]) -> None:
+        tps = {from_kafka_tp(tp) for tp in ktps}
+        log.info("partitions assigned", partitions=_names(tps))
+        self._run_callback(self._on_assigned, tps)
+
+    def _revoked(self, ktps: Iterable[Any], lost: bool) -> list[Any]:
+        tps = {from_kafka_tp(tp) for tp in ktps}
+        self._forget(tps)
+        log.info("partitions lost" if lost else "partitions revoked", partitions=_names(tps))
+        self._deferred_commits = []
+        try:
+            self._run_callback(self._on_revoked, tps)
+        finally:
+            futures, self._deferred_commits = self._deferred_commits, []
+        if lost and futures:
+            # The group already gave these partitions away: the commit can only be refused.
+            log.warning("offsets of lost partitions not committed", partitions=_names(tps))
+            return []
+        return futures
+
+
+class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, source: KafkaTurnSource) -> None:
+        self._source = source
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self._await_commits(self._source._revoked(revoked, lost=False))
+
+    async def on_partitions_lost(self, lost: Any) -> None:
+        self._source._revoked(lost, lost=True)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self._source._assigned(assigned)
+
+    async def _await_commits(self, futures: list[Any]) -> None:
+        for future in futures:
+            try:
+                await future
+            except Exception as exc:
+                # The new owner re-reads from the last good commit: duplicates, not loss.
+                log.warning("commit on revocation failed", error=str(exc))
+
+
+def _to_raw(record: Any) -> RawMessage:
+    headers = tuple((str(k), bytes(v) if v is not None else b"") for k, v in record.headers or ())
+    timestamp = record.timestamp if record.timestamp is not None and record.timestamp >= 0 else None
+    return RawMessage(
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        value=record.value,
+        key=record.key,
+        headers=headers,
+        timestamp_ms=timestamp,
+    )
+
+
+def _names(tps: Iterable[TopicPartition]) -> list[str]:
+    return sorted(f"{tp.topic}/{tp.partition}" for tp in tps)
+
+
+def _reachable(server: str) -> bool:
+    host, sep, port = server.rpartition(":")
+    if not sep or "]" in port:  # no port given (IPv6 literals are bracketed)
+        host, port = server, "9092"
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port or 9092)), PING_CONNECT_TIMEOUT_S):
+            return True
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,60 @@
+"""The intake interface: where turn events come from (a Kafka consumer group or a file).
+
+Offsets follow Kafka semantics everywhere: a committed offset is the *next* offset to read, so
+committing ``m.offset + 1`` marks message ``m`` (and everything before it) as finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from consumers.records import RawMessage, TopicPartition
+
+PartitionsCallback = Callable[[set[TopicPartition]], None]
+
+
+class TurnSource(Protocol):
+    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+        """Up to ``max_records`` messages, waiting at most ``timeout_s`` when none is ready.
+
+        Paused partitions deliver nothing. Raises ``BrokerError`` on an unrecoverable
+        broker failure (a slow or briefly unreachable broker just yields ``[]``).
+        """
+        ...
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Durably record ``offsets`` (next offset to read) before returning.
+
+        Raises ``monitor.errors.BrokerError`` when the commit failed.
+        """
+        ...
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def paused(self) -> set[TopicPartition]: ...
+
+    def assignment(self) -> set[TopicPartition]: ...
+
+    def lag(self) -> dict[TopicPartition, int]:
+        """End offset minus position per assigned partition; cached, never blocks on I/O."""
+        ...
+
+    def set_rebalance_listener(
+        self, on_assigned: PartitionsCallback, on_revoked: PartitionsCallback
+    ) -> None:
+        """Callbacks for partitions gained and lost.
+
+        ``on_revoked`` runs before the partitions are handed to another consumer, so it may
+        ``commit()`` what is finished for them. Callbacks may run on a client I/O thread while
+        ``poll()`` or ``close()`` is in progress: keep them short and guard shared state.
+        """
+        ...
+
+    def ping(self) -> bool:
+        """Whether the broker (or file) is reachable, for ``/readyz``. Cheap; never raises."""
+        ...
+
+    def close(self) -> None: ...
