@@ -103,6 +103,12 @@ class Store:
                     f"unsupported database {self._dialect!r} in storage.url "
                     f"{redact_url(self.url)}: use sqlite:///FILE or postgresql://USER@HOST/DB"
                 )
+            if self._dialect == "sqlite" and _in_memory(self.url):
+                # Each pooled connection would get its own private, empty database.
+                raise StorageError(
+                    "an in-memory SQLite database cannot be shared between connections: "
+                    "set storage.url to a file, e.g. sqlite:///casewatch.db"
+                )
             self._engine = _create_engine(self.url, echo=echo)
 
     @classmethod
@@ -181,6 +187,7 @@ class Store:
         if not batch:
             return 0
         now = self._now()
+        # A replayed event keeps its first stored copy (ON CONFLICT DO NOTHING on turns too).
         # Sorted so concurrent batches take row locks in one order (no PostgreSQL deadlocks).
         keys = sorted(batch)
         turn_rows = {batch[k][0].event_id: turn_row(batch[k][0], now) for k in keys}
@@ -259,6 +266,13 @@ class Store:
                 found.update(conn.scalars(query))
         return found
 
+    def event(self, event_id: str) -> dict[str, Any] | None:
+        """The turn event exactly as stored for audit (unknown producer fields included)."""
+        query = sa.select(turns.c.event).where(turns.c.event_id == event_id)
+        with self._translate("reading a turn"), self._tx(write=False) as conn:
+            doc: dict[str, Any] | None = conn.scalar(query)
+        return doc
+
     def ping(self) -> bool:
         """``SELECT 1``; never raises (the reason of a failure is kept in ``last_error``)."""
         try:
@@ -332,6 +346,11 @@ def _create_engine(url: str, *, echo: bool) -> Engine:
         sa.event.listen(engine, "connect", _sqlite_on_connect)
         sa.event.listen(engine, "begin", _sqlite_on_begin)
     return engine
+
+
+def _in_memory(url: str) -> bool:
+    parsed = sa.make_url(url)
+    return parsed.database in (None, "", ":memory:") or "mode=memory" in str(parsed)
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+import monitor.store as store_module
 from monitor.clock import ManualClock
 from monitor.errors import StorageError
 from monitor.models import METRICS, TurnEvent, Verdict
@@ -90,12 +91,11 @@ def test_save_round_trips_every_audit_field(db_url: str) -> None:
 def test_full_event_is_kept_for_audit_including_unknown_fields(store: Store) -> None:
     turn = make_turn("evt-1", producer_extra={"k": "v"})
     store.save(turn, make_verdict(turn))
-    with store._engine.connect() as conn:  # the event column is audit-only, no public reader
-        from monitor.tables import turns
-
-        event = conn.execute(turns.select()).one().event
+    event = store.event("evt-1")
+    assert event is not None
     assert TurnEvent.model_validate(event) == turn
     assert event["producer_extra"] == {"k": "v"}
+    assert store.event("evt-unknown") is None
 
 
 def test_saving_the_same_event_and_config_twice_is_a_noop(store: Store) -> None:
@@ -197,19 +197,16 @@ def test_purge_deletes_only_rows_stored_before_the_cutoff(db_url: str) -> None:
     store.close()
 
 
-def test_purge_works_through_more_rows_than_one_batch(sqlite_url: str) -> None:
-    import monitor.store as store_module
-
+def test_purge_works_through_more_rows_than_one_batch(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "_PURGE_BATCH", 3)
     clock = ManualClock(start=1_800_000_000.0)
     store = Store(sqlite_url, clock=clock)
     store.migrate()
     turns = [make_turn(f"evt-{i}") for i in range(7)]
     store.save_many([(t, make_verdict(t, failed=True)) for t in turns])
-    batch, store_module._PURGE_BATCH = store_module._PURGE_BATCH, 3
-    try:
-        deleted = store.purge_older_than(datetime.fromtimestamp(clock.time() + 1, tz=UTC))
-    finally:
-        store_module._PURGE_BATCH = batch
+    deleted = store.purge_older_than(datetime.fromtimestamp(clock.time() + 1, tz=UTC))
     assert deleted == 7
     assert store.counts() == {"turns": 0, "verdicts": 0, "judgments": 0}
     store.close()
@@ -299,7 +296,15 @@ def test_an_unmigrated_database_tells_the_operator_to_upgrade(db_url: str) -> No
 
 
 @pytest.mark.parametrize(
-    "url", ["mysql://u@h/db", "not a url", "sqlite+nosuchdriver:///x.db"], ids=str
+    "url",
+    [
+        "mysql://u@h/db",
+        "not a url",
+        "sqlite+nosuchdriver:///x.db",
+        "sqlite://",
+        "sqlite:///:memory:",
+    ],
+    ids=str,
 )
 def test_unusable_urls_raise_storage_error(url: str) -> None:
     with pytest.raises(StorageError, match=r"storage\.url"):
