@@ -97,7 +97,7 @@ class Script:
     ) -> None:
         self.by_data: dict[str, str] = {}
         for t in turns:
-            self.by_data.setdefault(_data_key(case_data(t)), t.event_id)
+            self.by_data[_data_key(case_data(t))] = t.event_id
         self.labels = labels
         ranked = sorted((t.event_id for t in turns), key=lambda e: unit("disagree", e))
         self.disputed = ranked[: round(disagree_share * len(turns))]
@@ -131,6 +131,18 @@ class Script:
         return scores(doc)
 
 
+def tagged(turn: TurnEvent) -> TurnEvent:
+    """The turn with its event id in the case description.
+
+    A judge never sees ids, and the stable and canary assistants often give the very same
+    answer: without a tag the scripted judges could not tell such turns apart.
+    """
+    case = turn.case.model_copy(
+        update={"description": f"{turn.case.description}\n(bench ref {turn.event_id})"}
+    )
+    return turn.model_copy(update={"case": case})
+
+
 def _data_key(data: Mapping[str, Any]) -> str:
     return json.dumps(data, sort_keys=True)
 
@@ -145,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging("error", json=True)
 
-    turns = [TurnEvent.model_validate(row) for row in read_jsonl(args.turns)]
+    turns = [tagged(TurnEvent.model_validate(row)) for row in read_jsonl(args.turns)]
     labels = read_labels(args.labels)
     script = Script(turns, labels, args.disagree, args.arbiter_error)
     price = {"price_input_per_mtok": 1.0, "price_output_per_mtok": 4.0}  # same for all three
@@ -194,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         "cost_usd": round(report.cost_usd, 6),
         "three_judges_cost_usd": round(report.three_judges_cost_usd, 6),
         "call_ratio_vs_three_judges": round((2 * n + report.arbiter_calls) / (3 * n), 4),
-        "expected_ratio": round((2 + args.disagree) / 3, 4),
+        # With 144 turns, 20 % is 28.8: the scripted share is round(0.2 · n) / n.
+        "scripted_share": round(len(script.disputed) / n, 4),
+        "expected_ratio": round((2 + len(script.disputed) / n) / 3, 4),
         "sided_with": {
             s: sum(1 for o in outcomes if o.sided_with == s)
             for s in ("primary_a", "primary_b", "neither", "both")
