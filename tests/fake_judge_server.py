@@ -13,6 +13,8 @@ connection, as the openai client keeps a pool of persistent connections). It ans
 Scripted replies are consumed first; then the responder (default: uniform 0.9 scores)
 answers. A script entry may itself be a responder (a function of the request body), which is
 how ``reject_json_schema()`` answers 400 only to requests that asked for ``json_schema``.
+``case_data_of(request)`` gives back the turn data of a judge prompt, for responders that
+score by content. Reply factories live in ``tests/fake_judge_replies.py``, re-exported here.
 
 Standalone (benchmarks): ``python -m tests.fake_judge_server --port 0 --latency 0.2`` prints
 ``base_url=http://127.0.0.1:PORT/v1`` on stdout once listening, and exits on SIGTERM/SIGINT.
@@ -28,217 +30,108 @@ import signal
 import socket
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from monitor.judges.prompt import unfence
-from monitor.models import METRICS
+# Re-exported: tests import the server and its replies from this one module.
+from tests.fake_judge_replies import (
+    Reply,
+    Responder,
+    ScriptEntry,
+    auth_error,
+    case_data_of,
+    content,
+    default_responder,
+    disconnect,
+    extra_keys,
+    http_error,
+    malformed,
+    missing_metric,
+    out_of_range,
+    rate_limited,
+    reject_json_schema,
+    render_completion,
+    response_format_type,
+    score_document,
+    scores,
+    server_error,
+    slow,
+    with_logprobs,
+)
 
-# ---------------------------------------------------------------- replies
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One scripted HTTP answer.
-
-    With ``status`` 200 and no ``body``, the server wraps ``content`` into a chat completion
-    (with ``usage`` and optional ``logprobs``); otherwise ``body`` is sent as the JSON body.
-    """
-
-    status: int = 200
-    content: str | None = None
-    body: Mapping[str, Any] | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    delay: float = 0.0  # extra seconds before answering, on top of the server latency
-    usage: tuple[int, int] | None = None  # (prompt, completion) tokens; None = estimated
-    logprobs: list[dict[str, Any]] | None = None  # choices[0].logprobs.content
-    finish_reason: str = "stop"
-    disconnect: bool = False  # close the connection without answering
-
-
-Responder = Callable[[dict[str, Any]], Reply]
-ScriptEntry = Reply | Responder
-
-
-def score_document(
-    score: float | Mapping[str, float] = 0.9, justification: str | None = None
-) -> dict[str, dict[str, Any]]:
-    """A valid judge reply as a dict: one uniform score, or a score per metric."""
-    doc = {}
-    for metric in METRICS:
-        value = score if isinstance(score, int | float) else score[metric]
-        text = justification or f"{metric}: scored {value} by the fake judge."
-        doc[metric] = {"score": value, "justification": text}
-    return doc
-
-
-def content(text: str, **kwargs: Any) -> Reply:
-    """A completion whose message content is ``text`` (any string, valid or not)."""
-    return Reply(content=text, **kwargs)
-
-
-def scores(
-    score: float | Mapping[str, float] = 0.9,
-    justification: str | None = None,
-    **kwargs: Any,
-) -> Reply:
-    """A valid judge reply."""
-    return content(json.dumps(score_document(score, justification)), **kwargs)
-
-
-def malformed(**kwargs: Any) -> Reply:
-    """Truncated JSON."""
-    return content('{"hallucination": {"score": 0.9, "justification": "cut o', **kwargs)
-
-
-def missing_metric(metric: str = "resolution_alignment", score: float = 0.9) -> Reply:
-    doc = score_document(score)
-    del doc[metric]
-    return content(json.dumps(doc))
-
-
-def out_of_range(metric: str = "hallucination", value: float = 1.5) -> Reply:
-    doc = score_document(0.9)
-    doc[metric]["score"] = value
-    return content(json.dumps(doc))
-
-
-def extra_keys(extra: Mapping[str, Any] | None = None) -> Reply:
-    doc: dict[str, Any] = score_document(0.9)
-    doc.update(extra or {"overall": {"score": 0.9, "justification": "not a metric"}})
-    return content(json.dumps(doc))
-
-
-def http_error(
-    status: int,
-    message: str = "error",
-    *,
-    error_type: str = "server_error",
-    param: str | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> Reply:
-    body = {"error": {"message": message, "type": error_type, "param": param, "code": None}}
-    return Reply(status=status, body=body, headers=dict(headers or {}))
-
-
-def rate_limited(retry_after: float | None = 1.0) -> Reply:
-    headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
-    return http_error(429, "Rate limit reached", error_type="rate_limit_error", headers=headers)
-
-
-def server_error(status: int = 500) -> Reply:
-    return http_error(status, "The server had an error while processing your request.")
-
-
-def auth_error(message: str = "Incorrect API key provided.") -> Reply:
-    return http_error(401, message, error_type="invalid_request_error")
-
-
-def slow(delay: float, reply: Reply | None = None) -> Reply:
-    """``reply`` (default: valid scores) after ``delay`` seconds: a client timeout."""
-    return replace(reply or scores(), delay=delay)
-
-
-def disconnect() -> Reply:
-    """Drop the connection without answering: a connection error on the client."""
-    return Reply(disconnect=True)
-
-
-def reject_json_schema(then: Reply | None = None) -> Responder:
-    """400 to a request using ``response_format: json_schema``; ``then`` to any other."""
-    rejection = http_error(
-        400,
-        "Invalid parameter: 'response_format' of type 'json_schema' is not supported with "
-        "this model.",
-        error_type="invalid_request_error",
-        param="response_format",
-    )
-
-    def respond(request: dict[str, Any]) -> Reply:
-        if response_format_type(request) == "json_schema":
-            return rejection
-        return then or scores()
-
-    return respond
-
-
-def with_logprobs(
-    top_logprobs: Mapping[str, float], token: str | None = None, **kwargs: Any
-) -> Reply:
-    """A one-token completion (the most likely of ``top_logprobs`` unless ``token``) carrying
-    ``choices[0].logprobs.content[0].top_logprobs``, as pairwise decisions read them."""
-    chosen = token or max(top_logprobs, key=lambda t: top_logprobs[t])
-    top = [
-        {"token": t, "logprob": lp, "bytes": list(t.encode())}
-        for t, lp in sorted(top_logprobs.items(), key=lambda kv: -kv[1])
-    ]
-    entry = {
-        "token": chosen,
-        "logprob": top_logprobs.get(chosen, -9.0),
-        "bytes": list(chosen.encode()),
-        "top_logprobs": top,
-    }
-    return Reply(content=chosen, logprobs=[entry], **kwargs)
-
-
-# ---------------------------------------------------------------- request helpers
-
-
-def response_format_type(request: Mapping[str, Any]) -> str | None:
-    fmt = request.get("response_format")
-    return fmt.get("type") if isinstance(fmt, Mapping) else None
-
-
-def case_data_of(request: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The fenced turn data of a judge request (for responders that score by content)."""
-    for message in reversed(request.get("messages", [])):
-        text = message.get("content")
-        if message.get("role") == "user" and isinstance(text, str) and "<untrusted" in text:
-            try:
-                return unfence(text)
-            except ValueError:
-                return None
-    return None
-
-
-def default_responder(request: dict[str, Any]) -> Reply:
-    return scores(0.9)
-
-
-# ---------------------------------------------------------------- the server
+__all__ = [
+    "FakeJudgeServer",
+    "Reply",
+    "Responder",
+    "ScriptEntry",
+    "auth_error",
+    "case_data_of",
+    "content",
+    "default_responder",
+    "disconnect",
+    "extra_keys",
+    "http_error",
+    "malformed",
+    "missing_metric",
+    "out_of_range",
+    "rate_limited",
+    "reject_json_schema",
+    "response_format_type",
+    "score_document",
+    "scores",
+    "server_error",
+    "slow",
+    "with_logprobs",
+]
 
 
 class _HTTPServer(ThreadingHTTPServer):
+    # Daemon handler threads never keep a test run alive; ThreadingMixIn does not join daemon
+    # threads on server_close, so the server tracks and joins its handlers itself.
     daemon_threads = True
+    block_on_close = False
     request_queue_size = 256  # many pooled clients connect at once; 5 would drop SYNs
 
     def __init__(self, address: tuple[str, int], fake: FakeJudgeServer) -> None:
         self.fake = fake
         self._conns: set[socket.socket] = set()
-        self._conns_lock = threading.Lock()
+        self._handlers: set[threading.Thread] = set()
+        self._track_lock = threading.Lock()
         super().__init__(address, _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        with self._conns_lock:
+        handler = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            name="fake-judge-handler",
+            daemon=True,
+        )
+        with self._track_lock:
             self._conns.add(request)
-        super().process_request(request, client_address)
+            # Forget finished handlers here, not from inside them: close() must join every
+            # thread that has not fully exited yet.
+            self._handlers = {t for t in self._handlers if t.is_alive()}
+            self._handlers.add(handler)
+        handler.start()
 
-    def shutdown_request(self, request: Any) -> None:
-        with self._conns_lock:
-            self._conns.discard(request)
-        super().shutdown_request(request)
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._track_lock:
+                self._conns.discard(request)
 
-    def drop_connections(self) -> None:
-        """Wake handler threads blocked reading idle keep-alive connections."""
-        with self._conns_lock:
-            conns = list(self._conns)
+    def stop_handlers(self, timeout: float = 10.0) -> None:
+        """Wake handler threads blocked reading idle keep-alive connections, and join them."""
+        with self._track_lock:
+            conns, handlers = list(self._conns), list(self._handlers)
         for conn in conns:
             with contextlib.suppress(OSError):  # already closed by the client
                 conn.shutdown(socket.SHUT_RDWR)
+        for handler in handlers:
+            handler.join(timeout)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], OSError):
@@ -248,6 +141,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms ACK stall
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -277,7 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if reply.status == 200 and reply.body is None:
-            self._send(200, _completion(request, reply, fake._next_id()), reply.headers)
+            self._send(200, render_completion(request, reply, fake._next_id()), reply.headers)
         else:
             self._send(reply.status, dict(reply.body or {}), reply.headers)
 
@@ -292,33 +186,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
-
-
-def _completion(request: Mapping[str, Any], reply: Reply, n: int) -> dict[str, Any]:
-    text = reply.content or ""
-    if reply.usage is not None:
-        prompt_tokens, completion_tokens = reply.usage
-    else:  # ~4 characters a token: enough for cost and budget arithmetic
-        chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
-        prompt_tokens, completion_tokens = chars // 4 + 1, len(text) // 4 + 1
-    choice: dict[str, Any] = {
-        "index": 0,
-        "message": {"role": "assistant", "content": text},
-        "finish_reason": reply.finish_reason,
-        "logprobs": None if reply.logprobs is None else {"content": reply.logprobs},
-    }
-    return {
-        "id": f"chatcmpl-fake-{n}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": request.get("model", "fake-judge"),
-        "choices": [choice],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
 
 
 class FakeJudgeServer:
@@ -367,8 +234,8 @@ class FakeJudgeServer:
             return
         self._stopping.set()  # wakes handlers sleeping out a latency or a slow reply
         httpd.shutdown()
-        httpd.drop_connections()
-        httpd.server_close()  # joins the handler threads
+        httpd.stop_handlers()
+        httpd.server_close()
         thread.join()
         self._httpd = self._thread = None
 

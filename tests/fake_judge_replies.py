@@ -1,0 +1,215 @@
+"""Replies of the fake judge server (tests/fake_judge_server.py) and helpers to read its
+requests. Pure: building a reply does no I/O; the server renders it.
+
+Factories: ``scores`` (valid), ``content`` (any text), ``malformed``, ``missing_metric``,
+``out_of_range``, ``extra_keys``, ``http_error``, ``rate_limited`` (429 + Retry-After),
+``server_error``, ``auth_error``, ``slow`` (a client timeout), ``disconnect``,
+``reject_json_schema`` (400 only to json_schema requests) and ``with_logprobs``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from monitor.judges.prompt import unfence
+from monitor.models import METRICS
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted HTTP answer.
+
+    With ``status`` 200 and no ``body``, the server wraps ``content`` into a chat completion
+    (with ``usage`` and optional ``logprobs``); otherwise ``body`` is sent as the JSON body.
+    """
+
+    status: int = 200
+    content: str | None = None
+    body: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # extra seconds before answering, on top of the server latency
+    usage: tuple[int, int] | None = None  # (prompt, completion) tokens; None = estimated
+    logprobs: list[dict[str, Any]] | None = None  # choices[0].logprobs.content
+    finish_reason: str = "stop"
+    disconnect: bool = False  # close the connection without answering
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+ScriptEntry = Reply | Responder
+
+
+def score_document(
+    score: float | Mapping[str, float] = 0.9, justification: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """A valid judge reply as a dict: one uniform score, or a score per metric."""
+    doc = {}
+    for metric in METRICS:
+        value = score if isinstance(score, int | float) else score[metric]
+        text = justification or f"{metric}: scored {value} by the fake judge."
+        doc[metric] = {"score": value, "justification": text}
+    return doc
+
+
+def content(text: str, **kwargs: Any) -> Reply:
+    """A completion whose message content is ``text`` (any string, valid or not)."""
+    return Reply(content=text, **kwargs)
+
+
+def scores(
+    score: float | Mapping[str, float] = 0.9,
+    justification: str | None = None,
+    **kwargs: Any,
+) -> Reply:
+    """A valid judge reply."""
+    return content(json.dumps(score_document(score, justification)), **kwargs)
+
+
+def malformed(**kwargs: Any) -> Reply:
+    """Truncated JSON."""
+    return content('{"hallucination": {"score": 0.9, "justification": "cut o', **kwargs)
+
+
+def missing_metric(metric: str = "resolution_alignment", score: float = 0.9) -> Reply:
+    doc = score_document(score)
+    del doc[metric]
+    return content(json.dumps(doc))
+
+
+def out_of_range(metric: str = "hallucination", value: float = 1.5) -> Reply:
+    doc = score_document(0.9)
+    doc[metric]["score"] = value
+    return content(json.dumps(doc))
+
+
+def extra_keys(extra: Mapping[str, Any] | None = None) -> Reply:
+    doc: dict[str, Any] = score_document(0.9)
+    doc.update(extra or {"overall": {"score": 0.9, "justification": "not a metric"}})
+    return content(json.dumps(doc))
+
+
+def http_error(
+    status: int,
+    message: str = "error",
+    *,
+    error_type: str = "server_error",
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Reply:
+    body = {"error": {"message": message, "type": error_type, "param": param, "code": None}}
+    return Reply(status=status, body=body, headers=dict(headers or {}))
+
+
+def rate_limited(retry_after: float | None = 1.0) -> Reply:
+    headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+    return http_error(429, "Rate limit reached", error_type="rate_limit_error", headers=headers)
+
+
+def server_error(status: int = 500) -> Reply:
+    return http_error(status, "The server had an error while processing your request.")
+
+
+def auth_error(message: str = "Incorrect API key provided.") -> Reply:
+    return http_error(401, message, error_type="invalid_request_error")
+
+
+def slow(delay: float, reply: Reply | None = None) -> Reply:
+    """``reply`` (default: valid scores) after ``delay`` seconds: a client timeout."""
+    return replace(reply or scores(), delay=delay)
+
+
+def disconnect() -> Reply:
+    """Drop the connection without answering: a connection error on the client."""
+    return Reply(disconnect=True)
+
+
+def reject_json_schema(then: Reply | None = None) -> Responder:
+    """400 to a request using ``response_format: json_schema``; ``then`` to any other."""
+    rejection = http_error(
+        400,
+        "Invalid parameter: 'response_format' of type 'json_schema' is not supported with "
+        "this model.",
+        error_type="invalid_request_error",
+        param="response_format",
+    )
+
+    def respond(request: dict[str, Any]) -> Reply:
+        if response_format_type(request) == "json_schema":
+            return rejection
+        return then or scores()
+
+    return respond
+
+
+def with_logprobs(
+    top_logprobs: Mapping[str, float], token: str | None = None, **kwargs: Any
+) -> Reply:
+    """A one-token completion (the most likely of ``top_logprobs`` unless ``token``) carrying
+    ``choices[0].logprobs.content[0].top_logprobs``, as pairwise decisions read them."""
+    chosen = token or max(top_logprobs, key=lambda t: top_logprobs[t])
+    top = [
+        {"token": t, "logprob": lp, "bytes": list(t.encode())}
+        for t, lp in sorted(top_logprobs.items(), key=lambda kv: -kv[1])
+    ]
+    entry = {
+        "token": chosen,
+        "logprob": top_logprobs.get(chosen, -9.0),
+        "bytes": list(chosen.encode()),
+        "top_logprobs": top,
+    }
+    return Reply(content=chosen, logprobs=[entry], **kwargs)
+
+
+# ---------------------------------------------------------------- request helpers
+
+
+def response_format_type(request: Mapping[str, Any]) -> str | None:
+    fmt = request.get("response_format")
+    return fmt.get("type") if isinstance(fmt, Mapping) else None
+
+
+def case_data_of(request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The fenced turn data of a judge request (for responders that score by content)."""
+    for message in reversed(request.get("messages", [])):
+        text = message.get("content")
+        if message.get("role") == "user" and isinstance(text, str) and "<untrusted" in text:
+            try:
+                return unfence(text)
+            except ValueError:
+                return None
+    return None
+
+
+def default_responder(request: dict[str, Any]) -> Reply:
+    return scores(0.9)
+
+
+def render_completion(request: Mapping[str, Any], reply: Reply, n: int) -> dict[str, Any]:
+    """The chat-completion body of a 200 ``reply`` to ``request`` (the n-th served)."""
+    text = reply.content or ""
+    if reply.usage is not None:
+        prompt_tokens, completion_tokens = reply.usage
+    else:  # ~4 characters a token: enough for cost and budget arithmetic
+        chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
+        prompt_tokens, completion_tokens = chars // 4 + 1, len(text) // 4 + 1
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": text},
+        "finish_reason": reply.finish_reason,
+        "logprobs": None if reply.logprobs is None else {"content": reply.logprobs},
+    }
+    return {
+        "id": f"chatcmpl-fake-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "fake-judge"),
+        "choices": [choice],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
