@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from consumers.records import TopicPartition
-
 from monitor.models import TurnEvent, Verdict
 
 T_co = TypeVar("T_co", covariant=True)

@@ -1,0 +1,58 @@
+"""Sampling: a turn not selected is finished here (counted by reason); the rest go on.
+
+The sampler's decision for a record is kept while the next step rejects it, so offering the
+same record again never consumes a second unit of the hourly budget.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from consumers.sampling import SampleDecision
+from monitor.exporter import Metrics
+from monitor.models import TurnEvent
+from monitor.pipeline.base import DoneStep, Envelope, ProcessingStep
+
+
+class Decider(Protocol):
+    def decide(self, turn: TurnEvent) -> SampleDecision: ...
+
+
+class SampleStep:
+    def __init__(
+        self,
+        next_step: ProcessingStep[TurnEvent],
+        done: DoneStep,
+        sampler: Decider,
+        metrics: Metrics,
+    ) -> None:
+        self._next = next_step
+        self._done = done
+        self._sampler = sampler
+        self._metrics = metrics
+        self._held: tuple[Envelope[TurnEvent], SampleDecision] | None = None
+
+    def _decide(self, message: Envelope[TurnEvent]) -> SampleDecision:
+        held = self._held
+        if held is not None and (held[0].tp, held[0].offset) == (message.tp, message.offset):
+            return held[1]
+        return self._sampler.decide(message.payload)
+
+    def submit(self, message: Envelope[TurnEvent]) -> None:
+        decision = self._decide(message)
+        if decision.sampled:
+            self._held = (message, decision)
+            self._next.submit(message)  # MessageRejected leaves the decision held
+        else:
+            self._done.submit(message)
+        self._held = None
+        self._metrics.record_sampling(message.payload.assistant.name, decision)
+
+    def poll(self) -> None:
+        self._next.poll()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._next.join(timeout)
+
+    def close(self) -> None:
+        self._next.close()
