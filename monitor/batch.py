@@ -28,7 +28,7 @@ import structlog
 from pydantic import ValidationError
 from tqdm import tqdm  # type: ignore[import-untyped]
 
-from monitor.errors import InvalidEvent, InvalidInput
+from monitor.errors import InvalidEvent
 from monitor.evaluator import Evaluator
 from monitor.models import Band, TurnEvent, Verdict
 from monitor.verdicts import failed_verdict
@@ -38,6 +38,7 @@ log = structlog.get_logger(__name__)
 REJECT_RAW_CHARS = 500  # enough to recognise the line, not a copy of a huge record
 _DETAIL_ERRORS = 3  # validation errors quoted in a reject's detail
 _PENDING_PER_WORKER = 2  # queued turns per worker: keeps workers busy, memory bounded
+_STDERR_REJECTS = 20  # a wholly broken input should not flood the terminal
 
 
 # ---------------------------------------------------------------- summary
@@ -283,7 +284,8 @@ def run_batch(
     started = monotonic()
     existing = existing_event_ids(out_path, evaluator.config_hash)
     seen: set[str] = set()
-    writer = _Writer(out_path, compact_path, rejects_path or default_rejects_path(out_path))
+    rejects_path = rejects_path or default_rejects_path(out_path)
+    writer = _Writer(out_path, compact_path, rejects_path)
     show = progress and sys.stderr.isatty()
     bar = tqdm(
         total=_count_lines(input_path) if show else None,
@@ -312,7 +314,11 @@ def run_batch(
                 turn = decode_line(raw)
             except InvalidEvent as exc:
                 summary.rejected += 1
-                tqdm.write(f"line {number}: rejected ({exc.reason}): {exc.detail}", file=sys.stderr)
+                if summary.rejected <= _STDERR_REJECTS:
+                    msg = f"line {number}: rejected ({exc.reason}): {exc.detail}"
+                    if summary.rejected == _STDERR_REJECTS:
+                        msg += f"\n(further rejected lines are only listed in {rejects_path})"
+                    tqdm.write(msg, file=sys.stderr)
                 writer.reject(
                     {
                         "line": number,
@@ -372,28 +378,3 @@ def read_verdicts(path: Path) -> VerdictFile:
             del by_id[verdict.event_id]
         by_id[verdict.event_id] = verdict
     return VerdictFile(list(by_id.values()), bad, superseded)
-
-
-def read_human_labels(path: Path) -> dict[str, dict[str, Band]]:
-    """``{"event_id": ..., "labels": {metric: band}}`` per line → event_id → labels.
-
-    Raises InvalidInput naming the line on anything malformed (labels are small and
-    hand-made: a typo should stop the report, not silently shrink it).
-    """
-    out: dict[str, dict[str, Band]] = {}
-    for number, raw in _lines(path):
-        try:
-            doc = json.loads(raw)
-            event_id = doc["event_id"]
-            labels = doc["labels"]
-            if not isinstance(event_id, str) or not isinstance(labels, dict):
-                raise TypeError("event_id must be a string and labels an object")
-            out[event_id] = {str(k): Band(v) for k, v in labels.items()}
-        except (ValueError, KeyError, TypeError) as exc:
-            bands = ", ".join(b.value for b in Band)
-            raise InvalidInput(
-                f"{path}: line {number}",
-                f"expected {{'event_id': str, 'labels': {{metric: band}}}} with bands in "
-                f"({bands}): {exc!r}",
-            ) from exc
-    return out

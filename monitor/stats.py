@@ -165,13 +165,11 @@ def paired_test(
     if n < 2:
         return PairedTest(**base, notes=("n < 2: no test",))
     if not np.any(d):
-        return PairedTest(
-            **base,
-            ci_low=0.0,
-            ci_high=0.0,
-            ci_method="exact",
-            notes=("all differences are zero: A and B score identically, no test",),
+        exact: dict[str, Any] = (
+            {"ci_low": 0.0, "ci_high": 0.0, "ci_method": "exact"} if with_ci else {}
         )
+        note = "all differences are zero: A and B score identically, no test"
+        return PairedTest(**base, **exact, notes=(note,))
     w = quiet("wilcoxon", lambda: st.wilcoxon(d, alternative="two-sided"), notes)
     fields: dict[str, Any] = {}
     if w is not None:

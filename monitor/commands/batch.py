@@ -14,7 +14,13 @@ from typing import Any, NoReturn
 import click
 
 from monitor.agreement import BANDS, HumanAgreement, JudgeAgreement, agreement, judge_agreement
-from monitor.batch import BatchSummary, VerdictFile, read_human_labels, read_verdicts, run_batch
+from monitor.batch import (
+    BatchSummary,
+    VerdictFile,
+    default_rejects_path,
+    read_verdicts,
+    run_batch,
+)
 from monitor.comparison import Comparison, compare
 from monitor.errors import ConfigError, InvalidInput
 from monitor.evaluator import build_evaluator
@@ -137,6 +143,9 @@ def judge_command(
         click.echo(json.dumps(summary.to_dict()))
     else:
         _print_summary(summary)
+    if summary.rejected:
+        where = rejects_path or default_rejects_path(out_path)
+        click.echo(f"casewatch: {summary.rejected} line(s) rejected, listed in {where}", err=True)
 
 
 # ---------------------------------------------------------------- compare
@@ -214,6 +223,33 @@ def compare_command(
 
 
 # ---------------------------------------------------------------- agreement
+
+
+def read_human_labels(path: Path) -> dict[str, dict[str, Band]]:
+    """``{"event_id": ..., "labels": {metric: band}}`` per line → event_id → labels.
+
+    Raises InvalidInput naming the line on anything malformed (labels are small and
+    hand-made: a typo should stop the report, not silently shrink it).
+    """
+    out: dict[str, dict[str, Band]] = {}
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            doc = json.loads(raw)
+            event_id = doc["event_id"]
+            labels = doc["labels"]
+            if not isinstance(event_id, str) or not isinstance(labels, dict):
+                raise TypeError("event_id must be a string and labels an object")
+            out[event_id] = {str(k): Band(v) for k, v in labels.items()}
+        except (ValueError, KeyError, TypeError) as exc:
+            bands = ", ".join(b.value for b in Band)
+            raise InvalidInput(
+                f"{path}: line {number}",
+                f"expected {{'event_id': str, 'labels': {{metric: band}}}} with bands in "
+                f"({bands}): {exc!r}",
+            ) from exc
+    return out
 
 
 def _print_human(h: HumanAgreement) -> None:

@@ -9,11 +9,10 @@ import pytest
 from monitor.batch import (
     decode_line,
     default_rejects_path,
-    read_human_labels,
     read_verdicts,
     run_batch,
 )
-from monitor.errors import InvalidEvent, InvalidInput
+from monitor.errors import InvalidEvent
 from monitor.evaluator import Evaluator, build_evaluator
 from monitor.models import TurnEvent, Verdict
 from monitor.settings import load_settings
@@ -258,17 +257,3 @@ def test_read_verdicts_skips_unreadable_lines(tmp_path: Path, heuristic: Evaluat
     loaded = read_verdicts(out)
     assert [v.event_id for v in loaded.verdicts] == ["e1"]
     assert [n for n, _ in loaded.bad_lines] == [2]
-
-
-def test_read_human_labels(tmp_path: Path) -> None:
-    good = write_lines(
-        tmp_path / "labels.jsonl",
-        [b'{"event_id": "e1", "labels": {"hallucination": "severe", "turn_band": "none"}}'],
-    )
-    assert read_human_labels(good) == {"e1": {"hallucination": "severe", "turn_band": "none"}}
-    bad = write_lines(
-        tmp_path / "bad.jsonl",
-        [b'{"event_id": "e1", "labels": {}}', b'{"event_id": "e2", "labels": {"x": "awful"}}'],
-    )
-    with pytest.raises(InvalidInput, match="line 2"):
-        read_human_labels(bad)
