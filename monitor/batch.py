@@ -28,6 +28,8 @@ import structlog
 from pydantic import ValidationError
 from tqdm import tqdm  # type: ignore[import-untyped]
 
+from consumers.decode import decode_turn
+from consumers.records import RawMessage
 from monitor.errors import InvalidEvent
 from monitor.evaluator import Evaluator
 from monitor.models import Band, TurnEvent, Verdict
@@ -36,7 +38,7 @@ from monitor.verdicts import failed_verdict
 log = structlog.get_logger(__name__)
 
 REJECT_RAW_CHARS = 500  # enough to recognise the line, not a copy of a huge record
-_DETAIL_ERRORS = 3  # validation errors quoted in a reject's detail
+MAX_LINE_BYTES = 16 << 20  # a line this long is not a turn event; never parse it
 _PENDING_PER_WORKER = 2  # queued turns per worker: keeps workers busy, memory bounded
 _STDERR_REJECTS = 20  # a wholly broken input should not flood the terminal
 
@@ -119,28 +121,9 @@ class BatchSummary:
 # ---------------------------------------------------------------- decoding
 
 
-def decode_line(raw: bytes) -> TurnEvent:
-    """One input line → TurnEvent, or InvalidEvent with reason bad_utf8 / not_json / schema."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidEvent("bad_utf8", f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from exc
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidEvent("not_json", str(exc)) from exc
-    if not isinstance(doc, dict):
-        raise InvalidEvent("schema", f"expected a JSON object, got {type(doc).__name__}")
-    try:
-        return TurnEvent.model_validate(doc)
-    except ValidationError as exc:
-        errors = exc.errors()
-        parts = [
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in errors[:_DETAIL_ERRORS]
-        ]
-        more = f" (+{len(errors) - _DETAIL_ERRORS} more)" if len(errors) > _DETAIL_ERRORS else ""
-        raise InvalidEvent("schema", "; ".join(parts) + more) from exc
+def decode_line(raw: bytes, number: int = 0) -> TurnEvent:
+    """One input line → TurnEvent, by the same rules (and reasons) as a Kafka record."""
+    return decode_turn(RawMessage("file", 0, number, raw), MAX_LINE_BYTES)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -311,7 +294,7 @@ def run_batch(
         for number, raw in _lines(input_path):
             summary.read += 1
             try:
-                turn = decode_line(raw)
+                turn = decode_line(raw, number)
             except InvalidEvent as exc:
                 summary.rejected += 1
                 if summary.rejected <= _STDERR_REJECTS:

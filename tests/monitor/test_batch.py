@@ -232,7 +232,7 @@ def test_concurrency_must_be_positive(tmp_path: Path, heuristic: Evaluator) -> N
     ("raw", "reason"),
     [
         (b"\xc3\x28", "bad_utf8"),
-        (b"[1, 2]", "schema"),
+        (b"[1, 2]", "not_object"),
         (b'{"event_id": "x"', "not_json"),
         (dump(turn("e1", timestamp="yesterday")), "schema"),
     ],
