@@ -1,0 +1,299 @@
+"""The streaming daemon: source → decode → sample → judge → store → commit.
+
+One thread runs the loop (the Kafka consumer is not thread-safe): poll the source, offer each
+record to the first step, poll the steps. Backpressure follows arroyo's processor: a step that
+is full raises MessageRejected; the loop keeps the records it could not hand over (at most one
+poll's worth), pauses every assigned partition and keeps polling (so the consumer stays in its
+group) until the backlog is handed over, then resumes. Memory is bounded by
+``max_in_flight`` + ``max_poll_records`` whatever the lag.
+
+Offsets are tracked when read and marked done by the last step; only offsets below which
+everything is finished are committed. ``stop()`` (SIGTERM) ends polling; ``run`` then drains
+in-flight work within ``drain_timeout_seconds``, commits, and returns.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime, timedelta
+
+import structlog
+
+from consumers.dlq import DeadLetterSink
+from consumers.offsets import OffsetTracker
+from consumers.records import RawMessage, TopicPartition
+from consumers.sampling import Sampler
+from consumers.source import TurnSource
+from monitor.clock import Clock, Deadline, SystemClock
+from monitor.errors import BrokerError, MessageRejected, StorageError
+from monitor.evaluator import Evaluator
+from monitor.exporter import Metrics
+from monitor.http import Heartbeat
+from monitor.pipeline.base import Envelope
+from monitor.pipeline.commit import CommitStep
+from monitor.pipeline.decode import DecodeStep
+from monitor.pipeline.judge import JudgeStep
+from monitor.pipeline.sample import SampleStep
+from monitor.pipeline.store import StoreStep
+from monitor.settings import Settings
+from monitor.store import Store
+
+log = structlog.get_logger(__name__)
+
+POLL_TIMEOUT_S = 0.2  # also the longest a finished verdict waits to be collected
+BACKLOG_WAIT_S = 0.05  # pause between offers of a rejected record
+STATUS_INTERVAL_S = 5.0  # lag, broker and database probes (network calls: not every tick)
+HEARTBEAT_MAX_AGE_S = 60.0
+
+
+class Daemon:
+    """Runs the pipeline on the calling thread until ``stop()``; safe to run in a thread."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        source: TurnSource,
+        dlq: DeadLetterSink,
+        store: Store,
+        evaluator: Evaluator,
+        metrics: Metrics,
+        clock: Clock | None = None,
+        *,
+        sampler: Sampler | None = None,
+        heartbeat: Heartbeat | None = None,
+        exit_when_idle: bool = False,
+    ) -> None:
+        self._clock = clock or SystemClock()
+        self._source = source
+        self._dlq = dlq
+        self._store = store
+        self._evaluator = evaluator
+        self._metrics = metrics
+        self._cfg = settings.daemon
+        self._max_poll_records = settings.kafka.max_poll_records
+        self._exit_when_idle = exit_when_idle
+        self.heartbeat = heartbeat or Heartbeat(HEARTBEAT_MAX_AGE_S, self._clock)
+        self.tracker = OffsetTracker()
+        sampler = sampler or Sampler(settings.sampling, self._clock)
+
+        self._commit = CommitStep(
+            source, self.tracker, metrics, self._clock, self._cfg.commit_interval_seconds
+        )
+        self._store_step = StoreStep(self._commit, store, metrics, self._clock)
+        judge = JudgeStep(
+            self._store_step,
+            evaluator,
+            metrics,
+            sampler,
+            concurrency=self._cfg.concurrency,
+            max_in_flight=self._cfg.max_in_flight,
+            weight_profile=settings.weight_profile,
+        )
+        sample = SampleStep(judge, self._commit, sampler, metrics)
+        self._first = DecodeStep(
+            sample, self._commit, dlq, metrics, settings.kafka.max_message_bytes
+        )
+
+        self._backlog: deque[Envelope[RawMessage]] = deque()
+        self._stop = threading.Event()
+        self._finished = threading.Event()
+        self._broker_ok = False
+        self._db_ok = False
+        self._next_status = 0.0
+        source.set_rebalance_listener(self._on_assigned, self._on_revoked)
+
+    # ------------------------------------------------------------------ control
+
+    def stop(self) -> None:
+        """Ask ``run`` to stop polling and drain. Safe from a signal handler or another thread."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait_finished(self, timeout: float | None = None) -> bool:
+        return self._finished.wait(timeout)
+
+    def checks(self) -> dict[str, Callable[[], bool]]:
+        """Readiness checks for /readyz. Values cached by the loop: the consumer is not
+        thread-safe, and a scrape must not wait on a database connect timeout."""
+        return {
+            "broker": lambda: self._broker_ok,
+            "database": lambda: self._db_ok and self._store_step.healthy,
+        }
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        log.info(
+            "daemon started",
+            concurrency=self._cfg.concurrency,
+            max_in_flight=self._cfg.max_in_flight,
+        )
+        try:
+            while not self._stop.is_set():
+                if self._tick():
+                    log.info("source exhausted and all work finished; stopping")
+                    break
+        finally:
+            self._drain()
+            self._finished.set()
+
+    def _tick(self) -> bool:
+        """One loop iteration; True when idle and ``exit_when_idle``."""
+        self.heartbeat.tick()
+        self._offer_backlog()
+        records = self._poll()
+        self._offer_backlog()
+        self._first.poll()
+        self._apply_backpressure()
+        self._update_status()
+        if self._backlog:
+            self._stop.wait(BACKLOG_WAIT_S)
+            return False
+        return self._exit_when_idle and not records and self.tracker.pending_count() == 0
+
+    def _poll(self) -> list[RawMessage]:
+        timeout = BACKLOG_WAIT_S if self._backlog else POLL_TIMEOUT_S
+        try:
+            records = self._source.poll(timeout, self._max_poll_records)
+        except BrokerError as exc:
+            self._broker_ok = False
+            log.warning("polling the broker failed; retrying", error=str(exc))
+            self._stop.wait(1.0)
+            return []
+        counts: dict[str, int] = {}
+        for msg in records:
+            self.tracker.track(msg.tp, msg.offset)
+            counts[msg.topic] = counts.get(msg.topic, 0) + 1
+            self._backlog.append(Envelope(msg.tp, msg.offset, msg))
+        for topic, n in counts.items():
+            self._metrics.record_consumed(topic, n)
+        return records
+
+    def _offer_backlog(self) -> None:
+        while self._backlog:
+            try:
+                self._first.submit(self._backlog[0])
+            except MessageRejected:
+                return
+            self._backlog.popleft()
+
+    def _apply_backpressure(self) -> None:
+        """Pause every assigned partition while records wait; resume once all are handed over."""
+        paused = set(self._source.paused())
+        if self._backlog:
+            to_pause = set(self._source.assignment()) - paused
+            if to_pause:
+                self._source.pause(to_pause)
+                log.info("backpressure: partitions paused", n=len(to_pause) + len(paused))
+        elif paused:
+            self._source.resume(paused)
+            log.info("backpressure released: partitions resumed", n=len(paused))
+        self._metrics.paused_partitions.set(len(self._source.paused()))
+        self._metrics.in_flight.set(self.tracker.pending_count())
+
+    def _update_status(self) -> None:
+        now = self._clock.monotonic()
+        if now < self._next_status:
+            return
+        self._next_status = now + STATUS_INTERVAL_S
+        self._broker_ok = self._source.ping()
+        self._db_ok = self._store.ping()
+        try:
+            self._metrics.set_lag(self._source.lag().items())
+        except BrokerError as exc:
+            log.warning("reading consumer lag failed", error=str(exc))
+
+    # ------------------------------------------------------------------ rebalances
+
+    def _on_assigned(self, tps: Collection[TopicPartition]) -> None:
+        log.info("partitions assigned", partitions=sorted(f"{t.topic}/{t.partition}" for t in tps))
+
+    def _on_revoked(self, tps: Collection[TopicPartition]) -> None:
+        """Commit what is finished, then forget the revoked partitions: their unfinished
+        records are re-read by the new owner (the store deduplicates any overlap).
+
+        Runs while the loop thread waits in ``source.poll()`` or ``close()`` (the source's
+        contract), so the tracker and backlog are not touched concurrently; it stays short
+        because it may block the consumer's network loop.
+        """
+        revoked = set(tps)
+        self._commit.commit()
+        self.tracker.revoke(revoked)
+        self._backlog = deque(m for m in self._backlog if m.tp not in revoked)
+
+    # ------------------------------------------------------------------ shutdown
+
+    def _drain(self) -> None:
+        deadline = Deadline(self._cfg.drain_timeout_seconds, self._clock)
+        # Records never handed to the pipeline are simply not committed: re-read on restart.
+        self._backlog.clear()
+        log.info("draining", in_flight=self.tracker.pending_count())
+        try:
+            self._first.join(deadline.remaining())
+        finally:
+            self._first.close()
+        self._metrics.in_flight.set(self.tracker.pending_count())
+        log.info("drained", unfinished=self.tracker.pending_count())
+
+    def close(self) -> None:
+        """Close what the daemon was given (after ``run`` returned)."""
+        for name, closer in (
+            ("source", self._source.close),
+            ("dead-letter queue", self._dlq.close),
+            ("evaluator", self._evaluator.close),
+            ("store", self._store.close),
+        ):
+            try:
+                closer()
+            except Exception:  # one failing close must not leak the others
+                log.warning("closing failed", component=name, exc_info=True)
+
+
+class RetentionJob:
+    """Deletes stored rows older than ``retention_days``, now and then every ``interval_s``.
+
+    Purging is idempotent, so replicas running it at once only repeat each other's work.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        retention_days: float,
+        clock: Clock | None = None,
+        interval_s: float = 3600.0,
+    ) -> None:
+        self._store = store
+        self._days = retention_days
+        self._clock = clock or SystemClock()
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="retention", daemon=True)
+
+    def run_once(self) -> int:
+        now = datetime.fromtimestamp(self._clock.time(), tz=UTC)
+        cutoff = now - timedelta(days=self._days)
+        deleted = self._store.purge_older_than(cutoff)
+        log.info("retention purge", cutoff=cutoff.isoformat(), deleted=deleted)
+        return deleted
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except StorageError as exc:
+                log.warning("retention purge failed; next try in an interval", error=str(exc))
+            self._stop.wait(self._interval)
+
+    def start(self) -> RetentionJob:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
