@@ -70,7 +70,7 @@ _ACK = re.compile(
 _TRIED = re.compile(
     r"\b(?:already|tried|did not help|didn't help|does not help|doesn't help|no luck"
     r"|no change|without success|to no avail|as suggested|still (?:fails|failing|get|see|the)"
-    r"|i ran|we ran|i did|we did|i have \w+ed|we have \w+ed|i've \w+ed|we've \w+ed)\b",
+    r"|i ran|we ran|i did|we did|(?:i|we)(?: have|'ve)?(?: also)? \w+ed)\b",
     re.I,
 )
 _BACK_REFERENCE = re.compile(
