@@ -227,32 +227,29 @@ def _paths(text: str) -> list[tuple[int, str]]:
 
 
 def _command_or_other(body: str) -> tuple[IdKind, str] | None:
-    """Classify the content of backticks or a prompt line."""
+    """Classify backtick content: a path, code, article or version when that is all it holds,
+    a command otherwise."""
     body = body.strip()
     if not body:
         return None
-    if _PROGRAM_CALL.match(body):
-        return IdKind.COMMAND, body
-    whole = [(k, raw) for k, raw in _single(body) if len(raw) >= len(body) - 1]
-    if whole:
-        return whole[0]
+    if not _PROGRAM_CALL.match(body):
+        candidates = [
+            *((IdKind.PATH, p) for _, p in _paths(body)),
+            *((IdKind.ERROR_CODE, c) for _, c in _error_codes(body)),
+            *((IdKind.ARTICLE, m.group(0)) for m in _ARTICLE.finditer(body)),
+            *((IdKind.VERSION, m.group(0)) for m in _VERSION.finditer(body)),
+        ]
+        for kind, raw in candidates:
+            if len(raw) >= len(body) - 1:
+                return kind, raw
     return IdKind.COMMAND, body
 
 
-def _single(text: str) -> list[tuple[IdKind, str]]:
-    """Non-command identifiers of a short string (used to classify backtick content)."""
-    out: list[tuple[IdKind, str]] = [(IdKind.PATH, p) for _, p in _paths(text)]
-    out += [(IdKind.ERROR_CODE, c) for _, c in _error_codes(text)]
-    out += [(IdKind.ARTICLE, m.group(0)) for m in _ARTICLE.finditer(text)]
-    out += [(IdKind.VERSION, m.group(0)) for m in _VERSION.finditer(text)]
-    return out
-
-
-def _commands(text: str) -> tuple[list[tuple[int, IdKind, str]], str]:
+def _commands(text: str) -> list[tuple[int, IdKind, str]]:
     """Commands from fences, backticks, prompt lines and inline CLI calls.
 
-    Returns them with the text where fences and backticks are blanked out, so that prose
-    extraction does not see the same command twice.
+    Fences, backticks and prompt lines are blanked out before the next pass looks at the text,
+    so that no command is reported twice.
     """
     found: list[tuple[int, IdKind, str]] = []
     spans: list[tuple[int, int]] = []
@@ -287,7 +284,7 @@ def _commands(text: str) -> tuple[list[tuple[int, IdKind, str]], str]:
         candidate = candidate.strip().rstrip(_TRAILING)
         if len(candidate.split()) >= _MIN_COMMAND_TOKENS:
             found.append((m.start(), IdKind.COMMAND, candidate))
-    return found, masked
+    return found
 
 
 def extract(text: str) -> tuple[Identifier, ...]:
@@ -297,8 +294,7 @@ def extract(text: str) -> tuple[Identifier, ...]:
     an upgrade command is both a wrong command and a wrong version.
     """
     found: list[tuple[int, IdKind, str]] = []
-    commands, _ = _commands(text)
-    found.extend(commands)
+    found.extend(_commands(text))
     for m in _ARTICLE.finditer(text):
         found.append((m.start(), IdKind.ARTICLE, m.group(0)))
     found.extend((pos, IdKind.ERROR_CODE, raw) for pos, raw in _error_codes(text))

@@ -190,7 +190,6 @@ def analyse_sentence(text: str, ids: Sequence[Identifier] | None = None) -> Sent
     """One answer sentence; ``ids`` are the identifiers of the whole answer, if known."""
     body = _LEAD_IN.sub("", _LIST_MARK.sub("", text)).strip()
     ids = extract(text) if ids is None else tuple(i for i in ids if i.raw in text)
-    first = stem(_WORD.findall(body.lower())[0]) if _WORD.search(body.lower()) else ""
     has_command = any(i.kind is IdKind.COMMAND for i in ids)
     question = bool(_QUESTION.search(body))
     return Sentence(
@@ -198,7 +197,7 @@ def analyse_sentence(text: str, ids: Sequence[Identifier] | None = None) -> Sent
         terms=frozenset(key_terms(text)),
         ids=ids,
         question=question,
-        action=not question and (has_command or first in ACTION_VERBS),
+        action=not question and (has_command or _starts_with_action(body)),
         acknowledges=bool(_ACK.search(text)),
         insufficient=bool(_INSUFFICIENT.search(text)),
         explains=bool(_EXPLAINS.search(text)),
