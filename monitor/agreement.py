@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sklearn.metrics import (  # type: ignore[import-untyped]
+from sklearn.metrics import (
     accuracy_score,
     cohen_kappa_score,
     confusion_matrix,

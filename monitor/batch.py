@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import structlog
 from pydantic import ValidationError
-from tqdm import tqdm  # type: ignore[import-untyped]
+from tqdm import tqdm
 
 from consumers.decode import decode_turn
 from consumers.records import RawMessage
