@@ -26,6 +26,7 @@ from monitor.errors import ConfigError, InvalidInput
 from monitor.evaluator import build_evaluator
 from monitor.logs import configure_logging
 from monitor.models import Band
+from monitor.panel_report import panel_report
 from monitor.settings import Settings, load_settings
 from monitor.stats import Correlation, PairedTest
 
@@ -314,6 +315,7 @@ def agreement_command(
     judged = _load(judged_path).verdicts
     doc: dict[str, Any] = {}
     human = judges = None
+    panel = None
     if labels_path is not None:
         try:
             labels = read_human_labels(labels_path)
@@ -323,6 +325,10 @@ def agreement_command(
             _fail(f"cannot read {labels_path}: {exc}")
         human = agreement(judged, labels)
         doc["human"] = human.to_dict()
+        # Verdicts of a two-judge panel also get seed 003's before/after-arbitration view.
+        if any(j.role == "primary" for v in judged for j in v.judgments):
+            panel = panel_report(judged, labels)
+            doc["panel"] = panel.to_dict()
     if other_path is not None:
         judges = judge_agreement(judged, _load(other_path).verdicts)
         doc["judges"] = judges.to_dict()
@@ -331,6 +337,9 @@ def agreement_command(
         return
     if human is not None:
         _print_human(human)
+    if panel is not None:
+        click.echo()
+        click.echo(panel.format_table())
     if judges is not None:
         if human is not None:
             click.echo()
