@@ -2,10 +2,13 @@
 
 One thread runs the loop (the Kafka consumer is not thread-safe): poll the source, offer each
 record to the first step, poll the steps. Backpressure follows arroyo's processor: a step that
-is full raises MessageRejected; the loop keeps the records it could not hand over (at most one
-poll's worth), pauses every assigned partition and keeps polling (so the consumer stays in its
-group) until the backlog is handed over, then resumes. Memory is bounded by
-``max_in_flight`` + ``max_poll_records`` whatever the lag.
+is full raises MessageRejected and the loop keeps the records it could not hand over (at most
+one poll's worth) and stops polling. A backlog that does not clear within ``PAUSE_AFTER_S``
+means the pipeline is saturated, not just busy: every assigned partition is then paused and
+polling resumes (it returns nothing, but keeps the consumer in its group) until the backlog is
+handed over; then the partitions resume. Pausing only after a delay matters: a resumed
+partition costs a fetch round trip, so pausing at every full poll would throttle throughput.
+Memory is bounded by ``max_in_flight`` + the store batch + two polls' worth of records.
 
 Offsets are tracked when read and marked done by the last step; only offsets below which
 everything is finished are committed. ``stop()`` (SIGTERM) ends polling; ``run`` then drains
@@ -21,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from consumers.decode import DLQ_REASONS
 from consumers.dlq import DeadLetterSink
 from consumers.offsets import OffsetTracker
 from consumers.records import RawMessage, TopicPartition
@@ -43,8 +47,10 @@ from monitor.store import Store
 log = structlog.get_logger(__name__)
 
 POLL_TIMEOUT_S = 0.2  # also the longest a finished verdict waits to be collected
-BACKLOG_WAIT_S = 0.05  # pause between offers of a rejected record
-STATUS_INTERVAL_S = 5.0  # lag, broker and database probes (network calls: not every tick)
+BACKLOG_WAIT_S = 0.02  # between offers of a rejected record
+PAUSE_AFTER_S = 1.0  # a backlog older than this pauses the partitions
+STATUS_INTERVAL_S = 5.0  # broker and database probes (network calls: not every tick)
+LAG_INTERVAL_S = 1.0  # the source caches lag; this only bounds gauge churn
 HEARTBEAT_MAX_AGE_S = 60.0
 
 
@@ -92,6 +98,7 @@ class Daemon:
             weight_profile=settings.weight_profile,
         )
         sample = SampleStep(judge, self._commit, sampler, metrics)
+        metrics.prime(dead_letter_reasons=DLQ_REASONS)
         self._first = DecodeStep(
             sample, self._commit, dlq, metrics, settings.kafka.max_message_bytes
         )
@@ -102,6 +109,11 @@ class Daemon:
         self._broker_ok = False
         self._db_ok = False
         self._next_status = 0.0
+        self._next_lag = 0.0
+        self._backlog_since: float | None = None
+        # Polling stops while a backlog waits, so pausing must come before the consumer's
+        # max.poll.interval would expel it from the group.
+        self._pause_after = min(PAUSE_AFTER_S, settings.kafka.max_poll_interval_ms / 4000)
         source.set_rebalance_listener(self._on_assigned, self._on_revoked)
 
     # ------------------------------------------------------------------ control
@@ -146,8 +158,10 @@ class Daemon:
         """One loop iteration; True when idle and ``exit_when_idle``."""
         self.heartbeat.tick()
         self._offer_backlog()
-        records = self._poll()
-        self._offer_backlog()
+        records: list[RawMessage] = []
+        if not self._backlog or self._source.paused():
+            records = self._poll()
+            self._offer_backlog()
         self._first.poll()
         self._apply_backpressure()
         self._update_status()
@@ -181,13 +195,17 @@ class Daemon:
             except MessageRejected:
                 return
             self._backlog.popleft()
+        self._backlog_since = None  # cleared: a busy pipeline, not a saturated one
 
     def _apply_backpressure(self) -> None:
-        """Pause every assigned partition while records wait; resume once all are handed over."""
-        paused = set(self._source.paused())
+        """Pause every assigned partition once a backlog is stuck; resume when it is gone."""
+        paused = self._source.paused()
         if self._backlog:
-            to_pause = set(self._source.assignment()) - paused
-            if to_pause:
+            now = self._clock.monotonic()
+            if self._backlog_since is None:
+                self._backlog_since = now
+            to_pause = self._source.assignment() - paused
+            if to_pause and now - self._backlog_since >= self._pause_after:
                 self._source.pause(to_pause)
                 log.info("backpressure: partitions paused", n=len(to_pause) + len(paused))
         elif paused:
@@ -198,20 +216,19 @@ class Daemon:
 
     def _update_status(self) -> None:
         now = self._clock.monotonic()
-        if now < self._next_status:
-            return
-        self._next_status = now + STATUS_INTERVAL_S
-        self._broker_ok = self._source.ping()
-        self._db_ok = self._store.ping()
-        try:
+        if now >= self._next_lag:
+            self._next_lag = now + LAG_INTERVAL_S
             self._metrics.set_lag(self._source.lag().items())
-        except BrokerError as exc:
-            log.warning("reading consumer lag failed", error=str(exc))
+        if now >= self._next_status:
+            self._next_status = now + STATUS_INTERVAL_S
+            self._broker_ok = self._source.ping()
+            self._db_ok = self._store.ping()
 
     # ------------------------------------------------------------------ rebalances
 
     def _on_assigned(self, tps: Collection[TopicPartition]) -> None:
-        log.info("partitions assigned", partitions=sorted(f"{t.topic}/{t.partition}" for t in tps))
+        # Offsets need no set-up (tracked from the first record read); the metrics do.
+        self._metrics.prime(topics={tp.topic for tp in tps})
 
     def _on_revoked(self, tps: Collection[TopicPartition]) -> None:
         """Commit what is finished, then forget the revoked partitions: their unfinished
@@ -231,14 +248,19 @@ class Daemon:
     def _drain(self) -> None:
         deadline = Deadline(self._cfg.drain_timeout_seconds, self._clock)
         # Records never handed to the pipeline are simply not committed: re-read on restart.
+        unstarted = len(self._backlog)
         self._backlog.clear()
-        log.info("draining", in_flight=self.tracker.pending_count())
+        log.info(
+            "draining",
+            in_flight=self.tracker.pending_count() - unstarted,
+            left_for_next_run=unstarted,
+        )
         try:
             self._first.join(deadline.remaining())
         finally:
             self._first.close()
         self._metrics.in_flight.set(self.tracker.pending_count())
-        log.info("drained", unfinished=self.tracker.pending_count())
+        log.info("drained", unfinished=self.tracker.pending_count() - unstarted)
 
     def close(self) -> None:
         """Close what the daemon was given (after ``run`` returned)."""

@@ -266,7 +266,19 @@ class Metrics:
             "casewatch_storage_errors", "Failed verdict writes (retried)", registry=r
         )
 
+        for outcome in ("inserted", "duplicate"):
+            self.stored.labels(outcome=outcome)
+
     # ------------------------------------------------------------------ recording helpers
+
+    def prime(self, *, topics: Iterable[str] = (), dead_letter_reasons: Iterable[str] = ()) -> None:
+        """Export zero-valued series for label values known up front, so ``rate()`` and
+        ``increase()`` see the first event instead of a series appearing out of nowhere."""
+        for topic in topics:
+            self.turns_consumed.labels(topic=topic)
+            self.offsets_committed.labels(topic=topic)
+        for reason in dead_letter_reasons:
+            self.dead_letter.labels(reason=reason)
 
     def assistant_label(self, name: str) -> str:
         return self._assistant(name)

@@ -211,3 +211,14 @@ def test_exposition_has_no_id_labels(registry: CollectorRegistry) -> None:
     assert "e1" not in text.replace("le=", "")
     assert "conversation" not in text
     assert "event_id" not in text
+
+
+def test_prime_exports_zero_series_for_known_labels(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry)
+    get = registry.get_sample_value
+    assert get("casewatch_stored_total", {"outcome": "duplicate"}) == 0
+    assert get("casewatch_turns_consumed_total", {"topic": "turns"}) is None
+    metrics.prime(topics=["turns"], dead_letter_reasons=["schema"])
+    assert get("casewatch_turns_consumed_total", {"topic": "turns"}) == 0
+    assert get("casewatch_offsets_committed_total", {"topic": "turns"}) == 0
+    assert get("casewatch_dead_letter_total", {"reason": "schema"}) == 0

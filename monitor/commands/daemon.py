@@ -1,0 +1,279 @@
+"""``casewatch run`` (the streaming daemon) and ``casewatch produce`` (replay turns into Kafka).
+
+Operator errors (bad config, unreachable broker or database) print one clear line and exit 2;
+SIGTERM/SIGINT drain in-flight work, commit and exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+import click
+import structlog
+
+from monitor.clock import Clock, SystemClock
+from monitor.errors import CasewatchError
+from monitor.settings import Settings, load_settings
+
+log = structlog.get_logger(__name__)
+
+_CONFIG = click.Path(dir_okay=False, path_type=Path)
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"casewatch: {message}", err=True)
+    raise click.exceptions.Exit(2)
+
+
+# ---------------------------------------------------------------- run
+
+
+def _file_sidecars(path: Path) -> tuple[Path, Path]:
+    """Where the file source keeps its dead letters and its committed offset."""
+    stem = path.name.removesuffix(".jsonl")
+    return path.with_name(f"{stem}.dlq.jsonl"), path.with_name(f"{stem}.offsets.json")
+
+
+def _install_signal_handlers(stop: Any) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal received: draining", signal=signal.Signals(signum).name)
+        stop()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+@click.command()
+@click.option("--config", "config_file", type=_CONFIG, default=None, help="YAML settings file.")
+@click.option(
+    "--file",
+    "file_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read turns from a JSONL file instead of Kafka (dead letters go beside it).",
+)
+@click.option("--follow", is_flag=True, help="With --file: keep reading as lines are appended.")
+def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
+    """Run the streaming daemon: consume, sample, judge, store, export metrics."""
+    from prometheus_client import REGISTRY
+
+    from consumers.dlq import DeadLetterSink, FileDeadLetterSink, KafkaDeadLetterQueue
+    from consumers.file_source import FileTurnSource
+    from consumers.kafka_source import KafkaTurnSource
+    from consumers.source import TurnSource
+    from monitor.daemon import Daemon, RetentionJob
+    from monitor.evaluator import build_evaluator
+    from monitor.exporter import Metrics
+    from monitor.http import ProbeApp, ProbeServer
+    from monitor.logs import configure_logging
+    from monitor.store import Store
+
+    if follow and file_path is None:
+        raise click.UsageError("--follow needs --file")
+    try:
+        settings = load_settings(config_file)
+    except CasewatchError as exc:
+        _fail(str(exc))
+    configure_logging(settings.log_level, settings.secret_values())
+
+    with ExitStack() as stack:
+        try:
+            store = Store.from_config(settings.storage)
+            stack.callback(store.close)
+            store.migrate()
+            source: TurnSource
+            dlq: DeadLetterSink
+            if file_path is not None:
+                dlq_path, offsets_path = _file_sidecars(file_path)
+                source = FileTurnSource(file_path, follow=follow, offsets_path=offsets_path)
+                dlq = FileDeadLetterSink(dlq_path)
+            else:
+                source = KafkaTurnSource(settings.kafka)
+                dlq = KafkaDeadLetterQueue(settings.kafka)
+            stack.callback(source.close)
+            stack.callback(dlq.close)
+            evaluator = build_evaluator(settings)
+            stack.callback(evaluator.close)
+        except CasewatchError as exc:
+            _fail(str(exc))
+
+        metrics = Metrics(REGISTRY)
+        daemon = Daemon(
+            settings,
+            source,
+            dlq,
+            store,
+            evaluator,
+            metrics,
+            exit_when_idle=file_path is not None and not follow,
+        )
+        app = ProbeApp(REGISTRY, daemon.heartbeat, daemon.checks())
+        try:
+            server = ProbeServer(app, settings.server.host, settings.server.port).start()
+        except OSError as exc:
+            _fail(
+                f"cannot listen on {settings.server.host}:{settings.server.port} ({exc}); "
+                "set server.port to a free port"
+            )
+        stack.callback(server.close)
+        if settings.storage.retention_days is not None:
+            retention = RetentionJob(store, settings.storage.retention_days).start()
+            stack.callback(retention.stop)
+        _install_signal_handlers(daemon.stop)
+        daemon.run()
+    log.info("daemon stopped")
+
+
+# ---------------------------------------------------------------- produce
+
+
+def replay(
+    read_pass: Callable[[], Iterable[bytes]], *, loop: bool, count: int | None
+) -> Iterator[tuple[bytes | None, bytes]]:
+    """(key, value) pairs to publish: the lines of each pass as raw bytes, in order.
+
+    ``read_pass`` returns the lines afresh for every pass (the file is streamed, never held).
+    Keys are the conversation_id, so one conversation stays on one partition (ordered).
+    With ``loop`` the file repeats; from the second pass on each event_id gets the suffix
+    ``-rN`` so replays are new events rather than duplicates the store would drop.
+    Lines that are not JSON objects are sent unchanged (they exercise the dead-letter path).
+    """
+    sent = 0
+    n_pass = 0
+    while True:
+        sent_this_pass = 0
+        for line in read_pass():
+            raw = line.rstrip(b"\r\n")
+            if not raw.strip():
+                continue
+            if count is not None and sent >= count:
+                return
+            yield _rewrite(raw, n_pass)
+            sent += 1
+            sent_this_pass += 1
+        n_pass += 1
+        if not loop or sent_this_pass == 0:
+            return
+
+
+def _rewrite(raw: bytes, n_pass: int) -> tuple[bytes | None, bytes]:
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None, raw
+    if not isinstance(doc, dict):
+        return None, raw
+    conv = doc.get("conversation_id")
+    key = str(conv).encode() if conv is not None else None
+    if n_pass == 0 or "event_id" not in doc:
+        return key, raw
+    doc["event_id"] = f"{doc['event_id']}-r{n_pass}"
+    return key, json.dumps(doc, separators=(",", ":")).encode()
+
+
+class Pacer:
+    """Spaces sends to ``rate`` per second (None: no limit) on an injected clock."""
+
+    def __init__(self, rate: float | None, clock: Clock) -> None:
+        if rate is not None and rate <= 0:
+            raise ValueError(f"rate must be > 0, got {rate}")
+        self._rate = rate
+        self._clock = clock
+        self._start: float | None = None
+        self._n = 0
+
+    def wait(self) -> None:
+        if self._rate is None:
+            return
+        now = self._clock.monotonic()
+        if self._start is None:
+            self._start = now
+        due = self._start + self._n / self._rate
+        self._clock.sleep(due - now)
+        self._n += 1
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        yield from fh
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--topic", required=True, help="Topic to publish to.")
+@click.option("--bootstrap", default=None, help="HOST:PORT (default: kafka.bootstrap_servers).")
+@click.option("--config", "config_file", type=_CONFIG, default=None, help="YAML settings file.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None, help="msgs/s.")
+@click.option("--loop", is_flag=True, help="Repeat the file (event ids get a -rN suffix).")
+@click.option("--count", type=click.IntRange(min=0), default=None, help="Stop after N messages.")
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the broker to accept connections.",
+)
+def produce(
+    file: Path,
+    topic: str,
+    bootstrap: str | None,
+    config_file: Path | None,
+    rate: float | None,
+    loop: bool,
+    count: int | None,
+    connect_timeout: float,
+) -> None:
+    """Publish the turns of a JSONL file to a Kafka topic, as raw bytes (one line, one message)."""
+    from consumers._kafka import KafkaProducer, broker_errors, client_options, require_reachable
+
+    if loop and count is None and rate is None:
+        click.echo("casewatch: --loop without --count or --rate runs flat out until ^C", err=True)
+    try:
+        settings: Settings = load_settings(config_file)
+    except CasewatchError as exc:
+        _fail(str(exc))
+    servers = [bootstrap] if bootstrap else list(settings.kafka.bootstrap_servers)
+    options = {
+        **client_options(settings.kafka),
+        "bootstrap_servers": servers,
+        "client_id": f"{settings.kafka.client_id}-produce",
+    }
+    try:
+        require_reachable(servers, connect_timeout)
+        with broker_errors("connecting the producer", servers):
+            producer = KafkaProducer(
+                **options,
+                acks="all",
+                linger_ms=5,
+                max_request_size=settings.kafka.max_message_bytes + 64 * 1024,
+            )
+    except CasewatchError as exc:
+        _fail(str(exc))
+    failures: list[BaseException] = []
+    pacer = Pacer(rate, SystemClock())
+    sent = 0
+    try:
+        with broker_errors(f"publishing to {topic}", servers):
+            for key, value in replay(lambda: _lines(file), loop=loop, count=count):
+                pacer.wait()
+                producer.send(topic, value=value, key=key).add_errback(failures.append)
+                sent += 1
+            producer.flush(timeout=60)
+    except CasewatchError as exc:
+        _fail(f"{exc} (after {sent} message(s))")
+    except KeyboardInterrupt:
+        producer.flush(timeout=10)
+    finally:
+        producer.close(timeout=10)
+    if failures:
+        _fail(f"{len(failures)} of {sent} message(s) were not published to {topic}: {failures[0]}")
+    click.echo(f"produced {sent} message(s) to {topic}", err=True)
+
+
+COMMANDS: list[click.Command] = [run, produce]

@@ -1,0 +1,275 @@
+"""`casewatch run` as a real process (SIGTERM drain, SIGKILL + restart); `casewatch produce`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from consumers.tansu import EmbeddedBroker, free_port
+from monitor.cli import main
+from monitor.clock import ManualClock
+from monitor.commands.daemon import Pacer, replay
+from monitor.errors import StorageError
+from monitor.store import Store
+from tests.fake_judge_server import FakeJudgeServer
+from tests.fixtures.broker import DLQ_SUFFIX, produce
+from tests.fixtures.judge_server import FAKE_JUDGE_KEY, FAKE_JUDGE_MODEL
+from tests.monitor.test_daemon import (
+    committed_offset,
+    http_get,
+    read_topic,
+    rows_per_event,
+    turn_values,
+    wait_for,
+)
+
+# ---------------------------------------------------------------- produce: pure parts
+
+
+def _lines(*docs: Any) -> list[bytes]:
+    return [d if isinstance(d, bytes) else json.dumps(d).encode() + b"\n" for d in docs]
+
+
+def test_replay_sends_lines_as_they_are_keyed_by_conversation() -> None:
+    lines = _lines({"event_id": "e1", "conversation_id": "c1"}, b"\n", b"garbage\n")
+    out = list(replay(lambda: lines, loop=False, count=None))
+    assert out == [(b"c1", lines[0].rstrip(b"\n")), (None, b"garbage")]
+
+
+def test_replay_loop_renames_events_per_pass_and_stops_at_count() -> None:
+    lines = _lines({"event_id": "e1", "conversation_id": "c1"}, {"event_id": "e2"})
+    out = list(replay(lambda: lines, loop=True, count=5))
+    ids = [json.loads(v)["event_id"] for _, v in out]
+    assert ids == ["e1", "e2", "e1-r1", "e2-r1", "e1-r2"]
+
+
+def test_replay_of_an_empty_file_ends_even_with_loop() -> None:
+    assert list(replay(lambda: [b"\n"], loop=True, count=None)) == []
+
+
+def test_pacer_spaces_sends_on_the_clock() -> None:
+    clock = ManualClock()
+    pacer = Pacer(4.0, clock)
+    for _ in range(5):
+        pacer.wait()
+    assert clock.monotonic() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="rate"):
+        Pacer(0, clock)
+
+
+# ---------------------------------------------------------------- produce against Tansu
+
+
+def test_produce_publishes_raw_lines(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "turns.jsonl"
+    values = [*turn_values(3), b"{broken"]
+    data.write_bytes(b"\n".join(values) + b"\n")
+    args = ["produce", str(data), "--topic", kafka_topic, "--bootstrap", tansu_broker.bootstrap]
+    result = CliRunner().invoke(main, [*args, "--loop", "--count", "6", "--rate", "1000"])
+    assert result.exit_code == 0, result.output
+    assert "produced 6 message(s)" in result.output
+    got = [r.value for r in read_topic(tansu_broker.bootstrap, kafka_topic, 6)]
+    assert got[:4] == values
+    assert [json.loads(v)["event_id"] for v in got[4:]] == ["evt-0-r1", "evt-1-r1"]
+
+
+def test_produce_names_an_unreachable_broker(tmp_path: Path) -> None:
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(turn_values(1)[0] + b"\n")
+    port = free_port()
+    args = ["produce", str(data), "--topic", "t", "--bootstrap", f"127.0.0.1:{port}"]
+    result = CliRunner().invoke(main, [*args, "--connect-timeout", "0.3"])
+    assert result.exit_code == 2
+    assert f"127.0.0.1:{port}" in result.output
+
+
+# ---------------------------------------------------------------- run: subprocesses
+
+
+def _casewatch() -> list[str]:
+    script = Path(sys.executable).with_name("casewatch")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from monitor.cli import main; main()"]
+
+
+class Proc:
+    def __init__(self, config: Path, log: Path, *extra: str) -> None:
+        self.log = log
+        self._fh = log.open("ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [*_casewatch(), "run", "--config", str(config), *extra],
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"casewatch run did not exit; log:\n{self.tail()}") from None
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._fh.close()
+
+
+@contextmanager
+def daemon_process(config: Path, log: Path, *extra: str) -> Iterator[Proc]:
+    proc = Proc(config, log, *extra)
+    try:
+        yield proc
+    finally:
+        proc.close()
+
+
+def _write_config(tmp_path: Path, doc: dict[str, Any]) -> Path:
+    path = tmp_path / f"casewatch-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _kafka_config(
+    tmp_path: Path, bootstrap: str, topic: str, judge: FakeJudgeServer, port: int
+) -> tuple[Path, dict[str, Any]]:
+    doc: dict[str, Any] = {
+        "kafka": {
+            "bootstrap_servers": [bootstrap],
+            "topics": [topic],
+            "group_id": f"casewatch-cli-{uuid.uuid4().hex[:8]}",
+            "dlq_suffix": DLQ_SUFFIX,
+            "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 1000,
+            "max_poll_interval_ms": 6000,
+            "max_poll_records": 20,
+        },
+        "judges": {
+            "remote": {
+                "kind": "openai",
+                "base_url": judge.base_url,
+                "model": FAKE_JUDGE_MODEL,
+                "api_key": FAKE_JUDGE_KEY,
+                "timeout_seconds": 10,
+            }
+        },
+        "judge": "remote",
+        "storage": {"url": f"sqlite:///{tmp_path / 'casewatch.db'}"},
+        "server": {"host": "127.0.0.1", "port": port},
+        "daemon": {"concurrency": 4, "max_in_flight": 8, "drain_timeout_seconds": 20},
+    }
+    return _write_config(tmp_path, doc), doc
+
+
+def test_run_file_source_processes_the_file_and_exits_0(tmp_path: Path) -> None:
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join([*turn_values(15), b"not json"]) + b"\n")
+    config = _write_config(
+        tmp_path,
+        {
+            "storage": {"url": f"sqlite:///{tmp_path / 'casewatch.db'}"},
+            "server": {"port": free_port()},
+        },
+    )
+    with daemon_process(config, tmp_path / "run.log", "--file", str(data)) as proc:
+        assert proc.wait(60) == 0, proc.tail()
+    store = Store(f"sqlite:///{tmp_path / 'casewatch.db'}")
+    assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(15)}
+    store.close()
+    dead = [json.loads(x) for x in (tmp_path / "turns.dlq.jsonl").read_text().splitlines()]
+    assert [d["reason"] for d in dead] == ["not_json"]
+    assert json.loads((tmp_path / "turns.offsets.json").read_text())["offset"] == 16
+
+
+def test_run_rejects_a_bad_config_with_exit_2(tmp_path: Path) -> None:
+    config = _write_config(tmp_path, {"daemon": {"concurrency": 0}})
+    with daemon_process(config, tmp_path / "run.log") as proc:
+        assert proc.wait(30) == 2
+    assert "daemon.concurrency" in proc.tail()
+
+
+def test_sigterm_finishes_in_flight_work_commits_and_exits_0(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
+) -> None:
+    bootstrap = tansu_broker.bootstrap
+    produce(bootstrap, kafka_topic, turn_values(60))
+    port = free_port()
+    with FakeJudgeServer(latency=0.3) as judge:
+        config, doc = _kafka_config(tmp_path, bootstrap, kafka_topic, judge, port)
+        store = Store(doc["storage"]["url"])
+        with daemon_process(config, tmp_path / "run.log") as proc:
+            wait_for(lambda: _stored(store) >= 8, 60, "some turns stored")
+            assert http_get(port, "/healthz")[0] == 200
+            wait_for(lambda: http_get(port, "/readyz")[0] == 200, 30, "ready")
+            status, metrics = http_get(port, "/metrics")
+            assert status == 200 and "casewatch_turns_judged_total" in metrics
+            (tmp_path / "metrics.txt").write_text(metrics)
+            proc.proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, proc.tail()
+        requests = judge.request_count
+    committed = committed_offset(bootstrap, doc["kafka"]["group_id"], kafka_topic)
+    assert committed is not None and 0 < committed < 60
+    # Every judge call that started was finished and stored, and everything stored is
+    # committed: nothing in flight was abandoned.
+    stored = rows_per_event(store)
+    assert stored == {f"evt-{i}": 1 for i in range(committed)}
+    assert requests == len(stored)
+    store.close()
+
+
+def test_sigkill_and_restart_store_every_turn_exactly_once(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
+) -> None:
+    bootstrap = tansu_broker.bootstrap
+    n = 150
+    produce(bootstrap, kafka_topic, turn_values(n))
+    port = free_port()
+    with FakeJudgeServer(latency=0.03) as judge:
+        config, doc = _kafka_config(tmp_path, bootstrap, kafka_topic, judge, port)
+        store = Store(doc["storage"]["url"])
+        with daemon_process(config, tmp_path / "run1.log") as proc:
+            wait_for(lambda: _stored(store) >= 30, 60, "some turns stored")
+            proc.proc.send_signal(signal.SIGKILL)
+            assert proc.wait(10) == -signal.SIGKILL
+        assert _stored(store) < n, "the kill came too late to test anything"
+        with daemon_process(config, tmp_path / "run2.log") as proc:
+            group = doc["kafka"]["group_id"]
+            wait_for(
+                lambda: committed_offset(bootstrap, group, kafka_topic) == n,
+                90,
+                "offsets committed to the end after the restart",
+            )
+            proc.proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, proc.tail()
+    assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(n)}
+    assert store.counts()["turns"] == n
+    store.close()
+
+
+def _stored(store: Store) -> int:
+    try:
+        return store.counts()["verdicts"]
+    except StorageError:  # the daemon has not migrated the schema yet
+        return 0
