@@ -1,0 +1,85 @@
+"""``casewatch demo``: the pipeline end to end on one machine (what ``make run`` runs).
+
+The orchestration lives in ``monitor.demo``; this only parses options, wires signals and maps
+errors to exit codes (2: the demo could not start, 1: the daemon failed while running).
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+import click
+
+from monitor.errors import CasewatchError
+from monitor.settings import load_settings
+
+_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"casewatch demo: {message}", err=True)
+    raise click.exceptions.Exit(code)
+
+
+@click.command()
+@click.option("--config", "config_file", type=_FILE, default=None, help="YAML settings file.")
+@click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True,
+              help="Port of /metrics, /healthz, /readyz (0: any free port).")  # fmt: skip
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=20.0,
+              show_default=True, help="Turns replayed per second.")  # fmt: skip
+@click.option("--duration", type=click.FloatRange(min=0), default=None,
+              help="Stop by itself after this many seconds (CI smoke runs).")  # fmt: skip
+@click.option("--db", "db_path", type=_FILE, default=None,
+              help="SQLite file to keep the verdicts in (default: a temporary file).")  # fmt: skip
+@click.option("--examples", type=_FILE, default=None,
+              help="Turns to replay (default: examples/turns.jsonl of the checkout).")  # fmt: skip
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="warning", show_default=True, help="Daemon log level (stderr).")  # fmt: skip
+def demo(
+    config_file: Path | None,
+    port: int,
+    rate: float,
+    duration: float | None,
+    db_path: Path | None,
+    examples: Path | None,
+    log_level: str,
+) -> None:
+    """Run the daemon against an embedded Kafka broker fed with the example turns.
+
+    Uses the heuristic judge unless --config names judges (or a panel). Kafka, storage and
+    server settings of the config are replaced by the demo's own.
+    """
+    from monitor.demo import Demo, DemoOptions
+    from monitor.logs import configure_logging
+
+    try:
+        settings = load_settings(config_file)
+    except CasewatchError as exc:
+        _fail(str(exc))
+    configure_logging(log_level, settings.secret_values())
+    options = DemoOptions(rate=rate, port=port, db_path=db_path, examples=examples)
+    runner = Demo(settings, options, echo=click.echo)
+    try:
+        runner.start()
+    except CasewatchError as exc:
+        _fail(str(exc))
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        runner.request_stop()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        runner.run(duration)
+    except CasewatchError as exc:
+        _fail(str(exc), code=1)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        runner.cleanup()
+    click.echo("casewatch demo: stopped")
+
+
+COMMANDS: list[click.Command] = [demo]
