@@ -8,6 +8,8 @@ that warning silenced. Import kafka-python through this module, never directly.
 
 from __future__ import annotations
 
+import socket
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,10 +38,13 @@ __all__ = [
     "KafkaProducer",
     "KafkaTopicPartition",
     "OffsetAndMetadata",
+    "any_reachable",
     "broker_errors",
     "client_options",
+    "finish_pending_join",
     "from_kafka_tp",
     "kafka",
+    "require_reachable",
     "to_kafka_tp",
 ]
 
@@ -84,3 +89,49 @@ def broker_errors(action: str, servers: list[str] | str) -> Iterator[None]:
     except (OSError, ValueError) as exc:
         # kafka-python raises ValueError for bad client configuration (e.g. SASL options).
         raise BrokerError(f"{action}: {type(exc).__name__}: {exc}") from exc
+
+
+def _host_port(server: str) -> tuple[str, int]:
+    host, sep, port = server.rpartition(":")
+    if not sep or "]" in port:  # no port given (IPv6 literals are bracketed)
+        return server.strip("[]"), 9092
+    return host.strip("[]"), int(port)
+
+
+def any_reachable(servers: list[str], timeout_s: float) -> bool:
+    """Whether any bootstrap server accepts a TCP connection within ``timeout_s`` each."""
+    for server in servers:
+        try:
+            with socket.create_connection(_host_port(server), timeout=timeout_s):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def require_reachable(servers: list[str], timeout_s: float) -> None:
+    """Raise BrokerError unless a bootstrap server accepts connections within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not any_reachable(servers, min(1.0, max(0.05, timeout_s))):
+        if time.monotonic() >= deadline:
+            raise BrokerError(
+                f"cannot connect to any Kafka bootstrap server ({','.join(servers)}) within "
+                f"{timeout_s:g} s; check that the brokers are up and bootstrap_servers is right"
+            )
+        time.sleep(0.2)
+
+
+def finish_pending_join(consumer: Any, timeout_ms: int) -> None:
+    """Wait, in one call, for a group (re)join that is due, before the consumer polls.
+
+    Works around kafka-python 3.0.12: a JoinGroup/SyncGroup round that completes while no
+    ``poll()`` is waiting for it is thrown away and the member joins again. With short poll
+    timeouts (and a follower whose SyncGroup waits for the leader's) that repeats forever, so a
+    rebalance never finishes. Waiting for the whole round keeps its result. Only done while
+    the coordinator is known, so an unreachable broker still returns within the poll timeout.
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not hasattr(coordinator, "need_rejoin"):
+        return
+    if not coordinator.coordinator_unknown() and coordinator.need_rejoin():
+        coordinator.poll(timeout_ms=timeout_ms)

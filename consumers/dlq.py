@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from consumers._kafka import KafkaProducer, broker_errors, client_options
+from consumers._kafka import KafkaProducer, broker_errors, client_options, require_reachable
 from consumers.records import RawMessage
 from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
@@ -70,6 +70,7 @@ class KafkaDeadLetterQueue:
         self._max_value = config.max_message_bytes
         self._timeout_s = send_timeout_s
         self._closed = False
+        require_reachable(self._servers, connect_timeout_s)
         with broker_errors("connecting the dead-letter producer", self._servers):
             self._producer = KafkaProducer(
                 **client_options(config),

@@ -13,7 +13,6 @@ partitions are released, which is what the synchronous contract needs.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -25,9 +24,12 @@ from consumers._kafka import (
     AsyncConsumerRebalanceListener,
     KafkaConsumer,
     OffsetAndMetadata,
+    any_reachable,
     broker_errors,
     client_options,
+    finish_pending_join,
     from_kafka_tp,
+    require_reachable,
     to_kafka_tp,
 )
 from consumers.records import RawMessage, TopicPartition
@@ -50,10 +52,13 @@ class KafkaTurnSource:
         *,
         connect_timeout_s: float = 30.0,
         commit_timeout_s: float = 30.0,
+        lag_refresh_s: float = LAG_REFRESH_S,
     ) -> None:
         self._config = config
         self._servers = list(config.bootstrap_servers)
         self._commit_timeout_ms = int(commit_timeout_s * 1000)
+        # How long a JoinGroup may take: the broker holds it up to the rebalance timeout.
+        self._join_timeout_ms = max(30_000, config.max_poll_interval_ms + 5_000)
         self._on_assigned: PartitionsCallback | None = None
         self._on_revoked: PartitionsCallback | None = None
         # Set while a user callback runs on the I/O thread; commit() checks it.
@@ -61,10 +66,13 @@ class KafkaTurnSource:
         self._deferred_commits: list[Any] = []
         self._positions: dict[TopicPartition, int] = {}
         self._lag: dict[TopicPartition, int] = {}
-        self._lag_at = 0.0
+        self._lag_at: float | None = None
+        self._lag_refresh_s = lag_refresh_s
         self._ping: tuple[float, bool] | None = None
         self._lock = threading.Lock()
         self._closed = False
+        # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
+        require_reachable(self._servers, connect_timeout_s)
         with broker_errors("connecting the consumer", self._servers):
             self._consumer = KafkaConsumer(
                 **client_options(config),
@@ -88,6 +96,8 @@ class KafkaTurnSource:
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
         with broker_errors("polling", self._servers):
+            # During a rebalance this may block past timeout_s (bounded by the join timeout).
+            finish_pending_join(self._consumer, self._join_timeout_ms)
             batches = self._consumer.poll(
                 timeout_ms=max(0, int(timeout_s * 1000)), max_records=max_records
             )
@@ -144,7 +154,7 @@ class KafkaTurnSource:
         cached = self._ping
         if cached is not None and now - cached[0] < PING_CACHE_S:
             return cached[1]
-        ok = any(_reachable(server) for server in self._servers)
+        ok = any_reachable(self._servers, PING_CONNECT_TIMEOUT_S)
         self._ping = (now, ok)
         return ok
 
@@ -163,7 +173,7 @@ class KafkaTurnSource:
     def _maybe_refresh_lag(self) -> None:
         """Recompute lag from highwater marks the fetches already returned (no request)."""
         now = time.monotonic()
-        if now - self._lag_at < LAG_REFRESH_S:
+        if self._lag_at is not None and now - self._lag_at < self._lag_refresh_s:
             return
         self._lag_at = now
         lag: dict[TopicPartition, int] = {}
@@ -199,11 +209,15 @@ class KafkaTurnSource:
 
     def _assigned(self, ktps: Iterable[Any]) -> None:
         tps = {from_kafka_tp(tp) for tp in ktps}
+        if not tps:
+            return
         log.info("partitions assigned", partitions=_names(tps))
         self._run_callback(self._on_assigned, tps)
 
     def _revoked(self, ktps: Iterable[Any], lost: bool) -> list[Any]:
         tps = {from_kafka_tp(tp) for tp in ktps}
+        if not tps:  # kafka-python reports an empty revocation before the first join
+            return []
         self._forget(tps)
         log.info("partitions lost" if lost else "partitions revoked", partitions=_names(tps))
         self._deferred_commits = []
@@ -256,15 +270,3 @@ def _to_raw(record: Any) -> RawMessage:
 
 def _names(tps: Iterable[TopicPartition]) -> list[str]:
     return sorted(f"{tp.topic}/{tp.partition}" for tp in tps)
-
-
-def _reachable(server: str) -> bool:
-    host, sep, port = server.rpartition(":")
-    if not sep or "]" in port:  # no port given (IPv6 literals are bracketed)
-        host, port = server, "9092"
-    host = host.strip("[]")
-    try:
-        with socket.create_connection((host, int(port or 9092)), PING_CONNECT_TIMEOUT_S):
-            return True
-    except (OSError, ValueError):
-        return False

@@ -16,10 +16,12 @@ PartitionsCallback = Callable[[set[TopicPartition]], None]
 
 class TurnSource(Protocol):
     def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
-        """Up to ``max_records`` messages, waiting at most ``timeout_s`` when none is ready.
+        """Up to ``max_records`` messages, waiting about ``timeout_s`` when none is ready.
 
-        Paused partitions deliver nothing. Raises ``BrokerError`` on an unrecoverable
-        broker failure (a slow or briefly unreachable broker just yields ``[]``).
+        A Kafka source may wait longer while its group rebalances (until the join completes,
+        bounded by the JoinGroup timeout). Paused partitions deliver nothing. Raises
+        ``BrokerError`` on an unrecoverable broker failure (a slow or briefly unreachable broker
+        just yields ``[]``).
         """
         ...
 

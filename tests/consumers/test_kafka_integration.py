@@ -1,0 +1,285 @@
+"""KafkaTurnSource and KafkaDeadLetterQueue against a real broker (embedded Tansu)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from consumers._kafka import KafkaConsumer, KafkaTopicPartition, any_reachable
+from consumers.dlq import (
+    HEADER_DETAIL,
+    HEADER_OFFSET,
+    HEADER_PARTITION,
+    HEADER_REASON,
+    HEADER_TOPIC,
+    HEADER_TRUNCATED,
+    KafkaDeadLetterQueue,
+)
+from consumers.kafka_source import KafkaTurnSource
+from consumers.records import RawMessage, TopicPartition
+from consumers.tansu import EmbeddedBroker, create_topics, delete_topics
+from monitor.errors import BrokerError
+from monitor.settings import KafkaConfig
+from tests.fixtures.broker import produce
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 30.0
+
+
+def config(broker: EmbeddedBroker, topic: str, group: str | None = None, **kw: Any) -> KafkaConfig:
+    return KafkaConfig(
+        bootstrap_servers=[broker.bootstrap],
+        topics=[topic],
+        group_id=group or f"g-{uuid.uuid4().hex[:8]}",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=1000,
+        max_poll_interval_ms=6000,
+        **kw,
+    )
+
+
+def poll_until(source: KafkaTurnSource, n: int, max_records: int = 500) -> list[RawMessage]:
+    out: list[RawMessage] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(out) < n and time.monotonic() < deadline:
+        out += source.poll(0.2, max_records)
+    return out
+
+
+@pytest.fixture
+def source_factory(tansu_broker: EmbeddedBroker) -> Iterator[Any]:
+    opened: list[KafkaTurnSource] = []
+
+    def make(cfg: KafkaConfig, **kw: Any) -> KafkaTurnSource:
+        source = KafkaTurnSource(cfg, **kw)
+        opened.append(source)
+        return source
+
+    yield make
+    for source in opened:
+        source.close()
+
+
+def test_consume_commit_and_a_new_member_resumes(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, source_factory: Any
+) -> None:
+    produce(tansu_broker.bootstrap, kafka_topic, [b"v%d" % i for i in range(10)], key=b"k")
+    cfg = config(tansu_broker, kafka_topic)
+    first = source_factory(cfg)
+    messages = poll_until(first, 10)
+    assert [m.value for m in messages] == [b"v%d" % i for i in range(10)]
+    assert messages[0].key == b"k" and messages[0].timestamp_ms is not None
+    tp = TopicPartition(kafka_topic, 0)
+    assert first.assignment() == {tp}
+    first.commit({tp: 6})
+    first.close()
+
+    second = source_factory(cfg)
+    assert [m.offset for m in poll_until(second, 4)] == [6, 7, 8, 9]
+
+
+def test_pause_stops_delivery_and_resume_restarts_it(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, source_factory: Any
+) -> None:
+    produce(tansu_broker.bootstrap, kafka_topic, [b"a", b"b"])
+    source = source_factory(config(tansu_broker, kafka_topic))
+    assert len(poll_until(source, 2)) == 2
+    tp = TopicPartition(kafka_topic, 0)
+    source.pause([tp])
+    assert source.paused() == {tp}
+    produce(tansu_broker.bootstrap, kafka_topic, [b"c", b"d"])
+    for _ in range(5):
+        assert source.poll(0.2, 10) == []
+    source.resume([tp])
+    assert source.paused() == set()
+    assert [m.value for m in poll_until(source, 2)] == [b"c", b"d"]
+
+
+def test_lag_is_reported_from_highwater_marks(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, source_factory: Any
+) -> None:
+    produce(tansu_broker.bootstrap, kafka_topic, [b"x"] * 20)
+    source = source_factory(config(tansu_broker, kafka_topic), lag_refresh_s=0.0)
+    tp = TopicPartition(kafka_topic, 0)
+    assert len(poll_until(source, 5, max_records=5)) == 5
+    assert source.lag() == {tp: 15}
+    poll_until(source, 15)
+    assert source.lag() == {tp: 0}
+
+
+def test_headers_are_kept(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, source_factory: Any
+) -> None:
+    produce(tansu_broker.bootstrap, kafka_topic, [b"x"], headers=[("trace", b"abc")])
+    (msg,) = poll_until(source_factory(config(tansu_broker, kafka_topic)), 1)
+    assert msg.headers == (("trace", b"abc"),)
+
+
+class Member:
+    """A group member polling on its own thread, as each replica does on its own."""
+
+    def __init__(self, source: KafkaTurnSource, busy_s: float = 0.0) -> None:
+        self.source = source
+        self._busy_s = busy_s
+        self.received: list[RawMessage] = []
+        self.events: list[tuple[str, set[TopicPartition]]] = []
+        self.committed_on_revoke: dict[TopicPartition, int] = {}
+        self._positions: dict[TopicPartition, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        source.set_rebalance_listener(self._on_assigned, self._on_revoked)
+
+    def _on_assigned(self, tps: set[TopicPartition]) -> None:
+        self.events.append(("assigned", tps))
+
+    def _on_revoked(self, tps: set[TopicPartition]) -> None:
+        self.events.append(("revoked", tps))
+        offsets = {tp: self._positions[tp] for tp in tps if tp in self._positions}
+        self.source.commit(offsets)
+        self.committed_on_revoke.update(offsets)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for m in self.source.poll(0.1, 100):
+                self.received.append(m)
+                self._positions[m.tp] = m.offset + 1
+            # Work between polls (a daemon under backpressure waits here) must not stall a
+            # rebalance: kafka-python 3.0.12 drops a join that completes meanwhile.
+            self._stop.wait(self._busy_s)
+
+    def __enter__(self) -> Member:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(DEADLINE_S)
+        self.source.close()
+
+
+def wait_for(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_rebalance_commits_on_revoke_and_the_new_owner_resumes_there(
+    tansu_broker: EmbeddedBroker,
+) -> None:
+    topic = f"test.{uuid.uuid4().hex[:12]}"
+    create_topics(tansu_broker.bootstrap, [topic], partitions=2)
+    tps = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    try:
+        for p in (0, 1):
+            values = [b"p%d-%d" % (p, i) for i in range(5)]
+            produce(tansu_broker.bootstrap, topic, values, partition=p)
+        cfg = config(tansu_broker, topic)
+        with Member(KafkaTurnSource(cfg)) as first:
+            wait_for(lambda: len(first.received) == 10, "the first member to read everything")
+            assert first.events == [("assigned", tps)]
+            with Member(KafkaTurnSource(cfg), busy_s=0.5) as second:
+                wait_for(
+                    lambda: first.source.assignment() and second.source.assignment(),
+                    "the partitions to be shared",
+                )
+                # The first member gave everything up, committing what it had read.
+                assert first.events[1] == ("revoked", tps)
+                assert first.committed_on_revoke == {tp: 5 for tp in tps}
+                produce(tansu_broker.bootstrap, topic, [b"late"], partition=0)
+                produce(tansu_broker.bootstrap, topic, [b"late"], partition=1)
+                wait_for(
+                    lambda: len(first.received) + len(second.received) >= 12, "the late records"
+                )
+                late = first.received[10:] + second.received
+                # Nothing committed on revoke is delivered again: both resume at offset 5.
+                assert sorted((m.partition, m.offset, m.value) for m in late) == [
+                    (0, 5, b"late"),
+                    (1, 5, b"late"),
+                ]
+    finally:
+        delete_topics(tansu_broker.bootstrap, [topic])
+
+
+def test_close_runs_on_revoked_and_its_commit_lands(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, source_factory: Any
+) -> None:
+    produce(tansu_broker.bootstrap, kafka_topic, [b"x"] * 3)
+    cfg = config(tansu_broker, kafka_topic)
+    source = source_factory(cfg)
+    tp = TopicPartition(kafka_topic, 0)
+    source.set_rebalance_listener(lambda tps: None, lambda tps: source.commit({tp: 3}))
+    poll_until(source, 3)
+    source.close()
+    produce(tansu_broker.bootstrap, kafka_topic, [b"after"])
+    assert [m.value for m in poll_until(source_factory(cfg), 1)] == [b"after"]
+
+
+def test_ping(tansu_broker: EmbeddedBroker, kafka_topic: str, source_factory: Any) -> None:
+    source = source_factory(config(tansu_broker, kafka_topic))
+    assert source.ping()
+    # Any reachable bootstrap server will do; dead ones are skipped.
+    assert any_reachable(["127.0.0.1:1", tansu_broker.bootstrap], 0.5)
+    assert not any_reachable(["127.0.0.1:1"], 0.5)
+
+
+def test_unreachable_broker_is_a_broker_error() -> None:
+    cfg = KafkaConfig(bootstrap_servers=["127.0.0.1:1"])
+    with pytest.raises(BrokerError, match=r"cannot connect to any Kafka bootstrap server \(127"):
+        KafkaTurnSource(cfg, connect_timeout_s=0.3)
+
+
+def read_all(bootstrap: str, topic: str, n: int) -> list[Any]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 0)])
+        records: list[Any] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(records) < n and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=200).values():
+                records += batch
+        return records
+    finally:
+        consumer.close()
+
+
+def test_dead_letter_record_carries_reason_origin_and_original_bytes(
+    tansu_broker: EmbeddedBroker, kafka_topic: str
+) -> None:
+    dlq = KafkaDeadLetterQueue(config(tansu_broker, kafka_topic, max_message_bytes=1000))
+    try:
+        original = RawMessage(
+            kafka_topic, 0, 41, b"\xffnot utf8", key=b"conv-1", headers=(("trace", b"t1"),)
+        )
+        dlq.send(original, "bad_utf8", "invalid UTF-8 at byte 0")
+        big = RawMessage(kafka_topic, 0, 42, b"y" * 5000)
+        dlq.send(big, "too_large", "5000 bytes > limit 1000")
+        dlq.flush(5.0)
+    finally:
+        dlq.close()
+    first, second = read_all(tansu_broker.bootstrap, f"{kafka_topic}.dlq", 2)
+    assert (first.value, first.key) == (b"\xffnot utf8", b"conv-1")
+    assert dict(first.headers) == {
+        "trace": b"t1",
+        HEADER_REASON: b"bad_utf8",
+        HEADER_DETAIL: b"invalid UTF-8 at byte 0",
+        HEADER_TOPIC: kafka_topic.encode(),
+        HEADER_PARTITION: b"0",
+        HEADER_OFFSET: b"41",
+    }
+    assert second.value == b"y" * 1000
+    headers = dict(second.headers)
+    assert headers[HEADER_TRUNCATED] == b"true"
+    assert headers[HEADER_OFFSET] == b"42"
+
+
+def test_unreachable_broker_fails_the_dead_letter_queue_fast() -> None:
+    cfg = KafkaConfig(bootstrap_servers=["127.0.0.1:1"])
+    with pytest.raises(BrokerError, match="cannot connect to any Kafka bootstrap server"):
+        KafkaDeadLetterQueue(cfg, connect_timeout_s=0.3)
