@@ -57,6 +57,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 def _accepts(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.2):
@@ -106,6 +115,11 @@ class EmbeddedBroker:
         if self.running:
             return
         binary = self._binary or tansu_binary()
+        if self._requested_port is not None and not _port_free(self._host, self._requested_port):
+            # Checked up front: a readiness probe would happily connect to whoever holds it.
+            raise BrokerError(
+                f"cannot start the Tansu broker: port {self._requested_port} is in use"
+            )
         if self._log_path is None:
             fd, name = tempfile.mkstemp(prefix="casewatch-tansu-", suffix=".log")
             os.close(fd)
@@ -146,7 +160,7 @@ class EmbeddedBroker:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 break
-            if _accepts(self._host, port):
+            if _accepts(self._host, port) and self._proc.poll() is None:
                 return True
             time.sleep(0.02)
         self._terminate()
