@@ -62,6 +62,10 @@ def client_options(config: KafkaConfig) -> dict[str, Any]:
         options["sasl_plain_username"] = config.sasl_username
     if config.sasl_password is not None:
         options["sasl_plain_password"] = config.sasl_password.get_secret_value()
+    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        path = getattr(config, name)
+        if path is not None:
+            options[name] = str(path)
     return options
 
 

@@ -128,6 +128,9 @@ class KafkaConfig(_Section):
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = Field(default=None, description="CA bundle for a private CA.")
+    ssl_certfile: Path | None = Field(default=None, description="Client certificate (mTLS).")
+    ssl_keyfile: Path | None = Field(default=None, description="Client key (mTLS).")
     max_message_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger → dead letter.")
 
 
