@@ -104,6 +104,7 @@ class Daemon:
         )
 
         self._backlog: deque[Envelope[RawMessage]] = deque()
+        self._next_offset: dict[TopicPartition, int] = {}  # per partition, to detect rewinds
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._broker_ok = False
@@ -179,14 +180,41 @@ class Daemon:
             log.warning("polling the broker failed; retrying", error=str(exc))
             self._stop.wait(1.0)
             return []
+        self._forget_unowned()
         counts: dict[str, int] = {}
         for msg in records:
+            expected = self._next_offset.get(msg.tp)
+            if expected is not None and msg.offset < expected:
+                self._rewound(msg.tp, msg.offset)
+            self._next_offset[msg.tp] = msg.offset + 1
             self.tracker.track(msg.tp, msg.offset)
             counts[msg.topic] = counts.get(msg.topic, 0) + 1
             self._backlog.append(Envelope(msg.tp, msg.offset, msg))
         for topic, n in counts.items():
             self._metrics.record_consumed(topic, n)
         return records
+
+    def _forget(self, tps: set[TopicPartition]) -> None:
+        self.tracker.revoke(tps)
+        self._backlog = deque(m for m in self._backlog if m.tp not in tps)
+        for tp in tps:
+            self._next_offset.pop(tp, None)
+
+    def _forget_unowned(self) -> None:
+        """Drop partitions a rebalance gave to another consumer (their new owner re-reads
+        from our last commit; the store deduplicates any overlap)."""
+        gone = self.tracker.partitions() - self._source.assignment()
+        if gone:
+            log.info("forgetting partitions now owned elsewhere", partitions=_names(gone))
+            self._forget(gone)
+
+    def _rewound(self, tp: TopicPartition, offset: int) -> None:
+        """The source re-delivers from an earlier offset (its position was reset to the
+        committed one, e.g. after the group lost this member): start tracking afresh. Copies
+        still in the pipeline finish as before; their late ``done`` only marks offsets whose
+        turn is already stored, so nothing is committed unfinished."""
+        log.info("partition rewound; re-reading", partition=_names({tp})[0], offset=offset)
+        self._forget({tp})
 
     def _offer_backlog(self) -> None:
         while self._backlog:
@@ -231,17 +259,16 @@ class Daemon:
         self._metrics.prime(topics={tp.topic for tp in tps})
 
     def _on_revoked(self, tps: Collection[TopicPartition]) -> None:
-        """Commit what is finished, then forget the revoked partitions: their unfinished
-        records are re-read by the new owner (the store deduplicates any overlap).
+        """Commit what is finished before the partitions can move to another consumer.
 
-        Runs while the loop thread waits in ``source.poll()`` or ``close()`` (the source's
-        contract), so the tracker and backlog are not touched concurrently; it stays short
-        because it may block the consumer's network loop.
+        Tracking and the backlog are kept: kafka-python keeps a partition's fetch position
+        when the rebalance hands it back, so the records held here are the only copy this
+        consumer will get. Partitions that went elsewhere are forgotten once the new
+        assignment is known (``_forget_unowned``), and a source that rewinds is detected
+        (``_rewound``). Runs while the loop thread waits in ``source.poll()`` or ``close()``
+        (the source's contract), so nothing is touched concurrently.
         """
-        revoked = set(tps)
         self._commit.commit()
-        self.tracker.revoke(revoked)
-        self._backlog = deque(m for m in self._backlog if m.tp not in revoked)
 
     # ------------------------------------------------------------------ shutdown
 
@@ -319,3 +346,7 @@ class RetentionJob:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+
+
+def _names(tps: Collection[TopicPartition]) -> list[str]:
+    return sorted(f"{tp.topic}/{tp.partition}" for tp in tps)

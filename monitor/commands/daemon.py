@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 import structlog
@@ -40,9 +40,14 @@ def _file_sidecars(path: Path) -> tuple[Path, Path]:
     return path.with_name(f"{stem}.dlq.jsonl"), path.with_name(f"{stem}.offsets.json")
 
 
-def _install_signal_handlers(stop: Any) -> None:
+def _install_signal_handlers(stop: Callable[[], None]) -> None:
+    """First SIGTERM/SIGINT: drain and exit 0. A second one: the default action (exit now;
+    nothing is lost, unfinished records were never committed)."""
+
     def handler(signum: int, _frame: FrameType | None) -> None:
         log.info("signal received: draining", signal=signal.Signals(signum).name)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         stop()
 
     signal.signal(signal.SIGTERM, handler)

@@ -10,7 +10,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,17 +22,20 @@ from consumers._kafka import KafkaConsumer, KafkaTopicPartition
 from consumers.dlq import HEADER_REASON, FileDeadLetterSink, KafkaDeadLetterQueue
 from consumers.file_source import FileTurnSource
 from consumers.kafka_source import KafkaTurnSource
+from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import sample_point
 from consumers.source import TurnSource
-from consumers.tansu import EmbeddedBroker
+from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.daemon import Daemon, RetentionJob
 from monitor.evaluator import build_evaluator
 from monitor.exporter import Metrics
 from monitor.http import ProbeApp, ProbeServer
 from monitor.settings import JudgeConfig, KafkaConfig, Settings, load_settings
 from monitor.store import Store
+from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.fixtures.databases import make_turn
+from tests.fixtures.judge_server import fake_judge_config
 
 pytestmark = pytest.mark.integration
 
@@ -79,10 +82,10 @@ def rows_per_event(store: Store) -> dict[str, int]:
     return counts
 
 
-def committed_offset(bootstrap: str, group: str, topic: str) -> int | None:
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int | None:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     try:
-        offset: int | None = consumer.committed(KafkaTopicPartition(topic, 0))
+        offset: int | None = consumer.committed(KafkaTopicPartition(topic, partition))
         return offset
     finally:
         consumer.close(autocommit=False)
@@ -249,6 +252,128 @@ def test_a_new_consumer_in_the_group_resumes_after_the_commit(
         assert h.sample("casewatch_stored_total", {"outcome": "duplicate"}) == 0
 
 
+def test_a_rebalance_mid_stream_loses_and_duplicates_nothing(
+    tansu_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    bootstrap = tansu_broker.bootstrap
+    topic = f"test.rebalance.{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap, [topic], partitions=2, dlq_suffix=DLQ_SUFFIX)
+    n = 200  # per partition
+    produce(bootstrap, topic, turn_values(n, "p0"), partition=0)
+    produce(bootstrap, topic, turn_values(n, "p1"), partition=1)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    Store(url).migrate()
+    with FakeJudgeServer(latency=0.05) as judge:
+        judges = {"remote": fake_judge_config(judge)}
+        settings = kafka_settings(
+            bootstrap, topic, url, judges=judges, judge="remote", daemon={"concurrency": 2}
+        )
+        group = settings.kafka.group_id
+        store_a, store_b = Store(url), Store(url)
+        src_a = KafkaTurnSource(settings.kafka)
+        with running(settings, src_a, KafkaDeadLetterQueue(settings.kafka), store_a) as a:
+            wait_for(lambda: store_a.counts()["verdicts"] >= 20, what="A under way")
+            src_b = KafkaTurnSource(settings.kafka)
+            with running(settings, src_b, KafkaDeadLetterQueue(settings.kafka), store_b) as b:
+                wait_for(
+                    lambda: all(committed_offset(bootstrap, group, topic, p) == n for p in (0, 1)),
+                    timeout=90,
+                    what="both partitions committed to the end",
+                )
+                consumed_a = a.sample("casewatch_turns_consumed_total", {"topic": topic})
+                consumed_b = b.sample("casewatch_turns_consumed_total", {"topic": topic})
+    assert consumed_b > 0, "B never got a partition: no rebalance happened"
+    assert consumed_a + consumed_b >= 2 * n  # overlap = records re-read after the revoke
+    expected = {f"p{p}-{i}": 1 for p in (0, 1) for i in range(n)}
+    assert rows_per_event(Store(url)) == expected
+
+
+class ListSource:
+    """An in-memory TurnSource whose position the test moves, to reproduce what a consumer
+    does after a rebalance: keep its position, rewind to the commit, or lose a partition."""
+
+    def __init__(self, values: dict[TopicPartition, list[bytes]]) -> None:
+        self.values = values
+        self.position = dict.fromkeys(values, 0)
+        self.committed: dict[TopicPartition, int] = {}
+        self.owned = set(values)
+        self._paused: set[TopicPartition] = set()
+        self._lock = threading.Lock()
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+        with self._lock:
+            out: list[RawMessage] = []
+            for tp in sorted(self.owned - self._paused):
+                while self.position[tp] < len(self.values[tp]) and len(out) < max_records:
+                    off = self.position[tp]
+                    out.append(RawMessage(tp.topic, tp.partition, off, self.values[tp][off]))
+                    self.position[tp] += 1
+        if not out:
+            time.sleep(min(timeout_s, 0.01))
+        return out
+
+    def rewind(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self.position[tp] = self.committed.get(tp, 0)
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        with self._lock:
+            self.committed.update(offsets)
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        self._paused |= set(tps)
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None:
+        self._paused -= set(tps)
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.owned)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        return {tp: len(v) - self.position[tp] for tp, v in self.values.items()}
+
+    def set_rebalance_listener(self, on_assigned: Any, on_revoked: Any) -> None:
+        return None
+
+    def ping(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_source_that_rewinds_is_read_again_without_loss(tmp_path: Path) -> None:
+    tp = TopicPartition("turns", 0)
+    source = ListSource({tp: turn_values(30)})
+    settings, store = _file_settings(tmp_path, daemon={"commit_interval_seconds": 0.01})
+    store.migrate()
+    with running(settings, source, FileDeadLetterSink(tmp_path / "dlq.jsonl"), store) as h:
+        wait_for(lambda: source.committed.get(tp) == 30, what="first pass committed")
+        # As a consumer that lost its group membership does: back to the broker's last
+        # commit (here, pretend it was 12).
+        source.committed[tp] = 12
+        source.rewind(tp)
+        wait_for(lambda: source.position[tp] == 30, what="second pass read")
+        wait_for(lambda: source.committed.get(tp) == 30, what="second pass committed")
+        assert h.sample("casewatch_turns_consumed_total", {"topic": "turns"}) == 48
+        assert h.sample("casewatch_stored_total", {"outcome": "duplicate"}) == 18
+    assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(30)}
+
+
+def test_partitions_moved_elsewhere_are_forgotten(tmp_path: Path) -> None:
+    tp0, tp1 = TopicPartition("turns", 0), TopicPartition("turns", 1)
+    source = ListSource({tp0: turn_values(5, "a"), tp1: turn_values(5, "b")})
+    settings, store = _file_settings(tmp_path)
+    store.migrate()
+    with running(settings, source, FileDeadLetterSink(tmp_path / "dlq.jsonl"), store) as h:
+        wait_for(lambda: source.committed == {tp0: 5, tp1: 5}, what="both committed")
+        source.owned = {tp0}
+        wait_for(lambda: h.daemon.tracker.partitions() == {tp0}, what="tp1 forgotten")
+
+
 # ---------------------------------------------------------------- file source, failures
 
 
@@ -315,7 +440,7 @@ def test_judge_endpoint_down_records_judge_failed_and_keeps_consuming(tmp_path: 
         kind="openai",
         base_url=f"http://127.0.0.1:{closed}/v1",
         model="down",
-        api_key="k",  # type: ignore[arg-type]
+        api_key="k",
         timeout_seconds=1,
         transport_retries=0,
     )

@@ -10,14 +10,14 @@ from prometheus_client import CollectorRegistry
 from monitor.clock import ManualClock
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
-from monitor.pipeline.base import JudgedTurn
+from monitor.pipeline.base import Envelope, JudgedTurn
 from monitor.pipeline.store import Backoff, StoreStep
 from monitor.store import Store
 from tests.fixtures.databases import make_turn, make_verdict
 from tests.monitor.pipeline.helpers import Recorder, env
 
 
-def _judged(event_id: str, offset: int) -> object:
+def _judged(event_id: str, offset: int) -> Envelope[JudgedTurn]:
     turn = make_turn(event_id)
     return env(JudgedTurn(turn, make_verdict(turn)), offset=offset)
 
@@ -27,7 +27,7 @@ def test_batches_are_saved_then_marked_done(store: Store) -> None:
     done = Recorder()
     step = StoreStep(done, store, Metrics(registry), ManualClock(), batch_size=10)
     for i in range(3):
-        step.submit(_judged(f"e{i}", i))  # type: ignore[arg-type]
+        step.submit(_judged(f"e{i}", i))
     assert done.items == []  # nothing is done before it is durable
     step.poll()
     assert done.offsets == [0, 1, 2]
@@ -39,10 +39,10 @@ def test_replays_are_stored_once_and_counted_as_duplicates(store: Store) -> None
     registry = CollectorRegistry()
     done = Recorder()
     step = StoreStep(done, store, Metrics(registry), ManualClock())
-    step.submit(_judged("e1", 0))  # type: ignore[arg-type]
+    step.submit(_judged("e1", 0))
     step.poll()
-    step.submit(_judged("e1", 1))  # type: ignore[arg-type]
-    step.submit(_judged("e1", 2))  # type: ignore[arg-type]
+    step.submit(_judged("e1", 1))
+    step.submit(_judged("e1", 2))
     step.poll()
     assert done.offsets == [0, 1, 2]
     assert store.counts()["verdicts"] == 1
@@ -55,7 +55,7 @@ def test_a_full_batch_is_written_on_submit(store: Store) -> None:
     done = Recorder()
     step = StoreStep(done, store, Metrics(CollectorRegistry()), ManualClock(), batch_size=2)
     for i in range(3):
-        step.submit(_judged(f"e{i}", i))  # type: ignore[arg-type]
+        step.submit(_judged(f"e{i}", i))
     assert done.offsets == [0, 1]
     assert step.buffered == 1
 
@@ -69,13 +69,13 @@ def test_database_errors_are_retried_with_backoff_and_never_mark_done(tmp_path: 
     done = Recorder()
     step = StoreStep(done, store, Metrics(registry), clock, batch_size=2, backoff=Backoff(1.0, 8.0))
     try:
-        step.submit(_judged("e0", 0))  # type: ignore[arg-type]
+        step.submit(_judged("e0", 0))
         step.poll()
         assert not step.healthy
         assert step.last_error is not None and "db upgrade" in step.last_error
-        step.submit(_judged("e1", 1))  # type: ignore[arg-type]
+        step.submit(_judged("e1", 1))
         with pytest.raises(MessageRejected):
-            step.submit(_judged("e2", 2))  # type: ignore[arg-type]
+            step.submit(_judged("e2", 2))
         step.poll()  # inside the backoff window: no attempt
         assert registry.get_sample_value("casewatch_storage_errors_total") == 1
         clock.advance(1.0)
@@ -98,7 +98,7 @@ def test_database_errors_are_retried_with_backoff_and_never_mark_done(tmp_path: 
 def test_join_writes_what_is_buffered_and_joins_downstream(store: Store) -> None:
     done = Recorder()
     step = StoreStep(done, store, Metrics(CollectorRegistry()), ManualClock())
-    step.submit(_judged("e0", 0))  # type: ignore[arg-type]
+    step.submit(_judged("e0", 0))
     step.join(timeout=5)
     assert done.offsets == [0]
     assert len(done.joins) == 1
@@ -111,7 +111,7 @@ def test_join_gives_up_at_the_deadline(tmp_path: Path) -> None:
         done, store, Metrics(CollectorRegistry()), ManualClock(), backoff=Backoff(0.01, 0.01)
     )
     try:
-        step.submit(_judged("e0", 0))  # type: ignore[arg-type]
+        step.submit(_judged("e0", 0))
         step.join(timeout=0.1)
         assert done.items == []
         assert step.buffered == 1
