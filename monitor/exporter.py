@@ -236,6 +236,8 @@ class Metrics:
             registry=r,
         )
         # Falling behind the producers: end offset minus committed offset.
+        self._lag_series: set[tuple[str, str]] = set()
+        self._lag_lock = threading.Lock()
         self.consumer_lag = Gauge(
             "casewatch_consumer_lag",
             "Records behind the end of the partition",
@@ -306,9 +308,16 @@ class Metrics:
     def set_lag(self, lag: Iterable[tuple[tuple[str, int], int]]) -> None:
         """Replace the lag series (``lag`` as ``dict.items()`` of (topic, partition) -> lag):
         partitions no longer assigned disappear instead of freezing at their last value."""
-        self.consumer_lag.clear()
+        current: set[tuple[str, str]] = set()
         for (topic, partition), value in lag:
-            self.consumer_lag.labels(topic=topic, partition=str(partition)).set(value)
+            key = (topic, str(partition))
+            current.add(key)
+            self.consumer_lag.labels(*key).set(value)
+        # Removed one by one (not clear()): a scrape in between must not see every series gone.
+        with self._lag_lock:
+            for key in self._lag_series - current:
+                self.consumer_lag.remove(*key)
+            self._lag_series = current
 
     def record_verdict(self, verdict: Verdict) -> None:
         """Turn-level, metric-level and per-judge series for one finished verdict."""
