@@ -82,7 +82,10 @@ class Daemon:
         self._exit_when_idle = exit_when_idle
         self.heartbeat = heartbeat or Heartbeat(HEARTBEAT_MAX_AGE_S, self._clock)
         self.tracker = OffsetTracker()
-        sampler = sampler or Sampler(settings.sampling, self._clock)
+        # A panel spends one call per primary on every sampled turn (the arbiter is charged
+        # when it happens, through record_cost).
+        calls = len(settings.effective_panel().primaries)
+        sampler = sampler or Sampler(settings.sampling, self._clock, calls_per_turn=calls)
 
         self._commit = CommitStep(
             source, self.tracker, metrics, self._clock, self._cfg.commit_interval_seconds

@@ -6,7 +6,8 @@ arbiter, seed 003) gives the panel evaluator of ``monitor.panel``. Both are thre
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from monitor.judges.base import Judge
 from monitor.judges.factory import build_judge
@@ -53,10 +54,18 @@ class SingleJudgeEvaluator:
         self._judge.close()
 
 
-def build_evaluator(settings: Settings) -> Evaluator:
+if TYPE_CHECKING:
+    from monitor.panel import PanelOutcome
+
+
+def build_evaluator(
+    settings: Settings, *, on_panel_result: Callable[[PanelOutcome], None] | None = None
+) -> Evaluator:
+    """The evaluator the settings describe; ``on_panel_result`` sees every panel outcome
+    (the exporter's ``record_panel``), so disagreement and arbiter counters stay in one place."""
     panel = settings.effective_panel()
     if len(panel.primaries) == 1 and panel.arbiter is None:
         return SingleJudgeEvaluator(build_judge(panel.primaries[0], settings), settings)
     from monitor.panel import JudgePanel  # built with the arbitration issue
 
-    return JudgePanel.from_settings(settings)
+    return JudgePanel.from_settings(settings, on_result=on_panel_result)

@@ -23,6 +23,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from monitor import __version__
 from monitor.judges.base import FAILURE_REASONS
 from monitor.models import Verdict
+from monitor.panel import PanelOutcome
 
 # The exported family names (counters with their ``_total``). Histograms also expose
 # ``_bucket``, ``_sum`` and ``_count`` series; see ``is_declared``.
@@ -49,6 +50,11 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_commit_failures_total",
     "casewatch_stored_total",
     "casewatch_storage_errors_total",
+    "casewatch_panel_turns_total",
+    "casewatch_disagreements_total",
+    "casewatch_arbiter_calls_total",
+    "casewatch_arbitration_outcome_total",
+    "casewatch_judge_cost_usd_by_role_total",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -268,6 +274,39 @@ class Metrics:
             "casewatch_storage_errors", "Failed verdict writes (retried)", registry=r
         )
 
+        # Judge panel (seed 003). Per-turn agreement: the disagreement rate is
+        # disagreed / all, and the arbiter budget is arbiter_calls / all.
+        self.panel_turns = Counter(
+            "casewatch_panel_turns",
+            "Turns scored by a two-primary panel (agreement=agreed|disagreed|primary_failed)",
+            ["assistant", "agreement"],
+            registry=r,
+        )
+        # Which metrics the primaries disagree on: a metric that splits judges is ill-defined.
+        self.disagreements = Counter(
+            "casewatch_disagreements",
+            "Metrics whose bands differed between the two primaries",
+            ["assistant", "metric"],
+            registry=r,
+        )
+        # The arbiter is the expensive part: its call rate is the point of arbitration.
+        self.arbiter_calls = Counter(
+            "casewatch_arbiter_calls", "Turns sent to the arbiter", ["assistant"], registry=r
+        )
+        # A primary the arbiter keeps overruling is the weaker judge.
+        self.arbitration_outcome = Counter(
+            "casewatch_arbitration_outcome",
+            "Which primary the arbiter sided with (primary_a|primary_b|both|neither)",
+            ["assistant", "sided_with"],
+            registry=r,
+        )
+        self.judge_cost_by_role = Counter(
+            "casewatch_judge_cost_usd_by_role",
+            "Judge cost in US dollars by panel role (primary|arbiter)",
+            ["role"],
+            registry=r,
+        )
+
         for outcome in ("inserted", "duplicate"):
             self.stored.labels(outcome=outcome)
 
@@ -318,6 +357,26 @@ class Metrics:
             for key in self._lag_series - current:
                 self.consumer_lag.remove(*key)
             self._lag_series = current
+
+    def record_panel(self, outcome: PanelOutcome) -> None:
+        """One two-primary panel evaluation (the panel's ``on_result`` observer)."""
+        assistant = self._assistant(outcome.assistant)
+        if outcome.trigger == "primary_failed":
+            agreement = "primary_failed"
+        else:
+            agreement = "disagreed" if outcome.disagreed else "agreed"
+        self.panel_turns.labels(assistant=assistant, agreement=agreement).inc()
+        for metric in outcome.disagreement_metrics:
+            self.disagreements.labels(assistant=assistant, metric=metric).inc()
+        if outcome.arbitrated:
+            self.arbiter_calls.labels(assistant=assistant).inc()
+        if outcome.sided_with is not None:
+            self.arbitration_outcome.labels(
+                assistant=assistant, sided_with=outcome.sided_with
+            ).inc()
+        for role, usd in outcome.cost_by_role.items():
+            if usd > 0:
+                self.judge_cost_by_role.labels(role=role).inc(usd)
 
     def record_verdict(self, verdict: Verdict) -> None:
         """Turn-level, metric-level and per-judge series for one finished verdict."""

@@ -103,12 +103,12 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
                 dlq = KafkaDeadLetterQueue(settings.kafka)
             stack.callback(source.close)
             stack.callback(dlq.close)
-            evaluator = build_evaluator(settings)
+            metrics = Metrics(REGISTRY)
+            evaluator = build_evaluator(settings, on_panel_result=metrics.record_panel)
             stack.callback(evaluator.close)
         except CasewatchError as exc:
             _fail(str(exc))
 
-        metrics = Metrics(REGISTRY)
         daemon = Daemon(
             settings,
             source,

@@ -222,3 +222,41 @@ def test_prime_exports_zero_series_for_known_labels(registry: CollectorRegistry)
     assert get("casewatch_turns_consumed_total", {"topic": "turns"}) == 0
     assert get("casewatch_offsets_committed_total", {"topic": "turns"}) == 0
     assert get("casewatch_dead_letter_total", {"reason": "schema"}) == 0
+
+
+def test_record_panel_counts_agreement_arbiter_and_cost_by_role(
+    registry: CollectorRegistry,
+) -> None:
+    from monitor.panel import PanelOutcome
+
+    m = Metrics(registry)
+    m.record_panel(PanelOutcome("helpdesk", "ok", False, (), False, None, None, {"primary": 0.2}))
+    m.record_panel(
+        PanelOutcome(
+            "helpdesk",
+            "ok",
+            True,
+            ("hallucination",),
+            True,
+            "band:hallucination",
+            "primary_b",
+            {"primary": 0.2, "arbiter": 0.1},
+        )
+    )
+    m.record_panel(
+        PanelOutcome("helpdesk", "ok", True, (), True, "primary_failed", None, {"arbiter": 0.1})
+    )
+
+    def v(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    assert v("casewatch_panel_turns_total", assistant="helpdesk", agreement="agreed") == 1
+    assert v("casewatch_panel_turns_total", assistant="helpdesk", agreement="disagreed") == 1
+    assert v("casewatch_panel_turns_total", assistant="helpdesk", agreement="primary_failed") == 1
+    assert v("casewatch_disagreements_total", assistant="helpdesk", metric="hallucination") == 1
+    assert v("casewatch_arbiter_calls_total", assistant="helpdesk") == 2
+    assert (
+        v("casewatch_arbitration_outcome_total", assistant="helpdesk", sided_with="primary_b") == 1
+    )
+    assert v("casewatch_judge_cost_usd_by_role_total", role="primary") == pytest.approx(0.4)
+    assert v("casewatch_judge_cost_usd_by_role_total", role="arbiter") == pytest.approx(0.2)
