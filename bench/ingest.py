@@ -21,6 +21,7 @@ bulk producing, settings) are shared with bench/judging.py and bench/memory.py.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import multiprocessing
 import sys
@@ -50,6 +51,13 @@ _FILLER = "Restart the agent, then check the catalog lock and the media server l
 
 
 # ---------------------------------------------------------------- shared helpers
+
+
+def crc32c_impl() -> str:
+    """Which CRC-32C kafka-python verifies fetched batches with: the optional C extension
+    (PyPI ``crc32c``) or its pure-Python fallback (~0.1 s per MB, which dominates a plain
+    consumer's CPU time). Benchmark figures depend on it; every bench reports it."""
+    return "c" if importlib.util.find_spec("crc32c") is not None else "python"
 
 
 def turn_bytes(i: int, size: int = 1000, run: str = "bench") -> bytes:
@@ -252,9 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     best_plain = max(p["steady"] for p in plain)
     best_ours = max(o["steady"] for o in ours)
     ratio = best_ours / best_plain
+    overhead_us = (1 / best_ours - 1 / best_plain) * 1e6
     print(
         f"best of {args.rounds}: casewatch {best_ours:,.0f} msgs/s = {ratio:.0%} of the plain "
-        f"consumer's {best_plain:,.0f} msgs/s (target >= 70%)"
+        f"consumer's {best_plain:,.0f} msgs/s (target >= 70%); casewatch adds "
+        f"{overhead_us:.0f} us/msg; kafka-python CRC-32C: {crc32c_impl()}"
     )
     result = {
         "bench": "ingest",
@@ -266,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         "plain_consumer_msgs_per_second": round(best_plain),
         "casewatch_msgs_per_second": round(best_ours),
         "casewatch_ratio_to_plain_consumer": round(ratio, 3),
+        "casewatch_overhead_us_per_msg": round(overhead_us, 1),
+        "crc32c": crc32c_impl(),
         "target_ratio": 0.7,
         "meets_target": ratio >= 0.7,
         "rounds_plain": [round(p["steady"]) for p in plain],

@@ -22,13 +22,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from monitor.errors import CasewatchError
 from monitor.settings import Settings
+
+if TYPE_CHECKING:
+    from consumers.tansu import EmbeddedBroker
 
 log = structlog.get_logger(__name__)
 
@@ -108,6 +111,9 @@ def demo_messages(
         out["timestamp"] = now().isoformat().replace("+00:00", "Z")
         conv = out.get("conversation_id")
         yield (str(conv).encode() if conv is not None else None), json.dumps(out).encode()
+    for i in sorted(poison):  # a file shorter than the spread still gets all of them
+        if i >= len(docs):
+            yield None, poison[i]
 
 
 @dataclass(frozen=True)
@@ -355,7 +361,7 @@ class DemoOptions:
     rate: float = DEFAULT_RATE
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-    db_path: Path | None = None  # None: a temporary file, removed on stop
+    db_path: Path | None = None  # None: a temporary file, removed by cleanup()
     examples: Path | None = None
     summary_interval_s: float = SUMMARY_INTERVAL_S
 
@@ -378,7 +384,7 @@ class Demo:
         self._stop_requested = threading.Event()
         self._lock = threading.Lock()
         self._tmp: Path | None = None
-        self._broker: Any = None
+        self._broker: EmbeddedBroker | None = None
         self._runner: DaemonRunner | None = None
         self._producer: ReplayProducer | None = None
         self._started_at = 0.0
@@ -400,7 +406,7 @@ class Demo:
 
     @property
     def broker_running(self) -> bool:
-        return self._broker is not None and bool(self._broker.running)
+        return self._broker is not None and self._broker.running
 
     def start(self) -> Demo:
         from consumers.tansu import EmbeddedBroker, create_topics

@@ -120,6 +120,12 @@ def test_a_loop_renames_events_refreshes_timestamps_and_spreads_poison() -> None
     assert len(bad) == len(MALFORMED) and bad[0] > 0 and bad[-1] < len(out) - 1
 
 
+def test_a_short_file_still_gets_every_malformed_record() -> None:
+    docs = [{"event_id": "e1", "conversation_id": "c1"}]
+    out = list(demo_messages(docs, 0, lambda: datetime(2030, 1, 1, tzinfo=UTC)))
+    assert [v for k, v in out if k is None] == list(MALFORMED)
+
+
 def test_summary_reads_judged_bands_dead_letters_and_mean_score() -> None:
     registry = CollectorRegistry()
     metrics = Metrics(registry)

@@ -1,0 +1,242 @@
+"""Streaming judging throughput: the daemon end to end against a judge with fixed latency.
+
+Starts the fake OpenAI-compatible judge server (tests/fake_judge_server.py) as a subprocess
+(its threads must not share our GIL) answering after ``--latency`` seconds, its own Tansu
+broker, and puts ``--turns`` turns (examples/turns.jsonl repeated with unique ids, real
+prompt sizes) on a topic. Then, in the same run:
+- the baseline: ``--concurrency`` threads sending the same chat-completions requests with the
+  bare ``openai`` client (bench/batch_throughput.py's loop), doing nothing with the replies;
+- casewatch: the real daemon (Kafka → decode → sample → OpenAI judge on ``--concurrency``
+  workers → SQLite store → offset commit), from the first record consumed to the last turn
+  judged and stored.
+The ideal is concurrency / latency (32 / 0.2 s = 160 turns/s); the figure is casewatch's judged
+turns/s as a ratio of it (target >= 0.9), next to the bare client's ratio, which shows how much
+of any gap the client and this 2-core machine cost before casewatch does anything.
+
+    .venv/bin/python bench/judging.py [--turns 1000] [--concurrency 32] [--latency 0.2]
+
+Prints a readable report, then one JSON line of results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, cast
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import openai  # noqa: E402
+from openai.types.chat import ChatCompletionMessageParam  # noqa: E402
+from openai.types.chat.completion_create_params import ResponseFormat  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
+
+from bench.batch_throughput import KEY, MODEL, start_server  # noqa: E402
+from bench.ingest import TOPIC, bench_settings, broker_with_topic, wait_until  # noqa: E402
+from consumers._kafka import KafkaProducer  # noqa: E402
+from monitor.demo import DaemonRunner, load_examples  # noqa: E402
+from monitor.judges.prompt import build_messages  # noqa: E402
+from monitor.judges.schema import SCHEMA_NAME, judge_output_json_schema  # noqa: E402
+from monitor.logs import configure_logging  # noqa: E402
+from monitor.models import TurnEvent  # noqa: E402
+
+
+def make_turns(examples: Path, n: int) -> list[bytes]:
+    """``n`` turn events from ``examples`` repeated; each copy gets fresh event and
+    conversation ids (so the store never sees a duplicate)."""
+    base = load_examples(examples)
+    run = uuid.uuid4().hex[:6]
+    out = []
+    for i in range(n):
+        doc = dict(base[i % len(base)])
+        doc["event_id"] = f"{doc['event_id']}-{run}-{i}"
+        doc["conversation_id"] = f"{doc['conversation_id']}-{run}-{i}"
+        out.append(json.dumps(doc).encode())
+    return out
+
+
+def publish(bootstrap: str, values: list[bytes], partitions: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20)
+    for i, value in enumerate(values):
+        producer.send(TOPIC, value=value, partition=i % partitions)
+    producer.flush(timeout=60)
+    producer.close(timeout=10)
+
+
+Timeline = list[tuple[float, float]]  # (perf_counter, turns finished so far)
+
+
+def rates(timeline: Timeline, n: int) -> dict[str, float]:
+    """Turns/s over the whole run (first start to last finish) and in steady state: between
+    10 % and 90 % finished, which leaves out the ramp-up and the tail of the last wave."""
+    t0 = timeline[0][0]
+    t_end = next(t for t, done in timeline if done >= n)
+    lo = next((t, done) for t, done in timeline if done >= 0.1 * n)
+    hi = next((t, done) for t, done in timeline if done >= 0.9 * n)
+    return {"whole": n / (t_end - t0), "steady": (hi[1] - lo[1]) / (hi[0] - lo[0])}
+
+
+def bare_client(base_url: str, events: list[TurnEvent], concurrency: int) -> Timeline:
+    """``concurrency`` threads sending the judge's requests with the bare openai client."""
+    client = openai.OpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
+    response_format: ResponseFormat = {
+        "type": "json_schema",
+        "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": judge_output_json_schema()},
+    }
+    work: queue.Queue[list[ChatCompletionMessageParam]] = queue.Queue()
+    for e in events:
+        work.put(cast(list[ChatCompletionMessageParam], build_messages(e)))
+    finished: list[float] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            try:
+                messages = work.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                client.chat.completions.create(
+                    model=MODEL,
+                    messages=messages,
+                    temperature=0,
+                    max_tokens=2000,
+                    response_format=response_format,
+                )
+            except openai.APIError as exc:
+                errors.append(exc)
+            finished.append(time.perf_counter())  # list.append is atomic under the GIL
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    client.close()
+    if errors:
+        raise SystemExit(f"bare client: {len(errors)} requests failed, first: {errors[0]}")
+    return [(started, 0.0)] + [(t, i + 1.0) for i, t in enumerate(sorted(finished))]
+
+
+def casewatch(
+    bootstrap: str, base_url: str, n: int, concurrency: int, workdir: Path
+) -> dict[str, float]:
+    settings = bench_settings(
+        bootstrap,
+        workdir / "verdicts.db",
+        judge="bench",
+        judges={
+            "bench": {
+                "kind": "openai",
+                "base_url": base_url,
+                "model": MODEL,
+                "api_key": KEY,
+                "timeout_seconds": 30,
+            }
+        },
+        daemon={"concurrency": concurrency, "max_in_flight": max(256, 4 * concurrency)},
+    )
+    registry = CollectorRegistry()
+    runner = DaemonRunner(settings, registry).start()
+
+    def count(metric: Any, **labels: str) -> float:
+        # One metric's collect(), not the registry's: this runs every few ms beside the daemon.
+        return sum(
+            s.value
+            for family in metric.collect()
+            for s in family.samples
+            if s.name.endswith("_total") and all(s.labels.get(k) == v for k, v in labels.items())
+        )
+
+    m = runner.metrics
+    timeline: Timeline = []
+    try:
+        first = wait_until(lambda: count(m.turns_consumed) > 0, 60, "the first record", 0.005)
+        timeline.append((first, 0.0))
+        deadline = first + 60 + n
+        while timeline[-1][1] < n:
+            if time.perf_counter() > deadline:
+                raise SystemExit(f"only {timeline[-1][1]:.0f}/{n} turns judged in time")
+            time.sleep(0.01)
+            timeline.append((time.perf_counter(), count(m.turns_judged)))
+        stored_at = wait_until(
+            lambda: count(m.stored, outcome="inserted") >= n, 60, "every verdict stored"
+        )
+        failed = count(m.turns_judged, band="judge_failed")
+        retries = count(m.judge_retries)
+    finally:
+        runner.stop(timeout_s=30)
+    return {**rates(timeline, n), "stored": n / (stored_at - first), "failed": failed,
+            "retries": retries}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--examples", type=Path, default=ROOT / "examples" / "turns.jsonl")
+    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--partitions", type=int, default=2)
+    args = parser.parse_args(argv)
+    configure_logging("warning")
+    ideal = args.concurrency / args.latency
+    values = make_turns(args.examples, args.turns)
+    events = [TurnEvent.model_validate_json(v) for v in values]
+    proc, base_url = start_server(args.latency)
+    try:
+        with (
+            broker_with_topic(args.partitions) as broker,
+            tempfile.TemporaryDirectory(prefix="casewatch-bench-") as tmp,
+        ):
+            publish(broker.bootstrap, values, args.partitions)
+            bare = rates(bare_client(base_url, events, args.concurrency), args.turns)
+            ours = casewatch(broker.bootstrap, base_url, args.turns, args.concurrency, Path(tmp))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    steady, whole = ours["steady"], ours["whole"]
+    result: dict[str, Any] = {
+        "bench": "judging",
+        "turns": args.turns,
+        "concurrency": args.concurrency,
+        "latency_seconds": args.latency,
+        "ideal_turns_per_second": round(ideal, 1),
+        "casewatch_turns_per_second": round(steady, 1),
+        "casewatch_ratio_to_ideal": round(steady / ideal, 3),
+        "casewatch_whole_run_turns_per_second": round(whole, 1),
+        "casewatch_whole_run_ratio_to_ideal": round(whole / ideal, 3),
+        "casewatch_stored_turns_per_second": round(ours["stored"], 1),
+        "bare_client_turns_per_second": round(bare["steady"], 1),
+        "bare_client_ratio_to_ideal": round(bare["steady"] / ideal, 3),
+        "bare_client_whole_run_ratio_to_ideal": round(bare["whole"] / ideal, 3),
+        "casewatch_ratio_to_bare_client": round(steady / bare["steady"], 3),
+        "target_ratio": 0.9,
+        "meets_target": steady / ideal >= 0.9,
+        "judge_failed": int(ours["failed"]),
+        "judge_retries": int(ours["retries"]),
+    }
+    print(
+        f"{args.turns} turns via Kafka, concurrency {args.concurrency}, judge latency "
+        f"{args.latency} s: ideal {ideal:.0f} turns/s. Steady state (10-90 % done) | whole run\n"
+        f"  bare openai client, {args.concurrency} threads : {bare['steady']:6.1f} "
+        f"({bare['steady'] / ideal:4.0%} of ideal) | {bare['whole']:6.1f} turns/s\n"
+        f"  casewatch daemon, Kafka → judge → SQLite: {steady:6.1f} ({steady / ideal:4.0%} of "
+        f"ideal) | {whole:6.1f} turns/s; stored {ours['stored']:.1f}/s; "
+        f"judge_failed {result['judge_failed']}"
+    )
+    print(json.dumps(result))
+    return 0 if result["judge_failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
