@@ -44,11 +44,12 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from bench.batch_throughput import KEY, MODEL, start_server  # noqa: E402
 from bench.ingest import TOPIC, bench_settings, broker_with_topic, wait_until  # noqa: E402
 from consumers._kafka import KafkaProducer  # noqa: E402
-from monitor.demo import DaemonRunner, load_examples  # noqa: E402
+from monitor.demo import load_examples  # noqa: E402
 from monitor.judges.prompt import build_messages  # noqa: E402
 from monitor.judges.schema import SCHEMA_NAME, judge_output_json_schema  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
 from monitor.models import TurnEvent  # noqa: E402
+from monitor.runner import DaemonRunner  # noqa: E402
 
 
 def make_turns(examples: Path, n: int) -> list[bytes]:

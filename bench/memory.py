@@ -88,7 +88,7 @@ def casewatch_cmd() -> list[str]:
     script = Path(sys.executable).with_name("casewatch")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from monitor.cli import main; main()"]
+    return [sys.executable, "-m", "monitor.cli"]
 
 
 def write_config(path: Path, bootstrap: str, base_url: str, port: int, args: Any) -> None:

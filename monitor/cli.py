@@ -37,3 +37,6 @@ def _register() -> None:
 
 
 _register()
+
+if __name__ == "__main__":  # python -m monitor.cli, without the console script installed
+    main(prog_name="casewatch")

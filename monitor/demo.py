@@ -6,9 +6,10 @@ timestamps refreshed, a few malformed records per loop so the dead-letter counte
 the real daemon (the one ``casewatch run`` starts) with the heuristic judge, or the judges of
 ``--config``, writing to a SQLite file and serving ``/metrics``, ``/healthz`` and ``/readyz``.
 
-``Demo`` is the orchestration (start/stop, usable from tests); ``DaemonRunner`` runs the daemon
-of ``casewatch run`` on a thread and is shared with the benchmarks. Pure parts (example lookup,
-the replayed messages, the summary line) are functions, tested without a broker.
+``Demo`` is the orchestration (start/stop, usable from tests); the daemon itself is
+``monitor.runner.DaemonRunner``, the one ``casewatch run`` runs, here on a thread. Pure parts
+(example lookup, the replayed messages, the summary line) are functions, tested without a
+broker.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
+from monitor.demo_summary import Snapshot, format_summary
 from monitor.errors import CasewatchError
+from monitor.runner import DaemonRunner, ListenError
 from monitor.settings import Settings
 
 if TYPE_CHECKING:
@@ -41,7 +44,6 @@ DEFAULT_RATE = 20.0
 DEFAULT_PORT = 9464
 SUMMARY_INTERVAL_S = 10.0
 EXAMPLES = Path("examples") / "turns.jsonl"
-BANDS = ("none", "minor", "moderate", "severe")
 # One of each kind of poison the decoder tells apart, spread through every loop.
 MALFORMED: tuple[bytes, ...] = (
     b"this is not JSON {",
@@ -114,60 +116,6 @@ def demo_messages(
     for i in sorted(poison):  # a file shorter than the spread still gets all of them
         if i >= len(docs):
             yield None, poison[i]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What the one-line summary shows, read from the metrics registry."""
-
-    consumed: float = 0.0
-    bands: dict[str, float] = field(default_factory=dict)
-    judge_failed: float = 0.0
-    dead_lettered: float = 0.0
-    mean_s_final: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def judged(self) -> float:
-        return sum(self.bands.values())
-
-    @classmethod
-    def from_samples(cls, samples: Iterable[Any]) -> Snapshot:
-        """From prometheus_client samples (anything with name, labels, value)."""
-        consumed = failed = dead = 0.0
-        bands: dict[str, float] = dict.fromkeys(BANDS, 0.0)
-        s_sum: dict[str, float] = {}
-        s_count: dict[str, float] = {}
-        for s in samples:
-            if s.name == "casewatch_turns_consumed_total":
-                consumed += s.value
-            elif s.name == "casewatch_turns_judged_total":
-                band = s.labels["band"]
-                if band == "judge_failed":
-                    failed += s.value
-                else:
-                    bands[band] = bands.get(band, 0.0) + s.value
-            elif s.name == "casewatch_dead_letter_total":
-                dead += s.value
-            elif s.name == "casewatch_score_final_sum":
-                s_sum[s.labels["assistant"]] = s.value
-            elif s.name == "casewatch_score_final_count":
-                s_count[s.labels["assistant"]] = s.value
-        means = {a: s_sum.get(a, 0.0) / n for a, n in sorted(s_count.items()) if n}
-        return cls(consumed, bands, failed, dead, means)
-
-    @classmethod
-    def of(cls, registry: CollectorRegistry) -> Snapshot:
-        return cls.from_samples(s for family in registry.collect() for s in family.samples)
-
-
-def format_summary(snap: Snapshot, elapsed_s: float, produced: int) -> str:
-    bands = ", ".join(f"{b} {snap.bands.get(b, 0):.0f}" for b in BANDS)
-    means = ", ".join(f"{a} {m:.3f}" for a, m in snap.mean_s_final.items()) or "-"
-    return (
-        f"[{elapsed_s:5.0f}s] produced {produced} | consumed {snap.consumed:.0f} | "
-        f"judged {snap.judged:.0f} ({bands}) | dead-lettered {snap.dead_lettered:.0f} | "
-        f"judge_failed {snap.judge_failed:.0f} | mean S_final: {means}"
-    )
 
 
 def describe_judges(settings: Settings) -> str:
@@ -272,87 +220,6 @@ class ReplayProducer:
             producer.close(timeout=5)
 
 
-# ---------------------------------------------------------------- the daemon on a thread
-
-
-class DaemonRunner:
-    """The daemon ``casewatch run`` starts (Kafka source and DLQ, store, evaluator, probe
-    server), built from ``settings`` and run on a thread, with metrics in ``registry``."""
-
-    def __init__(self, settings: Settings, registry: CollectorRegistry) -> None:
-        from consumers.dlq import KafkaDeadLetterQueue
-        from consumers.kafka_source import KafkaTurnSource
-        from monitor.daemon import Daemon
-        from monitor.evaluator import build_evaluator
-        from monitor.exporter import Metrics
-        from monitor.http import ProbeApp, ProbeServer
-        from monitor.store import Store
-
-        self.registry = registry
-        self.error: BaseException | None = None
-        closers: list[Callable[[], None]] = []
-        try:
-            store = Store.from_config(settings.storage)
-            closers.append(store.close)
-            store.migrate()
-            source = KafkaTurnSource(settings.kafka)
-            closers.append(source.close)
-            dlq = KafkaDeadLetterQueue(settings.kafka)
-            closers.append(dlq.close)
-            evaluator = build_evaluator(settings)
-            closers.append(evaluator.close)
-            self.store = store
-            self.metrics = Metrics(registry)
-            self.daemon = Daemon(settings, source, dlq, store, evaluator, self.metrics)
-            app = ProbeApp(registry, self.daemon.heartbeat, self.daemon.checks())
-            host, port = settings.server.host, settings.server.port
-            try:
-                self.server = ProbeServer(app, host, port)
-            except OSError as exc:
-                msg = f"cannot listen on {host}:{port} ({exc}); pick another --port"
-                raise DemoError(msg) from exc
-        except BaseException:
-            for close in reversed(closers):
-                close()
-            raise
-        self._thread = threading.Thread(target=self._run, name="daemon", daemon=True)
-        self._stopped = False
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def start(self) -> DaemonRunner:
-        self.server.start()
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            self.daemon.run()
-        except BaseException as exc:  # surfaced by Demo.run; the thread itself just ends
-            self.error = exc
-            log.exception("the daemon stopped with an error")
-
-    def stop(self, timeout_s: float) -> bool:
-        """Drain, commit and close everything; False if the daemon thread did not finish."""
-        if self._stopped:
-            return True
-        self._stopped = True
-        self.daemon.stop()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-        finished = not self._thread.is_alive()
-        if finished:  # a thread still draining keeps its resources; the process exits anyway
-            self.daemon.close()
-        self.server.close()
-        return finished
-
-
 # ---------------------------------------------------------------- the demo
 
 
@@ -429,6 +296,9 @@ class Demo:
             self._runner = DaemonRunner(settings, self.registry).start()
             self._producer = ReplayProducer(bootstrap, DEMO_TOPIC, docs, self.options.rate)
             self._producer.start()
+        except ListenError as exc:
+            self.stop()
+            raise DemoError(f"{exc}; pick another --port") from exc
         except OSError as exc:
             self.stop()
             raise DemoError(f"the demo could not start: {exc}") from exc

@@ -7,11 +7,8 @@ SIGTERM/SIGINT drain in-flight work, commit and exit 0.
 from __future__ import annotations
 
 import json
-import signal
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack
 from pathlib import Path
-from types import FrameType
 from typing import NoReturn
 
 import click
@@ -34,26 +31,6 @@ def _fail(message: str) -> NoReturn:
 # ---------------------------------------------------------------- run
 
 
-def _file_sidecars(path: Path) -> tuple[Path, Path]:
-    """Where the file source keeps its dead letters and its committed offset."""
-    stem = path.name.removesuffix(".jsonl")
-    return path.with_name(f"{stem}.dlq.jsonl"), path.with_name(f"{stem}.offsets.json")
-
-
-def _install_signal_handlers(stop: Callable[[], None]) -> None:
-    """First SIGTERM/SIGINT: drain and exit 0. A second one: the default action (exit now;
-    nothing is lost, unfinished records were never committed)."""
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal received: draining", signal=signal.Signals(signum).name)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        stop()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-
-
 @click.command()
 @click.option("--config", "config_file", type=_CONFIG, default=None, help="YAML settings file.")
 @click.option(
@@ -68,16 +45,8 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
     """Run the streaming daemon: consume, sample, judge, store, export metrics."""
     from prometheus_client import REGISTRY
 
-    from consumers.dlq import DeadLetterSink, FileDeadLetterSink, KafkaDeadLetterQueue
-    from consumers.file_source import FileTurnSource
-    from consumers.kafka_source import KafkaTurnSource
-    from consumers.source import TurnSource
-    from monitor.daemon import Daemon, RetentionJob
-    from monitor.evaluator import build_evaluator
-    from monitor.exporter import Metrics
-    from monitor.http import ProbeApp, ProbeServer
     from monitor.logs import configure_logging
-    from monitor.store import Store
+    from monitor.runner import DaemonRunner, ListenError
 
     if follow and file_path is None:
         raise click.UsageError("--follow needs --file")
@@ -86,52 +55,13 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
     except CasewatchError as exc:
         _fail(str(exc))
     configure_logging(settings.log_level, settings.secret_values())
-
-    with ExitStack() as stack:
-        try:
-            store = Store.from_config(settings.storage)
-            stack.callback(store.close)
-            store.migrate()
-            source: TurnSource
-            dlq: DeadLetterSink
-            if file_path is not None:
-                dlq_path, offsets_path = _file_sidecars(file_path)
-                source = FileTurnSource(file_path, follow=follow, offsets_path=offsets_path)
-                dlq = FileDeadLetterSink(dlq_path)
-            else:
-                source = KafkaTurnSource(settings.kafka)
-                dlq = KafkaDeadLetterQueue(settings.kafka)
-            stack.callback(source.close)
-            stack.callback(dlq.close)
-            metrics = Metrics(REGISTRY)
-            evaluator = build_evaluator(settings, on_panel_result=metrics.record_panel)
-            stack.callback(evaluator.close)
-        except CasewatchError as exc:
-            _fail(str(exc))
-
-        daemon = Daemon(
-            settings,
-            source,
-            dlq,
-            store,
-            evaluator,
-            metrics,
-            exit_when_idle=file_path is not None and not follow,
-        )
-        app = ProbeApp(REGISTRY, daemon.heartbeat, daemon.checks())
-        try:
-            server = ProbeServer(app, settings.server.host, settings.server.port).start()
-        except OSError as exc:
-            _fail(
-                f"cannot listen on {settings.server.host}:{settings.server.port} ({exc}); "
-                "set server.port to a free port"
-            )
-        stack.callback(server.close)
-        if settings.storage.retention_days is not None:
-            retention = RetentionJob(store, settings.storage.retention_days).start()
-            stack.callback(retention.stop)
-        _install_signal_handlers(daemon.stop)
-        daemon.run()
+    try:
+        runner = DaemonRunner(settings, REGISTRY, file_path=file_path, follow=follow)
+    except ListenError as exc:
+        _fail(f"{exc}; set server.port to a free port")
+    except CasewatchError as exc:
+        _fail(str(exc))
+    runner.run_foreground()
     log.info("daemon stopped")
 
 

@@ -28,13 +28,12 @@ from monitor.demo import (
     Demo,
     DemoError,
     DemoOptions,
-    Snapshot,
     demo_messages,
     demo_settings,
     find_examples,
-    format_summary,
     load_examples,
 )
+from monitor.demo_summary import Snapshot, format_summary
 from monitor.errors import InvalidEvent
 from monitor.evaluator import build_evaluator
 from monitor.exporter import Metrics
@@ -203,7 +202,7 @@ def test_demo_judges_turns_and_stops_cleanly(tansu: None, tmp_path: Path) -> Non
 
 @pytest.mark.integration
 def test_demo_process_drains_and_exits_0_on_sigterm(tansu: None, tmp_path: Path) -> None:
-    cmd = [sys.executable, "-c", "from monitor.cli import main; main()", "demo", "--port", "0"]
+    cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0"]
     cmd += ["--rate", "100"]
     cmd += ["--db", str(tmp_path / "demo.db")]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -104,7 +105,7 @@ def _casewatch() -> list[str]:
     script = Path(sys.executable).with_name("casewatch")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from monitor.cli import main; main()"]
+    return [sys.executable, "-m", "monitor.cli"]
 
 
 class Proc:
@@ -208,6 +209,26 @@ def test_run_rejects_a_bad_config_with_exit_2(tmp_path: Path) -> None:
     with daemon_process(config, tmp_path / "run.log") as proc:
         assert proc.wait(30) == 2
     assert "daemon.concurrency" in proc.tail()
+
+
+def test_run_names_a_taken_port_with_exit_2(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        config = _write_config(
+            tmp_path,
+            {
+                "storage": {"url": f"sqlite:///{tmp_path / 'casewatch.db'}"},
+                "server": {"host": "127.0.0.1", "port": port},
+            },
+        )
+        data = tmp_path / "turns.jsonl"
+        data.write_bytes(b"")
+        with daemon_process(config, tmp_path / "run.log", "--file", str(data)) as proc:
+            assert proc.wait(30) == 2
+    assert f"casewatch: cannot listen on 127.0.0.1:{port} (" in proc.tail()
+    assert "set server.port to a free port" in proc.tail()
 
 
 def test_sigterm_finishes_in_flight_work_commits_and_exits_0(
