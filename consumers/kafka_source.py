@@ -255,16 +255,22 @@ class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
 
 
 def _to_raw(record: Any) -> RawMessage:
-    headers = tuple((str(k), bytes(v) if v is not None else b"") for k, v in record.headers or ())
-    timestamp = record.timestamp if record.timestamp is not None and record.timestamp >= 0 else None
+    # Called for every record: positional arguments, and no generator for the usual no headers.
+    raw_headers = record.headers
+    headers = (
+        tuple((str(k), bytes(v) if v is not None else b"") for k, v in raw_headers)
+        if raw_headers
+        else ()
+    )
+    ts = record.timestamp
     return RawMessage(
-        topic=record.topic,
-        partition=record.partition,
-        offset=record.offset,
-        value=record.value,
-        key=record.key,
-        headers=headers,
-        timestamp_ms=timestamp,
+        record.topic,
+        record.partition,
+        record.offset,
+        record.value,
+        record.key,
+        headers,
+        ts if ts is not None and ts >= 0 else None,
     )
 
 

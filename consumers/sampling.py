@@ -39,6 +39,12 @@ class SampleDecision:
     reason: str
 
 
+# Decisions are immutable: the per-turn refusals are shared rather than built each time.
+_NOT_SAMPLED = SampleDecision(False, "not_sampled")
+_OVER_CALLS = SampleDecision(False, "budget_calls")
+_OVER_USD = SampleDecision(False, "budget_usd")
+
+
 def sample_point(conversation_id: str) -> float:
     """The conversation's fixed point in [0, 1): the first 8 bytes of its sha256."""
     digest = hashlib.sha256(conversation_id.encode("utf-8")).digest()
@@ -151,13 +157,13 @@ class Sampler:
         reason = next((r.reason for r in self._rules if r.matches(turn)), None)
         if reason is None:
             if sample_point(turn.conversation_id) >= self.rate_for(turn.assistant.name):
-                return SampleDecision(False, "not_sampled")
+                return _NOT_SAMPLED
             reason = RATE_REASON
         with self._lock:
             if self._calls is not None and self._calls.level < self._calls_per_turn:
-                return SampleDecision(False, "budget_calls")
+                return _OVER_CALLS
             if self._usd is not None and not self._usd.try_take(self._estimate):
-                return SampleDecision(False, "budget_usd")
+                return _OVER_USD
             if self._calls is not None:
                 self._calls.try_take(self._calls_per_turn)
         return SampleDecision(True, reason)

@@ -186,13 +186,14 @@ class Daemon:
         self._forget_unowned()
         counts: dict[str, int] = {}
         for msg in records:
-            expected = self._next_offset.get(msg.tp)
-            if expected is not None and msg.offset < expected:
-                self._rewound(msg.tp, msg.offset)
-            self._next_offset[msg.tp] = msg.offset + 1
-            self.tracker.track(msg.tp, msg.offset)
+            tp, offset = msg.tp, msg.offset  # tp is built on access: once per record
+            expected = self._next_offset.get(tp)
+            if expected is not None and offset < expected:
+                self._rewound(tp, offset)
+            self._next_offset[tp] = offset + 1
+            self.tracker.track(tp, offset)
             counts[msg.topic] = counts.get(msg.topic, 0) + 1
-            self._backlog.append(Envelope(msg.tp, msg.offset, msg))
+            self._backlog.append(Envelope(tp, offset, msg))
         for topic, n in counts.items():
             self._metrics.record_consumed(topic, n)
         return records

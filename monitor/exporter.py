@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
@@ -84,6 +84,9 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 OTHER = "__other__"
 DEFAULT_MAX_LABEL_VALUES = 100
 _MAX_LABEL_CHARS = 64
+# Sampling counter children kept per (sampled, assistant, reason): every consumed turn is
+# counted, and ``labels()`` costs several microseconds. Bounded, as assistant names are input.
+_SAMPLING_CACHE_MAX = 1024
 
 
 class Decision(Protocol):
@@ -137,6 +140,7 @@ class Metrics:
     ) -> None:
         self.registry = registry
         self._assistant = LabelGuard(max_assistants)
+        self._sampling_children: dict[tuple[bool, str, str], Any] = {}
         r = registry
 
         # Which build is running: join on it to split any panel by version during a rollout.
@@ -328,8 +332,14 @@ class Metrics:
         self.turns_consumed.labels(topic=topic).inc(count)
 
     def record_sampling(self, assistant: str, decision: Decision) -> None:
-        counter = self.turns_sampled if decision.sampled else self.turns_skipped
-        counter.labels(assistant=self._assistant(assistant), reason=decision.reason).inc()
+        key = (decision.sampled, assistant, decision.reason)
+        child = self._sampling_children.get(key)
+        if child is None:
+            counter = self.turns_sampled if decision.sampled else self.turns_skipped
+            child = counter.labels(assistant=self._assistant(assistant), reason=decision.reason)
+            if len(self._sampling_children) < _SAMPLING_CACHE_MAX:
+                self._sampling_children[key] = child
+        child.inc()
 
     def record_dead_letter(self, reason: str) -> None:
         self.dead_letter.labels(reason=reason).inc()
