@@ -41,11 +41,13 @@ __all__ = [
     "any_reachable",
     "broker_errors",
     "client_options",
+    "close_producer",
     "finish_pending_join",
     "from_kafka_tp",
     "kafka",
     "require_reachable",
     "to_kafka_tp",
+    "wait_within",
 ]
 
 
@@ -84,8 +86,10 @@ def broker_errors(action: str, servers: list[str] | str) -> Iterator[None]:
     try:
         yield
     except kafka.errors.KafkaTimeoutError as exc:
+        # Often raised bare (str: "KafkaTimeoutError: None"), which would say nothing more.
+        detail = f" ({exc})" if any(a not in (None, "") for a in exc.args) else ""
         raise BrokerError(
-            f"{action}: timed out talking to Kafka at {where} ({exc}); check that the "
+            f"{action}: timed out talking to Kafka at {where}{detail}; check that the "
             "brokers are up and bootstrap_servers / security settings are right"
         ) from exc
     except kafka.errors.KafkaError as exc:
@@ -139,3 +143,42 @@ def finish_pending_join(consumer: Any, timeout_ms: int) -> None:
         return
     if not coordinator.coordinator_unknown() and coordinator.need_rejoin():
         coordinator.poll(timeout_ms=timeout_ms)
+
+
+async def wait_within(consumer: Any, future: Any, timeout_s: float) -> Any:
+    """Await a kafka-python future on ``consumer``'s I/O loop for at most ``timeout_s``
+    (KafkaTimeoutError after that; the request itself is not cancelled).
+
+    kafka-python 3.0.12 runs the rebalance listener of ``close()`` without any time limit, so a
+    commit awaited there against an unreachable coordinator would hold ``close()`` forever.
+    """
+    manager = getattr(getattr(consumer, "_coordinator", None), "_manager", None)
+    if manager is None or not hasattr(manager, "wait_for"):
+        return await future
+    return await manager.wait_for(future, max(1, int(timeout_s * 1000)))
+
+
+def close_producer(producer: Any, timeout_s: float) -> bool:
+    """Close a KafkaProducer whatever the broker does, within ``timeout_s`` for the flush and as
+    much for its sender thread to exit; False when records had to be dropped undelivered (their
+    futures fail).
+
+    kafka-python 3.0.12's ``close(timeout)`` flushes first, and when that flush times out (broker
+    unreachable) it raises before stopping its sender thread, which keeps retrying. Here the
+    flush is bounded, the sender is told to drop what it could not deliver, and the close that
+    follows has nothing left to wait for.
+    """
+    delivered = True
+    try:
+        producer.flush(timeout=timeout_s)
+    except kafka.errors.KafkaTimeoutError:
+        delivered = False
+        sender = getattr(producer, "_sender", None)
+        if sender is not None:
+            sender.force_close()  # fails the pending batches as the thread exits
+            sender.join(timeout_s)
+    try:
+        producer.close(timeout=0)
+    except kafka.errors.KafkaTimeoutError:
+        delivered = False  # the sender did not exit in time; it is a daemon thread
+    return delivered

@@ -16,7 +16,13 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from consumers._kafka import KafkaProducer, broker_errors, client_options, require_reachable
+from consumers._kafka import (
+    KafkaProducer,
+    broker_errors,
+    client_options,
+    close_producer,
+    require_reachable,
+)
 from consumers.records import RawMessage
 from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
@@ -44,7 +50,9 @@ class DeadLetterSink(Protocol):
         """Wait until everything sent is durable. Raises ``BrokerError``."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the sink within a bounded time, also when its broker is unreachable."""
+        ...
 
 
 def _detail(detail: str) -> str:
@@ -64,11 +72,13 @@ class KafkaDeadLetterQueue:
         *,
         send_timeout_s: float = 30.0,
         connect_timeout_s: float = 30.0,
+        close_timeout_s: float = 5.0,
     ) -> None:
         self._servers = list(config.bootstrap_servers)
         self._suffix = config.dlq_suffix
         self._max_value = config.max_message_bytes
         self._timeout_s = send_timeout_s
+        self._close_timeout_s = close_timeout_s
         self._closed = False
         require_reachable(self._servers, connect_timeout_s)
         with broker_errors("connecting the dead-letter producer", self._servers):
@@ -112,8 +122,10 @@ class KafkaDeadLetterQueue:
         if self._closed:
             return
         self._closed = True
+        # Every send was awaited, so only a send that timed out can still be pending: it was
+        # reported then (its record stays uncommitted) and is dropped here.
         with broker_errors("closing the dead-letter producer", self._servers):
-            self._producer.close(timeout=self._timeout_s)
+            close_producer(self._producer, self._close_timeout_s)
 
 
 class FileDeadLetterSink:

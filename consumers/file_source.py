@@ -89,7 +89,8 @@ class FileTurnSource:
             out.append(RawMessage(FILE_TOPIC, 0, number, data))
         return out
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
+        # A local file write: nothing to time out.
         offset = offsets.get(FILE_TP)
         if offset is None or offset <= self._committed:
             return

@@ -9,6 +9,11 @@ that thread would deadlock. The listener is therefore an async one: the user's c
 inline on the I/O thread (while ``poll()`` or ``close()`` is waiting for it), a ``commit()``
 made from inside ``on_revoked`` is sent asynchronously, and the listener awaits it before the
 partitions are released, which is what the synchronous contract needs.
+
+Every blocking call has a time limit (kafka-python's own defaults include "forever"): a commit
+``commit_timeout_s`` (or the caller's), ``close()`` ``close_timeout_s`` for the revocation
+commit and as much again for leaving the group, so a stop request ends in bounded time even
+when the brokers are gone.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from consumers._kafka import (
     from_kafka_tp,
     require_reachable,
     to_kafka_tp,
+    wait_within,
 )
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import PartitionsCallback
@@ -43,6 +49,7 @@ PING_CACHE_S = 2.0
 PING_CONNECT_TIMEOUT_S = 1.0
 # Lag is recomputed from cached highwater marks at most this often.
 LAG_REFRESH_S = 1.0
+CLOSE_TIMEOUT_S = 5.0
 
 
 class KafkaTurnSource:
@@ -52,11 +59,13 @@ class KafkaTurnSource:
         *,
         connect_timeout_s: float = 30.0,
         commit_timeout_s: float = 30.0,
+        close_timeout_s: float = CLOSE_TIMEOUT_S,
         lag_refresh_s: float = LAG_REFRESH_S,
     ) -> None:
         self._config = config
         self._servers = list(config.bootstrap_servers)
-        self._commit_timeout_ms = int(commit_timeout_s * 1000)
+        self._commit_timeout_s = commit_timeout_s
+        self._close_timeout_s = close_timeout_s
         # How long a JoinGroup may take: the broker holds it up to the rebalance timeout.
         self._join_timeout_ms = max(30_000, config.max_poll_interval_ms + 5_000)
         self._on_assigned: PartitionsCallback | None = None
@@ -89,7 +98,7 @@ class KafkaTurnSource:
             with broker_errors("subscribing", self._servers):
                 self._consumer.subscribe(topics=list(config.topics), listener=_Listener(self))
         except BaseException:
-            self._consumer.close(autocommit=False)
+            self._consumer.close(autocommit=False, timeout_ms=int(close_timeout_s * 1000))
             raise
 
     # ------------------------------------------------------------------ TurnSource
@@ -111,7 +120,7 @@ class KafkaTurnSource:
         self._maybe_refresh_lag()
         return out
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
         if not offsets:
             return
         payload = {to_kafka_tp(tp): OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
@@ -120,8 +129,9 @@ class KafkaTurnSource:
             with broker_errors("committing offsets", self._servers):
                 self._deferred_commits.append(self._consumer.commit_async(offsets=payload))
             return
+        timeout_ms = int(1000 * (self._commit_timeout_s if timeout_s is None else timeout_s))
         with broker_errors("committing offsets", self._servers):
-            self._consumer.commit(offsets=payload, timeout_ms=self._commit_timeout_ms)
+            self._consumer.commit(offsets=payload, timeout_ms=max(1, timeout_ms))
 
     def pause(self, tps: Iterable[TopicPartition]) -> None:
         ktps = [to_kafka_tp(tp) for tp in tps]
@@ -161,10 +171,11 @@ class KafkaTurnSource:
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
+        self._closed = True  # from now on, revocation commits wait close_timeout_s at most
         try:
             with broker_errors("closing the consumer", self._servers):
-                self._consumer.close(autocommit=False)
+                # The limit covers leaving the group; the revocation commit has its own.
+                self._consumer.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
         except Exception as exc:
             log.warning("closing the Kafka consumer failed", error=str(exc))
 
@@ -246,9 +257,12 @@ class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
         self._source._assigned(assigned)
 
     async def _await_commits(self, futures: list[Any]) -> None:
+        source = self._source
+        limit = source._close_timeout_s if source._closed else source._commit_timeout_s
+        deadline = time.monotonic() + limit
         for future in futures:
             try:
-                await future
+                await wait_within(source._consumer, future, max(0.0, deadline - time.monotonic()))
             except Exception as exc:
                 # The new owner re-reads from the last good commit: duplicates, not loss.
                 log.warning("commit on revocation failed", error=str(exc))

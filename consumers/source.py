@@ -25,10 +25,11 @@ class TurnSource(Protocol):
         """
         ...
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
         """Durably record ``offsets`` (next offset to read) before returning.
 
-        Raises ``monitor.errors.BrokerError`` when the commit failed.
+        Gives up after ``timeout_s`` (None: the source's own limit; never unbounded). Raises
+        ``monitor.errors.BrokerError`` when the commit failed or timed out.
         """
         ...
 
@@ -59,4 +60,6 @@ class TurnSource(Protocol):
         """Whether the broker (or file) is reachable, for ``/readyz``. Cheap; never raises."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the source within a bounded time, also when its broker is unreachable."""
+        ...

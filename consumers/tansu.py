@@ -190,6 +190,14 @@ class EmbeddedBroker:
         self._terminate()
         self._port = None
 
+    def kill(self) -> None:
+        """End the broker at once (SIGKILL) without waiting: for a process about to die, whose
+        broker (in a session of its own) would otherwise outlive it. Safe in a signal handler."""
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+
     def _log_tail(self, lines: int = 20) -> str:
         if self._log_path is None:
             return ""

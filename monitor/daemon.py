@@ -13,6 +13,13 @@ Memory is bounded by ``max_in_flight`` + the store batch + two polls' worth of r
 Offsets are tracked when read and marked done by the last step; only offsets below which
 everything is finished are committed. ``stop()`` (SIGTERM) ends polling; ``run`` then drains
 in-flight work within ``drain_timeout_seconds``, commits, and returns.
+
+Shutdown is bounded whatever the broker does. The drain budget counts from the stop request,
+so a broker call in progress then (each has a limit, which the runner keeps within the drain
+timeout) uses it up rather than adding to it. After a stop request the loop makes no new broker
+call, periodic commits end, and the final commit gets the rest of the budget but at least
+``FINAL_COMMIT_MIN_S``. If it fails, ``final_commit_error`` says why: nothing is lost (the tail
+is re-read after a restart and the store deduplicates it), but the caller should say so.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from monitor.exporter import Metrics
 from monitor.http import Heartbeat
 from monitor.pipeline.base import Envelope
 from monitor.pipeline.commit import CommitStep
-from monitor.pipeline.decode import DecodeStep
+from monitor.pipeline.decode import DEFAULT_FLUSH_TIMEOUT_S, DecodeStep
 from monitor.pipeline.judge import JudgeStep
 from monitor.pipeline.sample import SampleStep
 from monitor.pipeline.store import StoreStep
@@ -91,7 +98,7 @@ class Daemon:
             source, self.tracker, metrics, self._clock, self._cfg.commit_interval_seconds
         )
         self._store_step = StoreStep(self._commit, store, metrics, self._clock)
-        judge = JudgeStep(
+        self._judge = judge = JudgeStep(
             self._store_step,
             evaluator,
             metrics,
@@ -103,12 +110,19 @@ class Daemon:
         sample = SampleStep(judge, self._commit, sampler, metrics)
         metrics.prime(dead_letter_reasons=DLQ_REASONS)
         self._first = DecodeStep(
-            sample, self._commit, dlq, metrics, settings.kafka.max_message_bytes
+            sample,
+            self._commit,
+            dlq,
+            metrics,
+            settings.kafka.max_message_bytes,
+            # A flush in progress when a stop comes must fit in the drain budget too.
+            flush_timeout_s=min(DEFAULT_FLUSH_TIMEOUT_S, self._cfg.drain_timeout_seconds),
         )
 
         self._backlog: deque[Envelope[RawMessage]] = deque()
         self._next_offset: dict[TopicPartition, int] = {}  # per partition, to detect rewinds
         self._stop = threading.Event()
+        self._stop_at: float | None = None  # when stop() was first called (monotonic)
         self._finished = threading.Event()
         self._broker_ok = False
         self._db_ok = False
@@ -124,6 +138,9 @@ class Daemon:
 
     def stop(self) -> None:
         """Ask ``run`` to stop polling and drain. Safe from a signal handler or another thread."""
+        if self._stop_at is None:
+            self._stop_at = self._clock.monotonic()
+        self._commit.stop_periodic()
         self._stop.set()
 
     @property
@@ -132,6 +149,17 @@ class Daemon:
 
     def wait_finished(self, timeout: float | None = None) -> bool:
         return self._finished.wait(timeout)
+
+    @property
+    def abandoned_calls(self) -> int:
+        """Judge calls still running after ``run`` returned (the drain timed out on them):
+        their turns are uncommitted, so whoever owns the process need not wait for them."""
+        return self._judge.calls_running if self._finished.is_set() else 0
+
+    @property
+    def final_commit_error(self) -> BrokerError | None:
+        """Why the commit at the end of ``run`` failed; None if it succeeded (or is to come)."""
+        return self._commit.final_error
 
     def checks(self) -> dict[str, Callable[[], bool]]:
         """Readiness checks for /readyz. Values cached by the loop: the consumer is not
@@ -163,9 +191,11 @@ class Daemon:
         self.heartbeat.tick()
         self._offer_backlog()
         records: list[RawMessage] = []
-        if not self._backlog or self._source.paused():
+        if (not self._backlog or self._source.paused()) and not self._stop.is_set():
             records = self._poll()
             self._offer_backlog()
+        if self._stop.is_set():
+            return False  # no further broker call: the drain has the rest of the budget
         self._first.poll()
         self._apply_backpressure()
         self._update_status()
@@ -221,13 +251,15 @@ class Daemon:
         self._forget({tp})
 
     def _offer_backlog(self) -> None:
-        while self._backlog:
+        # Each offer may write to the dead-letter topic; a stop request ends the offering.
+        while self._backlog and not self._stop.is_set():
             try:
                 self._first.submit(self._backlog[0])
             except MessageRejected:
                 return
             self._backlog.popleft()
-        self._backlog_since = None  # cleared: a busy pipeline, not a saturated one
+        if not self._backlog:
+            self._backlog_since = None  # cleared: a busy pipeline, not a saturated one
 
     def _apply_backpressure(self) -> None:
         """Pause every assigned partition once a backlog is stuck; resume when it is gone."""
@@ -277,7 +309,11 @@ class Daemon:
     # ------------------------------------------------------------------ shutdown
 
     def _drain(self) -> None:
-        deadline = Deadline(self._cfg.drain_timeout_seconds, self._clock)
+        self._commit.stop_periodic()
+        budget = self._cfg.drain_timeout_seconds
+        if self._stop_at is not None:
+            budget -= self._clock.monotonic() - self._stop_at
+        deadline = Deadline(max(0.0, budget), self._clock)
         # Records never handed to the pipeline are simply not committed: re-read on restart.
         unstarted = len(self._backlog)
         self._backlog.clear()
@@ -285,6 +321,7 @@ class Daemon:
             "draining",
             in_flight=self.tracker.pending_count() - unstarted,
             left_for_next_run=unstarted,
+            timeout_s=round(deadline.remaining() or 0.0, 1),
         )
         try:
             self._first.join(deadline.remaining())
@@ -346,10 +383,12 @@ class RetentionJob:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the schedule; a purge in progress is waited for ``timeout_s`` at most (its
+        thread is a daemon one: abandoning it only abandons an idempotent delete)."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=timeout_s)
 
 
 def _names(tps: Collection[TopicPartition]) -> list[str]:

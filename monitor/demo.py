@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 
 from monitor.demo_summary import Snapshot, format_summary
 from monitor.errors import CasewatchError
-from monitor.runner import DaemonRunner, ListenError
+from monitor.runner import DaemonRunner, ListenError, shutdown_budget_s
 from monitor.settings import Settings
 
 if TYPE_CHECKING:
@@ -50,7 +50,10 @@ MALFORMED: tuple[bytes, ...] = (
     b'{"event_id": "demo-malformed", "query": "a turn with most fields missing"}',
     b'["a JSON array, not an object"]',
 )
-_STOP_GRACE_S = 15.0  # on top of the drain timeout, before the daemon thread is given up
+# The replay producer's blocking calls (a send waiting for metadata, the flush on close) and the
+# wait for its thread: bounded, so a dead broker cannot hold the demo up.
+PRODUCER_TIMEOUT_S = 5.0
+PRODUCER_STOP_S = 3 * PRODUCER_TIMEOUT_S  # a send, then the flush and the sender's exit
 
 
 class DemoError(CasewatchError):
@@ -152,6 +155,14 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
     )
 
 
+def stop_budget_s(settings: Settings) -> float:
+    """The longest ``Demo.stop()`` takes, broker alive or dead: the replay producer, the
+    daemon's shutdown budget, then the broker (terminated, killed if it lingers)."""
+    from consumers.tansu import STOP_TIMEOUT_S
+
+    return PRODUCER_STOP_S + shutdown_budget_s(settings) + 2 * STOP_TIMEOUT_S
+
+
 def fresh_registry() -> CollectorRegistry:
     """A registry with the process, platform and GC collectors the default one would have."""
     registry = CollectorRegistry()
@@ -178,26 +189,32 @@ class ReplayProducer:
         self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
         self.sent = 0
         self.failed = 0
+        self.last_error: BaseException | None = None
 
     def start(self) -> ReplayProducer:
         self._thread.start()
         return self
 
-    def stop(self, timeout_s: float = 10.0) -> None:
+    def stop(self, timeout_s: float = PRODUCER_STOP_S) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
 
     def _failed(self, exc: BaseException) -> None:
+        # Runs on the producer's I/O thread; a dead broker fails records by the hundred, so they
+        # are counted here and reported once, when the thread ends.
         self.failed += 1
-        log.warning("demo producer: a record was not published", error=str(exc))
+        self.last_error = exc
 
     def _run(self) -> None:
-        from consumers._kafka import KafkaProducer
+        from consumers._kafka import KafkaProducer, close_producer
 
         try:
             producer = KafkaProducer(
-                bootstrap_servers=self._bootstrap, client_id="casewatch-demo", linger_ms=5
+                bootstrap_servers=self._bootstrap,
+                client_id="casewatch-demo",
+                linger_ms=5,
+                max_block_ms=int(PRODUCER_TIMEOUT_S * 1000),
             )
         except Exception as exc:  # the thread must report, not die silently
             log.error("demo producer could not connect", error=str(exc))
@@ -217,7 +234,13 @@ class ReplayProducer:
         except Exception as exc:
             log.error("demo producer stopped", error=str(exc))
         finally:
-            producer.close(timeout=5)
+            close_producer(producer, PRODUCER_TIMEOUT_S)
+            if self.failed:
+                log.warning(
+                    "demo producer: records not published",
+                    n=self.failed,
+                    error=str(self.last_error),
+                )
 
 
 # ---------------------------------------------------------------- the demo
@@ -327,6 +350,12 @@ class Demo:
         elapsed = time.monotonic() - self._started_at
         return format_summary(self.snapshot(), elapsed, produced)
 
+    def kill_broker(self) -> None:
+        """End the embedded broker at once, for a demo killed by a second signal: the broker
+        runs in a session of its own and would outlive it. Safe in a signal handler."""
+        if self._broker is not None:
+            self._broker.kill()
+
     def request_stop(self) -> None:
         """Ask ``run`` to stop (it notices within 0.2 s). Safe from a signal handler: only
         sets a flag the main thread never waits on, so no lock it holds can be contended."""
@@ -335,7 +364,8 @@ class Demo:
 
     def run(self, duration_s: float | None = None) -> None:
         """Print a summary every interval until a stop request, ``duration_s`` or a daemon
-        failure; then stop (drain, commit, stop the broker). Raises DemoError on failure."""
+        failure; then stop (drain, commit, stop the broker). Raises DemoError on failure, and
+        OffsetsNotCommitted when the final commit failed (the broker died first)."""
         deadline = None if duration_s is None else time.monotonic() + duration_s
         next_summary = time.monotonic() + self.options.summary_interval_s
         try:
@@ -350,21 +380,31 @@ class Demo:
                 # Plain sleep, not Event.wait: a signal handler must not contend for its lock.
                 time.sleep(0.2)
         finally:
-            self._echo("stopping: draining in-flight turns, committing offsets ...")
+            self._echo(
+                "stopping: draining in-flight turns, committing offsets ... "
+                "(Ctrl-C again to quit at once)"
+            )
             self.stop()
             self._echo(self.summary())
-        if self._runner is not None and self._runner.error is not None:
-            raise DemoError(f"the daemon failed: {self._runner.error}")
+        if self._runner is not None:
+            if self._runner.error is not None:
+                raise DemoError(f"the daemon failed: {self._runner.error}")
+            if self._runner.alive:
+                raise DemoError("the daemon did not finish in time; its offsets were not committed")
+            if (error := self._runner.commit_error) is not None:
+                raise error
 
     def stop(self) -> None:
         """Stop the producer, drain and close the daemon, stop the broker. Idempotent."""
         with self._lock:
+            runner, settings = self._runner, self.settings
+            if runner is not None:
+                runner.daemon.stop()  # drains while the producer closes
             if self._producer is not None:
                 self._producer.stop()
-            if self._runner is not None:
-                drain = self.settings.daemon.drain_timeout_seconds if self.settings else 30.0
-                if not self._runner.stop(drain + _STOP_GRACE_S):
-                    log.warning("the daemon did not finish draining in time")
+            stopped = runner is None or settings is None or runner.stop(shutdown_budget_s(settings))
+            if not stopped:
+                log.warning("the daemon did not finish draining in time")
             if self._broker is not None:
                 self._broker.stop()
 

@@ -13,6 +13,7 @@ boundary (``raise ... from exc``) so callers never import a client library to ca
     │   └── JudgeFatalError         4xx other than 429, auth errors (not retryable)
     ├── StorageError                database unreachable or a write failed
     ├── BrokerError                 Kafka unreachable or a commit failed
+    │   └── OffsetsNotCommitted     the daemon stopped but its final commit failed
     └── MessageRejected             a pipeline step is full: backpressure, try again later
 """
 
@@ -71,6 +72,21 @@ class StorageError(CasewatchError):
 
 class BrokerError(CasewatchError):
     """The Kafka cluster is unreachable or an offset commit failed."""
+
+
+class OffsetsNotCommitted(BrokerError):
+    """The daemon stopped, but its final offset commit failed (e.g. Kafka was unreachable).
+
+    Nothing is lost: the uncommitted tail is read again after a restart and the store drops
+    what it already holds. The message says so, on one line, for the operator.
+    """
+
+    def __init__(self, cause: BrokerError) -> None:
+        super().__init__(
+            f"offsets were not committed ({cause}); the uncommitted tail will be re-read and "
+            "deduplicated on restart, nothing is lost"
+        )
+        self.cause = cause
 
 
 class MessageRejected(CasewatchError):

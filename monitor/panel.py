@@ -130,7 +130,9 @@ class JudgePanel:
         return self._config
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        # Not waiting: at a shutdown whose drain timed out, a call in progress may take its whole
+        # timeout, and its result is dropped anyway; closing the judges below cuts it short.
+        self._pool.shutdown(wait=False, cancel_futures=True)
         for judge in (*self._primaries, *([self._arbiter] if self._arbiter else [])):
             judge.close()
 

@@ -4,10 +4,16 @@ or a JSONL file), metrics, evaluator, daemon, probe server and retention job.
 ``casewatch run`` runs it in the foreground (signals drain it); ``casewatch demo`` and the
 benchmarks run it on a thread. Either way the pieces and their wiring are the same, so what a
 demo or a benchmark shows is what production runs.
+
+Stopping takes at most ``shutdown_budget_s(settings)`` whatever the brokers do (an orchestrator's
+grace period should exceed it): every Kafka call has a limit, those of the running loop within
+the drain timeout, so a stop request never waits on more than the drain, the final commit and
+the bounded steps of closing.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -18,7 +24,7 @@ from typing import TYPE_CHECKING
 import structlog
 from prometheus_client import CollectorRegistry
 
-from monitor.errors import CasewatchError
+from monitor.errors import CasewatchError, OffsetsNotCommitted
 from monitor.settings import Settings
 
 if TYPE_CHECKING:
@@ -27,6 +33,32 @@ if TYPE_CHECKING:
     from monitor.daemon import RetentionJob
 
 log = structlog.get_logger(__name__)
+
+# Limits of the Kafka calls the running loop makes (a commit, a dead-letter write), capped by
+# the drain timeout: a stop request waits for the call in progress.
+BROKER_CALL_TIMEOUT_S = 30.0
+# Each step of closing a Kafka client: the consumer's revocation commit, then its leaving the
+# group; the dead-letter producer's flush, then its sender thread's exit.
+KAFKA_CLOSE_TIMEOUT_S = 5.0
+RETENTION_STOP_S = 5.0  # a purge in progress at shutdown is given this long, then abandoned
+SignalHandler = Callable[[int, FrameType | None], object] | int | None
+
+
+def broker_call_timeout_s(settings: Settings) -> float:
+    return min(BROKER_CALL_TIMEOUT_S, settings.daemon.drain_timeout_seconds)
+
+
+def shutdown_budget_s(settings: Settings) -> float:
+    """The longest a stop request takes to return from ``run_foreground`` (or ``stop``), brokers
+    reachable or not."""
+    from monitor.pipeline.commit import FINAL_COMMIT_MIN_S
+
+    return (
+        settings.daemon.drain_timeout_seconds  # absorbs a broker call in progress at the stop
+        + FINAL_COMMIT_MIN_S
+        + RETENTION_STOP_S  # a purge in progress
+        + 4 * KAFKA_CLOSE_TIMEOUT_S  # consumer and dead-letter producer, two steps each
+    )
 
 
 class ListenError(CasewatchError):
@@ -45,18 +77,34 @@ def file_sidecars(path: Path) -> tuple[Path, Path]:
     return path.with_name(f"{stem}.dlq.jsonl"), path.with_name(f"{stem}.offsets.json")
 
 
-def install_drain_signals(stop: Callable[[], None]) -> None:
-    """First SIGTERM/SIGINT: drain and exit 0. A second one: the default action (exit now;
-    nothing is lost, unfinished records were never committed)."""
+def install_drain_signals(
+    stop: Callable[[], None], before_exit: Callable[[], None] | None = None
+) -> dict[int, SignalHandler]:
+    """First SIGTERM/SIGINT: ``stop()`` (drain, commit, exit). A second one: ``before_exit()``
+    if given, then the default action, which ends the process at once (nothing is lost:
+    unfinished records were never committed). Returns the handlers replaced, for callers that
+    restore them.
 
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        log.info("signal received: draining", signal=signal.Signals(signum).name)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    The handlers only swap handlers and call the callbacks: they may interrupt the main thread
+    anywhere, even inside a log call holding the log stream's lock, so logging from them could
+    deadlock the process. Without ``before_exit`` the second signal meets no Python code at all.
+    """
+
+    def second(signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        try:
+            if before_exit is not None:
+                before_exit()
+        finally:
+            os.kill(os.getpid(), signum)  # die of the signal, as its default action would
+
+    def first(_signum: int, _frame: FrameType | None) -> None:
+        then = signal.SIG_DFL if before_exit is None else second
+        signal.signal(signal.SIGTERM, then)
+        signal.signal(signal.SIGINT, then)
         stop()
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    return {sig: signal.signal(sig, first) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
 def _source_and_dlq(
@@ -74,9 +122,14 @@ def _source_and_dlq(
         closers.append(source.close)
         dlq = FileDeadLetterSink(dlq_path)
     else:
-        source = KafkaTurnSource(settings.kafka)
+        call_s = broker_call_timeout_s(settings)
+        source = KafkaTurnSource(
+            settings.kafka, commit_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
+        )
         closers.append(source.close)
-        dlq = KafkaDeadLetterQueue(settings.kafka)
+        dlq = KafkaDeadLetterQueue(
+            settings.kafka, send_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
+        )
     closers.append(dlq.close)
     return source, dlq
 
@@ -147,6 +200,12 @@ class DaemonRunner:
         return self.server.url
 
     @property
+    def commit_error(self) -> OffsetsNotCommitted | None:
+        """Set once the daemon stopped without committing its final offsets."""
+        cause = self.daemon.final_commit_error
+        return None if cause is None else OffsetsNotCommitted(cause)
+
+    @property
     def alive(self) -> bool:
         """Whether the daemon thread of ``start()`` is still running."""
         return self._thread is not None and self._thread.is_alive()
@@ -160,7 +219,7 @@ class DaemonRunner:
 
     def _stop_services(self) -> None:
         if self._retention is not None:
-            self._retention.stop()
+            self._retention.stop(RETENTION_STOP_S)
         self.server.close()
 
     def start(self) -> DaemonRunner:
@@ -179,16 +238,20 @@ class DaemonRunner:
 
     def run_foreground(self, install_signals: bool = True) -> None:
         """Serve the probes and run the daemon on this thread until it stops (SIGTERM/SIGINT
-        with ``install_signals``, ``daemon.stop()``, or an exhausted file); then close all."""
+        with ``install_signals``, ``daemon.stop()``, or an exhausted file); then close all.
+        Raises ``OffsetsNotCommitted`` (after closing) when the final commit failed."""
         self._start_services()
         try:
             if install_signals:
                 install_drain_signals(self.daemon.stop)
+                log.info("SIGTERM/SIGINT drain and stop; a second one stops at once")
             self.daemon.run()
         finally:
             self._stopped = True
             self._stop_services()
             self.daemon.close()
+        if (error := self.commit_error) is not None:
+            raise error
 
     def stop(self, timeout_s: float) -> bool:
         """Drain, commit and close everything; False if the daemon thread did not finish."""

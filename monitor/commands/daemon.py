@@ -1,31 +1,38 @@
 """``casewatch run`` (the streaming daemon) and ``casewatch produce`` (replay turns into Kafka).
 
 Operator errors (bad config, unreachable broker or database) print one clear line and exit 2;
-SIGTERM/SIGINT drain in-flight work, commit and exit 0.
+SIGTERM/SIGINT drain in-flight work, commit and exit 0, or exit 1 with one line saying the
+offsets were not committed (Kafka unreachable; the tail is re-read and deduplicated on restart);
+a second SIGTERM/SIGINT ends the process at once.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 import structlog
 
 from monitor.clock import Clock, SystemClock
-from monitor.errors import CasewatchError
+from monitor.errors import CasewatchError, OffsetsNotCommitted
 from monitor.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from monitor.runner import DaemonRunner
 
 log = structlog.get_logger(__name__)
 
 _CONFIG = click.Path(dir_okay=False, path_type=Path)
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"casewatch: {message}", err=True)
-    raise click.exceptions.Exit(2)
+    raise click.exceptions.Exit(code)
 
 
 # ---------------------------------------------------------------- run
@@ -61,8 +68,30 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
         _fail(f"{exc}; set server.port to a free port")
     except CasewatchError as exc:
         _fail(str(exc))
-    runner.run_foreground()
+    try:
+        runner.run_foreground()
+    except OffsetsNotCommitted as exc:
+        _finish(runner, exc)
     log.info("daemon stopped")
+    _finish(runner, None)
+
+
+def _finish(runner: DaemonRunner, uncommitted: OffsetsNotCommitted | None) -> None:
+    """Exit 0, or 1 with one line when the offsets were not committed; at once either way."""
+    code = 0 if uncommitted is None else 1
+    abandoned = runner.daemon.abandoned_calls
+    if abandoned > 0:
+        log.warning("not waiting for judge calls still running", n=abandoned)
+    if uncommitted is not None:
+        click.echo(f"casewatch: {uncommitted}", err=True)
+    if abandoned > 0:
+        # Python would join the judge threads at exit, i.e. wait out their HTTP timeouts for
+        # results nobody reads (their turns are uncommitted and re-read on restart).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 # ---------------------------------------------------------------- produce
@@ -165,7 +194,13 @@ def produce(
     connect_timeout: float,
 ) -> None:
     """Publish the turns of a JSONL file to a Kafka topic, as raw bytes (one line, one message)."""
-    from consumers._kafka import KafkaProducer, broker_errors, client_options, require_reachable
+    from consumers._kafka import (
+        KafkaProducer,
+        broker_errors,
+        client_options,
+        close_producer,
+        require_reachable,
+    )
 
     if loop and count is None and rate is None:
         click.echo("casewatch: --loop without --count or --rate runs flat out until ^C", err=True)
@@ -203,9 +238,10 @@ def produce(
     except CasewatchError as exc:
         _fail(f"{exc} (after {sent} message(s))")
     except KeyboardInterrupt:
-        producer.flush(timeout=10)
+        pass  # what was sent is flushed by the close below
     finally:
-        producer.close(timeout=10)
+        # Bounded whatever the broker does; what it cannot deliver fails into ``failures``.
+        close_producer(producer, 10.0)
     if failures:
         _fail(f"{len(failures)} of {sent} message(s) were not published to {topic}: {failures[0]}")
     click.echo(f"produced {sent} message(s) to {topic}", err=True)

@@ -1,14 +1,14 @@
 """``casewatch demo``: the pipeline end to end on one machine (what ``make run`` runs).
 
 The orchestration lives in ``monitor.demo``; this only parses options, wires signals and maps
-errors to exit codes (2: the demo could not start, 1: the daemon failed while running).
+errors to exit codes (2: the demo could not start, 1: the daemon failed while running or could
+not commit its offsets). Ctrl-C stops the demo; a second Ctrl-C ends it at once.
 """
 
 from __future__ import annotations
 
 import signal
 from pathlib import Path
-from types import FrameType
 from typing import NoReturn
 
 import click
@@ -54,6 +54,7 @@ def demo(
     """
     from monitor.demo import Demo, DemoOptions
     from monitor.logs import configure_logging
+    from monitor.runner import install_drain_signals
 
     try:
         settings = load_settings(config_file)
@@ -67,10 +68,7 @@ def demo(
     except CasewatchError as exc:
         _fail(str(exc))
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        runner.request_stop()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = install_drain_signals(runner.request_stop, before_exit=runner.kill_broker)
     try:
         runner.run(duration)
     except CasewatchError as exc:

@@ -61,6 +61,12 @@ class JudgeStep:
     def in_flight(self) -> int:
         return len(self._running) + len(self._ready)
 
+    @property
+    def calls_running(self) -> int:
+        """Judge calls still running; after ``close``, abandoned ones finishing in their threads
+        (which the interpreter would wait for at exit)."""
+        return sum(1 for future in self._running if not future.done())
+
     def submit(self, message: Envelope[TurnEvent]) -> None:
         if self.in_flight >= self._max:
             raise MessageRejected(f"{self.in_flight} turns are being judged (max_in_flight)")

@@ -283,3 +283,29 @@ def test_unreachable_broker_fails_the_dead_letter_queue_fast() -> None:
     cfg = KafkaConfig(bootstrap_servers=["127.0.0.1:1"])
     with pytest.raises(BrokerError, match="cannot connect to any Kafka bootstrap server"):
         KafkaDeadLetterQueue(cfg, connect_timeout_s=0.3)
+
+
+def test_with_the_broker_gone_commit_send_and_close_give_up_in_time(
+    own_broker: EmbeddedBroker,
+) -> None:
+    """A stop while the cluster is unreachable: every call returns within its limit, including
+    close() with a revocation commit to make and a dead-letter record still pending."""
+    topic, limit_s = "outage.turns", 1.0
+    create_topics(own_broker.bootstrap, [topic], dlq_suffix=".dlq")
+    produce(own_broker.bootstrap, topic, [b"x"] * 3)
+    cfg = config(own_broker, topic)
+    source = KafkaTurnSource(cfg, commit_timeout_s=limit_s, close_timeout_s=limit_s)
+    dlq = KafkaDeadLetterQueue(cfg, send_timeout_s=limit_s, close_timeout_s=limit_s)
+    tp = TopicPartition(topic, 0)
+    source.set_rebalance_listener(lambda tps: None, lambda tps: source.commit({tp: 3}))
+    assert len(poll_until(source, 3)) == 3
+    dlq.send(RawMessage(topic, 0, 0, b"poison"), "not_json", "before the outage")
+    own_broker.stop()
+    with pytest.raises(BrokerError, match="committing offsets: "):
+        source.commit({tp: 2})
+    with pytest.raises(BrokerError, match="writing to the dead-letter topic"):
+        dlq.send(RawMessage(topic, 0, 1, b"poison"), "not_json", "during the outage")
+    closer = threading.Thread(target=lambda: (source.close(), dlq.close()))
+    closer.start()
+    closer.join(3 * limit_s + 10.0)  # the close limits, + slack: a liveness bound
+    assert not closer.is_alive(), "closing hung with the broker gone"

@@ -318,7 +318,7 @@ class ListSource:
         with self._lock:
             self.position[tp] = self.committed.get(tp, 0)
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
         with self._lock:
             self.committed.update(offsets)
 

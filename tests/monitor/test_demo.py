@@ -1,11 +1,12 @@
 """`casewatch demo`: the pure parts, then the demo against a real embedded broker (in-process,
-and as a process stopped by SIGTERM)."""
+as a process stopped by SIGTERM, and as a process whose broker dies as it is interrupted)."""
 
 from __future__ import annotations
 
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +16,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psutil
 import pytest
+import yaml
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
@@ -32,6 +35,7 @@ from monitor.demo import (
     demo_settings,
     find_examples,
     load_examples,
+    stop_budget_s,
 )
 from monitor.demo_summary import Snapshot, format_summary
 from monitor.errors import InvalidEvent
@@ -218,6 +222,95 @@ def test_demo_process_drains_and_exits_0_on_sigterm(tansu: None, tmp_path: Path)
             proc.wait()
     assert proc.returncode == 0, out
     assert out.rstrip().endswith("casewatch demo: stopped")
+
+
+@pytest.mark.integration
+def test_demo_exits_1_in_bounded_time_when_its_broker_dies_with_the_interrupt(
+    tansu: None, tmp_path: Path
+) -> None:
+    """What a Ctrl-C reaching the broker too did: the daemon cannot commit, the producer cannot
+    flush. The demo must still end, within its stop budget, saying what was not committed."""
+    config = tmp_path / "demo.yaml"
+    config.write_text(yaml.safe_dump({"daemon": {"drain_timeout_seconds": 3}}))
+    cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0", "--rate", "100"]
+    cmd += ["--db", str(tmp_path / "demo.db"), "--config", str(config)]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        wait_until_judged(_metrics_url(proc.stdout))
+        brokers = [p for p in psutil.Process(proc.pid).children() if p.name() == "tansu"]
+        assert len(brokers) == 1
+        brokers[0].kill()
+        proc.send_signal(signal.SIGINT)
+        budget = stop_budget_s(load_settings(config))
+        out, err = proc.communicate(timeout=budget + 10.0)  # + interpreter exit: liveness
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, (out, err)
+    last = err.rstrip().splitlines()[-1]
+    assert last.startswith("casewatch demo: offsets were not committed ("), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.integration
+def test_a_second_interrupt_ends_the_demo_and_its_broker_at_once(
+    tansu: None, tmp_path: Path
+) -> None:
+    # A drain that cannot finish by itself: judge calls slower than the test (a fake server
+    # that never answers, so the drain waits for its whole, long timeout).
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        judge = {"kind": "openai", "base_url": f"http://127.0.0.1:{silent.getsockname()[1]}/v1"}
+        config = tmp_path / "demo.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "judges": {"slow": {**judge, "model": "m", "timeout_seconds": 300}},
+                    "judge": "slow",
+                    "daemon": {"drain_timeout_seconds": 300},
+                }
+            )
+        )
+        cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0", "--rate", "100"]
+        cmd += ["--db", str(tmp_path / "demo.db"), "--config", str(config)]
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+        brokers: list[psutil.Process] = []
+        try:
+            assert proc.stdout is not None
+            url = _metrics_url(proc.stdout)
+            brokers = [p for p in psutil.Process(proc.pid).children() if p.name() == "tansu"]
+            assert len(brokers) == 1
+            deadline = time.monotonic() + DEADLINE_S
+            while not re.search(r"^casewatch_in_flight [1-9]", scrape(url), re.MULTILINE):
+                assert time.monotonic() < deadline, "no judge call in flight"
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            for line in proc.stdout:
+                if line.startswith("stopping:"):
+                    break
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(10.0) == -signal.SIGINT  # liveness, not speed: the drain has 300 s
+            _wait_gone(brokers[0])
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for broker in brokers:  # never leak one, even when the test fails
+                if broker.is_running():
+                    broker.kill()
+
+
+def _wait_gone(process: psutil.Process, timeout_s: float = 10.0) -> None:
+    """Wait until ``process`` is dead (a zombie counts: its parent is gone, nobody reaps it)."""
+    deadline = time.monotonic() + timeout_s
+    while process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"{process} outlived the demo"
+        time.sleep(0.1)
 
 
 def _metrics_url(stdout: Iterator[str]) -> str:

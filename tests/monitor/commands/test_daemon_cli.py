@@ -1,4 +1,5 @@
-"""`casewatch run` as a real process (SIGTERM drain, SIGKILL + restart); `casewatch produce`."""
+"""`casewatch run` as a real process (SIGTERM drain, SIGKILL + restart, shutdown with the broker
+gone, a second signal); `casewatch produce`."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from consumers.tansu import EmbeddedBroker, free_port
+from consumers.tansu import EmbeddedBroker, create_topics, free_port
 from monitor.cli import main
 from monitor.clock import ManualClock
 from monitor.commands.daemon import Pacer, replay
 from monitor.errors import StorageError
+from monitor.runner import shutdown_budget_s
+from monitor.settings import load_settings
 from monitor.store import Store
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
@@ -154,7 +157,13 @@ def _write_config(tmp_path: Path, doc: dict[str, Any]) -> Path:
 
 
 def _kafka_config(
-    tmp_path: Path, bootstrap: str, topic: str, judge: FakeJudgeServer, port: int
+    tmp_path: Path,
+    bootstrap: str,
+    topic: str,
+    judge: FakeJudgeServer,
+    port: int,
+    drain_timeout_s: float = 20,
+    judge_timeout_s: float = 10,
 ) -> tuple[Path, dict[str, Any]]:
     doc: dict[str, Any] = {
         "kafka": {
@@ -173,13 +182,13 @@ def _kafka_config(
                 "base_url": judge.base_url,
                 "model": FAKE_JUDGE_MODEL,
                 "api_key": FAKE_JUDGE_KEY,
-                "timeout_seconds": 10,
+                "timeout_seconds": judge_timeout_s,
             }
         },
         "judge": "remote",
         "storage": {"url": f"sqlite:///{tmp_path / 'casewatch.db'}"},
         "server": {"host": "127.0.0.1", "port": port},
-        "daemon": {"concurrency": 4, "max_in_flight": 8, "drain_timeout_seconds": 20},
+        "daemon": {"concurrency": 4, "max_in_flight": 8, "drain_timeout_seconds": drain_timeout_s},
     }
     return _write_config(tmp_path, doc), doc
 
@@ -287,6 +296,71 @@ def test_sigkill_and_restart_store_every_turn_exactly_once(
     assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(n)}
     assert store.counts()["turns"] == n
     store.close()
+
+
+# What a process may take beyond its shutdown budget to tear down (interpreter exit): with the
+# budget, a liveness bound (the process ends), not a performance threshold.
+EXIT_SLACK_S = 10.0
+
+
+def test_sigterm_with_the_broker_gone_exits_1_within_the_shutdown_budget(
+    own_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """The pod is told to stop while the Kafka cluster is unreachable: drain, fail to commit,
+    say so in one line and exit 1, all within the configured budget (not terminationGrace)."""
+    bootstrap, topic = own_broker.bootstrap, "shutdown.turns"
+    create_topics(bootstrap, [topic], dlq_suffix=DLQ_SUFFIX)
+    n = 500  # far more than the test lets it judge: work is in flight when the broker goes
+    produce(bootstrap, topic, turn_values(n))
+    with FakeJudgeServer(latency=0.3) as judge:
+        config, doc = _kafka_config(tmp_path, bootstrap, topic, judge, free_port(), 3)
+        store = Store(doc["storage"]["url"])
+        with daemon_process(config, tmp_path / "run.log") as proc:
+            wait_for(lambda: _stored(store) >= 8, 60, "some turns stored")
+            own_broker.stop()
+            assert _stored(store) < n, "the outage came too late to test anything"
+            proc.proc.send_signal(signal.SIGTERM)
+            budget = shutdown_budget_s(load_settings(config))
+            assert proc.wait(budget + EXIT_SLACK_S) == 1, proc.tail()
+    log = proc.log.read_text(errors="replace")
+    last = log.splitlines()[-1]
+    assert last.startswith("casewatch: offsets were not committed ("), last
+    assert "re-read and deduplicated on restart" in last
+    assert "Traceback" not in log
+    store.close()
+
+
+def test_judge_calls_outlasting_the_drain_do_not_hold_the_exit(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
+) -> None:
+    produce(tansu_broker.bootstrap, kafka_topic, turn_values(20))
+    with FakeJudgeServer(latency=300) as judge:  # calls that outlast the drain and the test
+        config, _ = _kafka_config(
+            tmp_path, tansu_broker.bootstrap, kafka_topic, judge, free_port(), 1, 300
+        )
+        with daemon_process(config, tmp_path / "run.log") as proc:
+            wait_for(lambda: judge.request_count >= 1, 60, "a judge call in flight")
+            proc.proc.send_signal(signal.SIGTERM)
+            budget = shutdown_budget_s(load_settings(config))
+            assert proc.wait(budget + EXIT_SLACK_S) == 0, proc.tail()
+    assert "not waiting for judge calls still running" in proc.tail()
+
+
+def test_a_second_sigterm_exits_at_once_without_draining(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
+) -> None:
+    produce(tansu_broker.bootstrap, kafka_topic, turn_values(20))
+    # Judge calls that outlast the test keep the drain busy for its whole (long) timeout.
+    with FakeJudgeServer(latency=300) as judge:
+        config, _ = _kafka_config(
+            tmp_path, tansu_broker.bootstrap, kafka_topic, judge, free_port(), 300
+        )
+        with daemon_process(config, tmp_path / "run.log") as proc:
+            wait_for(lambda: judge.request_count >= 1, 60, "a judge call in flight")
+            proc.proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: '"draining"' in proc.log.read_text(), 30, "draining started")
+            proc.proc.send_signal(signal.SIGTERM)
+            assert proc.wait(EXIT_SLACK_S) == -signal.SIGTERM, proc.tail()
 
 
 def _stored(store: Store) -> int:

@@ -13,7 +13,7 @@ from consumers.records import TopicPartition
 from monitor.clock import ManualClock
 from monitor.errors import BrokerError
 from monitor.exporter import Metrics
-from monitor.pipeline.commit import CommitStep
+from monitor.pipeline.commit import FINAL_COMMIT_MIN_S, CommitStep
 from tests.monitor.pipeline.helpers import env
 
 
@@ -22,9 +22,11 @@ class _Committer:
 
     def __init__(self) -> None:
         self.commits: list[dict[TopicPartition, int]] = []
+        self.timeouts: list[float | None] = []
         self.fail = False
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
+        self.timeouts.append(timeout_s)
         if self.fail:
             raise BrokerError("rebalance in progress")
         self.commits.append(dict(offsets))
@@ -81,6 +83,38 @@ def test_a_refused_commit_is_retried_and_counted() -> None:
     step.poll()
     assert committer.commits == [{FILE_TP: 1}]
     assert registry.get_sample_value("casewatch_offsets_committed_total", {"topic": "file"}) == 1
+
+
+def test_after_stop_periodic_only_the_join_commits_with_at_least_its_minimum_time() -> None:
+    step, tracker, committer, clock = _setup(interval=1.0)
+    for off in range(3):
+        tracker.track(FILE_TP, off)
+    step.submit(env(None, offset=0, tp=FILE_TP))
+    step.stop_periodic()
+    clock.advance(10.0)
+    step.poll()  # due, but a stopping daemon must not wait on a periodic commit
+    assert committer.commits == []
+    step.submit(env(None, offset=1, tp=FILE_TP))
+    step.join(0.5)  # the drain used up its budget: the final commit still gets its minimum
+    assert committer.commits == [{FILE_TP: 2}]
+    assert committer.timeouts == [FINAL_COMMIT_MIN_S]
+    assert step.final_error is None
+    step.submit(env(None, offset=2, tp=FILE_TP))
+    step.join(60.0)  # a longer remainder is passed on as it is
+    assert committer.timeouts[-1] == 60.0
+
+
+def test_a_failed_final_commit_is_kept_for_the_caller() -> None:
+    step, tracker, committer, _ = _setup()
+    tracker.track(FILE_TP, 0)
+    step.submit(env(None, offset=0, tp=FILE_TP))
+    committer.fail = True
+    step.join(1.0)
+    assert isinstance(step.final_error, BrokerError)
+    assert "rebalance in progress" in str(step.final_error)
+    committer.fail = False
+    step.join(1.0)
+    assert step.final_error is None and committer.commits == [{FILE_TP: 1}]
 
 
 def test_file_source_offsets_survive_a_restart(tmp_path: Path) -> None:
