@@ -77,17 +77,20 @@ def make_input(examples: Path, turns: int, path: Path) -> list[TurnEvent]:
     return events
 
 
-def bare_client(base_url: str, events: list[TurnEvent], concurrency: int) -> float:
-    """Turns per second of the bare openai client sending the judge's requests."""
+Timeline = list[tuple[float, float]]  # (perf_counter, turns finished so far)
+
+
+def bare_client_timeline(base_url: str, events: list[TurnEvent], concurrency: int) -> Timeline:
+    """``concurrency`` threads sending the judge's requests with the bare openai client."""
     client = openai.OpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
     response_format: ResponseFormat = {
         "type": "json_schema",
         "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": judge_output_json_schema()},
     }
-    requests = [cast(list[ChatCompletionMessageParam], build_messages(e)) for e in events]
     work: queue.Queue[list[ChatCompletionMessageParam]] = queue.Queue()
-    for r in requests:
-        work.put(r)
+    for e in events:
+        work.put(cast(list[ChatCompletionMessageParam], build_messages(e)))
+    finished: list[float] = []
     errors: list[BaseException] = []
 
     def worker() -> None:
@@ -106,6 +109,7 @@ def bare_client(base_url: str, events: list[TurnEvent], concurrency: int) -> flo
                 )
             except openai.APIError as exc:
                 errors.append(exc)
+            finished.append(time.perf_counter())  # list.append is atomic under the GIL
 
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
     started = time.perf_counter()
@@ -113,11 +117,16 @@ def bare_client(base_url: str, events: list[TurnEvent], concurrency: int) -> flo
         t.start()
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - started
     client.close()
     if errors:
         raise SystemExit(f"bare client: {len(errors)} requests failed, first: {errors[0]}")
-    return len(requests) / elapsed
+    return [(started, 0.0)] + [(t, i + 1.0) for i, t in enumerate(sorted(finished))]
+
+
+def bare_client(base_url: str, events: list[TurnEvent], concurrency: int) -> float:
+    """Turns per second of the bare openai client sending the judge's requests."""
+    timeline = bare_client_timeline(base_url, events, concurrency)
+    return len(events) / (timeline[-1][0] - timeline[0][0])
 
 
 def casewatch(base_url: str, src: Path, workdir: Path, concurrency: int) -> dict[str, Any]:

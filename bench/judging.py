@@ -23,30 +23,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import queue
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import openai  # noqa: E402
-from openai.types.chat import ChatCompletionMessageParam  # noqa: E402
-from openai.types.chat.completion_create_params import ResponseFormat  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from bench.batch_throughput import KEY, MODEL, start_server  # noqa: E402
+from bench.batch_throughput import KEY, MODEL, Timeline, start_server  # noqa: E402
+from bench.batch_throughput import bare_client_timeline as bare_client  # noqa: E402
 from bench.ingest import TOPIC, bench_settings, broker_with_topic, wait_until  # noqa: E402
 from consumers._kafka import KafkaProducer  # noqa: E402
 from monitor.demo import load_examples  # noqa: E402
-from monitor.judges.prompt import build_messages  # noqa: E402
-from monitor.judges.schema import SCHEMA_NAME, judge_output_json_schema  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
 from monitor.models import TurnEvent  # noqa: E402
 from monitor.runner import DaemonRunner  # noqa: E402
@@ -74,9 +68,6 @@ def publish(bootstrap: str, values: list[bytes], partitions: int) -> None:
     producer.close(timeout=10)
 
 
-Timeline = list[tuple[float, float]]  # (perf_counter, turns finished so far)
-
-
 def rates(timeline: Timeline, n: int) -> dict[str, float]:
     """Turns/s over the whole run (first start to last finish) and in steady state: between
     10 % and 90 % finished, which leaves out the ramp-up and the tail of the last wave."""
@@ -85,49 +76,6 @@ def rates(timeline: Timeline, n: int) -> dict[str, float]:
     lo = next((t, done) for t, done in timeline if done >= 0.1 * n)
     hi = next((t, done) for t, done in timeline if done >= 0.9 * n)
     return {"whole": n / (t_end - t0), "steady": (hi[1] - lo[1]) / (hi[0] - lo[0])}
-
-
-def bare_client(base_url: str, events: list[TurnEvent], concurrency: int) -> Timeline:
-    """``concurrency`` threads sending the judge's requests with the bare openai client."""
-    client = openai.OpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
-    response_format: ResponseFormat = {
-        "type": "json_schema",
-        "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": judge_output_json_schema()},
-    }
-    work: queue.Queue[list[ChatCompletionMessageParam]] = queue.Queue()
-    for e in events:
-        work.put(cast(list[ChatCompletionMessageParam], build_messages(e)))
-    finished: list[float] = []
-    errors: list[BaseException] = []
-
-    def worker() -> None:
-        while True:
-            try:
-                messages = work.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                client.chat.completions.create(
-                    model=MODEL,
-                    messages=messages,
-                    temperature=0,
-                    max_tokens=2000,
-                    response_format=response_format,
-                )
-            except openai.APIError as exc:
-                errors.append(exc)
-            finished.append(time.perf_counter())  # list.append is atomic under the GIL
-
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    client.close()
-    if errors:
-        raise SystemExit(f"bare client: {len(errors)} requests failed, first: {errors[0]}")
-    return [(started, 0.0)] + [(t, i + 1.0) for i, t in enumerate(sorted(finished))]
 
 
 def casewatch(
