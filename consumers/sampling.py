@@ -154,9 +154,15 @@ class Sampler:
         return self._config.rates.get(assistant, self._config.default_rate)
 
     def decide(self, turn: TurnEvent) -> SampleDecision:
-        reason = next((r.reason for r in self._rules if r.matches(turn)), None)
+        reason: str | None = None
+        for rule in self._rules:
+            if rule.matches(turn):
+                reason = rule.reason
+                break
         if reason is None:
-            if sample_point(turn.conversation_id) >= self.rate_for(turn.assistant.name):
+            rate = self.rate_for(turn.assistant.name)
+            # The point is in [0, 1): at rate 0 or 1 the hash cannot change the outcome.
+            if rate <= 0.0 or (rate < 1.0 and sample_point(turn.conversation_id) >= rate):
                 return _NOT_SAMPLED
             reason = RATE_REASON
         with self._lock:

@@ -331,7 +331,7 @@ class Metrics:
     def record_consumed(self, topic: str, count: int = 1) -> None:
         self.turns_consumed.labels(topic=topic).inc(count)
 
-    def record_sampling(self, assistant: str, decision: Decision) -> None:
+    def record_sampling(self, assistant: str, decision: Decision, count: int = 1) -> None:
         key = (decision.sampled, assistant, decision.reason)
         child = self._sampling_children.get(key)
         if child is None:
@@ -339,7 +339,7 @@ class Metrics:
             child = counter.labels(assistant=self._assistant(assistant), reason=decision.reason)
             if len(self._sampling_children) < _SAMPLING_CACHE_MAX:
                 self._sampling_children[key] = child
-        child.inc()
+        child.inc(count)
 
     def record_dead_letter(self, reason: str) -> None:
         self.dead_letter.labels(reason=reason).inc()

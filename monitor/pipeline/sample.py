@@ -2,6 +2,9 @@
 
 The sampler's decision for a record is kept while the next step rejects it, so offering the
 same record again never consumes a second unit of the hourly budget.
+
+Decisions are counted in a dict and added to the counters once per ``poll`` (and on ``join``):
+a Prometheus increment takes a lock, and on the ingest path it was a per-record cost.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ class SampleStep:
         self._sampler = sampler
         self._metrics = metrics
         self._held: tuple[Envelope[TurnEvent], SampleDecision] | None = None
+        # (assistant, sampled, reason) -> turns decided since the last flush; plain values
+        # because a frozen dataclass hashes in Python.
+        self._counts: dict[tuple[str, bool, str], int] = {}
 
     def _decide(self, message: Envelope[TurnEvent]) -> SampleDecision:
         held = self._held
@@ -46,12 +52,21 @@ class SampleStep:
         else:
             self._done.submit(message)
         self._held = None
-        self._metrics.record_sampling(message.payload.assistant.name, decision)
+        key = (message.payload.assistant.name, decision.sampled, decision.reason)
+        counts = self._counts
+        counts[key] = counts.get(key, 0) + 1
+
+    def _flush_counts(self) -> None:
+        counts, self._counts = self._counts, {}
+        for (assistant, sampled, reason), n in counts.items():
+            self._metrics.record_sampling(assistant, SampleDecision(sampled, reason), n)
 
     def poll(self) -> None:
+        self._flush_counts()
         self._next.poll()
 
     def join(self, timeout: float | None = None) -> None:
+        self._flush_counts()
         self._next.join(timeout)
 
     def close(self) -> None:

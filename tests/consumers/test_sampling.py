@@ -4,6 +4,8 @@ import hashlib
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from consumers.sampling import SKIP_REASONS, SampleDecision, Sampler, sample_point
 from monitor.clock import ManualClock
@@ -33,6 +35,16 @@ def test_rate_one_samples_everything_and_zero_nothing() -> None:
     for i in range(50):
         assert decide(everything, f"c{i}") == SampleDecision(True, "rate")
         assert decide(nothing, f"c{i}") == SampleDecision(False, "not_sampled")
+
+
+@given(
+    conversation=st.text(alphabet="abcdefgh-0123456789", min_size=1, max_size=40),
+    rate=st.one_of(st.sampled_from([0.0, 1.0]), st.floats(min_value=0.0, max_value=1.0)),
+)
+def test_the_decision_is_the_hash_point_against_the_rate(conversation: str, rate: float) -> None:
+    # decide() skips the hash at rates 0 and 1; the outcome must be what the hash would give.
+    expected = sample_point(conversation) < rate
+    assert decide(sampler(default_rate=rate), conversation).sampled is expected
 
 
 def test_sampling_is_deterministic_and_keeps_conversations_whole() -> None:
