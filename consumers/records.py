@@ -6,7 +6,6 @@ import a client library.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 
@@ -15,10 +14,13 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
-class RawMessage:
+class RawMessage(NamedTuple):
     """One message as read from a source. ``offset`` is the message's own offset; the offset
-    to commit once it is finished is ``offset + 1`` (Kafka semantics)."""
+    to commit once it is finished is ``offset + 1`` (Kafka semantics).
+
+    A NamedTuple rather than a frozen dataclass: one is built per record consumed, and a
+    tuple is built about three times faster (immutable all the same).
+    """
 
     topic: str
     partition: int

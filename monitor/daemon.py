@@ -215,22 +215,36 @@ class Daemon:
             return []
         self._forget_unowned()
         counts: dict[str, int] = {}
+        # Runs once per record: names bound locally, and records come in runs per partition,
+        # so the TopicPartition (and the rewind check's look-up) is redone only when it changes.
+        track, append = self.tracker.track, self._backlog.append
+        tp: TopicPartition | None = None
+        expected = -1
         for msg in records:
-            tp, offset = msg.tp, msg.offset  # tp is built on access: once per record
-            expected = self._next_offset.get(tp)
-            if expected is not None and offset < expected:
+            offset = msg.offset
+            if tp is None or msg.partition != tp.partition or msg.topic != tp.topic:
+                if tp is not None:
+                    self._next_offset[tp] = expected
+                tp = TopicPartition(msg.topic, msg.partition)
+                expected = self._next_offset.get(tp, -1)
+            if offset < expected:
                 self._rewound(tp, offset)
-            self._next_offset[tp] = offset + 1
-            self.tracker.track(tp, offset)
+            expected = offset + 1
+            track(tp, offset)
             counts[msg.topic] = counts.get(msg.topic, 0) + 1
-            self._backlog.append(Envelope(tp, offset, msg))
+            append(Envelope(tp, offset, msg))
+        if tp is not None:
+            self._next_offset[tp] = expected
         for topic, n in counts.items():
             self._metrics.record_consumed(topic, n)
         return records
 
     def _forget(self, tps: set[TopicPartition]) -> None:
         self.tracker.revoke(tps)
-        self._backlog = deque(m for m in self._backlog if m.tp not in tps)
+        # In place: _poll and _offer_backlog hold the deque's bound methods.
+        kept = [m for m in self._backlog if m.tp not in tps]
+        self._backlog.clear()
+        self._backlog.extend(kept)
         for tp in tps:
             self._next_offset.pop(tp, None)
 
@@ -252,12 +266,13 @@ class Daemon:
 
     def _offer_backlog(self) -> None:
         # Each offer may write to the dead-letter topic; a stop request ends the offering.
-        while self._backlog and not self._stop.is_set():
+        backlog, submit, stopping = self._backlog, self._first.submit, self._stop.is_set
+        while backlog and not stopping():
             try:
-                self._first.submit(self._backlog[0])
+                submit(backlog[0])
             except MessageRejected:
                 return
-            self._backlog.popleft()
+            backlog.popleft()
         if not self._backlog:
             self._backlog_since = None  # cleared: a busy pipeline, not a saturated one
 

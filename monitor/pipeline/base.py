@@ -13,7 +13,6 @@ step at the end is the only place offsets are marked done, so "committed" always
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from consumers.records import TopicPartition
@@ -24,9 +23,12 @@ U = TypeVar("U")
 T_contra = TypeVar("T_contra", contravariant=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope(Generic[T_co]):
-    """A payload and the record it came from (immutable, hence covariant in the payload)."""
+class Envelope(NamedTuple, Generic[T_co]):
+    """A payload and the record it came from (immutable, hence covariant in the payload).
+
+    A NamedTuple: one or two are built per record, and a tuple is built twice as fast as a
+    frozen dataclass.
+    """
 
     tp: TopicPartition
     offset: int

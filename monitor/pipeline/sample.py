@@ -38,14 +38,12 @@ class SampleStep:
         # because a frozen dataclass hashes in Python.
         self._counts: dict[tuple[str, bool, str], int] = {}
 
-    def _decide(self, message: Envelope[TurnEvent]) -> SampleDecision:
-        held = self._held
-        if held is not None and (held[0].tp, held[0].offset) == (message.tp, message.offset):
-            return held[1]
-        return self._sampler.decide(message.payload)
-
     def submit(self, message: Envelope[TurnEvent]) -> None:
-        decision = self._decide(message)
+        held = self._held
+        if held is not None and held[0].offset == message.offset and held[0].tp == message.tp:
+            decision = held[1]
+        else:
+            decision = self._sampler.decide(message.payload)
         if decision.sampled:
             self._held = (message, decision)
             self._next.submit(message)  # MessageRejected leaves the decision held
