@@ -34,12 +34,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/ is not an installed package
 
-from monitor import panel_report  # noqa: E402
-from monitor.agreement import TURN_KEY  # noqa: E402
-from monitor.judges.prompt import case_data  # noqa: E402
+from monitor.judging.arbitration import PanelOutcome  # noqa: E402
+from monitor.judging.panel import JudgePanel  # noqa: E402
+from monitor.judging.prompt import case_data  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
 from monitor.models import METRICS, Band, TurnEvent  # noqa: E402
-from monitor.panel import JudgePanel, PanelOutcome  # noqa: E402
+from monitor.reporting import panel_report  # noqa: E402
+from monitor.reporting.agreement import TURN_KEY  # noqa: E402
 from monitor.settings import load_settings  # noqa: E402
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores  # noqa: E402
 

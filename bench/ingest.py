@@ -206,7 +206,7 @@ def plain_consumer(bootstrap: str, n: int, timeout_s: float) -> dict[str, float]
 def casewatch_pipeline(bootstrap: str, n: int, timeout_s: float, workdir: Path) -> dict[str, float]:
     from prometheus_client import CollectorRegistry
 
-    from monitor.runner import DaemonRunner
+    from monitor.stream.runner import DaemonRunner
 
     settings = bench_settings(
         bootstrap, workdir / f"{uuid.uuid4().hex[:8]}.db", sampling={"default_rate": 0.0}

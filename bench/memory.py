@@ -13,7 +13,7 @@ store batch), not luck. Every 0.5 s for ``--duration`` seconds it samples the da
 
 Reported: peak RSS (target < 300 MB), the slope of RSS against messages consumed (MB per 10k
 messages, least squares after a warm-up), peak RSS of the first and second half of the run,
-and, for context, the RSS of an idle ``python -c "import monitor.daemon"``.
+and, for context, the RSS of an idle ``python -c "import monitor.stream.daemon"``.
 
     .venv/bin/python bench/memory.py [--messages 200000] [--duration 60]
 
@@ -64,7 +64,7 @@ WARMUP_FRACTION = 0.2  # of the run, left out of the slope: imports, pools and c
 
 def idle_rss_mb() -> float:
     """RSS of a Python process that has only imported the daemon module."""
-    code = "import sys, monitor.daemon; print('ready', flush=True); sys.stdin.read()"
+    code = "import sys, monitor.stream.daemon; print('ready', flush=True); sys.stdin.read()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=ROOT,
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging("warning")
     idle = idle_rss_mb()
-    print(f"idle `import monitor.daemon` process: {idle:.0f} MB RSS")
+    print(f"idle `import monitor.stream.daemon` process: {idle:.0f} MB RSS")
     server, base_url = start_server(args.latency)
     try:
         with (

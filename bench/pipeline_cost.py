@@ -32,9 +32,9 @@ from bench.ingest import bench_settings, turn_bytes  # noqa: E402
 from consumers.decode import decode_turn  # noqa: E402
 from consumers.kafka_source import _to_raw  # noqa: E402
 from consumers.records import RawMessage, TopicPartition  # noqa: E402
-from monitor.daemon import Daemon  # noqa: E402
 from monitor.exporter import Metrics  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
+from monitor.stream.daemon import Daemon  # noqa: E402
 
 TOPIC = "bench.turns"
 PARTITIONS = 2

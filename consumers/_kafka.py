@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import structlog
+
 from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
 
@@ -30,6 +32,8 @@ with warnings.catch_warnings():
     from kafka.structs import OffsetAndMetadata
 
 from consumers.records import TopicPartition
+
+_log = structlog.get_logger(__name__)
 
 __all__ = [
     "AsyncConsumerRebalanceListener",
@@ -129,6 +133,28 @@ def require_reachable(servers: list[str], timeout_s: float) -> None:
         time.sleep(0.2)
 
 
+# The private kafka-python attributes the workarounds below use. pyproject pins kafka-python to
+# the minor version they were written against; tests/consumers/test_kafka_workarounds.py checks
+# they still exist, and a fallback taken at run time is logged once per workaround.
+PRIVATE_ATTRIBUTES: tuple[str, ...] = (
+    "KafkaConsumer._coordinator.need_rejoin",
+    "KafkaConsumer._coordinator._manager.wait_for",
+    "KafkaProducer._sender.force_close",
+)
+_warned: set[str] = set()
+
+
+def _fallback(workaround: str, attribute: str) -> None:
+    if workaround not in _warned:
+        _warned.add(workaround)
+        _log.warning(
+            "kafka-python workaround not applied: private attribute missing",
+            workaround=workaround,
+            attribute=attribute,
+            kafka_python=kafka.__version__,
+        )
+
+
 def finish_pending_join(consumer: Any, timeout_ms: int) -> None:
     """Wait, in one call, for a group (re)join that is due, before the consumer polls.
 
@@ -140,6 +166,7 @@ def finish_pending_join(consumer: Any, timeout_ms: int) -> None:
     """
     coordinator = getattr(consumer, "_coordinator", None)
     if coordinator is None or not hasattr(coordinator, "need_rejoin"):
+        _fallback("finish_pending_join", "KafkaConsumer._coordinator.need_rejoin")
         return
     if not coordinator.coordinator_unknown() and coordinator.need_rejoin():
         coordinator.poll(timeout_ms=timeout_ms)
@@ -154,6 +181,7 @@ async def wait_within(consumer: Any, future: Any, timeout_s: float) -> Any:
     """
     manager = getattr(getattr(consumer, "_coordinator", None), "_manager", None)
     if manager is None or not hasattr(manager, "wait_for"):
+        _fallback("wait_within", "KafkaConsumer._coordinator._manager.wait_for")
         return await future
     return await manager.wait_for(future, max(1, int(timeout_s * 1000)))
 
@@ -174,9 +202,11 @@ def close_producer(producer: Any, timeout_s: float) -> bool:
     except kafka.errors.KafkaTimeoutError:
         delivered = False
         sender = getattr(producer, "_sender", None)
-        if sender is not None:
+        if sender is not None and hasattr(sender, "force_close"):
             sender.force_close()  # fails the pending batches as the thread exits
             sender.join(timeout_s)
+        else:
+            _fallback("close_producer", "KafkaProducer._sender.force_close")
     try:
         producer.close(timeout=0)
     except kafka.errors.KafkaTimeoutError:

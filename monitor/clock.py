@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import time
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -51,6 +53,29 @@ class ManualClock:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.advance(max(0.0, seconds))
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff between retries; the waiting is done on an injected Clock.
+
+    With ``jitter`` each delay is scaled by a random factor in [0.5, 1): many worker threads
+    hit by the same 429 burst then do not retry in lockstep.
+    """
+
+    initial_s: float = 0.5
+    max_s: float = 30.0
+    multiplier: float = 2.0
+    jitter: bool = False
+
+    def delay(self, failures: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait after the ``failures``-th consecutive failure (1-based)."""
+        if failures < 1:
+            return 0.0
+        base = float(min(self.max_s, self.initial_s * self.multiplier ** (failures - 1)))
+        if self.jitter:
+            base *= 0.5 + 0.5 * (rng or random).random()
+        return base
 
 
 class Deadline:

@@ -21,9 +21,9 @@ from typing import Any, Protocol
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from monitor import __version__
-from monitor.judges.base import FAILURE_REASONS
+from monitor.judging.arbitration import PanelOutcome
+from monitor.judging.judge import FAILURE_REASONS
 from monitor.models import Verdict
-from monitor.panel import PanelOutcome
 
 # The exported family names (counters with their ``_total``). Histograms also expose
 # ``_bucket``, ``_sum`` and ``_count`` series; see ``is_declared``.
@@ -50,11 +50,29 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_commit_failures_total",
     "casewatch_stored_total",
     "casewatch_storage_errors_total",
+    "casewatch_revoke_abandoned_total",
     "casewatch_panel_turns_total",
     "casewatch_disagreements_total",
     "casewatch_arbiter_calls_total",
     "casewatch_arbitration_outcome_total",
     "casewatch_judge_cost_usd_by_role_total",
+    # Scheduled jobs (monitor/jobs/).
+    "casewatch_job_runs_total",
+    "casewatch_job_last_success_timestamp_seconds",
+    # Drift (monitor/jobs/drift.py).
+    "casewatch_drift_pvalue",
+    "casewatch_drift_effect",
+    "casewatch_drift_detected",
+    "casewatch_drift_last_run_timestamp_seconds",
+    "casewatch_drift_window_turns",
+    # Baseline tiers and pairwise ratings (seed 000).
+    "casewatch_baseline_win_rate",
+    "casewatch_baseline_outcomes_total",
+    "casewatch_elo_rating",
+    "casewatch_pairwise_confidence_total",
+    "casewatch_pairwise_position_disagreement",
+    # Rubric grading (seed 001).
+    "casewatch_rubric_coverage",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -207,7 +225,7 @@ class Metrics:
         self.judge_retries = Counter(
             "casewatch_judge_retries", "Judge attempts beyond the first", ["judge"], registry=r
         )
-        # Why judging failed (bounded by monitor.judges.base.FAILURE_REASONS).
+        # Why judging failed (bounded by monitor.judging.judge.FAILURE_REASONS).
         self.judge_failed = Counter(
             "casewatch_judge_failed",
             "Judge requests that ended judge_failed, by reason",
@@ -311,6 +329,95 @@ class Metrics:
             registry=r,
         )
 
+        # Scheduled jobs: a job that keeps failing (or never runs) is an alert of its own.
+        self.job_runs = Counter(
+            "casewatch_job_runs",
+            "Scheduled job runs (outcome=ok|failed|skipped: another replica holds the lease)",
+            ["job", "outcome"],
+            registry=r,
+        )
+        self.job_last_success = Gauge(
+            "casewatch_job_last_success_timestamp_seconds",
+            "Unix time of the job's last successful run on this replica",
+            ["job"],
+            registry=r,
+        )
+
+        # Drift (recent window vs reference window, per assistant; bounded signal set).
+        self.drift_pvalue = Gauge(
+            "casewatch_drift_pvalue",
+            "Benjamini-Hochberg adjusted p-value of the drift test (NaN: insufficient data)",
+            ["assistant", "signal"],
+            registry=r,
+        )
+        self.drift_effect = Gauge(
+            "casewatch_drift_effect",
+            "Effect size of the drift signal (statistic named in the README per signal)",
+            ["assistant", "signal"],
+            registry=r,
+        )
+        self.drift_detected = Gauge(
+            "casewatch_drift_detected",
+            "1 when the signal drifted (significant and a non-trivial effect), else 0",
+            ["assistant", "signal"],
+            registry=r,
+        )
+        self.drift_last_run = Gauge(
+            "casewatch_drift_last_run_timestamp_seconds",
+            "Unix time the drift analysis last completed",
+            registry=r,
+        )
+        self.drift_window_turns = Gauge(
+            "casewatch_drift_window_turns",
+            "Judged turns in each drift window (window=recent|reference)",
+            ["assistant", "window"],
+            registry=r,
+        )
+
+        # Baseline tiers (seed 000): is the assistant still better than High, never worse than Low?
+        self.baseline_win_rate = Gauge(
+            "casewatch_baseline_win_rate",
+            "Assistant's pairwise score share against a baseline tier (ties count half)",
+            ["assistant", "tier"],
+            registry=r,
+        )
+        self.baseline_outcomes = Counter(
+            "casewatch_baseline_outcomes",
+            "Pairwise outcomes against baseline tiers (outcome=win|tie|loss)",
+            ["assistant", "tier", "outcome"],
+            registry=r,
+        )
+        self.elo_rating = Gauge(
+            "casewatch_elo_rating", "Elo rating among the baseline tiers", ["assistant"], registry=r
+        )
+        self.pairwise_confidence = Counter(
+            "casewatch_pairwise_confidence",
+            "Pairwise decisions by confidence kind (hard|soft|unknown)",
+            ["assistant", "kind"],
+            registry=r,
+        )
+        self.pairwise_position_disagreement = Gauge(
+            "casewatch_pairwise_position_disagreement",
+            "Mean |score(A,B) - score(B,A) swapped| over the last run: position bias",
+            ["assistant"],
+            registry=r,
+        )
+        # Rubric grading (seed 001): share of rubric questions live answers cover.
+        self.rubric_coverage = Gauge(
+            "casewatch_rubric_coverage",
+            "Share of rubric questions answered (grade >= threshold) by recent live answers",
+            ["assistant"],
+            registry=r,
+        )
+
+        # Rebalances that cost money: turns of revoked partitions still being judged when the
+        # revoke wait ran out, so their new owner judges (and pays for) them again.
+        self.revoke_abandoned = Counter(
+            "casewatch_revoke_abandoned",
+            "Turns of revoked partitions abandoned mid-judging (judged again by the new owner)",
+            registry=r,
+        )
+
         for outcome in ("inserted", "duplicate"):
             self.stored.labels(outcome=outcome)
 
@@ -343,6 +450,12 @@ class Metrics:
 
     def record_dead_letter(self, reason: str) -> None:
         self.dead_letter.labels(reason=reason).inc()
+
+    def record_storage_error(self) -> None:
+        self.storage_errors.inc()
+
+    def record_commit_failure(self) -> None:
+        self.commit_failures.inc()
 
     def record_stored(self, inserted: int, duplicate: int) -> None:
         if inserted:

@@ -8,8 +8,6 @@ then defaults. Components receive typed sub-objects, never the environment. Secr
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -167,6 +165,10 @@ class DaemonConfig(_Section):
     max_in_flight: int = Field(default=256, gt=0, description="Turns held before pausing.")
     drain_timeout_seconds: float = Field(default=30.0, gt=0)
     commit_interval_seconds: float = Field(default=1.0, gt=0)
+    # On a rebalance, turns of revoked partitions still being judged are waited for this long
+    # (capped by a quarter of kafka.max_poll_interval_ms) so the new owner does not pay for them
+    # again; what is still running then is abandoned and counted.
+    revoke_timeout_seconds: float = Field(default=10.0, ge=0)
 
 
 class Settings(BaseSettings):
@@ -268,26 +270,6 @@ class Settings(BaseSettings):
         if self.kafka.sasl_password is not None:
             values.append(self.kafka.sasl_password.get_secret_value())
         return [v for v in values if v]
-
-    def judge_config_hash(self) -> str:
-        """Identifies what produced a verdict: judges, panel, weights, critical metrics.
-
-        Part of the storage idempotency key, so changing the judge set re-judges a replayed
-        turn instead of silently reusing an old verdict.
-        """
-        from monitor.judges.prompt import PROMPT_VERSION
-
-        panel = self.effective_panel()
-        names = [*panel.primaries, *([panel.arbiter] if panel.arbiter else [])]
-        doc = {
-            "prompt": PROMPT_VERSION,
-            "judges": {n: self.judge_config(n).fingerprint() for n in names},
-            "panel": panel.model_dump(mode="json"),
-            "weights": self.weights(),
-            "critical": sorted(self.critical_metrics),
-        }
-        raw = json.dumps(doc, sort_keys=True).encode()
-        return hashlib.sha256(raw).hexdigest()[:16]
 
 
 def _describe(exc: ValidationError) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from monitor.judges.prompt import unfence
+from monitor.judging.prompt import unfence
 from monitor.models import METRICS
 
 

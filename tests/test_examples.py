@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from monitor import scoring
-from monitor.judges.heuristic import HeuristicJudge
+from monitor.judging.heuristic.judge import HeuristicJudge
 from monitor.models import METRICS, Band, JudgeScores, TurnEvent
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

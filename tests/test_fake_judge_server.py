@@ -10,7 +10,7 @@ from typing import Any
 
 import openai
 
-from monitor.judges.openai_judge import OpenAIJudge
+from monitor.judging.openai_judge import OpenAIJudge
 from tests.fake_judge_server import (
     FakeJudgeServer,
     Reply,
@@ -19,7 +19,7 @@ from tests.fake_judge_server import (
     with_logprobs,
 )
 from tests.fixtures.judge_server import fake_judge_config
-from tests.monitor.judges.test_prompt import make_turn
+from tests.monitor.judging.test_prompt import make_turn
 
 ROOT = Path(__file__).resolve().parents[1]
 

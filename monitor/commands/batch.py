@@ -13,22 +13,28 @@ from typing import Any, NoReturn
 
 import click
 
-from monitor.agreement import BANDS, HumanAgreement, JudgeAgreement, agreement, judge_agreement
-from monitor.batch import (
+from monitor.errors import ConfigError, InvalidInput
+from monitor.judging.evaluator import build_evaluator
+from monitor.logs import configure_logging
+from monitor.models import Band
+from monitor.reporting.agreement import (
+    BANDS,
+    HumanAgreement,
+    JudgeAgreement,
+    agreement,
+    judge_agreement,
+)
+from monitor.reporting.batch import (
     BatchSummary,
     VerdictFile,
     default_rejects_path,
     read_verdicts,
     run_batch,
 )
-from monitor.comparison import Comparison, compare
-from monitor.errors import ConfigError, InvalidInput
-from monitor.evaluator import build_evaluator
-from monitor.logs import configure_logging
-from monitor.models import Band
-from monitor.panel_report import panel_report
+from monitor.reporting.comparison import Comparison, compare
+from monitor.reporting.panel_report import panel_report
+from monitor.reporting.stats import Correlation, PairedTest
 from monitor.settings import Settings, load_settings
-from monitor.stats import Correlation, PairedTest
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)

@@ -23,7 +23,7 @@ from monitor.errors import CasewatchError, OffsetsNotCommitted
 from monitor.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from monitor.runner import DaemonRunner
+    from monitor.stream.runner import DaemonRunner
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +53,7 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
     from prometheus_client import REGISTRY
 
     from monitor.logs import configure_logging
-    from monitor.runner import DaemonRunner, ListenError
+    from monitor.stream.runner import DaemonRunner, ListenError
 
     if follow and file_path is None:
         raise click.UsageError("--follow needs --file")

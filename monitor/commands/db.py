@@ -11,7 +11,7 @@ import click
 
 from monitor.errors import CasewatchError
 from monitor.settings import Settings, load_settings
-from monitor.store import Store, redact_url
+from monitor.storage.store import Store, redact_url
 
 _config_option = click.option(
     "--config",

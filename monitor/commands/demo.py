@@ -1,6 +1,6 @@
 """``casewatch demo``: the pipeline end to end on one machine (what ``make run`` runs).
 
-The orchestration lives in ``monitor.demo``; this only parses options, wires signals and maps
+The orchestration lives in ``monitor.stream.demo``; this only parses options, wires signals and maps
 errors to exit codes (2: the demo could not start, 1: the daemon failed while running or could
 not commit its offsets). Ctrl-C stops the demo; a second Ctrl-C ends it at once.
 """
@@ -52,9 +52,9 @@ def demo(
     Uses the heuristic judge unless --config names judges (or a panel). Kafka, storage and
     server settings of the config are replaced by the demo's own.
     """
-    from monitor.demo import Demo, DemoOptions
     from monitor.logs import configure_logging
-    from monitor.runner import install_drain_signals
+    from monitor.stream.demo import Demo, DemoOptions
+    from monitor.stream.runner import install_drain_signals
 
     try:
         settings = load_settings(config_file)

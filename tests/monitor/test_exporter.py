@@ -16,9 +16,9 @@ from monitor.exporter import (
     Metrics,
     is_declared,
 )
+from monitor.judging.verdicts import failed_verdict, single_judge_verdict
 from monitor.models import METRICS, Assistant, Case, JudgeScores, Judgment, MetricScore, TurnEvent
 from monitor.scoring import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE
-from monitor.verdicts import failed_verdict, single_judge_verdict
 
 
 def _turn(assistant: str = "helpdesk") -> TurnEvent:
@@ -227,7 +227,7 @@ def test_prime_exports_zero_series_for_known_labels(registry: CollectorRegistry)
 def test_record_panel_counts_agreement_arbiter_and_cost_by_role(
     registry: CollectorRegistry,
 ) -> None:
-    from monitor.panel import PanelOutcome
+    from monitor.judging.arbitration import PanelOutcome
 
     m = Metrics(registry)
     m.record_panel(PanelOutcome("helpdesk", "ok", False, (), False, None, None, {"primary": 0.2}))

@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from monitor.errors import ConfigError
+from monitor.judging.config_hash import judge_config_hash
 from monitor.settings import load_settings
 
 
@@ -67,5 +68,5 @@ def test_judge_config_hash_changes_with_the_judge_but_not_the_key() -> None:
     a = load_settings(judges={"j": {"model": "m1", "api_key": "k1"}}, judge="j")
     b = load_settings(judges={"j": {"model": "m1", "api_key": "k2"}}, judge="j")
     c = load_settings(judges={"j": {"model": "m2", "api_key": "k1"}}, judge="j")
-    assert a.judge_config_hash() == b.judge_config_hash()
-    assert a.judge_config_hash() != c.judge_config_hash()
+    assert judge_config_hash(a) == judge_config_hash(b)
+    assert judge_config_hash(a) != judge_config_hash(c)

@@ -24,13 +24,13 @@ from monitor.cli import main
 from monitor.clock import ManualClock
 from monitor.commands.daemon import Pacer, replay
 from monitor.errors import StorageError
-from monitor.runner import shutdown_budget_s
 from monitor.settings import load_settings
-from monitor.store import Store
+from monitor.storage.store import Store
+from monitor.stream.runner import shutdown_budget_s
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, FAKE_JUDGE_MODEL
-from tests.monitor.test_daemon import (
+from tests.monitor.stream.test_daemon import (
     committed_offset,
     http_get,
     read_topic,

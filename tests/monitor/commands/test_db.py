@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from monitor.cli import main
 from monitor.clock import ManualClock
-from monitor.store import Store
+from monitor.storage.store import Store
 from tests.fixtures.databases import make_turn, make_verdict
 
 DAY = 86_400.0

@@ -1,0 +1,31 @@
+"""The judge configuration hash: what produced a verdict, as part of its storage key.
+
+It lives beside the judges because it hashes their prompt version; settings only describe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from monitor.judging.prompt import PROMPT_VERSION
+from monitor.settings import Settings
+
+
+def judge_config_hash(settings: Settings) -> str:
+    """Identifies what produced a verdict: prompt, judges, panel, weights, critical metrics.
+
+    Part of the storage idempotency key, so changing the judge set re-judges a replayed turn
+    instead of silently reusing an old verdict. API keys are not part of a fingerprint.
+    """
+    panel = settings.effective_panel()
+    names = [*panel.primaries, *([panel.arbiter] if panel.arbiter else [])]
+    doc = {
+        "prompt": PROMPT_VERSION,
+        "judges": {n: settings.judge_config(n).fingerprint() for n in names},
+        "panel": panel.model_dump(mode="json"),
+        "weights": settings.weights(),
+        "critical": sorted(settings.critical_metrics),
+    }
+    raw = json.dumps(doc, sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:16]

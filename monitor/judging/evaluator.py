@@ -1,0 +1,67 @@
+"""The Evaluator: one turn in, one Verdict out. What the batch CLI and the daemon call.
+
+There is one implementation, ``monitor.judging.panel.JudgePanel``: with one primary it is a single
+judge, with two primaries (and an arbiter) it is the seed-003 panel. It is thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+
+from monitor.judging.verdicts import failed_verdict
+from monitor.models import TurnEvent, Verdict
+from monitor.settings import Settings
+
+if TYPE_CHECKING:
+    from monitor.judging.arbitration import PanelOutcome
+
+
+class Evaluator(Protocol):
+    @property
+    def config_hash(self) -> str:
+        """Judge configuration hash: part of the storage idempotency key."""
+        ...
+
+    @property
+    def weight_profile(self) -> str:
+        """The weight profile its verdicts are scored with (recorded on each verdict)."""
+        ...
+
+    def evaluate(self, turn: TurnEvent) -> Verdict: ...
+
+    def close(self) -> None: ...
+
+
+_log = structlog.get_logger(__name__)
+
+
+def evaluate_guarded(evaluator: Evaluator, turn: TurnEvent) -> Verdict:
+    """``evaluator.evaluate(turn)``, with an exception recorded as a ``judge_failed/internal``
+    verdict. Evaluators return every anticipated failure as a verdict, so reaching the
+    ``except`` is a bug; the turn is still recorded rather than lost or retried forever."""
+    try:
+        return evaluator.evaluate(turn)
+    except Exception:
+        _log.exception("evaluator raised", event_id=turn.event_id)
+        return failed_verdict(
+            turn,
+            [],
+            "internal",
+            weight_profile=evaluator.weight_profile,
+            judge_config_hash=evaluator.config_hash,
+        )
+
+
+def build_evaluator(
+    settings: Settings, *, on_panel_result: Callable[[PanelOutcome], None] | None = None
+) -> Evaluator:
+    """The evaluator the settings describe; ``on_panel_result`` sees every panel outcome
+    (the exporter's ``record_panel``), so disagreement and arbiter counters stay in one place."""
+    from monitor.judging.panel import (
+        JudgePanel,  # panel imports judges; keep `casewatch schema` light
+    )
+
+    return JudgePanel.from_settings(settings, on_result=on_panel_result)

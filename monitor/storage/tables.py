@@ -1,0 +1,192 @@
+"""SQL tables (SQLAlchemy Core) for turns, verdicts and judgments, and the rows models map to.
+
+These describe the schema the Alembic migrations in ``monitor/storage/migrations/versions`` build;
+``tests/monitor/storage/test_migrations.py`` runs ``alembic check`` so the two cannot drift apart.
+Migrations never import this module: a migration must keep meaning what it meant when written.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
+
+from monitor.models import Judgment, TurnEvent, Verdict
+
+# Deterministic constraint names, so later migrations can drop or alter them by name on every
+# backend (SQLite batch mode needs names to recreate a table).
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+# JSONB on PostgreSQL (compact, queryable by operators); JSON text elsewhere.
+JSONDoc = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend.
+
+    PostgreSQL keeps the offset natively; SQLite stores text without one, so values are
+    normalised to UTC on the way in and tagged UTC on the way out. Naive input is taken as UTC
+    (producers that omit the offset almost always mean UTC).
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise TypeError(f"expected a datetime from the database, got {type(value).__name__}")
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+turns = sa.Table(
+    "turns",
+    metadata,
+    sa.Column("event_id", sa.String(256), primary_key=True),
+    sa.Column("conversation_id", sa.String(256), nullable=False),
+    sa.Column("turn_index", sa.Integer, nullable=False),
+    sa.Column("assistant_name", sa.String(256), nullable=False),
+    sa.Column("assistant_version", sa.String(128), nullable=False),
+    sa.Column("assistant_model", sa.String(256), nullable=False),
+    sa.Column("event_timestamp", UTCDateTime, nullable=False),
+    # The full event as received, for audit; retention deletes it with the row.
+    sa.Column("event", JSONDoc, nullable=False),
+    sa.Column("stored_at", UTCDateTime, nullable=False),
+    sa.Index(None, "assistant_name", "event_timestamp"),
+    sa.Index(None, "conversation_id"),
+    sa.Index(None, "stored_at"),
+)
+
+verdicts = sa.Table(
+    "verdicts",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("event_id", sa.String(256), sa.ForeignKey("turns.event_id"), nullable=False),
+    sa.Column("judge_config_hash", sa.String(128), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("failure_reason", sa.Text),
+    sa.Column("weight_profile", sa.Text, nullable=False),
+    sa.Column("s_final", sa.Float),
+    sa.Column("final_band", sa.String(16)),
+    sa.Column("turn_band", sa.String(16)),
+    sa.Column("metric_scores", JSONDoc, nullable=False),
+    sa.Column("metric_bands", JSONDoc, nullable=False),
+    sa.Column("arbitrated", sa.Boolean, nullable=False),
+    sa.Column("arbitration_trigger", sa.Text),
+    sa.Column("stored_at", UTCDateTime, nullable=False, index=True),
+    # The idempotency key: a replayed event under the same judge configuration is a no-op.
+    sa.UniqueConstraint("event_id", "judge_config_hash"),
+    sa.CheckConstraint("status IN ('ok', 'judge_failed')", name="status"),
+)
+
+judgments = sa.Table(
+    "judgments",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column(
+        "verdict_id",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        sa.ForeignKey("verdicts.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("judge", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("failure_reason", sa.Text),
+    sa.Column("failure_detail", sa.Text),
+    # {metric: {score, justification}}; NULL when the judge failed.
+    sa.Column("scores", JSONDoc),
+    sa.Column("raw_output", sa.Text),
+    sa.Column("prompt_version", sa.Text, nullable=False),
+    sa.Column("prompt_hash", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("output_tokens", sa.Integer, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sa.Column("latency_seconds", sa.Float, nullable=False),
+)
+
+TABLES: tuple[sa.Table, ...] = (turns, verdicts, judgments)
+
+
+# ---------------------------------------------------------------- rows from models (pure)
+
+
+def turn_row(turn: TurnEvent, stored_at: datetime) -> dict[str, Any]:
+    return {
+        "event_id": turn.event_id,
+        "conversation_id": turn.conversation_id,
+        "turn_index": turn.turn_index,
+        "assistant_name": turn.assistant.name,
+        "assistant_version": turn.assistant.version,
+        "assistant_model": turn.assistant.model,
+        "event_timestamp": turn.timestamp,
+        "event": turn.model_dump(mode="json"),
+        "stored_at": stored_at,
+    }
+
+
+def verdict_row(verdict: Verdict, stored_at: datetime) -> dict[str, Any]:
+    return {
+        "event_id": verdict.event_id,
+        "judge_config_hash": verdict.judge_config_hash,
+        "status": verdict.status,
+        "failure_reason": verdict.failure_reason,
+        "weight_profile": verdict.weight_profile,
+        "s_final": verdict.s_final,
+        "final_band": str(verdict.final_band) if verdict.final_band else None,
+        "turn_band": str(verdict.turn_band) if verdict.turn_band else None,
+        "metric_scores": dict(verdict.metric_scores),
+        # str(StrEnum) is its value, and much cheaper than .value on Python 3.11.
+        "metric_bands": {m: str(b) for m, b in verdict.metric_bands.items()},
+        "arbitrated": verdict.arbitrated,
+        "arbitration_trigger": verdict.arbitration_trigger,
+        "stored_at": stored_at,
+    }
+
+
+def judgment_row(judgment: Judgment, verdict_id: int) -> dict[str, Any]:
+    return {
+        "verdict_id": verdict_id,
+        "judge": judgment.judge,
+        "kind": judgment.kind,
+        "model": judgment.model,
+        "role": judgment.role,
+        "status": judgment.status,
+        "failure_reason": judgment.failure_reason,
+        "failure_detail": judgment.failure_detail,
+        "scores": judgment.scores.model_dump(mode="json") if judgment.scores else None,
+        "raw_output": judgment.raw_output,
+        "prompt_version": judgment.prompt_version,
+        "prompt_hash": judgment.prompt_hash,
+        "attempts": judgment.attempts,
+        "input_tokens": judgment.input_tokens,
+        "output_tokens": judgment.output_tokens,
+        "cost_usd": judgment.cost_usd,
+        "latency_seconds": judgment.latency_seconds,
+    }

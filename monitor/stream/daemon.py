@@ -1,0 +1,414 @@
+"""The streaming daemon: source → decode → sample → judge → store → commit.
+
+One thread runs the loop (the Kafka consumer is not thread-safe): poll the source, offer each
+record to the first step, poll the steps. Backpressure follows arroyo's processor: a step that
+is full raises MessageRejected and the loop keeps the records it could not hand over (at most
+one poll's worth) and stops polling. A backlog that does not clear within ``PAUSE_AFTER_S``
+means the pipeline is saturated, not just busy: every assigned partition is then paused and
+polling resumes (it returns nothing, but keeps the consumer in its group) until the backlog is
+handed over; then the partitions resume. Pausing only after a delay matters: a resumed
+partition costs a fetch round trip, so pausing at every full poll would throttle throughput.
+Memory is bounded by ``max_in_flight`` + the store batch + two polls' worth of records.
+
+Offsets are tracked when read and marked done by the last step; only offsets below which
+everything is finished are committed. ``stop()`` (SIGTERM) ends polling; ``run`` then drains
+in-flight work within ``drain_timeout_seconds``, commits, and returns.
+
+Shutdown is bounded whatever the broker does. The drain budget counts from the stop request,
+so a broker call in progress then (each has a limit, which the runner keeps within the drain
+timeout) uses it up rather than adding to it. After a stop request the loop makes no new broker
+call, periodic commits end, and the final commit gets the rest of the budget but at least
+``FINAL_COMMIT_MIN_S``. If it fails, ``final_commit_error`` says why: nothing is lost (the tail
+is re-read after a restart and the store deduplicates it), but the caller should say so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime, timedelta
+
+import structlog
+
+from consumers.decode import DLQ_REASONS
+from consumers.dlq import DeadLetterSink
+from consumers.offsets import OffsetTracker
+from consumers.records import RawMessage, TopicPartition
+from consumers.sampling import Sampler
+from consumers.source import TurnSource
+from monitor.clock import Clock, Deadline, SystemClock
+from monitor.errors import BrokerError, MessageRejected, StorageError
+from monitor.exporter import Metrics
+from monitor.judging.evaluator import Evaluator
+from monitor.settings import Settings
+from monitor.storage.store import Store
+from monitor.stream.http import Heartbeat
+from monitor.stream.pipeline import build_pipeline
+from monitor.stream.readiness import Readiness
+from monitor.stream.steps.base import Envelope
+
+log = structlog.get_logger(__name__)
+
+POLL_TIMEOUT_S = 0.2  # also the longest a finished verdict waits to be collected
+BACKLOG_WAIT_S = 0.02  # between offers of a rejected record
+PAUSE_AFTER_S = 1.0  # a backlog older than this pauses the partitions
+LAG_INTERVAL_S = 1.0  # the source caches lag; this only bounds gauge churn
+HEARTBEAT_MAX_AGE_S = 60.0
+
+
+class Daemon:
+    """Runs the pipeline on the calling thread until ``stop()``; safe to run in a thread."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        source: TurnSource,
+        dlq: DeadLetterSink,
+        store: Store,
+        evaluator: Evaluator,
+        metrics: Metrics,
+        clock: Clock | None = None,
+        *,
+        sampler: Sampler | None = None,
+        heartbeat: Heartbeat | None = None,
+        exit_when_idle: bool = False,
+    ) -> None:
+        self._clock = clock or SystemClock()
+        self._source = source
+        self._dlq = dlq
+        self._store = store
+        self._evaluator = evaluator
+        self._metrics = metrics
+        self._cfg = settings.daemon
+        self._max_poll_records = settings.kafka.max_poll_records
+        self._exit_when_idle = exit_when_idle
+        self.heartbeat = heartbeat or Heartbeat(HEARTBEAT_MAX_AGE_S, self._clock)
+        self.tracker = OffsetTracker()
+        # A panel spends one call per primary on every sampled turn (the arbiter is charged
+        # when it happens, through record_cost).
+        calls = len(settings.effective_panel().primaries)
+        sampler = sampler or Sampler(settings.sampling, self._clock, calls_per_turn=calls)
+
+        self._pipeline = build_pipeline(
+            settings, source, dlq, store, evaluator, metrics, self.tracker, sampler, self._clock
+        )
+        metrics.prime(dead_letter_reasons=DLQ_REASONS)
+
+        self._backlog: deque[Envelope[RawMessage]] = deque()
+        self._next_offset: dict[TopicPartition, int] = {}  # per partition, to detect rewinds
+        self._stop = threading.Event()
+        self._stop_at: float | None = None  # when stop() was first called (monotonic)
+        self._finished = threading.Event()
+        self._readiness = Readiness(source, store, lambda: self._pipeline.healthy, self._clock)
+        self._next_lag = 0.0
+        self._backlog_since: float | None = None
+        self._holding = False  # a revoke held queued judge work back until the next poll
+        # Polling stops while a backlog waits, so pausing must come before the consumer's
+        # max.poll.interval would expel it from the group.
+        self._pause_after = min(PAUSE_AFTER_S, settings.kafka.max_poll_interval_ms / 4000)
+        # Waiting on a revoke happens inside poll(): it must end well before max.poll.interval.
+        self._revoke_wait = min(
+            self._cfg.revoke_timeout_seconds, settings.kafka.max_poll_interval_ms / 4000
+        )
+        source.set_rebalance_listener(self._on_assigned, self._on_revoked)
+
+    # ------------------------------------------------------------------ control
+
+    def stop(self) -> None:
+        """Ask ``run`` to stop polling and drain. Safe from a signal handler or another thread."""
+        if self._stop_at is None:
+            self._stop_at = self._clock.monotonic()
+        self._pipeline.stop_periodic_commits()
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait_finished(self, timeout: float | None = None) -> bool:
+        return self._finished.wait(timeout)
+
+    @property
+    def abandoned_calls(self) -> int:
+        """Judge calls still running after ``run`` returned (the drain timed out on them):
+        their turns are uncommitted, so whoever owns the process need not wait for them."""
+        return self._pipeline.calls_running if self._finished.is_set() else 0
+
+    @property
+    def final_commit_error(self) -> BrokerError | None:
+        """Why the commit at the end of ``run`` failed; None if it succeeded (or is to come)."""
+        return self._pipeline.final_commit_error
+
+    def checks(self) -> dict[str, Callable[[], bool]]:
+        """Readiness checks for /readyz. Values cached by the loop: the consumer is not
+        thread-safe, and a scrape must not wait on a database connect timeout."""
+        return self._readiness.checks()
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        log.info(
+            "daemon started",
+            concurrency=self._cfg.concurrency,
+            max_in_flight=self._cfg.max_in_flight,
+        )
+        try:
+            while not self._stop.is_set():
+                if self._tick():
+                    log.info("source exhausted and all work finished; stopping")
+                    break
+        finally:
+            self._drain()
+            self._finished.set()
+
+    def _tick(self) -> bool:
+        """One loop iteration; True when idle and ``exit_when_idle``."""
+        self.heartbeat.tick()
+        self._offer_backlog()
+        records: list[RawMessage] = []
+        if (not self._backlog or self._source.paused()) and not self._stop.is_set():
+            records = self._poll()
+            self._offer_backlog()
+        if self._stop.is_set():
+            return False  # no further broker call: the drain has the rest of the budget
+        self._pipeline.poll()
+        self._apply_backpressure()
+        self._update_status()
+        if self._backlog:
+            self._stop.wait(BACKLOG_WAIT_S)
+            return False
+        return self._exit_when_idle and not records and self.tracker.pending_count() == 0
+
+    def _poll(self) -> list[RawMessage]:
+        timeout = BACKLOG_WAIT_S if self._backlog else POLL_TIMEOUT_S
+        try:
+            records = self._source.poll(timeout, self._max_poll_records)
+        except BrokerError as exc:
+            self._readiness.broker_failed()
+            log.warning("polling the broker failed; retrying", error=str(exc))
+            self._stop.wait(1.0)
+            return []
+        self._forget_unowned()
+        if self._holding:  # a revoke held queued turns back: the assignment is known now
+            self._holding = False
+            self._pipeline.release(self._source.assignment())
+        counts: dict[str, int] = {}
+        # Runs once per record: names bound locally, and records come in runs per partition,
+        # so the TopicPartition (and the rewind check's look-up) is redone only when it changes.
+        track, append = self.tracker.track, self._backlog.append
+        tp: TopicPartition | None = None
+        expected = -1
+        for msg in records:
+            offset = msg.offset
+            if tp is None or msg.partition != tp.partition or msg.topic != tp.topic:
+                if tp is not None:
+                    self._next_offset[tp] = expected
+                tp = TopicPartition(msg.topic, msg.partition)
+                expected = self._next_offset.get(tp, -1)
+            if offset < expected:
+                self._rewound(tp, offset)
+            expected = offset + 1
+            track(tp, offset)
+            counts[msg.topic] = counts.get(msg.topic, 0) + 1
+            append(Envelope(tp, offset, msg))
+        if tp is not None:
+            self._next_offset[tp] = expected
+        for topic, n in counts.items():
+            self._metrics.record_consumed(topic, n)
+        return records
+
+    def _forget(self, tps: set[TopicPartition]) -> None:
+        self.tracker.revoke(tps)
+        self._pipeline.discard(tps)  # queued turns: re-read (rewind) or someone else's now
+        # In place: _poll and _offer_backlog hold the deque's bound methods.
+        kept = [m for m in self._backlog if m.tp not in tps]
+        self._backlog.clear()
+        self._backlog.extend(kept)
+        for tp in tps:
+            self._next_offset.pop(tp, None)
+
+    def _forget_unowned(self) -> None:
+        """Drop partitions a rebalance gave to another consumer (their new owner re-reads
+        from our last commit; the store deduplicates any overlap)."""
+        gone = self.tracker.partitions() - self._source.assignment()
+        if gone:
+            log.info("forgetting partitions now owned elsewhere", partitions=_names(gone))
+            self._forget(gone)
+
+    def _rewound(self, tp: TopicPartition, offset: int) -> None:
+        """The source re-delivers from an earlier offset (its position was reset to the
+        committed one, e.g. after the group lost this member): start tracking afresh. Copies
+        still in the pipeline finish as before; their late ``done`` only marks offsets whose
+        turn is already stored, so nothing is committed unfinished."""
+        log.info("partition rewound; re-reading", partition=_names({tp})[0], offset=offset)
+        self._forget({tp})
+
+    def _offer_backlog(self) -> None:
+        # Each offer may write to the dead-letter topic; a stop request ends the offering.
+        backlog, submit, stopping = self._backlog, self._pipeline.submit, self._stop.is_set
+        while backlog and not stopping():
+            try:
+                submit(backlog[0])
+            except MessageRejected:
+                return
+            backlog.popleft()
+        if not self._backlog:
+            self._backlog_since = None  # cleared: a busy pipeline, not a saturated one
+
+    def _apply_backpressure(self) -> None:
+        """Pause every assigned partition once a backlog is stuck; resume when it is gone."""
+        paused = self._source.paused()
+        if self._backlog:
+            now = self._clock.monotonic()
+            if self._backlog_since is None:
+                self._backlog_since = now
+            to_pause = self._source.assignment() - paused
+            if to_pause and now - self._backlog_since >= self._pause_after:
+                self._source.pause(to_pause)
+                log.info("backpressure: partitions paused", n=len(to_pause) + len(paused))
+        elif paused:
+            self._source.resume(paused)
+            log.info("backpressure released: partitions resumed", n=len(paused))
+        self._metrics.paused_partitions.set(len(self._source.paused()))
+        self._metrics.in_flight.set(self.tracker.pending_count())
+
+    def _update_status(self) -> None:
+        now = self._clock.monotonic()
+        if now >= self._next_lag:
+            self._next_lag = now + LAG_INTERVAL_S
+            self._metrics.set_lag(self._source.lag().items())
+        self._readiness.update()
+
+    # ------------------------------------------------------------------ rebalances
+
+    def _on_assigned(self, tps: Collection[TopicPartition]) -> None:
+        # Offsets need no set-up (tracked from the first record read); the metrics do.
+        self._metrics.prime(topics={tp.topic for tp in tps})
+
+    def _on_revoked(self, tps: Collection[TopicPartition]) -> None:
+        """Finish the revoked partitions' turns being judged (up to ``revoke_timeout_seconds``),
+        then commit what is finished, before the partitions can move to another consumer.
+
+        Waiting is arroyo's join-on-revoke: without it the new owner re-reads the turns still
+        being judged here and judges them again, paying twice (the store keeps one verdict).
+        Turns still running when the wait runs out are abandoned and counted. Records not yet
+        handed to the pipeline (the backlog) cost nothing and are not waited for. Tracking and
+        the backlog are kept: kafka-python keeps a partition's fetch position
+        when the rebalance hands it back, so the records held here are the only copy this
+        consumer will get. Partitions that went elsewhere are forgotten once the new
+        assignment is known (``_forget_unowned``), and a source that rewinds is detected
+        (``_rewound``). Runs while the loop thread waits in ``source.poll()`` or ``close()``
+        (the source's contract), so nothing is touched concurrently.
+        """
+        if not self._stop.is_set():  # a stopping daemon has drained already
+            self._finish_revoked(set(tps))
+        self._pipeline.commit()
+
+    def _finish_revoked(self, tps: set[TopicPartition]) -> None:
+        # Queued turns wait for the new assignment (judged if the partition comes back,
+        # dropped if it went elsewhere); calls under way are finished and stored.
+        self._pipeline.hold(tps)
+        self._holding = True
+        deadline = Deadline(self._revoke_wait, self._clock)
+        running = self._pipeline.judging_in(tps)
+        if running:
+            log.info("revoked partitions: finishing judge calls under way", n=running)
+        while running:
+            remaining = deadline.remaining() or 0.0
+            if remaining <= 0:
+                self._metrics.revoke_abandoned.inc(running)
+                log.warning("revoke wait ran out; these turns will be judged again", n=running)
+                break
+            self._pipeline.wait_progress(min(BACKLOG_WAIT_S, remaining))
+            self._pipeline.poll()
+            running = self._pipeline.judging_in(tps)
+        self._pipeline.poll()  # store what just finished, so the commit below includes it
+
+    # ------------------------------------------------------------------ shutdown
+
+    def _drain(self) -> None:
+        self._pipeline.stop_periodic_commits()
+        budget = self._cfg.drain_timeout_seconds
+        if self._stop_at is not None:
+            budget -= self._clock.monotonic() - self._stop_at
+        deadline = Deadline(max(0.0, budget), self._clock)
+        # Records never handed to the pipeline are simply not committed: re-read on restart.
+        unstarted = len(self._backlog)
+        self._backlog.clear()
+        log.info(
+            "draining",
+            in_flight=self.tracker.pending_count() - unstarted,
+            left_for_next_run=unstarted,
+            timeout_s=round(deadline.remaining() or 0.0, 1),
+        )
+        try:
+            self._pipeline.join(deadline.remaining())
+        finally:
+            self._pipeline.close()
+        self._metrics.in_flight.set(self.tracker.pending_count())
+        log.info("drained", unfinished=self.tracker.pending_count() - unstarted)
+
+    def close(self) -> None:
+        """Close what the daemon was given (after ``run`` returned)."""
+        for name, closer in (
+            ("source", self._source.close),
+            ("dead-letter queue", self._dlq.close),
+            ("evaluator", self._evaluator.close),
+            ("store", self._store.close),
+        ):
+            try:
+                closer()
+            except Exception:  # one failing close must not leak the others
+                log.warning("closing failed", component=name, exc_info=True)
+
+
+class RetentionJob:
+    """Deletes stored rows older than ``retention_days``, now and then every ``interval_s``.
+
+    Purging is idempotent, so replicas running it at once only repeat each other's work.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        retention_days: float,
+        clock: Clock | None = None,
+        interval_s: float = 3600.0,
+    ) -> None:
+        self._store = store
+        self._days = retention_days
+        self._clock = clock or SystemClock()
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="retention", daemon=True)
+
+    def run_once(self) -> int:
+        now = datetime.fromtimestamp(self._clock.time(), tz=UTC)
+        cutoff = now - timedelta(days=self._days)
+        deleted = self._store.purge_older_than(cutoff)
+        log.info("retention purge", cutoff=cutoff.isoformat(), deleted=deleted)
+        return deleted
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except StorageError as exc:
+                log.warning("retention purge failed; next try in an interval", error=str(exc))
+            self._stop.wait(self._interval)
+
+    def start(self) -> RetentionJob:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the schedule; a purge in progress is waited for ``timeout_s`` at most (its
+        thread is a daemon one: abandoning it only abandons an idempotent delete)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=timeout_s)
+
+
+def _names(tps: Collection[TopicPartition]) -> list[str]:
+    return sorted(f"{tp.topic}/{tp.partition}" for tp in tps)

@@ -1,0 +1,422 @@
+"""``casewatch demo``: the whole streaming pipeline on one machine, with nothing to set up.
+
+An embedded Tansu broker, the topic ``support.turns`` (2 partitions) and its dead-letter topic,
+a producer thread replaying ``examples/turns.jsonl`` in a loop (event ids made unique per loop,
+timestamps refreshed, a few malformed records per loop so the dead-letter counters move), and
+the real daemon (the one ``casewatch run`` starts) with the heuristic judge, or the judges of
+``--config``, writing to a SQLite file and serving ``/metrics``, ``/healthz`` and ``/readyz``.
+
+``Demo`` is the orchestration (start/stop, usable from tests); the daemon itself is
+``monitor.stream.runner.DaemonRunner``, the one ``casewatch run`` runs, here on a thread. Pure parts
+(example lookup, the replayed messages, the summary line) are functions, tested without a
+broker.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+
+from monitor.errors import CasewatchError
+from monitor.settings import Settings
+from monitor.stream.demo_summary import Snapshot, format_summary
+from monitor.stream.runner import DaemonRunner, ListenError, shutdown_budget_s
+
+if TYPE_CHECKING:
+    from consumers.tansu import EmbeddedBroker
+
+log = structlog.get_logger(__name__)
+
+DEMO_TOPIC = "support.turns"
+DEMO_PARTITIONS = 2
+DEFAULT_RATE = 20.0
+DEFAULT_PORT = 9464
+SUMMARY_INTERVAL_S = 10.0
+EXAMPLES = Path("examples") / "turns.jsonl"
+# One of each kind of poison the decoder tells apart, spread through every loop.
+MALFORMED: tuple[bytes, ...] = (
+    b"this is not JSON {",
+    b'{"event_id": "demo-malformed", "query": "a turn with most fields missing"}',
+    b'["a JSON array, not an object"]',
+)
+# The replay producer's blocking calls (a send waiting for metadata, the flush on close) and the
+# wait for its thread: bounded, so a dead broker cannot hold the demo up.
+PRODUCER_TIMEOUT_S = 5.0
+PRODUCER_STOP_S = 3 * PRODUCER_TIMEOUT_S  # a send, then the flush and the sender's exit
+
+
+class DemoError(CasewatchError):
+    """The demo cannot start (examples missing, port taken, broker missing); says what to do."""
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+def find_examples(explicit: Path | None = None, *, cwd: Path | None = None) -> Path:
+    """``explicit``, else examples/turns.jsonl under the working directory or the checkout."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise DemoError(f"examples file {explicit} does not exist")
+        return explicit
+    here = (cwd or Path.cwd()) / EXAMPLES
+    checkout = Path(__file__).resolve().parents[2] / EXAMPLES
+    for candidate in (here, checkout):
+        if candidate.is_file():
+            return candidate
+    raise DemoError(
+        f"cannot find {EXAMPLES} (looked in {here} and {checkout}); run from the casewatch "
+        "checkout or pass --examples FILE"
+    )
+
+
+def load_examples(path: Path) -> list[dict[str, Any]]:
+    """The turn documents of a JSONL file (validated later by the daemon, like any input)."""
+    docs: list[dict[str, Any]] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DemoError(f"cannot read examples file {path}: {exc}") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError as exc:
+            raise DemoError(f"{path}:{n}: not JSON ({exc})") from exc
+        if not isinstance(doc, dict) or "event_id" not in doc:
+            raise DemoError(f"{path}:{n}: not a turn event (a JSON object with an event_id)")
+        docs.append(doc)
+    if not docs:
+        raise DemoError(f"examples file {path} holds no turn events")
+    return docs
+
+
+def demo_messages(
+    docs: list[dict[str, Any]], n_loop: int, now: Callable[[], datetime]
+) -> Iterator[tuple[bytes | None, bytes]]:
+    """One loop of (key, value): every doc with ``#<loop>`` on its event_id and a fresh
+    timestamp (taken lazily, at send time), and the MALFORMED records spread evenly."""
+    step = max(1, len(docs) // (len(MALFORMED) + 1))
+    poison = {step * (i + 1): value for i, value in enumerate(MALFORMED)}
+    for i, doc in enumerate(docs):
+        if i in poison:
+            yield None, poison[i]
+        out = {**doc, "event_id": f"{doc['event_id']}#{n_loop}"}
+        out["timestamp"] = now().isoformat().replace("+00:00", "Z")
+        conv = out.get("conversation_id")
+        yield (str(conv).encode() if conv is not None else None), json.dumps(out).encode()
+    for i in sorted(poison):  # a file shorter than the spread still gets all of them
+        if i >= len(docs):
+            yield None, poison[i]
+
+
+def describe_judges(settings: Settings) -> str:
+    panel = settings.effective_panel()
+    names = [*panel.primaries, *([f"arbiter {panel.arbiter}"] if panel.arbiter else [])]
+    kinds = {n: settings.judge_config(n.removeprefix("arbiter ")).kind for n in names}
+    text = ", ".join(n if n == kinds[n] else f"{n} ({kinds[n]})" for n in names)
+    if all(k == "heuristic" for k in kinds.values()):
+        text += " (offline and deterministic, not an LLM)"
+    return text
+
+
+def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: int) -> Settings:
+    """``base`` (judges, panel, sampling, weights) pointed at the demo's broker, DB and port.
+
+    Session timeouts are short: one consumer on a fresh broker joins in ~3 s instead of ~23.
+    """
+    kafka = base.kafka.model_copy(
+        update={
+            "bootstrap_servers": [bootstrap],
+            "topics": [DEMO_TOPIC],
+            "group_id": "casewatch-demo",
+            "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 1000,
+            "max_poll_interval_ms": 6000,
+        }
+    )
+    return base.model_copy(
+        update={
+            "kafka": kafka,
+            "storage": base.storage.model_copy(update={"url": db_url, "retention_days": None}),
+            "server": base.server.model_copy(update={"host": host, "port": port}),
+        }
+    )
+
+
+def stop_budget_s(settings: Settings) -> float:
+    """The longest ``Demo.stop()`` takes, broker alive or dead: the replay producer, the
+    daemon's shutdown budget, then the broker (terminated, killed if it lingers)."""
+    from consumers.tansu import STOP_TIMEOUT_S
+
+    return PRODUCER_STOP_S + shutdown_budget_s(settings) + 2 * STOP_TIMEOUT_S
+
+
+def fresh_registry() -> CollectorRegistry:
+    """A registry with the process, platform and GC collectors the default one would have."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+# ---------------------------------------------------------------- the producer thread
+
+
+class ReplayProducer:
+    """Replays the examples in a loop at ``rate`` msgs/s on a thread, until ``stop()``."""
+
+    def __init__(self, bootstrap: str, topic: str, docs: list[dict[str, Any]], rate: float) -> None:
+        if rate <= 0:
+            raise ValueError(f"rate must be > 0, got {rate}")
+        self._bootstrap = bootstrap
+        self._topic = topic
+        self._docs = docs
+        self._rate = rate
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
+        self.sent = 0
+        self.failed = 0
+        self.last_error: BaseException | None = None
+
+    def start(self) -> ReplayProducer:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = PRODUCER_STOP_S) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _failed(self, exc: BaseException) -> None:
+        # Runs on the producer's I/O thread; a dead broker fails records by the hundred, so they
+        # are counted here and reported once, when the thread ends.
+        self.failed += 1
+        self.last_error = exc
+
+    def _run(self) -> None:
+        from consumers._kafka import KafkaProducer, close_producer
+
+        try:
+            producer = KafkaProducer(
+                bootstrap_servers=self._bootstrap,
+                client_id="casewatch-demo",
+                linger_ms=5,
+                max_block_ms=int(PRODUCER_TIMEOUT_S * 1000),
+            )
+        except Exception as exc:  # the thread must report, not die silently
+            log.error("demo producer could not connect", error=str(exc))
+            return
+        started = time.monotonic()
+        n_loop = 0
+        try:
+            while not self._stop.is_set():
+                for key, value in demo_messages(self._docs, n_loop, lambda: datetime.now(UTC)):
+                    due = started + self.sent / self._rate
+                    if self._stop.wait(max(0.0, due - time.monotonic())):
+                        break
+                    future = producer.send(self._topic, value=value, key=key)
+                    future.add_errback(self._failed)
+                    self.sent += 1
+                n_loop += 1
+        except Exception as exc:
+            log.error("demo producer stopped", error=str(exc))
+        finally:
+            close_producer(producer, PRODUCER_TIMEOUT_S)
+            if self.failed:
+                log.warning(
+                    "demo producer: records not published",
+                    n=self.failed,
+                    error=str(self.last_error),
+                )
+
+
+# ---------------------------------------------------------------- the demo
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    rate: float = DEFAULT_RATE
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    db_path: Path | None = None  # None: a temporary file, removed by cleanup()
+    examples: Path | None = None
+    summary_interval_s: float = SUMMARY_INTERVAL_S
+
+
+class Demo:
+    """``Demo(settings, options).start()`` ... ``stop()``; ``run()`` blocks until stopped."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        options: DemoOptions | None = None,
+        *,
+        registry: CollectorRegistry | None = None,
+        echo: Callable[[str], None] = print,
+    ) -> None:
+        self.options = options or DemoOptions()
+        self._base = settings
+        self.registry = registry or fresh_registry()
+        self._echo = echo
+        self._stop_requested = threading.Event()
+        self._lock = threading.Lock()
+        self._tmp: Path | None = None
+        self._broker: EmbeddedBroker | None = None
+        self._runner: DaemonRunner | None = None
+        self._producer: ReplayProducer | None = None
+        self._started_at = 0.0
+        self.settings: Settings | None = None
+
+    @property
+    def metrics_url(self) -> str:
+        if self._runner is None:
+            raise DemoError("the demo is not started")
+        return f"{self._runner.url}/metrics"
+
+    @property
+    def db_path(self) -> Path:
+        if self.options.db_path is not None:
+            return self.options.db_path
+        if self._tmp is None:
+            raise DemoError("the demo is not started")
+        return self._tmp / "casewatch-demo.db"
+
+    @property
+    def broker_running(self) -> bool:
+        return self._broker is not None and self._broker.running
+
+    def start(self) -> Demo:
+        from consumers.tansu import EmbeddedBroker, create_topics
+
+        examples = find_examples(self.options.examples)
+        docs = load_examples(examples)
+        self._tmp = Path(tempfile.mkdtemp(prefix="casewatch-demo-"))
+        try:
+            self._broker = EmbeddedBroker(log_path=self._tmp / "tansu.log")
+            self._broker.start()
+            bootstrap = self._broker.bootstrap
+            db_url = f"sqlite:///{self.db_path}"
+            settings = demo_settings(
+                self._base, bootstrap, db_url, self.options.host, self.options.port
+            )
+            self.settings = settings
+            create_topics(
+                bootstrap, [DEMO_TOPIC], DEMO_PARTITIONS, dlq_suffix=settings.kafka.dlq_suffix
+            )
+            self._runner = DaemonRunner(settings, self.registry).start()
+            self._producer = ReplayProducer(bootstrap, DEMO_TOPIC, docs, self.options.rate)
+            self._producer.start()
+        except ListenError as exc:
+            self.stop()
+            raise DemoError(f"{exc}; pick another --port") from exc
+        except OSError as exc:
+            self.stop()
+            raise DemoError(f"the demo could not start: {exc}") from exc
+        except BaseException:
+            self.stop()
+            raise
+        self._started_at = time.monotonic()
+        dlq_topic = f"{DEMO_TOPIC}{settings.kafka.dlq_suffix}"
+        self._echo(
+            f"casewatch demo: embedded Kafka (Tansu) at {bootstrap}, topic {DEMO_TOPIC} "
+            f"({DEMO_PARTITIONS} partitions), dead letters in {dlq_topic}\n"
+            f"  replaying {examples} at {self.options.rate:g} msgs/s "
+            f"(+{len(MALFORMED)} malformed records per loop of {len(docs)})\n"
+            f"  judges:   {describe_judges(settings)}\n"
+            f"  metrics:  {self.metrics_url}   (also /healthz and /readyz)\n"
+            f"  database: {self.db_path}\n"
+            f"  Ctrl-C to stop; a summary every {self.options.summary_interval_s:g} s"
+        )
+        return self
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot.of(self.registry)
+
+    def summary(self) -> str:
+        produced = self._producer.sent if self._producer is not None else 0
+        elapsed = time.monotonic() - self._started_at
+        return format_summary(self.snapshot(), elapsed, produced)
+
+    def kill_broker(self) -> None:
+        """End the embedded broker at once, for a demo killed by a second signal: the broker
+        runs in a session of its own and would outlive it. Safe in a signal handler."""
+        if self._broker is not None:
+            self._broker.kill()
+
+    def request_stop(self) -> None:
+        """Ask ``run`` to stop (it notices within 0.2 s). Safe from a signal handler: only
+        sets a flag the main thread never waits on, so no lock it holds can be contended."""
+        if not self._stop_requested.is_set():
+            self._stop_requested.set()
+
+    def run(self, duration_s: float | None = None) -> None:
+        """Print a summary every interval until a stop request, ``duration_s`` or a daemon
+        failure; then stop (drain, commit, stop the broker). Raises DemoError on failure, and
+        OffsetsNotCommitted when the final commit failed (the broker died first)."""
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        next_summary = time.monotonic() + self.options.summary_interval_s
+        try:
+            while not self._stop_requested.is_set():
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                if self._runner is None or not self._runner.alive:
+                    break
+                if time.monotonic() >= next_summary:
+                    self._echo(self.summary())
+                    next_summary += self.options.summary_interval_s
+                # Plain sleep, not Event.wait: a signal handler must not contend for its lock.
+                time.sleep(0.2)
+        finally:
+            self._echo(
+                "stopping: draining in-flight turns, committing offsets ... "
+                "(Ctrl-C again to quit at once)"
+            )
+            self.stop()
+            self._echo(self.summary())
+        if self._runner is not None:
+            if self._runner.error is not None:
+                raise DemoError(f"the daemon failed: {self._runner.error}")
+            if self._runner.alive:
+                raise DemoError("the daemon did not finish in time; its offsets were not committed")
+            if (error := self._runner.commit_error) is not None:
+                raise error
+
+    def stop(self) -> None:
+        """Stop the producer, drain and close the daemon, stop the broker. Idempotent."""
+        with self._lock:
+            runner, settings = self._runner, self.settings
+            if runner is not None:
+                runner.daemon.stop()  # drains while the producer closes
+            if self._producer is not None:
+                self._producer.stop()
+            stopped = runner is None or settings is None or runner.stop(shutdown_budget_s(settings))
+            if not stopped:
+                log.warning("the daemon did not finish draining in time")
+            if self._broker is not None:
+                self._broker.stop()
+
+    def cleanup(self) -> None:
+        """Remove the temporary directory (database and broker log) once stopped."""
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> Demo:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.cleanup()

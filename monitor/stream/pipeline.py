@@ -1,0 +1,133 @@
+"""The daemon's processing chain, wired: decode → sample → judge → store → commit.
+
+``build_pipeline`` is the only place that knows the concrete steps and their order; the
+daemon's loop sees a ``Pipeline``: submit, poll, join, close, plus the few questions the loop
+and its rebalance handling ask (is the store healthy, how many turns of these partitions are
+still being judged, commit now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from consumers.dlq import DeadLetterSink
+from consumers.offsets import OffsetTracker
+from consumers.records import RawMessage, TopicPartition
+from consumers.sampling import Sampler
+from consumers.source import TurnSource
+from monitor.clock import Clock
+from monitor.errors import BrokerError
+from monitor.exporter import Metrics
+from monitor.judging.evaluator import Evaluator
+from monitor.settings import Settings
+from monitor.storage.store import Store
+from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.commit import CommitStep
+from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S, DecodeStep
+from monitor.stream.steps.judge import JudgeStep
+from monitor.stream.steps.sample import SampleStep
+from monitor.stream.steps.store import StoreStep
+
+
+class Pipeline:
+    """The wired steps behind one interface (see ``monitor.stream.steps.base``)."""
+
+    def __init__(
+        self,
+        first: DecodeStep,
+        judge: JudgeStep,
+        store: StoreStep,
+        commit: CommitStep,
+    ) -> None:
+        self._first = first
+        self._judge = judge
+        self._store = store
+        self._commit = commit
+
+    # The step interface, forwarded to the head of the chain.
+    def submit(self, message: Envelope[RawMessage]) -> None:
+        self._first.submit(message)
+
+    def poll(self) -> None:
+        self._first.poll()
+
+    def join(self, timeout: float | None) -> None:
+        self._first.join(timeout)
+
+    def close(self) -> None:
+        self._first.close()
+
+    # What the loop asks of it.
+    @property
+    def healthy(self) -> bool:
+        """False while verdict writes fail (for /readyz)."""
+        return self._store.healthy
+
+    @property
+    def calls_running(self) -> int:
+        return self._judge.calls_running
+
+    def judging_in(self, tps: Collection[TopicPartition]) -> int:
+        """Judge calls under way for these partitions (paid for whoever stores the verdict)."""
+        return self._judge.running_in(tps)
+
+    def hold(self, tps: Collection[TopicPartition]) -> None:
+        """Revoked: do not start judging these partitions' queued turns until ``release``."""
+        self._judge.hold(tps)
+
+    def release(self, owned: Collection[TopicPartition]) -> None:
+        self._judge.release(owned)
+
+    def discard(self, tps: Collection[TopicPartition]) -> None:
+        self._judge.discard(tps)
+
+    def wait_progress(self, timeout: float) -> None:
+        """Block until a judge call finishes (or ``timeout``): something may then move on."""
+        self._judge.wait_any(timeout)
+
+    def commit(self) -> bool:
+        return self._commit.commit()
+
+    def stop_periodic_commits(self) -> None:
+        self._commit.stop_periodic()
+
+    @property
+    def final_commit_error(self) -> BrokerError | None:
+        return self._commit.final_error
+
+
+def build_pipeline(
+    settings: Settings,
+    source: TurnSource,
+    dlq: DeadLetterSink,
+    store: Store,
+    evaluator: Evaluator,
+    metrics: Metrics,
+    tracker: OffsetTracker,
+    sampler: Sampler,
+    clock: Clock,
+) -> Pipeline:
+    cfg = settings.daemon
+    commit = CommitStep(source, tracker, metrics, clock, cfg.commit_interval_seconds)
+    store_step = StoreStep(commit, store, metrics, clock)
+    judge = JudgeStep(
+        store_step,
+        evaluator,
+        metrics,
+        sampler,
+        concurrency=cfg.concurrency,
+        max_in_flight=cfg.max_in_flight,
+        clock=clock,
+    )
+    sample = SampleStep(judge, commit, sampler, metrics)
+    first = DecodeStep(
+        sample,
+        commit,
+        dlq,
+        metrics,
+        settings.kafka.max_message_bytes,
+        # A flush in progress when a stop comes must fit in the drain budget too.
+        flush_timeout_s=min(DEFAULT_FLUSH_TIMEOUT_S, cfg.drain_timeout_seconds),
+        clock=clock,
+    )
+    return Pipeline(first, judge, store_step, commit)

@@ -1,0 +1,268 @@
+"""The one place the streaming daemon is assembled: store, source and dead-letter sink (Kafka,
+or a JSONL file), metrics, evaluator, daemon, probe server and retention job.
+
+``casewatch run`` runs it in the foreground (signals drain it); ``casewatch demo`` and the
+benchmarks run it on a thread. Either way the pieces and their wiring are the same, so what a
+demo or a benchmark shows is what production runs.
+
+Stopping takes at most ``shutdown_budget_s(settings)`` whatever the brokers do (an orchestrator's
+grace period should exceed it): every Kafka call has a limit, those of the running loop within
+the drain timeout, so a stop request never waits on more than the drain, the final commit and
+the bounded steps of closing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from monitor.errors import CasewatchError, OffsetsNotCommitted
+from monitor.settings import Settings
+
+if TYPE_CHECKING:
+    from consumers.dlq import DeadLetterSink
+    from consumers.source import TurnSource
+    from monitor.stream.daemon import RetentionJob
+
+log = structlog.get_logger(__name__)
+
+# Limits of the Kafka calls the running loop makes (a commit, a dead-letter write), capped by
+# the drain timeout: a stop request waits for the call in progress.
+BROKER_CALL_TIMEOUT_S = 30.0
+# Each step of closing a Kafka client: the consumer's revocation commit, then its leaving the
+# group; the dead-letter producer's flush, then its sender thread's exit.
+KAFKA_CLOSE_TIMEOUT_S = 5.0
+RETENTION_STOP_S = 5.0  # a purge in progress at shutdown is given this long, then abandoned
+SignalHandler = Callable[[int, FrameType | None], object] | int | None
+
+
+def broker_call_timeout_s(settings: Settings) -> float:
+    return min(BROKER_CALL_TIMEOUT_S, settings.daemon.drain_timeout_seconds)
+
+
+def shutdown_budget_s(settings: Settings) -> float:
+    """The longest a stop request takes to return from ``run_foreground`` (or ``stop``), brokers
+    reachable or not."""
+    from monitor.stream.steps.commit import FINAL_COMMIT_MIN_S
+
+    return (
+        settings.daemon.drain_timeout_seconds  # absorbs a broker call in progress at the stop
+        + FINAL_COMMIT_MIN_S
+        + RETENTION_STOP_S  # a purge in progress
+        + 4 * KAFKA_CLOSE_TIMEOUT_S  # consumer and dead-letter producer, two steps each
+    )
+
+
+class ListenError(CasewatchError):
+    """The probe server cannot listen on host:port (taken, or not an address of this host).
+    Callers add how to pick another port, which differs between commands."""
+
+    def __init__(self, host: str, port: int, reason: OSError) -> None:
+        super().__init__(f"cannot listen on {host}:{port} ({reason})")
+        self.host = host
+        self.port = port
+
+
+def file_sidecars(path: Path) -> tuple[Path, Path]:
+    """Where the file source keeps its dead letters and its committed offset."""
+    stem = path.name.removesuffix(".jsonl")
+    return path.with_name(f"{stem}.dlq.jsonl"), path.with_name(f"{stem}.offsets.json")
+
+
+def install_drain_signals(
+    stop: Callable[[], None], before_exit: Callable[[], None] | None = None
+) -> dict[int, SignalHandler]:
+    """First SIGTERM/SIGINT: ``stop()`` (drain, commit, exit). A second one: ``before_exit()``
+    if given, then the default action, which ends the process at once (nothing is lost:
+    unfinished records were never committed). Returns the handlers replaced, for callers that
+    restore them.
+
+    The handlers only swap handlers and call the callbacks: they may interrupt the main thread
+    anywhere, even inside a log call holding the log stream's lock, so logging from them could
+    deadlock the process. Without ``before_exit`` the second signal meets no Python code at all.
+    """
+
+    def second(signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        try:
+            if before_exit is not None:
+                before_exit()
+        finally:
+            os.kill(os.getpid(), signum)  # die of the signal, as its default action would
+
+    def first(_signum: int, _frame: FrameType | None) -> None:
+        then = signal.SIG_DFL if before_exit is None else second
+        signal.signal(signal.SIGTERM, then)
+        signal.signal(signal.SIGINT, then)
+        stop()
+
+    return {sig: signal.signal(sig, first) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _source_and_dlq(
+    settings: Settings, file_path: Path | None, follow: bool, closers: list[Callable[[], None]]
+) -> tuple[TurnSource, DeadLetterSink]:
+    from consumers.dlq import FileDeadLetterSink, KafkaDeadLetterQueue
+    from consumers.file_source import FileTurnSource
+    from consumers.kafka_source import KafkaTurnSource
+
+    source: TurnSource
+    dlq: DeadLetterSink
+    if file_path is not None:
+        dlq_path, offsets_path = file_sidecars(file_path)
+        source = FileTurnSource(file_path, follow=follow, offsets_path=offsets_path)
+        closers.append(source.close)
+        dlq = FileDeadLetterSink(dlq_path)
+    else:
+        call_s = broker_call_timeout_s(settings)
+        source = KafkaTurnSource(
+            settings.kafka, commit_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
+        )
+        closers.append(source.close)
+        dlq = KafkaDeadLetterQueue(
+            settings.kafka, send_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
+        )
+    closers.append(dlq.close)
+    return source, dlq
+
+
+class DaemonRunner:
+    """The daemon of ``settings`` with its metrics in ``registry``; reads ``file_path`` (JSONL,
+    appended to with ``follow``) instead of Kafka when given. ``exit_when_idle`` (default: a
+    file without ``follow``) ends the run once the source is exhausted and all work finished.
+
+    Building connects to the store (and migrates it), the source and the dead-letter sink and
+    binds the probe port; anything failing closes what was opened and raises (``ListenError``
+    for the port, another ``CasewatchError`` for operator errors). Then either ``start()`` (a
+    thread; ``stop()`` drains and closes) or ``run_foreground()`` (blocks; closes when done).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: CollectorRegistry,
+        *,
+        file_path: Path | None = None,
+        follow: bool = False,
+        exit_when_idle: bool | None = None,
+    ) -> None:
+        from monitor.exporter import Metrics
+        from monitor.judging.evaluator import build_evaluator
+        from monitor.storage.store import Store
+        from monitor.stream.daemon import Daemon
+        from monitor.stream.http import ProbeApp, ProbeServer
+
+        if follow and file_path is None:
+            raise ValueError("follow needs a file_path")
+        if exit_when_idle is None:
+            exit_when_idle = file_path is not None and not follow
+        self.registry = registry
+        self.error: BaseException | None = None
+        self._retention_days = settings.storage.retention_days
+        self._retention: RetentionJob | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        closers: list[Callable[[], None]] = []
+        try:
+            store = Store.from_config(settings.storage)
+            closers.append(store.close)
+            store.migrate()
+            source, dlq = _source_and_dlq(settings, file_path, follow, closers)
+            # Metrics first: a panel evaluator reports every outcome to them.
+            self.metrics = Metrics(registry)
+            evaluator = build_evaluator(settings, on_panel_result=self.metrics.record_panel)
+            closers.append(evaluator.close)
+            self.store = store
+            self.daemon = Daemon(
+                settings, source, dlq, store, evaluator, self.metrics, exit_when_idle=exit_when_idle
+            )
+            app = ProbeApp(registry, self.daemon.heartbeat, self.daemon.checks())
+            host, port = settings.server.host, settings.server.port
+            try:
+                self.server = ProbeServer(app, host, port)
+            except OSError as exc:
+                raise ListenError(host, port, exc) from exc
+        except BaseException:
+            for close in reversed(closers):
+                close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def commit_error(self) -> OffsetsNotCommitted | None:
+        """Set once the daemon stopped without committing its final offsets."""
+        cause = self.daemon.final_commit_error
+        return None if cause is None else OffsetsNotCommitted(cause)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the daemon thread of ``start()`` is still running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _start_services(self) -> None:
+        from monitor.stream.daemon import RetentionJob
+
+        self.server.start()
+        if self._retention_days is not None:
+            self._retention = RetentionJob(self.store, self._retention_days).start()
+
+    def _stop_services(self) -> None:
+        if self._retention is not None:
+            self._retention.stop(RETENTION_STOP_S)
+        self.server.close()
+
+    def start(self) -> DaemonRunner:
+        """Serve the probes and run the daemon on a thread; a failure lands in ``error``."""
+        self._start_services()
+        self._thread = threading.Thread(target=self._run, name="daemon", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self.daemon.run()
+        except BaseException as exc:  # the owner reads ``error``; the thread itself just ends
+            self.error = exc
+            log.exception("the daemon stopped with an error")
+
+    def run_foreground(self, install_signals: bool = True) -> None:
+        """Serve the probes and run the daemon on this thread until it stops (SIGTERM/SIGINT
+        with ``install_signals``, ``daemon.stop()``, or an exhausted file); then close all.
+        Raises ``OffsetsNotCommitted`` (after closing) when the final commit failed."""
+        self._start_services()
+        try:
+            if install_signals:
+                install_drain_signals(self.daemon.stop)
+                log.info("SIGTERM/SIGINT drain and stop; a second one stops at once")
+            self.daemon.run()
+        finally:
+            self._stopped = True
+            self._stop_services()
+            self.daemon.close()
+        if (error := self.commit_error) is not None:
+            raise error
+
+    def stop(self, timeout_s: float) -> bool:
+        """Drain, commit and close everything; False if the daemon thread did not finish."""
+        if self._stopped:
+            return True
+        self._stopped = True
+        self.daemon.stop()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout_s)
+        finished = not self.alive
+        self._stop_services()
+        if finished:  # a thread still draining keeps its resources; the process exits anyway
+            self.daemon.close()
+        return finished

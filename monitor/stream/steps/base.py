@@ -1,0 +1,76 @@
+"""The one interface every pipeline step implements, and the envelope messages travel in.
+
+Modelled on arroyo's ``ProcessingStrategy``: a step is built with the step after it
+(composition, not inheritance), takes messages with ``submit``, does periodic work in ``poll``,
+finishes what it holds in ``join`` and releases resources in ``close``. A step that cannot take
+a message now raises ``monitor.errors.MessageRejected``; the caller keeps the message and
+offers it again later (backpressure), so a step never buffers without bound.
+
+Names differ from arroyo's on purpose, and so does the order. arroyo calls ``close()`` first
+("no more messages"), then ``join(timeout)``, and ``terminate()`` to abandon work at once. Here
+the daemon stops submitting on its own, so there is no separate "no more messages" call: it
+calls ``join(timeout)`` to finish what is held, then ``close()``, which is arroyo's
+``terminate()``: release resources without waiting, abandoning whatever the join did not
+finish (uncommitted, hence re-read after a restart).
+
+Every message carries the (partition, offset) it makes committable once finished; the commit
+step at the end is the only place offsets are marked done, so "committed" always means
+"every message below this offset has been stored, skipped or dead-lettered".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+
+from consumers.records import TopicPartition
+from monitor.models import TurnEvent, Verdict
+
+T_co = TypeVar("T_co", covariant=True)
+U = TypeVar("U")
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+class Envelope(NamedTuple, Generic[T_co]):
+    """A payload and the record it came from (immutable, hence covariant in the payload).
+
+    A NamedTuple: one or two are built per record, and a tuple is built twice as fast as a
+    frozen dataclass.
+    """
+
+    tp: TopicPartition
+    offset: int
+    payload: T_co
+
+    def replace(self, payload: U) -> Envelope[U]:
+        return Envelope(self.tp, self.offset, payload)
+
+
+class JudgedTurn(NamedTuple):
+    turn: TurnEvent
+    verdict: Verdict
+
+
+class ProcessingStep(Protocol[T_contra]):
+    def submit(self, message: Envelope[T_contra]) -> None:
+        """Take the message, or raise MessageRejected if full (the caller retries later)."""
+        ...
+
+    def poll(self) -> None:
+        """Periodic work (collect finished tasks, retry writes, commit); then poll the next."""
+        ...
+
+    def join(self, timeout: float | None = None) -> None:
+        """Finish what is held within ``timeout`` seconds (None: no limit), then join the next.
+
+        Work not finished by then is abandoned uncommitted: it is re-read after a restart.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release resources without waiting (arroyo's ``terminate``), after ``join``; then
+        close the next step."""
+        ...
+
+
+# The commit step accepts any payload: only the envelope's (tp, offset) matters to it.
+DoneStep = ProcessingStep[Any]

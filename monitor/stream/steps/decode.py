@@ -1,0 +1,100 @@
+"""Decode + validate raw records; poison goes to the dead-letter queue with its reason.
+
+A dead-lettered record is finished only once the DLQ write is durable: its offset is marked
+done after ``flush`` succeeds (batched once per ``poll``), so a crash between the send and the
+flush re-reads the record instead of losing it. A DLQ that refuses writes is backpressure, not
+data loss: the record is rejected and offered again later.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import structlog
+
+from consumers.decode import decode_turn
+from consumers.dlq import DeadLetterSink
+from consumers.records import RawMessage
+from monitor.clock import Clock, Deadline, SystemClock
+from monitor.errors import BrokerError, InvalidEvent, MessageRejected
+from monitor.models import TurnEvent
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_FLUSH_TIMEOUT_S = 10.0
+
+
+class DecodeMetrics(Protocol):
+    def record_dead_letter(self, reason: str) -> None: ...
+
+
+class DecodeStep:
+    def __init__(
+        self,
+        next_step: ProcessingStep[TurnEvent],
+        done: DoneStep,
+        dlq: DeadLetterSink,
+        metrics: DecodeMetrics,
+        max_bytes: int,
+        flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
+        clock: Clock | None = None,
+    ) -> None:
+        self._clock = clock or SystemClock()
+        self._next = next_step
+        self._done = done
+        self._dlq = dlq
+        self._metrics = metrics
+        self._max_bytes = max_bytes
+        self._flush_timeout = flush_timeout_s
+        self._unflushed: list[Envelope[RawMessage]] = []
+
+    def submit(self, message: Envelope[RawMessage]) -> None:
+        try:
+            turn = decode_turn(message.payload, self._max_bytes)
+        except InvalidEvent as exc:
+            self._dead_letter(message, exc)
+            return
+        self._next.submit(message.replace(turn))
+
+    def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
+        try:
+            self._dlq.send(message.payload, exc.reason, exc.detail)
+        except BrokerError as err:
+            log.warning("dead-letter queue refused a record; will retry", error=str(err))
+            raise MessageRejected("dead-letter queue unavailable") from err
+        self._metrics.record_dead_letter(exc.reason)
+        log.info(
+            "record dead-lettered",
+            topic=message.tp.topic,
+            partition=message.tp.partition,
+            offset=message.offset,
+            reason=exc.reason,
+        )
+        self._unflushed.append(message)
+
+    def _flush(self, timeout: float) -> bool:
+        if not self._unflushed:
+            return True
+        try:
+            self._dlq.flush(timeout)
+        except BrokerError as err:
+            log.warning("dead-letter flush failed; will retry", error=str(err))
+            return False
+        for message in self._unflushed:
+            self._done.submit(message)
+        self._unflushed.clear()
+        return True
+
+    def poll(self) -> None:
+        self._flush(self._flush_timeout)
+        self._next.poll()
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = Deadline(timeout, self._clock)
+        remaining = deadline.remaining()
+        self._flush(self._flush_timeout if remaining is None else remaining)
+        self._next.join(deadline.remaining())
+
+    def close(self) -> None:
+        self._next.close()

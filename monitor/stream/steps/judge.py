@@ -1,0 +1,167 @@
+"""Judging on a bounded thread pool: ``concurrency`` calls at once, ``max_in_flight`` held.
+
+Judges are synchronous and thread-safe, so a thread pool gives concurrency without asyncio.
+Finished verdicts are collected on the caller's thread in ``poll`` (metrics, budget, forwarding
+all stay single-threaded) and may complete out of order: the offset tracker handles that.
+When ``max_in_flight`` turns are held (running, queued, or finished but refused by the store
+step), ``submit`` raises MessageRejected and the daemon pauses its partitions.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections import deque
+from collections.abc import Collection
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
+
+import structlog
+
+from consumers.records import TopicPartition
+from monitor.clock import Clock, Deadline, SystemClock
+from monitor.errors import MessageRejected
+from monitor.judging.evaluator import Evaluator, evaluate_guarded
+from monitor.models import TurnEvent, Verdict
+from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep
+
+log = structlog.get_logger(__name__)
+
+_WAIT_SLICE_S = 0.1  # join re-checks the downstream step this often while waiting
+
+
+class CostRecorder(Protocol):
+    """The hourly budget: charged with what each judged turn really cost, in dollars and in
+    judge calls (an arbiter call is a third call the sampler could not know about)."""
+
+    def record_cost(self, usd: float, calls: int | None = None) -> None: ...
+
+
+class JudgeMetrics(Protocol):
+    def record_verdict(self, verdict: Verdict) -> None: ...
+
+
+class JudgeStep:
+    def __init__(
+        self,
+        next_step: ProcessingStep[JudgedTurn],
+        evaluator: Evaluator,
+        metrics: JudgeMetrics,
+        budget: CostRecorder,
+        concurrency: int,
+        max_in_flight: int,
+        clock: Clock | None = None,
+    ) -> None:
+        if concurrency < 1 or max_in_flight < 1:
+            raise ValueError("concurrency and max_in_flight must be >= 1")
+        self._next = next_step
+        self._evaluator = evaluator
+        self._metrics = metrics
+        self._budget = budget
+        self._max = max_in_flight
+        self._clock = clock or SystemClock()
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
+        self._running: dict[Future[Verdict], Envelope[TurnEvent]] = {}
+        self._ready: deque[Envelope[JudgedTurn]] = deque()
+        # Turns of revoked partitions not yet started: judged only if the partition comes back.
+        self._held: list[Envelope[TurnEvent]] = []
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running) + len(self._ready) + len(self._held)
+
+    @property
+    def calls_running(self) -> int:
+        """Judge calls still running; after ``close``, abandoned ones finishing in their threads
+        (which the interpreter would wait for at exit)."""
+        return sum(1 for future in self._running if not future.done())
+
+    def submit(self, message: Envelope[TurnEvent]) -> None:
+        if self.in_flight >= self._max:
+            raise MessageRejected(f"{self.in_flight} turns are being judged (max_in_flight)")
+        future = self._pool.submit(evaluate_guarded, self._evaluator, message.payload)
+        self._running[future] = message
+
+    def running_in(self, tps: Collection[TopicPartition]) -> int:
+        """Judge calls under way for turns of these partitions (queued ones not counted)."""
+        return sum(1 for f, m in self._running.items() if m.tp in tps and not f.done())
+
+    def hold(self, tps: Collection[TopicPartition]) -> int:
+        """Take back the queued, not yet started turns of these partitions (a revoke: they may
+        move to another consumer, which would judge them too). Returns how many."""
+        for future, message in list(self._running.items()):
+            if message.tp in tps and future.cancel():
+                del self._running[future]
+                self._held.append(message)
+        return len(self._held)
+
+    def release(self, owned: Collection[TopicPartition]) -> None:
+        """After a rebalance: judge the held turns of partitions still ``owned``, drop the rest
+        (their new owner reads them from the last commit)."""
+        held, self._held = self._held, []
+        for message in held:
+            if message.tp in owned:
+                future = self._pool.submit(evaluate_guarded, self._evaluator, message.payload)
+                self._running[future] = message
+
+    def discard(self, tps: Collection[TopicPartition]) -> None:
+        """Drop queued and held turns of partitions this consumer re-reads or no longer owns."""
+        self._held = [m for m in self._held if m.tp not in tps]
+        for future, message in list(self._running.items()):
+            if message.tp in tps and future.cancel():
+                del self._running[future]
+
+    def wait_any(self, timeout: float) -> None:
+        """Block until a running judge call finishes or ``timeout`` passes."""
+        if self._running:
+            cf.wait(list(self._running), timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        else:
+            self._clock.sleep(timeout)
+
+    def _collect(self) -> None:
+        for future in [f for f in self._running if f.done()]:
+            message = self._running.pop(future)
+            verdict = future.result()
+            self._metrics.record_verdict(verdict)
+            # Every judgment is one judge call: with a panel, the arbiter's is charged here.
+            calls = len(verdict.judgments)
+            cost = sum(j.cost_usd for j in verdict.judgments)
+            if cost or calls:
+                self._budget.record_cost(cost, calls=calls)
+            self._ready.append(message.replace(JudgedTurn(message.payload, verdict)))
+
+    def _forward(self) -> None:
+        while self._ready:
+            try:
+                self._next.submit(self._ready[0])
+            except MessageRejected:
+                return  # keep it; offered again on the next poll
+            self._ready.popleft()
+
+    def poll(self) -> None:
+        self._collect()
+        self._forward()
+        self._next.poll()
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = Deadline(timeout, self._clock)
+        while self._running or self._ready:
+            remaining = deadline.remaining()
+            if remaining is not None and remaining <= 0:
+                log.warning("drain timed out; unfinished turns stay uncommitted", n=self.in_flight)
+                break
+            if self._running:
+                wait = _WAIT_SLICE_S if remaining is None else min(_WAIT_SLICE_S, remaining)
+                cf.wait(list(self._running), timeout=wait, return_when=cf.FIRST_COMPLETED)
+            self.poll()
+            if not self._running and self._ready:
+                # Only the downstream step holds us up (e.g. a database retry backoff).
+                self._clock.sleep(
+                    _WAIT_SLICE_S if remaining is None else min(_WAIT_SLICE_S, remaining)
+                )
+        self._next.join(deadline.remaining())
+
+    def close(self) -> None:
+        # Queued calls are cancelled; running ones finish in their threads (judge timeouts
+        # bound them) and their results are dropped: those offsets were never committed.
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._next.close()

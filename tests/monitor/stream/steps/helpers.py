@@ -1,0 +1,93 @@
+"""Small pieces shared by the step tests: a recording downstream step and envelopes."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, TypeVar
+
+from consumers.records import RawMessage, TopicPartition
+from monitor.errors import MessageRejected
+from monitor.models import TurnEvent, Verdict
+from monitor.stream.steps.base import Envelope
+from tests.fixtures.databases import make_verdict
+
+T = TypeVar("T")
+
+TP = TopicPartition("turns", 0)
+
+
+def env(payload: T, offset: int = 0, tp: TopicPartition = TP) -> Envelope[T]:
+    return Envelope(tp, offset, payload)
+
+
+def raw(value: bytes | None, offset: int = 0, tp: TopicPartition = TP) -> RawMessage:
+    return RawMessage(tp.topic, tp.partition, offset, value)
+
+
+class Recorder:
+    """A downstream step recording what it receives; ``capacity`` makes it reject when full."""
+
+    def __init__(self, capacity: int | None = None) -> None:
+        self.items: list[Envelope[Any]] = []
+        self.capacity = capacity
+        self.polls = 0
+        self.joins: list[float | None] = []
+        self.closed = False
+
+    def submit(self, message: Envelope[Any]) -> None:
+        if self.capacity is not None and len(self.items) >= self.capacity:
+            raise MessageRejected("recorder full")
+        self.items.append(message)
+
+    def poll(self) -> None:
+        self.polls += 1
+
+    def join(self, timeout: float | None = None) -> None:
+        self.joins.append(timeout)
+
+    def close(self) -> None:
+        self.closed = True
+
+    @property
+    def offsets(self) -> list[int]:
+        return [m.offset for m in self.items]
+
+
+class GatedEvaluator:
+    """Scores with a fixed verdict, but only once ``gate`` is open (to hold work in flight).
+
+    Stands in for a judge whose timing the test must control; the judges themselves are
+    tested against the real heuristic judge and the fake OpenAI server.
+    """
+
+    config_hash = "cfg-test"
+    weight_profile = "default"
+
+    def __init__(self, *, open_gate: bool = True, fail_for: frozenset[str] = frozenset()) -> None:
+        self.gate = threading.Event()
+        if open_gate:
+            self.gate.set()
+        self.fail_for = fail_for
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def evaluate(self, turn: TurnEvent) -> Verdict:
+        with self._lock:
+            self.calls += 1
+        self.gate.wait(timeout=30)
+        if turn.event_id in self.fail_for:
+            raise RuntimeError("evaluator bug")
+        return make_verdict(turn, config_hash=self.config_hash)
+
+    def close(self) -> None:
+        self.gate.set()
+
+
+class CostLog:
+    def __init__(self) -> None:
+        self.costs: list[float] = []
+        self.calls: list[int | None] = []
+
+    def record_cost(self, usd: float, calls: int | None = None) -> None:
+        self.costs.append(usd)
+        self.calls.append(calls)

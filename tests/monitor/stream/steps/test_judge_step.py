@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from consumers.sampling import Sampler
+from monitor.clock import ManualClock
+from monitor.errors import MessageRejected
+from monitor.exporter import Metrics
+from monitor.settings import SamplingConfig
+from monitor.stream.steps.base import JudgedTurn
+from monitor.stream.steps.judge import JudgeStep
+from tests.fixtures.databases import make_turn
+from tests.monitor.stream.steps.helpers import CostLog, GatedEvaluator, Recorder, env
+
+
+def _until(cond: Callable[[], bool], step: JudgeStep, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        step.poll()
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def parts(
+    registry: CollectorRegistry,
+) -> Iterator[tuple[JudgeStep, Recorder, GatedEvaluator, CostLog]]:
+    downstream = Recorder()
+    evaluator = GatedEvaluator(open_gate=False)
+    costs = CostLog()
+    step = JudgeStep(
+        downstream, evaluator, Metrics(registry), costs, concurrency=2, max_in_flight=3
+    )
+    yield step, downstream, evaluator, costs
+    evaluator.gate.set()
+    step.close()
+
+
+def test_verdicts_are_forwarded_with_their_offsets_and_recorded(
+    parts: tuple[JudgeStep, Recorder, GatedEvaluator, CostLog], registry: CollectorRegistry
+) -> None:
+    step, downstream, evaluator, costs = parts
+    evaluator.gate.set()
+    for i in range(3):
+        step.submit(env(make_turn(f"e{i}"), offset=i))
+    _until(lambda: len(downstream.items) == 3, step)
+    assert sorted(downstream.offsets) == [0, 1, 2]
+    judged = downstream.items[0].payload
+    assert isinstance(judged, JudgedTurn)
+    assert judged.verdict.event_id == judged.turn.event_id
+    labels = {"assistant": "helpdesk", "band": "moderate"}
+    assert registry.get_sample_value("casewatch_turns_judged_total", labels) == 3
+    assert len(costs.costs) == 3 and all(c > 0 for c in costs.costs)
+    assert step.in_flight == 0
+
+
+def test_full_step_rejects_until_work_finishes(
+    parts: tuple[JudgeStep, Recorder, GatedEvaluator, CostLog],
+) -> None:
+    step, downstream, evaluator, _ = parts
+    for i in range(3):
+        step.submit(env(make_turn(f"e{i}"), offset=i))
+    with pytest.raises(MessageRejected):
+        step.submit(env(make_turn("e3"), offset=3))
+    assert step.in_flight == 3
+    evaluator.gate.set()
+    _until(lambda: step.in_flight == 0, step)
+    step.submit(env(make_turn("e3"), offset=3))
+    _until(lambda: len(downstream.items) == 4, step)
+
+
+def test_results_refused_downstream_stay_held_and_count_in_flight(
+    registry: CollectorRegistry,
+) -> None:
+    downstream = Recorder(capacity=1)
+    step = JudgeStep(
+        downstream, GatedEvaluator(), Metrics(registry), CostLog(), concurrency=2, max_in_flight=2
+    )
+    try:
+        step.submit(env(make_turn("a"), offset=0))
+        step.submit(env(make_turn("b"), offset=1))
+        _until(lambda: len(downstream.items) == 1 and step.in_flight == 1, step)
+        step.submit(env(make_turn("c"), offset=2))
+        _until(lambda: step.in_flight == 2 and len(downstream.items) == 1, step)
+        with pytest.raises(MessageRejected):
+            step.submit(env(make_turn("d"), offset=3))
+        downstream.capacity = None
+        _until(lambda: step.in_flight == 0, step)
+        assert sorted(downstream.offsets) == [0, 1, 2]
+    finally:
+        step.close()
+
+
+def test_an_evaluator_that_raises_yields_a_judge_failed_verdict(
+    registry: CollectorRegistry,
+) -> None:
+    downstream = Recorder()
+    evaluator = GatedEvaluator(fail_for=frozenset({"bad"}))
+    step = JudgeStep(
+        downstream,
+        evaluator,
+        Metrics(registry),
+        CostLog(),
+        concurrency=1,
+        max_in_flight=4,
+    )
+    try:
+        step.submit(env(make_turn("bad")))
+        _until(lambda: len(downstream.items) == 1, step)
+        verdict = downstream.items[0].payload.verdict
+        assert (verdict.status, verdict.failure_reason) == ("judge_failed", "internal")
+        assert verdict.judge_config_hash == "cfg-test"
+        assert verdict.weight_profile == "default"  # the evaluator's, not a blank
+        labels = {"assistant": "helpdesk", "band": "judge_failed"}
+        assert registry.get_sample_value("casewatch_turns_judged_total", labels) == 1
+    finally:
+        step.close()
+
+
+def test_join_waits_for_running_work_then_joins_downstream(
+    parts: tuple[JudgeStep, Recorder, GatedEvaluator, CostLog],
+) -> None:
+    step, downstream, evaluator, _ = parts
+    step.submit(env(make_turn("a")))
+    evaluator.gate.set()
+    step.join(timeout=10)
+    assert downstream.offsets == [0]
+    assert len(downstream.joins) == 1
+
+
+def test_join_gives_up_at_the_deadline_leaving_work_unforwarded(
+    parts: tuple[JudgeStep, Recorder, GatedEvaluator, CostLog],
+) -> None:
+    step, downstream, _, _ = parts
+    step.submit(env(make_turn("a")))
+    step.join(timeout=0.2)
+    assert downstream.items == []
+    assert step.in_flight == 1
+    assert downstream.joins == [0.0]
+
+
+def test_bad_sizes_fail_fast(registry: CollectorRegistry) -> None:
+    with pytest.raises(ValueError, match="concurrency"):
+        JudgeStep(Recorder(), GatedEvaluator(), Metrics(registry), CostLog(), 0, 1)
+
+
+def test_every_judge_call_of_a_turn_is_charged_to_the_hourly_call_budget(
+    registry: CollectorRegistry,
+) -> None:
+    # The sampler charges one call per primary up front; a panel's arbiter call is only known
+    # once the verdict is in (make_verdict carries two judgments: primary + arbiter here).
+    clock = ManualClock()
+    sampling = SamplingConfig(budget_calls_per_hour=10)
+    sampler = Sampler(sampling, clock, calls_per_turn=1)
+    downstream = Recorder()
+    step = JudgeStep(downstream, GatedEvaluator(), Metrics(registry), sampler, 1, 4, clock=clock)
+    try:
+        turn = make_turn("arbitrated")
+        assert sampler.decide(turn).sampled
+        assert sampler.budget_levels()["calls"] == 9
+        step.submit(env(turn))
+        _until(lambda: len(downstream.items) == 1, step)
+        assert len(downstream.items[0].payload.verdict.judgments) == 2
+        assert sampler.budget_levels()["calls"] == 8
+    finally:
+        step.close()

@@ -1,0 +1,95 @@
+"""The sample step with the real Sampler."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from consumers.sampling import Sampler
+from monitor.clock import ManualClock
+from monitor.errors import MessageRejected
+from monitor.exporter import Metrics
+from monitor.settings import AlwaysJudgeRule, SamplingConfig
+from monitor.stream.steps.sample import SampleStep
+from tests.fixtures.databases import make_turn
+from tests.monitor.stream.steps.helpers import Recorder, env
+
+
+def test_skipped_turns_are_done_here_and_counted_by_reason() -> None:
+    registry = CollectorRegistry()
+    nxt, done = Recorder(), Recorder()
+    sampler = Sampler(SamplingConfig(default_rate=0.0), ManualClock())
+    step = SampleStep(nxt, done, sampler, Metrics(registry))
+    step.submit(env(make_turn("e1"), offset=4))
+    assert done.offsets == [4]
+    assert nxt.items == []
+    labels = {"assistant": "helpdesk", "reason": "not_sampled"}
+    assert registry.get_sample_value("casewatch_turns_skipped_total", labels) is None
+    step.poll()  # counts are added once per poll
+    assert registry.get_sample_value("casewatch_turns_skipped_total", labels) == 1
+
+
+def test_sampled_turns_go_on_and_are_counted_by_reason() -> None:
+    registry = CollectorRegistry()
+    nxt, done = Recorder(), Recorder()
+    rule = AlwaysJudgeRule(name="negative", field="feedback", equals="negative")
+    sampler = Sampler(SamplingConfig(default_rate=1.0, always_judge=[rule]), ManualClock())
+    step = SampleStep(nxt, done, sampler, Metrics(registry))
+    step.submit(env(make_turn("e1"), offset=0))
+    step.submit(env(make_turn("e2", feedback={"rating": "negative"}), offset=1))
+    assert nxt.offsets == [0, 1]
+    assert done.items == []
+    step.join(1.0)  # a join adds the counts too
+    get = registry.get_sample_value
+    assert get("casewatch_turns_sampled_total", {"assistant": "helpdesk", "reason": "rate"}) == 1
+    labels = {"assistant": "helpdesk", "reason": "rule:negative"}
+    assert get("casewatch_turns_sampled_total", labels) == 1
+
+
+def test_a_rejected_turn_keeps_its_decision_and_budget() -> None:
+    registry = CollectorRegistry()
+    nxt = Recorder(capacity=0)
+    sampler = Sampler(SamplingConfig(budget_calls_per_hour=1), ManualClock())
+    step = SampleStep(nxt, Recorder(), sampler, Metrics(registry))
+    message = env(make_turn("e1"))
+    for _ in range(3):
+        with pytest.raises(MessageRejected):
+            step.submit(message)
+    nxt.capacity = None
+    step.submit(message)  # the one call of the hourly budget was charged once, not four times
+    assert nxt.offsets == [0]
+    step.poll()
+    labels = {"assistant": "helpdesk", "reason": "rate"}
+    assert registry.get_sample_value("casewatch_turns_sampled_total", labels) == 1
+    step.submit(env(make_turn("e2"), offset=1))
+    step.poll()
+    labels = {"assistant": "helpdesk", "reason": "budget_calls"}
+    assert registry.get_sample_value("casewatch_turns_skipped_total", labels) == 1
+
+
+def test_poll_join_close_reach_the_next_step() -> None:
+    nxt = Recorder()
+    step = SampleStep(
+        nxt, Recorder(), Sampler(SamplingConfig(), ManualClock()), Metrics(CollectorRegistry())
+    )
+    step.poll()
+    step.join(3.0)
+    step.close()
+    assert (nxt.polls, nxt.joins, nxt.closed) == (1, [3.0], True)
+
+
+def test_counts_of_a_batch_are_added_per_assistant_and_reason() -> None:
+    registry = CollectorRegistry()
+    sampler = Sampler(SamplingConfig(default_rate=0.0, rates={"billing": 1.0}), ManualClock())
+    step = SampleStep(Recorder(), Recorder(), sampler, Metrics(registry))
+    for i in range(5):
+        step.submit(env(make_turn(f"h{i}"), offset=2 * i))
+        step.submit(env(make_turn(f"b{i}", assistant="billing"), offset=2 * i + 1))
+    step.poll()
+    step.poll()  # nothing new: nothing added twice
+    get = registry.get_sample_value
+    assert (
+        get("casewatch_turns_skipped_total", {"assistant": "helpdesk", "reason": "not_sampled"})
+        == 5
+    )
+    assert get("casewatch_turns_sampled_total", {"assistant": "billing", "reason": "rate"}) == 5

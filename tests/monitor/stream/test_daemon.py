@@ -1,0 +1,573 @@
+"""The daemon in a thread against real components: Tansu, SQLite/PostgreSQL, real judges.
+
+Subprocess runs (SIGTERM, SIGKILL + restart) are in tests/monitor/commands/test_daemon_cli.py.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from consumers._kafka import KafkaConsumer, KafkaTopicPartition
+from consumers.dlq import HEADER_REASON, FileDeadLetterSink, KafkaDeadLetterQueue
+from consumers.file_source import FileTurnSource
+from consumers.kafka_source import KafkaTurnSource
+from consumers.records import RawMessage, TopicPartition
+from consumers.sampling import sample_point
+from consumers.source import TurnSource
+from consumers.tansu import EmbeddedBroker, create_topics
+from monitor.exporter import Metrics
+from monitor.judging.evaluator import build_evaluator
+from monitor.settings import JudgeConfig, KafkaConfig, Settings, load_settings
+from monitor.storage.store import Store
+from monitor.stream.daemon import Daemon, RetentionJob
+from monitor.stream.http import ProbeApp, ProbeServer
+from tests.fake_judge_server import FakeJudgeServer
+from tests.fixtures.broker import DLQ_SUFFIX, produce
+from tests.fixtures.databases import make_turn
+from tests.fixtures.judge_server import fake_judge_config
+from tests.monitor.stream.steps.helpers import GatedEvaluator
+
+pytestmark = pytest.mark.integration
+
+MALFORMED: list[tuple[bytes, str]] = [
+    (b"{not json", "not_json"),
+    (b'{"event_id": "x"}', "schema"),
+    (b"\xff\xfe\xfa", "bad_utf8"),
+    (b"[1, 2]", "not_object"),
+]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def turn_values(n: int, prefix: str = "evt") -> list[bytes]:
+    return [make_turn(f"{prefix}-{i}").model_dump_json().encode() for i in range(n)]
+
+
+def interleave(good: list[bytes], bad: list[bytes]) -> list[bytes]:
+    """Spread the malformed records through the stream (so commits must step over them)."""
+    out = list(good)
+    step = max(1, len(good) // (len(bad) + 1))
+    for i, value in enumerate(bad):
+        out.insert((i + 1) * step + i, value)
+    return out
+
+
+def expected_sampled(n: int, rate: float, prefix: str = "evt") -> set[str]:
+    return {f"{prefix}-{i}" for i in range(n) if sample_point(f"conv-{prefix}-{i}") < rate}
+
+
+def rows_per_event(store: Store) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in store.verdicts(limit=100_000):
+        counts[row["event_id"]] = counts.get(row["event_id"], 0) + 1
+    return counts
+
+
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int | None:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        offset: int | None = consumer.committed(KafkaTopicPartition(topic, partition))
+        return offset
+    finally:
+        consumer.close(autocommit=False)
+
+
+def read_topic(bootstrap: str, topic: str, n: int, timeout: float = 20.0) -> list[Any]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tp = KafkaTopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        records: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while len(records) < n and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=200).values():
+                records.extend(batch)
+        return records
+    finally:
+        consumer.close(autocommit=False)
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode()
+    finally:
+        conn.close()
+
+
+def kafka_settings(bootstrap: str, topic: str, db_url: str, **overrides: Any) -> Settings:
+    kafka = KafkaConfig(
+        bootstrap_servers=[bootstrap],
+        topics=[topic],
+        group_id=f"casewatch-test-{uuid.uuid4().hex[:8]}",
+        dlq_suffix=DLQ_SUFFIX,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=1000,
+        max_poll_interval_ms=6000,
+        max_poll_records=50,
+    )
+    values: dict[str, Any] = {"kafka": kafka, "storage": {"url": db_url}}
+    values.update(overrides)
+    return load_settings(None, **values)
+
+
+class Harness:
+    """A Daemon running in a thread, with its own registry and HTTP server."""
+
+    def __init__(self, settings: Settings, source: TurnSource, dlq: Any, store: Store) -> None:
+        self.registry = CollectorRegistry()
+        self.metrics = Metrics(self.registry)
+        self.store = store
+        self.daemon = Daemon(settings, source, dlq, store, build_evaluator(settings), self.metrics)
+        app = ProbeApp(self.registry, self.daemon.heartbeat, self.daemon.checks())
+        self.server = ProbeServer(app, "127.0.0.1", 0)
+        self.thread = threading.Thread(target=self.daemon.run, name="daemon", daemon=True)
+
+    def sample(self, name: str, labels: dict[str, str] | None = None) -> float:
+        return self.registry.get_sample_value(name, labels or {}) or 0.0
+
+
+@contextmanager
+def running(settings: Settings, source: TurnSource, dlq: Any, store: Store) -> Iterator[Harness]:
+    h = Harness(settings, source, dlq, store)
+    h.server.start()
+    h.thread.start()
+    try:
+        yield h
+    finally:
+        h.daemon.stop()
+        h.thread.join(timeout=60)
+        assert not h.thread.is_alive(), "daemon did not stop"
+        h.server.close()
+        h.daemon.close()
+
+
+# ---------------------------------------------------------------- Kafka end to end
+
+
+def test_kafka_end_to_end_sampled_turns_stored_once_poison_dead_lettered(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, db_url: str
+) -> None:
+    bootstrap = tansu_broker.bootstrap
+    n, rate = 60, 0.5
+    values = interleave(turn_values(n), [v for v, _ in MALFORMED])
+    # The same event published twice (a producer retry): judged twice, stored once.
+    values.append(values[0])
+    produce(bootstrap, kafka_topic, values)
+    settings = kafka_settings(bootstrap, kafka_topic, db_url, sampling={"default_rate": rate})
+    store = Store(db_url)
+    store.migrate()
+    expected = expected_sampled(n, rate)
+    assert 0 < len(expected) < n
+    source = KafkaTurnSource(settings.kafka)
+    dlq = KafkaDeadLetterQueue(settings.kafka)
+    group = settings.kafka.group_id
+    with running(settings, source, dlq, store) as h:
+        wait_for(
+            lambda: committed_offset(bootstrap, group, kafka_topic) == len(values),
+            what="offsets committed to the end",
+        )
+        assert rows_per_event(store) == dict.fromkeys(expected, 1)
+
+        status, body = http_get(h.server.port, "/healthz")
+        assert status == 200 and json.loads(body)["alive"] is True
+        wait_for(lambda: http_get(h.server.port, "/readyz")[0] == 200, what="ready")
+        status, text = http_get(h.server.port, "/metrics")
+        assert status == 200
+        assert f'casewatch_turns_consumed_total{{topic="{kafka_topic}"}} {len(values)}.0' in text
+
+        consumed = h.sample("casewatch_turns_consumed_total", {"topic": kafka_topic})
+        assert consumed == len(values)
+        judged = sum(
+            h.sample("casewatch_turns_judged_total", {"assistant": "helpdesk", "band": b})
+            for b in ("severe", "moderate", "minor", "none", "judge_failed")
+        )
+        first_sampled = "evt-0" in expected
+        assert judged == len(expected) + first_sampled
+        assert h.sample("casewatch_stored_total", {"outcome": "inserted"}) == len(expected)
+        assert h.sample("casewatch_stored_total", {"outcome": "duplicate"}) == first_sampled
+        skipped = h.sample(
+            "casewatch_turns_skipped_total", {"assistant": "helpdesk", "reason": "not_sampled"}
+        )
+        assert skipped == n - len(expected) + (not first_sampled)
+        for _, reason in MALFORMED:
+            assert h.sample("casewatch_dead_letter_total", {"reason": reason}) == 1
+        assert h.sample("casewatch_offsets_committed_total", {"topic": kafka_topic}) >= 1
+        assert h.sample("casewatch_in_flight") == 0
+        assert h.sample("casewatch_paused_partitions") == 0
+        lag = {"topic": kafka_topic, "partition": "0"}
+        wait_for(lambda: h.registry.get_sample_value("casewatch_consumer_lag", lag) == 0, 10)
+
+    dead = read_topic(bootstrap, f"{kafka_topic}{DLQ_SUFFIX}", len(MALFORMED))
+    assert [r.value for r in dead] == [v for v, _ in MALFORMED]
+    reasons = [dict(r.headers)[HEADER_REASON].decode() for r in dead]
+    assert reasons == [reason for _, reason in MALFORMED]
+
+
+def test_a_new_consumer_in_the_group_resumes_after_the_commit(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
+) -> None:
+    bootstrap = tansu_broker.bootstrap
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    settings = kafka_settings(bootstrap, kafka_topic, url)
+    store = Store(url)
+    store.migrate()
+    produce(bootstrap, kafka_topic, turn_values(10, "a"))
+    with running(
+        settings, KafkaTurnSource(settings.kafka), KafkaDeadLetterQueue(settings.kafka), store
+    ):
+        wait_for(lambda: store.counts()["verdicts"] == 10, what="first batch stored")
+    produce(bootstrap, kafka_topic, turn_values(5, "b"))
+    store = Store(url)
+    with running(
+        settings, KafkaTurnSource(settings.kafka), KafkaDeadLetterQueue(settings.kafka), store
+    ) as h:
+        wait_for(lambda: store.counts()["verdicts"] == 15, what="second batch stored")
+        wait_for(
+            lambda: committed_offset(bootstrap, settings.kafka.group_id, kafka_topic) == 15,
+            what="commit",
+        )
+        # Only the new records were read again: nothing judged twice.
+        assert h.sample("casewatch_turns_consumed_total", {"topic": kafka_topic}) == 5
+        assert h.sample("casewatch_stored_total", {"outcome": "duplicate"}) == 0
+
+
+def test_a_rebalance_mid_stream_loses_and_duplicates_nothing(
+    tansu_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    bootstrap = tansu_broker.bootstrap
+    topic = f"test.rebalance.{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap, [topic], partitions=2, dlq_suffix=DLQ_SUFFIX)
+    n = 200  # per partition
+    produce(bootstrap, topic, turn_values(n, "p0"), partition=0)
+    produce(bootstrap, topic, turn_values(n, "p1"), partition=1)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    Store(url).migrate()
+    with FakeJudgeServer(latency=0.05) as judge:
+        judges = {"remote": fake_judge_config(judge)}
+        settings = kafka_settings(
+            bootstrap, topic, url, judges=judges, judge="remote", daemon={"concurrency": 2}
+        )
+        group = settings.kafka.group_id
+        store_a, store_b = Store(url), Store(url)
+        src_a = KafkaTurnSource(settings.kafka)
+        with running(settings, src_a, KafkaDeadLetterQueue(settings.kafka), store_a) as a:
+            wait_for(lambda: store_a.counts()["verdicts"] >= 20, what="A under way")
+            src_b = KafkaTurnSource(settings.kafka)
+            with running(settings, src_b, KafkaDeadLetterQueue(settings.kafka), store_b) as b:
+                wait_for(
+                    lambda: all(committed_offset(bootstrap, group, topic, p) == n for p in (0, 1)),
+                    timeout=90,
+                    what="both partitions committed to the end",
+                )
+                consumed_a = a.sample("casewatch_turns_consumed_total", {"topic": topic})
+                consumed_b = b.sample("casewatch_turns_consumed_total", {"topic": topic})
+        judge_calls = judge.request_count
+        abandoned = a.sample("casewatch_revoke_abandoned_total") + b.sample(
+            "casewatch_revoke_abandoned_total"
+        )
+    assert consumed_b > 0, "B never got a partition: no rebalance happened"
+    assert consumed_a + consumed_b >= 2 * n  # overlap = records re-read after the revoke
+    expected = {f"p{p}-{i}": 1 for p in (0, 1) for i in range(n)}
+    assert rows_per_event(Store(url)) == expected
+    # Turns being judged at the revoke were finished and committed before the partition moved:
+    # none was judged (and paid for) twice, unless the revoke wait ran out on it.
+    assert judge_calls == 2 * n + abandoned
+
+
+class ListSource:
+    """An in-memory TurnSource whose position the test moves, to reproduce what a consumer
+    does after a rebalance: keep its position, rewind to the commit, or lose a partition."""
+
+    def __init__(self, values: dict[TopicPartition, list[bytes]]) -> None:
+        self.values = values
+        self.position = dict.fromkeys(values, 0)
+        self.committed: dict[TopicPartition, int] = {}
+        self.owned = set(values)
+        self._paused: set[TopicPartition] = set()
+        self._lock = threading.Lock()
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+        with self._lock:
+            out: list[RawMessage] = []
+            for tp in sorted(self.owned - self._paused):
+                while self.position[tp] < len(self.values[tp]) and len(out) < max_records:
+                    off = self.position[tp]
+                    out.append(RawMessage(tp.topic, tp.partition, off, self.values[tp][off]))
+                    self.position[tp] += 1
+        if not out:
+            time.sleep(min(timeout_s, 0.01))
+        return out
+
+    def rewind(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self.position[tp] = self.committed.get(tp, 0)
+
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
+        with self._lock:
+            self.committed.update(offsets)
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        self._paused |= set(tps)
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None:
+        self._paused -= set(tps)
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.owned)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        return {tp: len(v) - self.position[tp] for tp, v in self.values.items()}
+
+    def set_rebalance_listener(self, on_assigned: Any, on_revoked: Any) -> None:
+        return None
+
+    def ping(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_source_that_rewinds_is_read_again_without_loss(tmp_path: Path) -> None:
+    tp = TopicPartition("turns", 0)
+    source = ListSource({tp: turn_values(30)})
+    settings, store = _file_settings(tmp_path, daemon={"commit_interval_seconds": 0.01})
+    store.migrate()
+    with running(settings, source, FileDeadLetterSink(tmp_path / "dlq.jsonl"), store) as h:
+        wait_for(lambda: source.committed.get(tp) == 30, what="first pass committed")
+        # As a consumer that lost its group membership does: back to the broker's last
+        # commit (here, pretend it was 12).
+        source.committed[tp] = 12
+        source.rewind(tp)
+        wait_for(lambda: source.position[tp] == 30, what="second pass read")
+        wait_for(lambda: source.committed.get(tp) == 30, what="second pass committed")
+        assert h.sample("casewatch_turns_consumed_total", {"topic": "turns"}) == 48
+        assert h.sample("casewatch_stored_total", {"outcome": "duplicate"}) == 18
+    assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(30)}
+
+
+def test_partitions_moved_elsewhere_are_forgotten(tmp_path: Path) -> None:
+    tp0, tp1 = TopicPartition("turns", 0), TopicPartition("turns", 1)
+    source = ListSource({tp0: turn_values(5, "a"), tp1: turn_values(5, "b")})
+    settings, store = _file_settings(tmp_path)
+    store.migrate()
+    with running(settings, source, FileDeadLetterSink(tmp_path / "dlq.jsonl"), store) as h:
+        wait_for(lambda: source.committed == {tp0: 5, tp1: 5}, what="both committed")
+        source.owned = {tp0}
+        wait_for(lambda: h.daemon.tracker.partitions() == {tp0}, what="tp1 forgotten")
+
+
+class RevokingSource(ListSource):
+    """A ListSource that revokes every partition inside ``poll`` when asked, as kafka-python
+    calls the rebalance listener from within ``poll``."""
+
+    def __init__(self, values: dict[TopicPartition, list[bytes]]) -> None:
+        super().__init__(values)
+        self.revoke_next_poll = threading.Event()
+        self.revoked = threading.Event()
+        self.on_revoked: Any = None
+
+    def set_rebalance_listener(self, on_assigned: Any, on_revoked: Any) -> None:
+        self.on_revoked = on_revoked
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+        if self.revoke_next_poll.is_set():
+            self.revoke_next_poll.clear()
+            self.on_revoked(set(self.owned))
+            self.revoked.set()
+        return super().poll(timeout_s, max_records)
+
+
+def _revoke_harness(
+    tmp_path: Path, n: int, revoke_timeout: float
+) -> tuple[Settings, Store, RevokingSource, GatedEvaluator, TopicPartition]:
+    tp = TopicPartition("turns", 0)
+    source = RevokingSource({tp: turn_values(n)})
+    settings, store = _file_settings(
+        tmp_path,
+        daemon={"commit_interval_seconds": 3600, "revoke_timeout_seconds": revoke_timeout},
+    )
+    store.migrate()
+    return settings, store, source, GatedEvaluator(open_gate=False), tp
+
+
+def _run_daemon(
+    settings: Settings, source: TurnSource, store: Store, evaluator: GatedEvaluator, tmp: Path
+) -> tuple[Daemon, CollectorRegistry, threading.Thread]:
+    registry = CollectorRegistry()
+    dlq = FileDeadLetterSink(tmp / "dlq.jsonl")
+    daemon = Daemon(settings, source, dlq, store, evaluator, Metrics(registry))
+    thread = threading.Thread(target=daemon.run, name="daemon", daemon=True)
+    thread.start()
+    return daemon, registry, thread
+
+
+def test_a_revoke_waits_for_turns_being_judged_then_commits_them(tmp_path: Path) -> None:
+    settings, store, source, evaluator, tp = _revoke_harness(tmp_path, 5, revoke_timeout=60)
+    daemon, registry, thread = _run_daemon(settings, source, store, evaluator, tmp_path)
+    try:
+        wait_for(lambda: evaluator.calls == 5, what="five turns being judged")
+        source.revoke_next_poll.set()
+        # The loop is now inside the revoke, waiting on the judge: let the judge answer.
+        wait_for(lambda: not source.revoke_next_poll.is_set(), what="revoke started")
+        evaluator.gate.set()
+        wait_for(source.revoked.is_set, what="revoke finished")
+        # Committed inside the revoke: the next owner starts after these five turns.
+        assert source.committed.get(tp) == 5
+        assert registry.get_sample_value("casewatch_revoke_abandoned_total") == 0
+        assert evaluator.calls == 5
+    finally:
+        evaluator.gate.set()
+        daemon.stop()
+        thread.join(timeout=60)
+        daemon.close()
+    assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(5)}
+
+
+def test_a_revoke_abandons_and_counts_turns_still_judged_when_its_wait_runs_out(
+    tmp_path: Path,
+) -> None:
+    settings, store, source, evaluator, tp = _revoke_harness(tmp_path, 3, revoke_timeout=0.2)
+    daemon, registry, thread = _run_daemon(settings, source, store, evaluator, tmp_path)
+    try:
+        wait_for(lambda: evaluator.calls == 3, what="three turns being judged")
+        source.revoke_next_poll.set()
+        wait_for(source.revoked.is_set, what="revoke finished")
+        # Nothing finished: nothing committed, and the three turns are counted as abandoned
+        # (their next owner judges them again).
+        assert source.committed.get(tp) is None
+        assert registry.get_sample_value("casewatch_revoke_abandoned_total") == 3
+    finally:
+        evaluator.gate.set()
+        daemon.stop()
+        thread.join(timeout=60)
+        daemon.close()
+
+
+# ---------------------------------------------------------------- file source, failures
+
+
+def _file_settings(tmp_path: Path, **overrides: Any) -> tuple[Settings, Store]:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    settings = load_settings(None, storage={"url": url}, **overrides)
+    return settings, Store(url)
+
+
+def test_file_source_runs_to_the_end_and_exits_when_idle(tmp_path: Path) -> None:
+    data = tmp_path / "turns.jsonl"
+    values = interleave(turn_values(20), [b"{oops", b"[]"])
+    data.write_bytes(b"\n".join(values) + b"\n")
+    settings, store = _file_settings(tmp_path)
+    store.migrate()
+    source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
+    dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
+    metrics = Metrics(CollectorRegistry())
+    daemon = Daemon(
+        settings, source, dlq, store, build_evaluator(settings), metrics, exit_when_idle=True
+    )
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    assert daemon.wait_finished(timeout=60), "the daemon did not stop at the end of the file"
+    thread.join(timeout=5)
+    daemon.close()
+    assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(20)}
+    dead = [json.loads(line) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()]
+    assert [d["reason"] for d in dead] == ["not_json", "not_object"]
+    assert json.loads((tmp_path / "offsets.json").read_text())["offset"] == len(values)
+
+
+def test_database_outage_pauses_intake_reports_unready_and_recovers(tmp_path: Path) -> None:
+    data = tmp_path / "turns.jsonl"
+    n = 150  # more than the judge step and the store batch hold together
+    data.write_bytes(b"\n".join(turn_values(n)) + b"\n")
+    # Not migrated yet: every write fails the way a database that is down does.
+    settings, store = _file_settings(
+        tmp_path, daemon={"concurrency": 2, "max_in_flight": 4}, kafka={"max_poll_records": 20}
+    )
+    source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
+    dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
+    with running(settings, source, dlq, store) as h:
+        wait_for(lambda: h.sample("casewatch_paused_partitions") == 1, what="partition paused")
+        wait_for(lambda: http_get(h.server.port, "/readyz")[0] == 503, what="not ready")
+        doc = json.loads(http_get(h.server.port, "/readyz")[1])
+        assert doc["checks"]["database"] is False and doc["checks"]["broker"] is True
+        assert h.sample("casewatch_storage_errors_total") >= 1
+        # Memory stays bounded: the judge step's budget, the store batch, two polls' worth.
+        assert h.daemon.tracker.pending_count() <= 4 + 64 + 2 * 20
+        assert http_get(h.server.port, "/healthz")[0] == 200  # alive: no restart needed
+        store.migrate()
+        wait_for(lambda: store.counts()["verdicts"] == n, what="all stored after recovery")
+        wait_for(lambda: http_get(h.server.port, "/readyz")[0] == 200, what="ready again")
+        wait_for(lambda: h.sample("casewatch_paused_partitions") == 0, what="resumed")
+    assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(n)}
+
+
+def test_judge_endpoint_down_records_judge_failed_and_keeps_consuming(tmp_path: Path) -> None:
+    from consumers.tansu import free_port
+
+    closed = free_port()  # nothing listens here
+    judge = JudgeConfig(
+        kind="openai",
+        base_url=f"http://127.0.0.1:{closed}/v1",
+        model="down",
+        api_key="k",
+        timeout_seconds=1,
+        transport_retries=0,
+    )
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(turn_values(10)) + b"\n")
+    settings, store = _file_settings(tmp_path, judges={"remote": judge}, judge="remote")
+    store.migrate()
+    source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
+    with running(settings, source, FileDeadLetterSink(tmp_path / "dlq.jsonl"), store) as h:
+        wait_for(lambda: store.counts()["verdicts"] == 10, what="all recorded")
+        labels = {"assistant": "helpdesk", "band": "judge_failed"}
+        assert h.sample("casewatch_turns_judged_total", labels) == 10
+        failed = {"judge": "remote", "reason": "connection"}
+        assert h.sample("casewatch_judge_failed_total", failed) == 10
+    rows = store.verdicts(limit=100)
+    assert {(r["status"], r["failure_reason"]) for r in rows} == {("judge_failed", "connection")}
+
+
+def test_retention_job_purges_old_rows(tmp_path: Path) -> None:
+    from monitor.clock import ManualClock
+    from tests.fixtures.databases import make_verdict
+
+    store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.migrate()
+    turn = make_turn("old")
+    store.save(turn, make_verdict(turn))
+    clock = ManualClock(start=time.time())
+    job = RetentionJob(store, retention_days=1, clock=clock)
+    assert job.run_once() == 0
+    clock.advance(2 * 86_400)
+    assert job.run_once() == 1
+    assert store.counts()["verdicts"] == 0
+    store.close()

@@ -1,0 +1,335 @@
+"""`casewatch demo`: the pure parts, then the demo against a real embedded broker (in-process,
+as a process stopped by SIGTERM, and as a process whose broker dies as it is interrupted)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
+
+from consumers.decode import decode_turn
+from consumers.records import RawMessage
+from consumers.tansu import TansuNotInstalled, tansu_binary
+from monitor.cli import main
+from monitor.errors import InvalidEvent
+from monitor.exporter import Metrics
+from monitor.judging.evaluator import build_evaluator
+from monitor.models import TurnEvent
+from monitor.settings import load_settings
+from monitor.storage.store import Store
+from monitor.stream.demo import (
+    MALFORMED,
+    Demo,
+    DemoError,
+    DemoOptions,
+    demo_messages,
+    demo_settings,
+    find_examples,
+    load_examples,
+    stop_budget_s,
+)
+from monitor.stream.demo_summary import Snapshot, format_summary
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples" / "turns.jsonl"
+DEADLINE_S = 60.0
+
+
+@pytest.fixture
+def tansu() -> None:
+    try:
+        tansu_binary()
+    except TansuNotInstalled as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the Kafka broker is unavailable: {exc}")
+        pytest.skip(f"Kafka broker unavailable: {exc}")
+
+
+def judged_in(metrics_text: str) -> float:
+    pattern = (
+        r'^casewatch_turns_judged_total\{[^}]*band="(none|minor|moderate|severe)"[^}]*\} (\S+)'
+    )
+    return sum(float(m.group(2)) for m in re.finditer(pattern, metrics_text, re.MULTILINE))
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 -- loopback http URL
+        body: bytes = resp.read()
+        return body.decode()
+
+
+def wait_until_judged(url: str) -> str:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        text = scrape(url)
+        if judged_in(text) > 0 and "casewatch_dead_letter_total{" in text:
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no judged turn in /metrics after {DEADLINE_S}s:\n{text}")
+        time.sleep(0.2)
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+def test_examples_are_found_from_any_working_directory(tmp_path: Path) -> None:
+    assert find_examples(cwd=tmp_path) == EXAMPLES  # falls back to the checkout
+    local = tmp_path / "examples" / "turns.jsonl"
+    local.parent.mkdir()
+    local.write_text('{"event_id": "e1"}\n')
+    assert find_examples(cwd=tmp_path) == local
+
+
+def test_a_missing_or_bad_examples_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(DemoError, match="does not exist"):
+        find_examples(tmp_path / "nope.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"event_id": "e1"}\n[1]\n')
+    with pytest.raises(DemoError, match=r"bad.jsonl:2: not a turn event"):
+        load_examples(bad)
+
+
+def test_a_loop_renames_events_refreshes_timestamps_and_spreads_poison() -> None:
+    docs = load_examples(EXAMPLES)
+    now = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    out = list(demo_messages(docs, 3, lambda: now))
+    assert len(out) == len(docs) + len(MALFORMED)
+    good: list[tuple[bytes | None, TurnEvent]] = []
+    bad: list[int] = []
+    for i, (key, value) in enumerate(out):
+        try:
+            good.append((key, decode_turn(RawMessage("t", 0, i, value, key), 1 << 20)))
+        except InvalidEvent:
+            bad.append(i)
+    assert [e.event_id for _, e in good] == [f"{d['event_id']}#3" for d in docs]
+    assert {e.timestamp for _, e in good} == {now}
+    assert all(key == e.conversation_id.encode() for key, e in good)
+    # Poison is spread through the loop, not bunched at one end.
+    assert len(bad) == len(MALFORMED) and bad[0] > 0 and bad[-1] < len(out) - 1
+
+
+def test_a_short_file_still_gets_every_malformed_record() -> None:
+    docs = [{"event_id": "e1", "conversation_id": "c1"}]
+    out = list(demo_messages(docs, 0, lambda: datetime(2030, 1, 1, tzinfo=UTC)))
+    assert [v for k, v in out if k is None] == list(MALFORMED)
+
+
+def test_summary_reads_judged_bands_dead_letters_and_mean_score() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    evaluator = build_evaluator(load_settings())
+    turns = [TurnEvent.model_validate(d) for d in load_examples(EXAMPLES)[:6]]
+    verdicts = [evaluator.evaluate(t) for t in turns]
+    for v in verdicts:
+        metrics.record_verdict(v)
+    metrics.record_consumed("support.turns", 7)
+    metrics.record_dead_letter("not_json")
+    snap = Snapshot.of(registry)
+    assert snap.consumed == 7 and snap.judged == 6 and snap.dead_lettered == 1
+    assert snap.judge_failed == 0
+    by_assistant: dict[str, list[float]] = {}
+    for v in verdicts:
+        assert v.s_final is not None
+        by_assistant.setdefault(v.assistant.name, []).append(v.s_final)
+    assert snap.mean_s_final == pytest.approx({a: sum(s) / len(s) for a, s in by_assistant.items()})
+    line = format_summary(snap, 12.0, 9)
+    assert "produced 9 | consumed 7 | judged 6 (" in line
+    assert "dead-lettered 1 | judge_failed 0" in line
+
+
+def test_demo_settings_keep_the_judges_and_replace_kafka_storage_and_server() -> None:
+    base = load_settings(None, kafka={"topics": ["elsewhere"]}, sampling={"default_rate": 0.5})
+    s = demo_settings(base, "127.0.0.1:1234", "sqlite:///x.db", "127.0.0.1", 0)
+    assert s.kafka.bootstrap_servers == ["127.0.0.1:1234"]
+    assert s.kafka.topics == ["support.turns"]
+    assert (s.storage.url, s.server.port) == ("sqlite:///x.db", 0)
+    assert s.sampling.default_rate == 0.5 and s.judge == base.judge
+
+
+def test_cli_reports_missing_examples_and_exits_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["demo", "--examples", str(tmp_path / "nope.jsonl")])
+    assert result.exit_code == 2
+    assert "examples file" in result.output and "does not exist" in result.output
+
+
+# ---------------------------------------------------------------- with a real broker
+
+
+@pytest.mark.integration
+def test_demo_judges_turns_and_stops_cleanly(tansu: None, tmp_path: Path) -> None:
+    lines: list[str] = []
+    db = tmp_path / "demo.db"
+    options = DemoOptions(rate=100, port=0, db_path=db, summary_interval_s=0.5)
+    demo = Demo(load_settings(), options, registry=CollectorRegistry(), echo=lines.append)
+    demo.start()
+    try:
+        assert demo.broker_running
+        text = wait_until_judged(demo.metrics_url)
+        assert 'casewatch_dead_letter_total{reason="not_json"}' in text
+        runner = threading.Thread(target=demo.run)
+        runner.start()
+        deadline = time.monotonic() + DEADLINE_S
+        while not any(line.startswith("[") for line in lines):  # a periodic summary
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.1)
+        demo.request_stop()
+        runner.join(DEADLINE_S)
+        assert not runner.is_alive()
+    finally:
+        demo.stop()
+        demo.cleanup()
+    assert not demo.broker_running
+    assert "stopping" in lines[-2] and lines[-1].startswith("[")
+    snap = demo.snapshot()
+    store = Store(f"sqlite:///{db}")
+    try:
+        # Everything judged before the stop was stored: draining lost nothing.
+        assert store.counts()["verdicts"] == snap.judged + snap.judge_failed > 0
+    finally:
+        store.close()
+
+
+@pytest.mark.integration
+def test_demo_process_drains_and_exits_0_on_sigterm(tansu: None, tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0"]
+    cmd += ["--rate", "100"]
+    cmd += ["--db", str(tmp_path / "demo.db")]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        url = _metrics_url(proc.stdout)
+        wait_until_judged(url)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert out.rstrip().endswith("casewatch demo: stopped")
+
+
+@pytest.mark.integration
+def test_demo_exits_1_in_bounded_time_when_its_broker_dies_with_the_interrupt(
+    tansu: None, tmp_path: Path
+) -> None:
+    """What a Ctrl-C reaching the broker too did: the daemon cannot commit, the producer cannot
+    flush. The demo must still end, within its stop budget, saying what was not committed."""
+    config = tmp_path / "demo.yaml"
+    # No periodic commits: judged turns are then always uncommitted when the broker dies, so the
+    # final commit has something to fail on (with commits every second, a kill right after one
+    # with nothing finished since leaves nothing to commit, and exit 0 would be right).
+    daemon = {"drain_timeout_seconds": 3, "commit_interval_seconds": 3600}
+    config.write_text(yaml.safe_dump({"daemon": daemon}))
+    cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0", "--rate", "100"]
+    cmd += ["--db", str(tmp_path / "demo.db"), "--config", str(config)]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        wait_until_judged(_metrics_url(proc.stdout))
+        brokers = [p for p in psutil.Process(proc.pid).children() if p.name() == "tansu"]
+        assert len(brokers) == 1
+        brokers[0].kill()
+        proc.send_signal(signal.SIGINT)
+        budget = stop_budget_s(load_settings(config))
+        out, err = proc.communicate(timeout=budget + 10.0)  # + interpreter exit: liveness
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, (out, err)
+    last = err.rstrip().splitlines()[-1]
+    assert last.startswith("casewatch demo: offsets were not committed ("), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.integration
+def test_a_second_interrupt_ends_the_demo_and_its_broker_at_once(
+    tansu: None, tmp_path: Path
+) -> None:
+    # A drain that cannot finish by itself: judge calls slower than the test (a fake server
+    # that never answers, so the drain waits for its whole, long timeout).
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        judge = {"kind": "openai", "base_url": f"http://127.0.0.1:{silent.getsockname()[1]}/v1"}
+        config = tmp_path / "demo.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "judges": {"slow": {**judge, "model": "m", "timeout_seconds": 300}},
+                    "judge": "slow",
+                    "daemon": {"drain_timeout_seconds": 300},
+                }
+            )
+        )
+        cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0", "--rate", "100"]
+        cmd += ["--db", str(tmp_path / "demo.db"), "--config", str(config)]
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+        brokers: list[psutil.Process] = []
+        try:
+            assert proc.stdout is not None
+            url = _metrics_url(proc.stdout)
+            brokers = [p for p in psutil.Process(proc.pid).children() if p.name() == "tansu"]
+            assert len(brokers) == 1
+            deadline = time.monotonic() + DEADLINE_S
+            while not re.search(r"^casewatch_in_flight [1-9]", scrape(url), re.MULTILINE):
+                assert time.monotonic() < deadline, "no judge call in flight"
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            for line in proc.stdout:
+                if line.startswith("stopping:"):
+                    break
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(10.0) == -signal.SIGINT  # liveness, not speed: the drain has 300 s
+            _wait_gone(brokers[0])
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for broker in brokers:  # never leak one, even when the test fails
+                if broker.is_running():
+                    broker.kill()
+
+
+def _wait_gone(process: psutil.Process, timeout_s: float = 10.0) -> None:
+    """Wait until ``process`` is dead (a zombie counts: its parent is gone, nobody reaps it)."""
+    deadline = time.monotonic() + timeout_s
+    while process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"{process} outlived the demo"
+        time.sleep(0.1)
+
+
+def _metrics_url(stdout: Iterator[str]) -> str:
+    for line in stdout:
+        match = re.search(r"metrics:\s+(http://\S+/metrics)", line)
+        if match:
+            return match.group(1)
+    raise AssertionError("the demo never printed where /metrics is")
+
+
+@pytest.mark.integration
+def test_duration_stops_the_demo_by_itself(tansu: None, tmp_path: Path) -> None:
+    args = ["demo", "--port", "0", "--duration", "1", "--db", str(tmp_path / "d.db")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[-1] == "casewatch demo: stopped"
+    assert lines[-2].startswith("[") and "consumed" in lines[-2]

@@ -1,0 +1,126 @@
+"""/metrics, /healthz and /readyz over a real socket."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.clock import ManualClock
+from monitor.exporter import Metrics
+from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
+
+
+def _get(url: str) -> tuple[int, str, str]:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)
+    try:
+        conn.request("GET", parts.path)
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("Content-Type", ""), resp.read().decode()
+    finally:
+        conn.close()
+
+
+class _Checks:
+    def __init__(self) -> None:
+        self.broker = True
+        self.database = True
+
+    def db(self) -> bool:
+        if self.database is None:
+            raise RuntimeError("boom")
+        return self.database
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def checks() -> _Checks:
+    return _Checks()
+
+
+@pytest.fixture
+def server(clock: ManualClock, checks: _Checks) -> Iterator[tuple[ProbeServer, Heartbeat]]:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.record_consumed("turns", 4)
+    heartbeat = Heartbeat(max_age_seconds=10, clock=clock)
+    app = ProbeApp(registry, heartbeat, {"broker": lambda: checks.broker, "database": checks.db})
+    with ProbeServer(app, "127.0.0.1", 0) as srv:
+        yield srv, heartbeat
+
+
+def test_metrics_endpoint(server: tuple[ProbeServer, Heartbeat]) -> None:
+    srv, _ = server
+    status, ctype, body = _get(f"{srv.url}/metrics")
+    assert status == 200
+    assert ctype.startswith("text/plain")
+    assert 'casewatch_turns_consumed_total{topic="turns"} 4.0' in body
+
+
+def test_healthz_follows_the_loop_ticks(
+    server: tuple[ProbeServer, Heartbeat], clock: ManualClock
+) -> None:
+    srv, heartbeat = server
+    status, _, body = _get(f"{srv.url}/healthz")
+    assert status == 503
+    assert "not started" in json.loads(body)["reason"]
+    heartbeat.tick()
+    status, ctype, body = _get(f"{srv.url}/healthz")
+    assert (status, ctype) == (200, "application/json")
+    assert json.loads(body)["alive"] is True
+    clock.advance(11)
+    status, _, body = _get(f"{srv.url}/healthz")
+    assert status == 503
+    assert "last ticked 11.0s ago" in json.loads(body)["reason"]
+
+
+def test_readyz_names_failing_checks(
+    server: tuple[ProbeServer, Heartbeat], checks: _Checks
+) -> None:
+    srv, _ = server
+    status, _, body = _get(f"{srv.url}/readyz")
+    assert status == 200
+    assert json.loads(body) == {"ready": True, "checks": {"broker": True, "database": True}}
+    checks.database = False
+    status, _, body = _get(f"{srv.url}/readyz")
+    doc = json.loads(body)
+    assert status == 503
+    assert doc["checks"] == {"broker": True, "database": False}
+    assert doc["reason"] == "not reachable: database"
+
+
+def test_readyz_check_that_raises_counts_as_failing(
+    server: tuple[ProbeServer, Heartbeat], checks: _Checks
+) -> None:
+    srv, _ = server
+    checks.database = None  # type: ignore[assignment]
+    checks.broker = False
+    status, _, body = _get(f"{srv.url}/readyz")
+    assert status == 503
+    assert json.loads(body)["reason"] == "not reachable: broker, database"
+
+
+def test_unknown_path_is_404(server: tuple[ProbeServer, Heartbeat]) -> None:
+    srv, _ = server
+    status, _, body = _get(f"{srv.url}/nope")
+    assert status == 404
+    assert "/metrics" in body
+
+
+def test_close_without_start_does_not_hang() -> None:
+    app = ProbeApp(CollectorRegistry(), Heartbeat(), {})
+    ProbeServer(app).close()
+
+
+def test_heartbeat_rejects_bad_age() -> None:
+    with pytest.raises(ValueError, match="max_age_seconds"):
+        Heartbeat(0)

@@ -1,0 +1,122 @@
+"""``DaemonRunner``: the daemon as ``casewatch run`` and ``casewatch demo`` assemble it, on a
+file source (no broker needed): panel counters reach the exporter, the retention job runs, a
+taken port is a clear error, and a started runner serves its probes and stops cleanly."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry
+
+from monitor.models import METRICS
+from monitor.settings import load_settings
+from monitor.storage.store import Store
+from monitor.storage.tables import turns, verdicts
+from monitor.stream.runner import DaemonRunner, ListenError, file_sidecars
+from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
+from tests.fixtures.databases import make_turn, make_verdict
+from tests.fixtures.judge_server import fake_judge_config
+from tests.monitor.stream.test_daemon import http_get, rows_per_event, turn_values, wait_for
+
+
+def _disagree_on_hallucination(request: dict[str, object]) -> Reply:
+    data = case_data_of(request)
+    assert data is not None
+    if request["model"] == "judge-b":
+        return scores({m: 0.2 if m == "hallucination" else 0.95 for m in METRICS})
+    return scores(0.9)
+
+
+def test_file_runner_with_a_panel_exports_the_panel_counters(tmp_path: Path) -> None:
+    n = 6
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join([*turn_values(n), b"{oops"]) + b"\n")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    registry = CollectorRegistry()
+    with FakeJudgeServer(responder=_disagree_on_hallucination) as server:
+        cfg = {"transport_retries": 0, "output_retries": 0}
+        settings = load_settings(
+            None,
+            storage={"url": url},
+            server={"port": 0},
+            judges={
+                m: fake_judge_config(server, model=m, **cfg)
+                for m in ("judge-a", "judge-b", "judge-arbiter")
+            },
+            panel={"primaries": ["judge-a", "judge-b"], "arbiter": "judge-arbiter"},
+        )
+        # A file without follow: the run ends by itself once every turn is finished.
+        DaemonRunner(settings, registry, file_path=data).run_foreground(install_signals=False)
+
+    def sample(name: str, **labels: str) -> float:
+        return registry.get_sample_value(name, labels) or 0.0
+
+    assert sample("casewatch_panel_turns_total", assistant="helpdesk", agreement="disagreed") == n
+    assert sample("casewatch_arbiter_calls_total", assistant="helpdesk") == n
+    assert sample("casewatch_dead_letter_total", reason="not_json") == 1
+    dlq_path, offsets_path = file_sidecars(data)
+    assert dlq_path.exists() and offsets_path.exists()
+    store = Store(url)
+    try:
+        assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(n)}
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def test_a_taken_port_is_a_listen_error(tmp_path: Path, taken_port: int) -> None:
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"")
+    settings = load_settings(
+        None,
+        storage={"url": f"sqlite:///{tmp_path / 'db.sqlite'}"},
+        server={"host": "127.0.0.1", "port": taken_port},
+    )
+    with pytest.raises(ListenError, match=rf"^cannot listen on 127\.0\.0\.1:{taken_port} \("):
+        DaemonRunner(settings, CollectorRegistry(), file_path=data)
+
+
+def test_a_started_runner_serves_probes_purges_old_rows_and_stops(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    store = Store(url)
+    store.migrate()
+    old = make_turn("old")
+    store.save(old, make_verdict(old))
+    long_ago = datetime(2000, 1, 1, tzinfo=UTC)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # backdate: retention keys on when a row was stored
+        conn.execute(sa.update(verdicts).values(stored_at=long_ago))
+        conn.execute(sa.update(turns).values(stored_at=long_ago))
+    engine.dispose()
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"")
+    settings = load_settings(None, storage={"url": url, "retention_days": 30}, server={"port": 0})
+    runner = DaemonRunner(settings, CollectorRegistry(), file_path=data, follow=True).start()
+    try:
+        assert runner.alive
+        wait_for(lambda: store.counts()["verdicts"] == 0, 30, "the old row purged")
+        with data.open("ab") as fh:
+            fh.write(b"\n".join(turn_values(3)) + b"\n")
+        wait_for(lambda: store.counts()["verdicts"] == 3, 30, "the appended turns stored")
+        port = int(runner.url.rsplit(":", 1)[1])
+        assert http_get(port, "/healthz")[0] == 200
+        status, text = http_get(port, "/metrics")
+        assert status == 200 and "casewatch_turns_consumed_total" in text
+    finally:
+        assert runner.stop(timeout_s=30)
+    assert not runner.alive and runner.error is None
+    assert runner.stop(timeout_s=30)  # idempotent
+    assert store.counts()["turns"] == 3
+    store.close()
