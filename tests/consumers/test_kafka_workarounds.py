@@ -1,0 +1,59 @@
+"""The kafka-python workarounds in consumers/_kafka.py reach into private attributes. These
+tests fail as soon as an upgrade renames one (the pin in pyproject keeps that from happening
+silently), and show that a missing attribute degrades to the library's own behaviour with a
+warning instead of an error."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from consumers import _kafka
+from consumers._kafka import KafkaConsumer, KafkaProducer
+from consumers.tansu import EmbeddedBroker
+
+
+def _resolve(obj: Any, path: list[str]) -> Any:
+    for name in path:
+        assert hasattr(obj, name), f"kafka-python no longer has {name!r}"
+        obj = getattr(obj, name)
+    return obj
+
+
+@pytest.mark.integration
+def test_the_private_attributes_the_workarounds_use_still_exist(
+    tansu_broker: EmbeddedBroker,
+) -> None:
+    consumer = KafkaConsumer(bootstrap_servers=tansu_broker.bootstrap, group_id="workarounds")
+    producer = KafkaProducer(bootstrap_servers=tansu_broker.bootstrap)
+    try:
+        clients = {"KafkaConsumer": consumer, "KafkaProducer": producer}
+        for dotted in _kafka.PRIVATE_ATTRIBUTES:
+            owner, *path = dotted.split(".")
+            assert callable(_resolve(clients[owner], path)), dotted
+    finally:
+        consumer.close()
+        producer.close(timeout=5)
+
+
+class _Bare:
+    """A client object without the private attributes (as after a kafka-python rename)."""
+
+
+def test_a_missing_private_attribute_falls_back_with_a_warning() -> None:
+    _kafka._warned.clear()
+    with capture_logs() as logs:
+        _kafka.finish_pending_join(_Bare(), timeout_ms=10)  # nothing to finish: no error
+
+        async def done() -> str:
+            return "result"
+
+        # Without the I/O loop's wait_for, the future is simply awaited.
+        assert asyncio.run(_kafka.wait_within(_Bare(), done(), 1.0)) == "result"
+        _kafka.finish_pending_join(_Bare(), timeout_ms=10)  # warned once per workaround
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert [w["workaround"] for w in warnings] == ["finish_pending_join", "wait_within"]
+    assert all("kafka_python" in w for w in warnings)
