@@ -21,9 +21,11 @@ services:
 lint: $(STAMP)
 	$(PY) -m ruff check monitor consumers tests bench examples
 	$(PY) -m ruff format --check monitor consumers tests bench examples
+	$(PY) -m ruff check dashboards && $(PY) -m ruff format --check dashboards
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
+	$(PY) -m mypy dashboards
 
 test: $(STAMP) services lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider
