@@ -18,6 +18,9 @@ from dashboards.model import (
     share,
 )
 
+# The rules of rules/ are all named Casewatch*: other applications' alerts on a shared
+# Prometheus stay off these panels.
+CASEWATCH_ALERTS = 'alertname=~"Casewatch.+"'
 JUDGED_OK = f'casewatch_turns_judged_total{{{A}, band!="judge_failed"}}'
 SEVERE = f'casewatch_turns_judged_total{{{A}, band="severe"}}'
 
@@ -121,11 +124,12 @@ OVERVIEW = DashboardSpec(
                 PanelSpec(
                     "table",
                     "Alerts now",
-                    "Alerts Prometheus evaluates now (pending or firing), from its ALERTS "
-                    "series; rules/RUNBOOK.md has a section for each.",
+                    "casewatch alerts Prometheus evaluates now (pending or firing), from its "
+                    "ALERTS series; rules/RUNBOOK.md has a section for each.",
                     (
                         Query(
-                            "sum by (alertname, alertstate, severity, assistant) (ALERTS)",
+                            "sum by (alertname, alertstate, severity, assistant) "
+                            f"(ALERTS{{{CASEWATCH_ALERTS}}})",
                             instant=True,
                         ),
                     ),
@@ -137,7 +141,7 @@ OVERVIEW = DashboardSpec(
                     "Pending and firing alerts by name.",
                     (
                         Query(
-                            "count by (alertname, alertstate) (ALERTS)",
+                            f"count by (alertname, alertstate) (ALERTS{{{CASEWATCH_ALERTS}}})",
                             "{{alertname}} {{alertstate}}",
                         ),
                     ),
