@@ -36,7 +36,7 @@ from monitor.judging.passages import split_passages
 from monitor.judging.rubric_grader import RubricGrader, RubricGradingFailed, TextGrading
 from monitor.judging.rubric_match import RubricMatcher
 from monitor.judging.rubric_prompt import PARSE_PATHS
-from monitor.judging.rubric_set import RubricEntry, RubricSet, load_rubric_set
+from monitor.judging.rubric_set import RubricEntry, RubricSet, RubricSetError, load_rubric_set
 from monitor.models import TurnEvent
 from monitor.settings import JudgeConfig, RubricConfig
 from monitor.storage.rubric_gradings import RubricGradings
@@ -86,14 +86,17 @@ class RubricJob:
         clock: Clock | None = None,
         rubrics: RubricSet | None = None,
     ) -> None:
-        if rubrics is None:
-            if config.rubric_file is None:
-                raise ConfigError("rubric.enabled needs rubric.rubric_file")
-            rubrics = load_rubric_set(config.rubric_file)  # a bad file fails at startup
         if judge_config.kind != "openai":
             raise ConfigError(
                 f"rubric.judge {judge_name!r} must be an 'openai' judge (an endpoint)"
             )
+        if rubrics is None:
+            if config.rubric_file is None:
+                raise ConfigError("rubric.enabled needs rubric.rubric_file")
+            try:
+                rubrics = load_rubric_set(config.rubric_file)  # a bad file fails at startup
+            except RubricSetError as exc:
+                raise ConfigError(f"rubric.rubric_file: {exc.detail}") from exc
         self.interval_seconds = config.interval_seconds
         self._config = config
         self._judge_name = judge_name
