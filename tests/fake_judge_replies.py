@@ -249,3 +249,30 @@ def keyword_grader(keywords: Mapping[str, str]) -> Responder:
         return rubric_grade(0, "")
 
     return respond
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.replace("`", " ").lower().split())
+
+
+def gold_answer_grader(gold: Mapping[str, str]) -> Responder:
+    """A deterministic stand-in for an LLM rubric grader, keyed on the question text: grade 5
+    (JSON, the gold answer as the extracted answer) when the context contains the question's
+    gold answer (case, whitespace and backticks ignored); "3 <words>" (the number path) when
+    at least half of the gold answer's words appear; else "unanswerable" (grade 0)."""
+
+    def respond(request: dict[str, Any]) -> Reply:
+        data = rubric_data_of(request) or {}
+        answer = gold.get(str(data.get("question", "")))
+        context = _plain(str(data.get("context", "")))
+        if answer is None:
+            return content("unanswerable")
+        if _plain(answer) in context:
+            return rubric_grade(5, answer)
+        words = _plain(answer).split()
+        found = [w for w in words if w in context.split()]
+        if words and len(found) * 2 >= len(words):
+            return content("3 " + " ".join(found))
+        return content("unanswerable")
+
+    return respond

@@ -259,6 +259,13 @@ def _corr_cells(c: Correlation) -> list[str]:
     show_default=True,
     help="Minimum label counted relevant (trec_eval -l).",
 )
+@click.option(
+    "--reference-level",
+    type=click.IntRange(0, 100),
+    default=1,
+    show_default=True,
+    help="The same for the reference qrels (their own scale).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
 def evaluate_command(
     qrels_path: Path,
@@ -266,6 +273,7 @@ def evaluate_command(
     reference_qrels: Path | None,
     reference_ranking: Path | None,
     relevance_level: int,
+    reference_level: int,
     as_json: bool,
 ) -> None:
     """trec_eval measures (nDCG@10, P@10, MAP) per run with pytrec_eval, and the Spearman /
@@ -284,6 +292,7 @@ def evaluate_command(
             qrels,
             runs,
             relevance_level=relevance_level,
+            reference_relevance_level=reference_level,
             reference_qrels=read_qrels(reference_qrels) if reference_qrels else None,
             reference_ranking=read_ranking(
                 reference_ranking.read_text(encoding="utf-8").splitlines()

@@ -127,6 +127,7 @@ def leaderboard(
     relevance_level: int = 1,
     reference_qrels: Qrels | None = None,
     reference_ranking: Sequence[str] | None = None,
+    reference_relevance_level: int = 1,
 ) -> Leaderboard:
     """Every run scored under ``qrels``, and per measure the rank correlation of that
     leaderboard with the reference (reference qrels, else a ranking best first)."""
@@ -136,7 +137,8 @@ def leaderboard(
     correlations: dict[str, Correlation] = {}
     if reference_qrels is not None:
         reference = {
-            s: evaluate(reference_qrels, runs[s], measures, relevance_level) for s in systems
+            s: evaluate(reference_qrels, runs[s], measures, reference_relevance_level)
+            for s in systems
         }
         for m in measures:
             correlations[m] = rank_correlation(
