@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -254,3 +255,14 @@ def test_build_jobs_adds_the_rubric_job_when_enabled(
     heuristic = load_settings(None, rubric={"enabled": True, "rubric_file": rubrics})
     with pytest.raises(ConfigError, match="must be an 'openai' judge"):
         build_jobs(heuristic, store, metrics, clock)
+
+
+def test_retention_deletes_gradings_with_their_turn(
+    store: Store, make_job: Any, clock: ManualClock
+) -> None:
+    _save(store, "t0")
+    assert make_job().run_once().graded == 1
+    assert len(RubricGradings(store).for_event("t0")) == 1
+    store.purge_older_than(datetime.now(UTC) + timedelta(days=1))
+    assert store.counts()["turns"] == 0
+    assert RubricGradings(store).for_event("t0") == []
