@@ -18,7 +18,14 @@ import threading
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 
 from monitor import __version__
 from monitor.judging.arbitration import PanelOutcome
@@ -105,6 +112,10 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 COVERAGE_BUCKETS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # Outcomes of grading one live turn against its rubric entry (rubric job).
 RUBRIC_OUTCOMES: tuple[str, ...] = ("ok", "failed", "budget")
+
+# No ``*_created`` samples: Prometheus ignores them in the text format, and at the full label
+# set (100 assistants x 8 metrics x bands) they are a fifth of every scrape (bench/scrape.py).
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 OTHER = "__other__"
 DEFAULT_MAX_LABEL_VALUES = 100

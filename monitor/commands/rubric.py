@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from monitor.commands.usage import fail as _fail
 from monitor.errors import ConfigError, InvalidInput
 from monitor.judging.rubric_grader import RubricGrader, RubricGradingFailed
 from monitor.judging.rubric_set import (
@@ -44,11 +45,6 @@ _DIR = click.Path(file_okay=False, path_type=Path)
 _CONFIG = click.Path(dir_okay=False, path_type=Path)
 
 MEASURE_TITLES = {"ndcg_cut_10": "nDCG@10", "P_10": "P@10", "map": "MAP"}
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"casewatch: {message}", err=True)
-    raise click.exceptions.Exit(code)
 
 
 def _settings(config: Path | None) -> Settings:

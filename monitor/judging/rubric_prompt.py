@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from monitor.errors import JudgeOutputInvalid
+from monitor.errors import JudgeOutputInvalid, truncate
 from monitor.judging.prompt import FENCE_CLOSE, FENCE_OPEN, fence
 from monitor.judging.rubric_set import MAX_QUESTIONS
 
@@ -174,8 +174,7 @@ def _grade_value(value: Any) -> int | None:
 
 
 def _short(text: str) -> str:
-    text = _SPACES.sub(" ", text).strip()
-    return text if len(text) <= MAX_ANSWER_CHARS else text[: MAX_ANSWER_CHARS - 3] + "..."
+    return truncate(_SPACES.sub(" ", text).strip(), MAX_ANSWER_CHARS)
 
 
 def is_unanswerable(text: str) -> bool:
