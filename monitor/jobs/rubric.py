@@ -7,7 +7,8 @@ commits, and a slow or failing grader cannot pause partitions. The cost is laten
 graded within ``rubric.interval_seconds`` of being stored, which is fine for a coverage trend.
 
 Each run walks stored turns of the last ``lookback_hours`` not yet graded under this grader
-configuration, oldest first (an in-memory cursor skips the unmatched ones already seen), and
+configuration, oldest first (an in-memory cursor skips the unmatched ones already seen, but only
+past turns stored a minute ago, so a turn another replica commits late is not skipped), and
 for each turn matching a rubric entry (``RubricMatcher``):
 
 - reserves ``passages x questions`` calls from the daemon's hourly budget (the sampler's
@@ -45,6 +46,7 @@ from monitor.storage.store import Store
 log = structlog.get_logger(__name__)
 
 _PAGE = 200
+SETTLE_SECONDS = 60.0
 # Failures that say "the endpoint, not this turn": stop and retry the turn next run.
 _RETRY_LATER = frozenset({"timeout", "connection", "rate_limited", "server_error", "auth"})
 
@@ -151,29 +153,39 @@ class RubricJob:
         fingerprint = grader.fingerprint()
         now = datetime.fromtimestamp(self._clock.time(), tz=UTC)
         since = now - timedelta(hours=self._config.lookback_hours)
+        # The kept cursor only passes turns stored SETTLE_SECONDS ago: a replica's transaction
+        # may commit a turn stamped a little before one already seen, and it must not be skipped.
+        settled = now - timedelta(seconds=SETTLE_SECONDS)
         summary = RubricRunSummary()
+        page_cursor = self._cursor
         while summary.graded + summary.failed < self._config.max_turns_per_run:
-            page = self._gradings.ungraded(fingerprint, since, self._cursor, _PAGE)
+            page = self._gradings.ungraded(fingerprint, since, page_cursor, _PAGE)
             if not page:
                 break
             for stored in page:
                 if summary.graded + summary.failed >= self._config.max_turns_per_run:
                     return summary
-                try:
-                    turn = TurnEvent.model_validate(stored.event)
-                except ValidationError:
-                    log.warning("rubric.unreadable_turn", event_id=stored.event_id)
-                    self._cursor = stored.cursor
-                    continue
-                entry = self._matcher.match(turn)
-                if entry is None:
-                    summary.unmatched += 1
-                    self._cursor = stored.cursor
-                    continue
-                if not self._grade(grader, turn, entry, summary):
+                if not self._visit(grader, stored.event, summary):
                     return summary  # budget or endpoint: the same turn comes first next run
-                self._cursor = stored.cursor
+                page_cursor = stored.cursor
+                if stored.stored_at <= settled:
+                    self._cursor = stored.cursor
         return summary
+
+    def _visit(
+        self, grader: RubricGrader, event: dict[str, Any], summary: RubricRunSummary
+    ) -> bool:
+        """Grade one stored turn if it matches an entry; False when the run must stop."""
+        try:
+            turn = TurnEvent.model_validate(event)
+        except ValidationError:
+            log.warning("rubric.unreadable_turn", event_id=str(event.get("event_id")))
+            return True
+        entry = self._matcher.match(turn)
+        if entry is None:
+            summary.unmatched += 1
+            return True
+        return self._grade(grader, turn, entry, summary)
 
     def _grade(
         self, grader: RubricGrader, turn: TurnEvent, entry: RubricEntry, summary: RubricRunSummary

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from consumers.sampling import Sampler
@@ -20,7 +21,8 @@ from monitor.jobs.rubric import RubricJob
 from monitor.judging.rubric_set import parse_rubric_set
 from monitor.settings import RubricConfig, SamplingConfig, load_settings
 from monitor.storage.rubric_gradings import RubricGradings
-from monitor.storage.store import Store
+from monitor.storage.store import Store, normalize_url
+from monitor.storage.tables import turns
 from tests.fake_judge_server import (
     FakeJudgeServer,
     Reply,
@@ -266,3 +268,23 @@ def test_retention_deletes_gradings_with_their_turn(
     store.purge_older_than(datetime.now(UTC) + timedelta(days=1))
     assert store.counts()["turns"] == 0
     assert RubricGradings(store).for_event("t0") == []
+
+
+def test_a_turn_committed_late_with_an_earlier_stamp_is_still_graded(
+    store: Store, make_job: Any
+) -> None:
+    # Two replicas: one stamps a turn, the other's later-stamped turns become visible first.
+    _save(store, "seen-1", case={"subject": "Disk full", "description": "d"})
+    _save(store, "seen-2", case={"subject": "Disk full", "description": "d"})
+    job = make_job()
+    assert job.run_once().unmatched == 2
+    late = make_turn("late")
+    store.save(late, make_verdict(late))
+    first = min(r["stored_at"] for r in store.verdicts())
+    engine = sa.create_engine(normalize_url(store.url))
+    with engine.begin() as conn:
+        conn.execute(sa.update(turns).where(turns.c.event_id == "late").values(stored_at=first))
+    engine.dispose()
+    summary = job.run_once()
+    assert summary.graded == 1
+    assert len(RubricGradings(store).for_event("late")) == 1
