@@ -15,7 +15,7 @@ and read values back with ``registry.get_sample_value(name, labels)``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from prometheus_client import (
@@ -81,6 +81,7 @@ METRIC_NAMES: tuple[str, ...] = (
     # Rubric grading (seed 001).
     "casewatch_rubric_coverage",
     "casewatch_rubric_graded_total",
+    "casewatch_rubric_replies_total",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -437,6 +438,14 @@ class Metrics:
             ["assistant", "outcome"],
             registry=r,
         )
+        # How the grader's replies were read (path=json|number|unanswerable|unparseable): a
+        # rising unparseable share means grades defaulting to 1, i.e. a grader gone wrong.
+        self.rubric_replies = Counter(
+            "casewatch_rubric_replies",
+            "Rubric grading replies of live answers by parse path",
+            ["path"],
+            registry=r,
+        )
 
         # Rebalances that cost money: turns of revoked partitions still being judged when the
         # revoke wait ran out, so their new owner judges (and pays for) them again.
@@ -487,12 +496,22 @@ class Metrics:
         if outcome == "ok":
             self.job_last_success.labels(job=job).set(finished_at)
 
-    def record_rubric_grading(self, assistant: str, outcome: str, coverage: float | None) -> None:
-        """One live turn graded against its rubric entry (``coverage`` when ``ok``)."""
+    def record_rubric_grading(
+        self,
+        assistant: str,
+        outcome: str,
+        coverage: float | None,
+        paths: Mapping[str, int] | None = None,
+    ) -> None:
+        """One live turn graded against its rubric entry (``coverage`` and the replies' parse
+        ``paths`` when ``ok``)."""
         label = self._assistant(assistant)
         self.rubric_graded.labels(assistant=label, outcome=outcome).inc()
         if coverage is not None:
             self.rubric_coverage.labels(assistant=label).observe(coverage)
+        for path, n in (paths or {}).items():
+            if n:
+                self.rubric_replies.labels(path=path).inc(n)
 
     def record_commit_failure(self) -> None:
         self.commit_failures.inc()

@@ -24,6 +24,7 @@ for each turn matching a rubric entry (``RubricMatcher``):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -61,7 +62,11 @@ class Budget(Protocol):
 
 class RubricMetrics(Protocol):
     def record_rubric_grading(
-        self, assistant: str, outcome: str, coverage: float | None
+        self,
+        assistant: str,
+        outcome: str,
+        coverage: float | None,
+        paths: Mapping[str, int] | None = None,
     ) -> None: ...
 
 
@@ -213,7 +218,7 @@ class RubricJob:
         coverage = graded.coverage(self._config.covered_grade)
         self._gradings.save(self._row(grader, turn, entry, graded, None))
         summary.graded += 1
-        self._metrics.record_rubric_grading(assistant, "ok", coverage)
+        self._metrics.record_rubric_grading(assistant, "ok", coverage, graded.path_counts)
         return True
 
     def _row(

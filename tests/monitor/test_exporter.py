@@ -264,7 +264,7 @@ def test_record_panel_counts_agreement_arbiter_and_cost_by_role(
 
 def test_record_rubric_grading(registry: CollectorRegistry) -> None:
     metrics = Metrics(registry)
-    metrics.record_rubric_grading("helpdesk", "ok", 0.5)
+    metrics.record_rubric_grading("helpdesk", "ok", 0.5, {"json": 3, "unparseable": 1, "number": 0})
     metrics.record_rubric_grading("helpdesk", "ok", 0.0)
     metrics.record_rubric_grading("helpdesk", "failed", None)
     labels = {"assistant": "helpdesk"}
@@ -279,3 +279,5 @@ def test_record_rubric_grading(registry: CollectorRegistry) -> None:
         == 1.0
     )
     assert is_declared("casewatch_rubric_coverage_bucket")
+    assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "unparseable"}) == 1
+    assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "number"}) is None

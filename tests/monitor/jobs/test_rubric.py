@@ -148,6 +148,8 @@ def test_matching_turns_are_graded_stored_and_exported(
     assert _sample(registry, "casewatch_rubric_coverage_sum", **helpdesk) == 1.5
     assert _sample(registry, "casewatch_rubric_coverage_bucket", le="0.5", **helpdesk) == 1
     assert _sample(registry, "casewatch_rubric_graded_total", outcome="ok", **helpdesk) == 2
+    assert _sample(registry, "casewatch_rubric_replies_total", path="json") == 5
+    assert _sample(registry, "casewatch_rubric_replies_total", path="unparseable") == 0
 
     # Graded turns are never graded again (the cursor, and across restarts the table).
     assert job.run_once().graded == 0
