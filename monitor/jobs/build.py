@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from monitor.clock import Clock
 from monitor.exporter import Metrics
+from monitor.jobs.drift import DriftJob
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.scheduler import Job
 from monitor.settings import Settings
@@ -20,6 +21,16 @@ def build_jobs(settings: Settings, store: Store, metrics: Metrics, clock: Clock)
                 storage.retention_days,
                 clock=clock,
                 interval_seconds=storage.retention_interval_seconds,
+            )
+        )
+    if settings.drift.enabled:
+        jobs.append(
+            DriftJob(
+                settings.drift,
+                store,
+                metrics,
+                clock=clock,
+                retention_days=storage.retention_days,
             )
         )
     return jobs
