@@ -17,10 +17,9 @@ import structlog
 
 from monitor.clock import Clock, SystemClock
 from monitor.exporter import Metrics
-from monitor.reporting.drift import SignalResult, TurnSample, WindowSamples, analyze
+from monitor.reporting.drift import SignalResult, WindowSamples, analyze
 from monitor.settings import DriftConfig
 from monitor.storage.drift_queries import (
-    SampleRow,
     assistants_between,
     save_results,
     window_samples,
@@ -94,28 +93,13 @@ class DriftRun:
         }
 
 
-def _turn(row: SampleRow) -> TurnSample:
-    return TurnSample(
-        status=row.status,
-        s_final=row.s_final,
-        turn_band=row.turn_band,
-        metric_bands=row.metric_bands,
-        product=row.product,
-        environment=row.environment,
-        labels=row.labels,
-        contexts_count=row.contexts_count,
-        retrieval_score=row.retrieval_score,
-        answer_length=row.answer_length,
-    )
-
-
 def _window(
     store: Store, assistant: str, start: datetime, end: datetime, labels: Sequence[str]
 ) -> WindowSamples:
     samples = WindowSamples(labels=tuple(labels))
     if start < end:
         for row in window_samples(store, assistant, start, end, labels):
-            samples.add(_turn(row))
+            samples.add(row)
     return samples
 
 

@@ -32,7 +32,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 from scipy import stats as st
@@ -79,6 +79,31 @@ def signal_names(labels: Sequence[str] = ()) -> tuple[str, ...]:
 # ---------------------------------------------------------------- samples
 
 
+class TurnFields(Protocol):
+    """What drift reads of one turn (``TurnSample`` here, the store's rows in the job)."""
+
+    @property
+    def status(self) -> str | None: ...
+    @property
+    def s_final(self) -> float | None: ...
+    @property
+    def turn_band(self) -> str | None: ...
+    @property
+    def metric_bands(self) -> Mapping[str, str]: ...
+    @property
+    def product(self) -> str | None: ...
+    @property
+    def environment(self) -> str | None: ...
+    @property
+    def labels(self) -> Mapping[str, str | None]: ...
+    @property
+    def contexts_count(self) -> int: ...
+    @property
+    def retrieval_score(self) -> float | None: ...
+    @property
+    def answer_length(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class TurnSample:
     """What drift needs of one stored turn and its newest verdict (``status`` None: none)."""
@@ -111,12 +136,19 @@ class WindowSamples:
     retrieval_score: list[float] = field(default_factory=list)
     answer_length: list[float] = field(default_factory=list)
 
-    def add(self, turn: TurnSample) -> None:
+    def __post_init__(self) -> None:
+        self._label_signals = [(k, drift_label_signal(k)) for k in self.labels]
+        for signal in (*BASE_INPUT_SIGNALS, *(sig for _, sig in self._label_signals)):
+            self.categories.setdefault(signal, Counter())
+        self._product = self.categories["input_product"]
+        self._environment = self.categories["input_environment"]
+
+    def add(self, turn: TurnFields) -> None:
         self.turns += 1
-        self._count("input_product", turn.product)
-        self._count("input_environment", turn.environment)
-        for key in self.labels:
-            self._count(drift_label_signal(key), turn.labels.get(key))
+        self._product[turn.product or MISSING] += 1
+        self._environment[turn.environment or MISSING] += 1
+        for key, signal in self._label_signals:
+            self.categories[signal][turn.labels.get(key) or MISSING] += 1
         self.contexts_count.append(float(turn.contexts_count))
         self.answer_length.append(float(turn.answer_length))
         if turn.retrieval_score is not None and math.isfinite(turn.retrieval_score):
@@ -133,11 +165,8 @@ class WindowSamples:
                 self.metric_n[metric] += 1
                 self.metric_bad[metric] += band in BAD_BANDS
 
-    def _count(self, signal: str, value: str | None) -> None:
-        self.categories.setdefault(signal, Counter())[value if value else MISSING] += 1
-
     @classmethod
-    def of(cls, turns: Iterable[TurnSample], labels: Sequence[str] = ()) -> WindowSamples:
+    def of(cls, turns: Iterable[TurnFields], labels: Sequence[str] = ()) -> WindowSamples:
         window = cls(labels=tuple(labels))
         for turn in turns:
             window.add(turn)
