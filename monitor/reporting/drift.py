@@ -451,7 +451,20 @@ def adjust(results: Sequence[SignalResult], cfg: DriftConfig) -> list[SignalResu
         r = out[i]
         big = r.effect is not None and abs(r.effect) >= r.min_effect
         out[i] = replace(r, q_value=q, detected=bool(q < cfg.alpha and big))
-    return out
+    return [_finite_only(r) for r in out]
+
+
+def _finite_only(r: SignalResult) -> SignalResult:
+    # Gauges, JSON output and the JSONB column have no use for inf/NaN: unknown is None.
+    return replace(
+        r,
+        statistic=_finite(r.statistic),
+        p_value=_finite(r.p_value),
+        q_value=_finite(r.q_value),
+        effect=_finite(r.effect),
+        shift=_finite(r.shift),
+        details={k: v for k, v in r.details.items() if math.isfinite(v)},
+    )
 
 
 def analyze(

@@ -87,6 +87,8 @@ def test_small_expected_counts_use_fishers_exact_test() -> None:
     assert r.test == "fisher_exact"
     assert r.p_value == pytest.approx(2 * math.comb(37, 17) / math.comb(40, 20), rel=1e-9)
     assert r.effect == pytest.approx(cohens_h(0.15, 0.0))
+    # The odds ratio is infinite (no bad turn in the reference): reported as unknown, not inf.
+    assert adjust([r], CFG)[0].statistic is None
 
 
 def test_no_bad_turns_in_either_window_is_no_evidence() -> None:
