@@ -10,20 +10,15 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
+from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.jobs.drift import AssistantDrift, DriftRun, analyze_store
 from monitor.reporting.drift import SignalResult
 from monitor.settings import load_settings
 from monitor.storage.store import Store
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"casewatch: {message}", err=True)
-    raise click.exceptions.Exit(2)
 
 
 def _at(value: str | None) -> datetime:
@@ -32,7 +27,7 @@ def _at(value: str | None) -> datetime:
     try:
         at = datetime.fromisoformat(value)
     except ValueError:
-        _fail(f"--at {value!r} is not an ISO 8601 time (e.g. 2026-03-10T12:00:00Z)")
+        fail(f"--at {value!r} is not an ISO 8601 time (e.g. 2026-03-10T12:00:00Z)")
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
@@ -134,7 +129,7 @@ def drift_command(
         finally:
             store.close()
     except CasewatchError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if as_json:
         click.echo(json.dumps(run.to_dict(), indent=2, allow_nan=False))
     else:
