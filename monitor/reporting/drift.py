@@ -7,8 +7,8 @@ windows from the store and exports the results. The signals are a fixed, bounded
 signal                            kind    test (scipy)        effect size
 ================================  ======  ==================  ===================
 score_final                       outcome ks_2samp            KS D
-turn_band                         outcome chi2_contingency    Cramér's V
-metric_<m>_severe_moderate_rate   outcome two-proportion z    Cohen's h
+band_shares                       outcome chi2_contingency    Cramér's V
+metric_<m>_severe_rate            outcome two-proportion z    Cohen's h
                                           (Fisher's exact
                                           when counts are
                                           small)
@@ -19,10 +19,12 @@ retrieval_score (top context)     input   ks_2samp            KS D
 answer_length (characters)        input   ks_2samp            KS D
 ================================  ======  ==================  ===================
 
-A signal runs only when both windows hold at least ``min_turns`` samples for it; otherwise it
-is ``insufficient_data`` (never "no drift"). The p-values of one run are adjusted with
-Benjamini-Hochberg (``q_value``), and a signal is ``detected`` only when ``q < alpha`` AND its
-effect size reaches the configured minimum, so a huge window does not flag a trivial shift.
+``metric_<m>_severe_rate`` is the share of judged turns whose band for metric m is severe or
+moderate (the bands an operator acts on). A signal runs only when both windows hold at least
+``min_turns`` samples for it; otherwise it is ``insufficient_data`` (never "no drift"). The
+p-values of one run are adjusted with Benjamini-Hochberg (``q_value``), and a signal is
+``detected`` only when ``q < alpha`` AND its effect size reaches the configured minimum, so a
+huge window does not flag a trivial shift.
 """
 
 from __future__ import annotations
@@ -62,10 +64,11 @@ BAND_ORDER = tuple(b.value for b in Band)
 
 
 def rate_signal(metric: str) -> str:
-    return f"metric_{metric}_severe_moderate_rate"
+    """The signal of ``metric``'s severe+moderate rate."""
+    return f"metric_{metric}_severe_rate"
 
 
-OUTCOME_SIGNALS: tuple[str, ...] = ("score_final", "turn_band", *map(rate_signal, METRICS))
+OUTCOME_SIGNALS: tuple[str, ...] = ("score_final", "band_shares", *map(rate_signal, METRICS))
 BASE_INPUT_SIGNALS: tuple[str, ...] = ("input_product", "input_environment")
 NUMERIC_INPUT_SIGNALS: tuple[str, ...] = ("contexts_count", "retrieval_score", "answer_length")
 
@@ -184,7 +187,7 @@ def analyze(
     results: list[SignalResult] = [
         continuous_test("score_final", "outcome", recent.s_final, reference.s_final, cfg),
         shares_test(
-            "turn_band",
+            "band_shares",
             "outcome",
             recent.turn_bands,
             reference.turn_bands,

@@ -268,14 +268,14 @@ def test_drift_series_nan_for_insufficient_data_and_forgotten_assistants(
 ) -> None:
     m = Metrics(registry)
     m.record_drift_signal("helpdesk", "score_final", q_value=0.001, effect=0.4, detected=True)
-    m.record_drift_signal("helpdesk", "turn_band", q_value=None, effect=None, detected=False)
+    m.record_drift_signal("helpdesk", "band_shares", q_value=None, effect=None, detected=False)
     m.record_drift_windows("helpdesk", recent=12, reference=340)
     m.record_drift_run(1_700_000_000.0)
     labels = {"assistant": "helpdesk", "signal": "score_final"}
     assert registry.get_sample_value("casewatch_drift_pvalue", labels) == 0.001
     assert registry.get_sample_value("casewatch_drift_effect", labels) == 0.4
     assert registry.get_sample_value("casewatch_drift_detected", labels) == 1
-    short = {"assistant": "helpdesk", "signal": "turn_band"}
+    short = {"assistant": "helpdesk", "signal": "band_shares"}
     assert math.isnan(registry.get_sample_value("casewatch_drift_pvalue", short) or 0.0)
     assert registry.get_sample_value("casewatch_drift_detected", short) == 0
     window = {"assistant": "helpdesk", "window": "reference"}

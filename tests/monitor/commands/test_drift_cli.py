@@ -59,8 +59,8 @@ def test_regressed_window_is_detected_and_a_healthy_one_is_not(
     helpdesk = _signals(doc, "helpdesk")
     assert helpdesk["score_final"]["detected"] is True
     assert helpdesk["score_final"]["shift"] < 0  # worse
-    assert helpdesk["turn_band"]["detected"] is True
-    assert helpdesk["metric_hallucination_severe_moderate_rate"]["detected"] is True
+    assert helpdesk["band_shares"]["detected"] is True
+    assert helpdesk["metric_hallucination_severe_rate"]["detected"] is True
     assert helpdesk["input_product"]["detected"] is False  # the inputs did not move
     billing = _signals(doc, "billing")
     assert not any(s["detected"] for s in billing.values())

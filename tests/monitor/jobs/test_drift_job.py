@@ -44,11 +44,8 @@ def test_a_regressed_assistant_is_flagged_and_a_healthy_one_is_not(store: Store)
     assert [a.assistant for a in run.assistants] == ["billing", "helpdesk"]
     g = "casewatch_drift_detected"
     assert _gauge(metrics, g, assistant="helpdesk", signal="score_final") == 1
-    assert _gauge(metrics, g, assistant="helpdesk", signal="turn_band") == 1
-    assert (
-        _gauge(metrics, g, assistant="helpdesk", signal="metric_hallucination_severe_moderate_rate")
-        == 1
-    )
+    assert _gauge(metrics, g, assistant="helpdesk", signal="band_shares") == 1
+    assert _gauge(metrics, g, assistant="helpdesk", signal="metric_hallucination_severe_rate") == 1
     for signal in signal_names():
         assert _gauge(metrics, g, assistant="billing", signal=signal) == 0
         assert _gauge(metrics, g, assistant="helpdesk", signal=signal) is not None
@@ -75,7 +72,7 @@ def test_too_few_recent_turns_export_nan_and_never_detect(store: Store) -> None:
     clock = ManualClock(start=NOW.timestamp())
     job, metrics = _job(store, clock, min_turns=100)  # 80 recent turns < 100
     job.run_once()
-    for signal in ("score_final", "turn_band", "input_product", "answer_length"):
+    for signal in ("score_final", "band_shares", "input_product", "answer_length"):
         q = _gauge(metrics, "casewatch_drift_pvalue", assistant="helpdesk", signal=signal)
         assert q is not None and math.isnan(q)
         assert _gauge(metrics, "casewatch_drift_detected", assistant="helpdesk", signal=signal) == 0

@@ -91,7 +91,7 @@ def test_a_regressed_window_is_detected_and_a_same_distribution_is_not() -> None
     reference = window(0.05, 2000)
     regressed = analyze(window(0.40, 200), reference, cfg)
     flagged = {r.signal for r in regressed if r.detected}
-    assert {"score_final", "turn_band", "metric_hallucination_severe_moderate_rate"} <= flagged
+    assert {"score_final", "band_shares", "metric_hallucination_severe_rate"} <= flagged
     assert "answer_length" not in flagged and "input_product" not in flagged
     healthy = analyze(window(0.05, 200), reference, cfg)
     assert not any(r.detected for r in healthy)

@@ -111,7 +111,7 @@ def _row(run_minutes_ago: float, signal: str, assistant: str = "helpdesk") -> di
 
 def test_results_are_stored_read_back_and_pruned(store: Store) -> None:
     assert latest_results(store) == []
-    save_results(store, [_row(60, "score_final"), _row(60, "turn_band")])
+    save_results(store, [_row(60, "score_final"), _row(60, "band_shares")])
     save_results(store, [_row(5, "score_final"), _row(5, "score_final", assistant="billing")])
     latest = latest_results(store)
     assert [(r["assistant"], r["signal"]) for r in latest] == [
