@@ -60,11 +60,14 @@ def _contexts_count(dialect: str) -> sa.ColumnElement[Any]:
 
 
 def _sample_query(dialect: str, labels: Sequence[str]) -> sa.Select[Any]:
-    newest = (
-        sa.select(sa.func.max(verdicts.c.id))
-        .where(verdicts.c.event_id == turns.c.event_id)
-        .correlate(turns)
-        .scalar_subquery()
+    # The newest verdict of the turn: no verdict of the same event with a higher id. An
+    # anti-join, not "id = (SELECT max(id) ...)": PostgreSQL may plan that max as a backward scan
+    # of the primary key per turn, quadratic in the table size.
+    newer = sa.alias(verdicts, "newer")
+    superseded = (
+        sa.select(newer.c.id)
+        .where(newer.c.event_id == verdicts.c.event_id, newer.c.id > verdicts.c.id)
+        .exists()
     )
     event = turns.c.event
     columns: list[sa.ColumnElement[Any]] = [
@@ -80,9 +83,7 @@ def _sample_query(dialect: str, labels: Sequence[str]) -> sa.Select[Any]:
         sa.func.coalesce(sa.func.length(event["answer"].as_string()), 0).label("answer_length"),
     ]
     return sa.select(*columns).select_from(
-        turns.outerjoin(
-            verdicts, sa.and_(verdicts.c.event_id == turns.c.event_id, verdicts.c.id == newest)
-        )
+        turns.outerjoin(verdicts, sa.and_(verdicts.c.event_id == turns.c.event_id, ~superseded))
     )
 
 
