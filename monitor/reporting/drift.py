@@ -30,6 +30,7 @@ huge window does not flag a trivial shift.
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -127,6 +128,11 @@ class TurnSample:
     answer_length: int
 
 
+def _doubles() -> array[float]:
+    # 8 bytes a value instead of a list's 32: a week of turns is several hundred thousand.
+    return array("d")
+
+
 @dataclass
 class WindowSamples:
     """One window, accumulated turn by turn: counts for shares, raw values for distributions."""
@@ -134,14 +140,14 @@ class WindowSamples:
     labels: tuple[str, ...] = ()
     turns: int = 0
     judged: int = 0
-    s_final: list[float] = field(default_factory=list)
+    s_final: array[float] = field(default_factory=_doubles)
     turn_bands: Counter[str] = field(default_factory=Counter)
     metric_bad: Counter[str] = field(default_factory=Counter)
     metric_n: Counter[str] = field(default_factory=Counter)
     categories: dict[str, Counter[str]] = field(default_factory=dict)
-    contexts_count: list[float] = field(default_factory=list)
-    retrieval_score: list[float] = field(default_factory=list)
-    answer_length: list[float] = field(default_factory=list)
+    contexts_count: array[float] = field(default_factory=_doubles)
+    retrieval_score: array[float] = field(default_factory=_doubles)
+    answer_length: array[float] = field(default_factory=_doubles)
 
     def __post_init__(self) -> None:
         self._label_signals = [(k, drift_label_signal(k)) for k in self.labels]
