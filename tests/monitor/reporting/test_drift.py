@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
 from monitor.models import METRICS
 from monitor.reporting.drift import (
     MISSING,
@@ -112,3 +115,32 @@ def test_configured_labels_become_bounded_signals() -> None:
     by_signal = {r.signal: r for r in analyze(recent, reference, cfg)}
     assert by_signal["input_label_channel"].detected
     assert by_signal["input_label_region_code"].effect == 0.0  # all missing in both
+
+
+turn_strategy = hs.builds(
+    sample,
+    s_final=hs.floats(0, 1),
+    band=hs.sampled_from(["severe", "moderate", "minor", "none"]),
+    bad_metric=hs.none() | hs.sampled_from(METRICS),
+    product=hs.none() | hs.sampled_from(["vpn", "mail", ""]),
+    retrieval=hs.none() | hs.floats(0, 1),
+    status=hs.sampled_from(["ok", "judge_failed", None]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.lists(turn_strategy, max_size=40))
+def test_every_turn_is_counted_once_per_signal(turns: list[TurnSample]) -> None:
+    w = WindowSamples.of(turns, labels=["channel"])
+    judged = sum(t.status == "ok" for t in turns)
+    assert (w.turns, w.judged) == (len(turns), judged)
+    for counts in w.categories.values():
+        assert sum(counts.values()) == len(turns)
+    assert sum(w.turn_bands.values()) == len(w.s_final) == judged
+    assert all(w.metric_n[m] == judged for m in METRICS)
+    assert sum(w.metric_bad.values()) == sum(
+        t.status == "ok" and any(b in ("severe", "moderate") for b in t.metric_bands.values())
+        for t in turns
+    )
+    assert len(w.contexts_count) == len(w.answer_length) == len(turns)
+    assert len(w.retrieval_score) == sum(t.retrieval_score is not None for t in turns)

@@ -227,3 +227,15 @@ def test_below_min_turns_nothing_is_tested(n_small: int, n_big: int) -> None:
         assert isinstance(r, SignalResult)
         assert r.status == "insufficient_data"
         assert r.detected is False and r.q_value is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.lists(hs.tuples(hs.integers(0, 200), hs.integers(0, 200)), min_size=2, max_size=8))
+def test_psi_is_symmetric_non_negative_and_zero_for_equal_shares(
+    cells: list[tuple[int, int]],
+) -> None:
+    a = [x for x, _ in cells]
+    b = [y for _, y in cells]
+    assert psi(a, b) == pytest.approx(psi(b, a))
+    assert psi(a, b) >= -1e-12
+    assert psi(a, a) == pytest.approx(0.0, abs=1e-12)
