@@ -19,8 +19,8 @@ services:
 	bash scripts/ensure-services.sh
 
 lint: $(STAMP)
-	$(PY) -m ruff check monitor consumers tests bench examples
-	$(PY) -m ruff format --check monitor consumers tests bench examples
+	$(PY) -m ruff check monitor consumers tests bench examples scripts
+	$(PY) -m ruff format --check monitor consumers tests bench examples scripts
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
