@@ -19,11 +19,14 @@ services:
 	bash scripts/ensure-services.sh
 
 lint: $(STAMP)
-	$(PY) -m ruff check monitor consumers tests bench examples scripts
-	$(PY) -m ruff format --check monitor consumers tests bench examples scripts
+	$(PY) -m ruff check monitor consumers tests bench examples
+	$(PY) -m ruff format --check monitor consumers tests bench examples
+	$(PY) -m ruff check dashboards && $(PY) -m ruff format --check dashboards
+	$(PY) -m ruff check scripts && $(PY) -m ruff format --check scripts
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
+	$(PY) -m mypy dashboards
 
 test: $(STAMP) services lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -454,6 +454,11 @@ class Metrics:
     def record_storage_error(self) -> None:
         self.storage_errors.inc()
 
+    def record_job_run(self, job: str, outcome: str, finished_at: float) -> None:
+        self.job_runs.labels(job=job, outcome=outcome).inc()
+        if outcome == "ok":
+            self.job_last_success.labels(job=job).set(finished_at)
+
     def record_commit_failure(self) -> None:
         self.commit_failures.inc()
 

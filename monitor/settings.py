@@ -153,6 +153,9 @@ class SamplingConfig(_Section):
 class StorageConfig(_Section):
     url: str = "sqlite:///casewatch.db"
     retention_days: float | None = Field(default=30, gt=0)
+    retention_interval_seconds: float = Field(
+        default=3600, gt=0, description="How often the retention job purges old rows."
+    )
 
 
 class ServerConfig(_Section):
