@@ -119,6 +119,10 @@ def chart_schema() -> Schema:
             "description": "Daemons in the consumer group.",
         },
         "config": config,
+        "staticMembership": _obj(
+            {"enabled": {"type": "boolean"}},
+            "Each pod joins the consumer group under its pod name (kafka.group_instance_id).",
+        ),
         "secrets": _obj(
             {
                 "existingSecret": _str("Name of an existing Secret holding the keys below."),

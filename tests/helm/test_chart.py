@@ -279,3 +279,14 @@ def test_config_change_rolls_the_pods() -> None:
         return str(deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
 
     assert checksum({}) != checksum({"config": {"log_level": "debug"}})
+
+
+def test_static_membership_names_each_pod_after_itself() -> None:
+    docs = render({"staticMembership": {"enabled": True}})
+    (container,) = containers(one(docs, "Deployment"))
+    env = {e["name"]: e for e in container["env"]}
+    assert env["CASEWATCH_KAFKA__GROUP_INSTANCE_ID"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.name"}
+    }
+    (container,) = containers(one(render({}), "Deployment"))
+    assert "CASEWATCH_KAFKA__GROUP_INSTANCE_ID" not in {e["name"] for e in container["env"]}

@@ -11,7 +11,8 @@ runs exactly that as a subprocess, changing only where things are on this machin
 - judges' base_url: the fake OpenAI-compatible judge server;
 - secretKeyRef env: values from a stand-in for the Secret the README tells users to create.
 
-Then /readyz must turn ready. With the production values the migration hook's command runs
+Then /readyz must turn ready (also with static membership: the pod name as
+kafka.group_instance_id). With the production values the migration hook's command runs
 first, one turn is judged by the panel with the keys from the Secret, and SIGTERM ends the
 daemon with exit 0 within the pod's grace period.
 """
@@ -154,7 +155,7 @@ def _turn_with_error_code(event_id: str) -> bytes:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("values_name", ["default", "minimal", "production"])
+@pytest.mark.parametrize("values_name", ["default", "minimal", "production", "static"])
 def test_rendered_config_and_args_start_a_ready_daemon(
     values_name: str,
     request: pytest.FixtureRequest,
@@ -165,7 +166,10 @@ def test_rendered_config_and_args_start_a_ready_daemon(
 ) -> None:
     production = values_name == "production"
     db_url: str = request.getfixturevalue("pg_url" if production else "sqlite_url")
-    docs = render(values_of(values_name))
+    if values_name == "static":  # the default values with static group membership
+        docs = render({"staticMembership": {"enabled": True}})
+    else:
+        docs = render(values_of(values_name))
     port = free_port()
     config = localize(
         rendered_config(docs),
@@ -180,6 +184,8 @@ def test_rendered_config_and_args_start_a_ready_daemon(
     deployment = one(docs, "Deployment")
     (container,) = containers(deployment)
     env = pod_env(container)
+    if values_name == "static":
+        assert env["CASEWATCH_KAFKA__GROUP_INSTANCE_ID"] == POD_NAME
     if production:
         (job,) = containers(one(docs, "Job", hook=True))
         migrate = subprocess.run(

@@ -68,6 +68,7 @@ SCHEMA_VIOLATIONS: list[tuple[dict[str, Any], str]] = [
     ({"config": {"log_level": "verbose"}}, "/config/log_level"),
     ({"config": {"unknown_section": {}}}, "'unknown_section' not allowed"),
     ({"replicas": 3}, "additional properties 'replicas' not allowed"),
+    ({"staticMembership": {"enabled": "yes"}}, "/staticMembership/enabled"),
     ({"serviceMonitor": {"enabled": "yes"}}, "at '/serviceMonitor/enabled'"),
     ({"serviceMonitor": {"interval": "often"}}, "/serviceMonitor/interval"),
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
@@ -114,6 +115,10 @@ TEMPLATE_FAILURES: list[tuple[dict[str, Any], str]] = [
         "set secrets.kafkaSaslPasswordKey",
     ),
     ({"secrets": {"storageUrlKey": "url"}}, "secrets.existingSecret: name the Secret"),
+    (
+        {"config": {"kafka": {"group_instance_id": "casewatch-0"}}},
+        "set staticMembership.enabled: true",
+    ),
 ]
 
 

@@ -101,6 +101,9 @@ app.kubernetes.io/part-of: casewatch
 {{- fail (printf "replicaCount=%d with a SQLite storage.url: each pod would keep its own database and every replica would run the scheduled jobs; use PostgreSQL (config.storage.url or secrets.storageUrlKey)" (int .Values.replicaCount)) }}
 {{- end }}
 {{- $kafka := .Values.config.kafka | default dict }}
+{{- if $kafka.group_instance_id }}
+{{- fail "config.kafka.group_instance_id: every replica would join under that one name and the broker would fence all but one; set staticMembership.enabled: true (each pod joins under its pod name)" }}
+{{- end }}
 {{- if and (hasPrefix "SASL" ($kafka.security_protocol | default "")) (not .Values.secrets.kafkaSaslPasswordKey) }}
 {{- fail "config.kafka.security_protocol is SASL: set secrets.kafkaSaslPasswordKey (the key of the SASL password in secrets.existingSecret)" }}
 {{- end }}
@@ -123,6 +126,12 @@ app.kubernetes.io/part-of: casewatch
     secretKeyRef:
       name: {{ $secretName }}
       key: {{ $key }}
+{{- end }}
+{{- if .Values.staticMembership.enabled }}
+- name: CASEWATCH_KAFKA__GROUP_INSTANCE_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
 {{- end }}
 {{- with .Values.secrets.kafkaSaslPasswordKey }}
 - name: CASEWATCH_KAFKA__SASL_PASSWORD
