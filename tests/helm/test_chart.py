@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from monitor.settings import DaemonConfig, load_settings
+from monitor.stream.runner import shutdown_budget_s
 from tests.helm.chart import (
     CHART_DIR,
     FULLNAME,
@@ -102,10 +103,15 @@ def _drain(values: dict[str, Any]) -> float:
 
 
 @pytest.mark.parametrize("values_name", list(VALUES_FILES))
-def test_grace_period_covers_the_drain_plus_30s(values_name: str) -> None:
+def test_grace_period_covers_the_drain_plus_30s(values_name: str, tmp_path: Path) -> None:
     values = values_of(values_name)
-    pod = one(render(values), "Deployment")["spec"]["template"]["spec"]
+    docs = render(values)
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] == math.ceil(_drain(values)) + 30
+    # ... which is the daemon's own bound on a stop, brokers reachable or not.
+    path = tmp_path / "casewatch.yaml"
+    path.write_text(yaml.safe_dump(rendered_config(docs)))
+    assert pod["terminationGracePeriodSeconds"] >= shutdown_budget_s(load_settings(path))
 
 
 def test_grace_period_rounds_a_fractional_drain_up_and_keeps_a_longer_setting() -> None:
