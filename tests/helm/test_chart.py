@@ -296,3 +296,23 @@ def test_static_membership_names_each_pod_after_itself() -> None:
     }
     (container,) = containers(one(render({}), "Deployment"))
     assert "CASEWATCH_KAFKA__GROUP_INSTANCE_ID" not in {e["name"] for e in container["env"]}
+
+
+def test_migration_pods_are_not_daemon_pods() -> None:
+    docs = render(values_of("production"))
+    job_labels = one(docs, "Job", hook=True)["spec"]["template"]["metadata"]["labels"]
+    daemon_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+
+    def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+        return selector.items() <= labels.items()
+
+    for selector in (
+        one(docs, "Service")["spec"]["selector"],
+        one(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+        one(docs, "Deployment")["spec"]["selector"]["matchLabels"],
+    ):
+        assert selects(selector, daemon_labels)
+        assert not selects(selector, job_labels)
+    # The NetworkPolicy confines both.
+    policy = one(docs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"]
+    assert selects(policy, daemon_labels) and selects(policy, job_labels)

@@ -78,8 +78,8 @@ def test_readme_secret_command_creates_every_key_the_production_values_read() ->
 
 def test_readme_install_command_points_at_the_chart() -> None:
     section = _deploy_section()
-    assert "helm install casewatch ./helm/casewatch" in section
-    for path in re.findall(r"-f (\S+)", section):
-        assert (ROOT / path).is_file(), path
+    assert "helm install casewatch ./helm/casewatch -n casewatch -f my-values.yaml" in section
+    (example,) = re.findall(r"cp (\S+) my-values.yaml", section)
+    assert (ROOT / example).is_file(), example
     for topic in ("grace period", "replicas", "partitions", "secretKeyRef", "Prometheus Operator"):
         assert topic in section

@@ -21,6 +21,13 @@ app.kubernetes.io/name: {{ include "casewatch.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* The daemon's pods (the migration Job's pods share the selector labels, not the component:
+  the Service, the PDB and the Deployment must not count them). */}}
+{{- define "casewatch.daemonSelectorLabels" -}}
+{{ include "casewatch.selectorLabels" . }}
+app.kubernetes.io/component: daemon
+{{- end }}
+
 {{- define "casewatch.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "casewatch.selectorLabels" . }}
