@@ -66,11 +66,43 @@ def test_every_rendered_object_validates_strictly(values_name: str, kube_version
             assert doc["apiVersion"] == "monitoring.coreos.com/v1", where
             with pytest.raises(kubernetes_validate.SchemaNotFoundError):
                 kubernetes_validate.validate(doc, kube_version, strict=True)
+            check_operator_object(doc)
             continue
         try:
             kubernetes_validate.validate(doc, kube_version, strict=True)
         except kubernetes_validate.ValidationError as exc:
             pytest.fail(f"{where}: {exc.message} at {list(exc.absolute_path)}")
+
+
+def check_operator_object(doc: Manifest) -> None:
+    """The fields the Prometheus Operator reads, for the kinds kubernetes-validate has no schema
+    of (CRDs): no unknown key where the chart writes one, rules shaped as Prometheus wants."""
+    spec = doc["spec"]
+    assert set(doc) == {"apiVersion", "kind", "metadata", "spec"}
+    if doc["kind"] == "ServiceMonitor":
+        assert set(spec) == {"selector", "namespaceSelector", "endpoints"}
+        assert set(spec["namespaceSelector"]) == {"matchNames"}
+        for endpoint in spec["endpoints"]:
+            assert set(endpoint) <= {"port", "path", "interval"}
+            assert isinstance(endpoint["port"], str)
+        return
+    assert set(spec) == {"groups"}
+    for group in spec["groups"]:
+        assert set(group) <= {"name", "interval", "rules", "labels", "limit"}, group["name"]
+        for rule in group["rules"]:
+            assert ("record" in rule) != ("alert" in rule), rule
+            assert set(rule) <= {
+                "record",
+                "alert",
+                "expr",
+                "for",
+                "keep_firing_for",
+                "labels",
+                "annotations",
+            }
+            assert isinstance(rule["expr"], str | int | float)
+            for mapping in ("labels", "annotations"):
+                assert all(isinstance(v, str) for v in rule.get(mapping, {}).values()), rule
 
 
 EXPECTED_KINDS = {
