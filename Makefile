@@ -36,3 +36,10 @@ bench: $(STAMP) services
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# Regenerate the chart's files derived from the code: values.schema.json (from the settings) and
+# the values table of helm/casewatch/README.md (tests/helm fail while either is stale).
+.PHONY: chart
+chart: $(STAMP)
+	$(PY) scripts/helm_values_schema.py
+	$(PY) scripts/helm_values_docs.py

@@ -35,7 +35,7 @@ def test_committed_schema_is_the_generated_one() -> None:
     committed = (CHART_DIR / "values.schema.json").read_text(encoding="utf-8")
     assert committed == _script().render(), (
         "helm/casewatch/values.schema.json is stale (monitor/settings.py changed?): "
-        "run .venv/bin/python scripts/helm_values_schema.py"
+        "run make chart (scripts/helm_values_schema.py)"
     )
 
 
