@@ -260,3 +260,24 @@ def test_record_panel_counts_agreement_arbiter_and_cost_by_role(
     )
     assert v("casewatch_judge_cost_usd_by_role_total", role="primary") == pytest.approx(0.4)
     assert v("casewatch_judge_cost_usd_by_role_total", role="arbiter") == pytest.approx(0.2)
+
+
+def test_record_rubric_grading(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry)
+    metrics.record_rubric_grading("helpdesk", "ok", 0.5, {"json": 3, "unparseable": 1, "number": 0})
+    metrics.record_rubric_grading("helpdesk", "ok", 0.0)
+    metrics.record_rubric_grading("helpdesk", "failed", None)
+    labels = {"assistant": "helpdesk"}
+    assert registry.get_sample_value("casewatch_rubric_coverage_count", labels) == 2.0
+    assert registry.get_sample_value("casewatch_rubric_coverage_sum", labels) == 0.5
+    assert (
+        registry.get_sample_value("casewatch_rubric_coverage_bucket", {**labels, "le": "0.0"})
+        == 1.0
+    )
+    assert (
+        registry.get_sample_value("casewatch_rubric_graded_total", {**labels, "outcome": "failed"})
+        == 1.0
+    )
+    assert is_declared("casewatch_rubric_coverage_bucket")
+    assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "unparseable"}) == 1
+    assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "number"}) is None
