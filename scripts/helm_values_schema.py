@@ -142,6 +142,11 @@ def chart_schema() -> Schema:
             "description": "null: ceil(config.daemon.drain_timeout_seconds) + 30.",
         },
         "extraEnv": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+        "extraVolumes": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+        "extraVolumeMounts": {
+            "type": "array",
+            "items": {"type": "object", "required": ["name", "mountPath"]},
+        },
         "strategy": _FREE_OBJECT,
         "resources": _FREE_OBJECT,
         "probes": _obj({"liveness": _PROBE, "readiness": _PROBE, "startup": _PROBE}),

@@ -348,3 +348,18 @@ def test_migration_pods_are_not_daemon_pods() -> None:
     # The NetworkPolicy confines both.
     policy = one(docs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"]
     assert selects(policy, daemon_labels) and selects(policy, job_labels)
+
+
+def test_extra_volumes_carry_the_files_the_config_names() -> None:
+    values = {
+        "secrets": {"existingSecret": "cw", "storageUrlKey": "database-url"},
+        "extraVolumes": [{"name": "kafka-ca", "secret": {"secretName": "kafka-ca"}}],
+        "extraVolumeMounts": [{"name": "kafka-ca", "mountPath": "/etc/kafka-ca", "readOnly": True}],
+        "config": {"kafka": {"security_protocol": "SSL", "ssl_cafile": "/etc/kafka-ca/ca.crt"}},
+    }
+    docs = render(values)
+    for doc in (one(docs, "Deployment"), one(docs, "Job", hook=True)):
+        (container,) = containers(doc)
+        assert values["extraVolumeMounts"][0] in container["volumeMounts"]
+        assert values["extraVolumes"][0] in doc["spec"]["template"]["spec"]["volumes"]
+        kubernetes_validate.validate(doc, KUBE_VERSIONS[0], strict=True)
