@@ -30,7 +30,7 @@ from prometheus_client import (
 from monitor import __version__
 from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.judge import FAILURE_REASONS
-from monitor.models import Verdict
+from monitor.models import Band, Verdict
 
 # The exported family names (counters with their ``_total``). Histograms also expose
 # ``_bucket``, ``_sum`` and ``_count`` series; see ``is_declared``.
@@ -180,6 +180,7 @@ class Metrics:
         self.registry = registry
         self._assistant = LabelGuard(max_assistants)
         self._sampling_children: dict[tuple[bool, str, str], Any] = {}
+        self._judged_primed: set[str] = set()  # assistants whose band series exist (see below)
         r = registry
 
         # Which build is running: join on it to split any panel by version during a rollout.
@@ -571,6 +572,12 @@ class Metrics:
     def record_verdict(self, verdict: Verdict) -> None:
         """Turn-level, metric-level and per-judge series for one finished verdict."""
         assistant = self._assistant(verdict.assistant.name)
+        if assistant not in self._judged_primed:
+            # Every band of a new assistant starts at 0, so that rate()/increase() in rules/
+            # count its first severe turn (a series born at 1 loses that first increment).
+            self._judged_primed.add(assistant)
+            for band in (*(b.value for b in Band), "judge_failed"):
+                self.turns_judged.labels(assistant=assistant, band=band)
         if verdict.status == "ok" and verdict.turn_band is not None:
             self.turns_judged.labels(assistant=assistant, band=verdict.turn_band.value).inc()
             if verdict.s_final is not None:

@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -121,7 +121,7 @@ class _Server:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self, args_for_port: Any, timeout_s: float) -> None:
+    def start(self, args_for_port: Callable[[str], list[str]], timeout_s: float) -> None:
         for attempt in range(_PORT_ATTEMPTS):
             port = _free_port(self.host)
             argv = [str(self.binary), *args_for_port(f"{self.host}:{port}")]
@@ -267,6 +267,9 @@ class PrometheusStack:
         return all(s is not None and s.running for s in (self._prometheus, self._alertmanager))
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> PrometheusStack:
+        """Start Alertmanager, then Prometheus; a started stack is returned as it is."""
+        if self._prometheus is not None:
+            return self
         prometheus_bin = find_binary(self._prometheus_bin)
         alertmanager_bin = find_binary(self._alertmanager_bin)
         if self._given_dir is not None:

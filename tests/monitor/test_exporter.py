@@ -115,6 +115,27 @@ def test_record_verdict_scored(registry: CollectorRegistry) -> None:
     assert get("casewatch_judge_latency_seconds_sum", {"judge": "primary"}) == 1.5
 
 
+def test_a_new_assistant_starts_every_band_at_zero(registry: CollectorRegistry) -> None:
+    """rules/ compute band shares with rate(): a band series must exist before its first
+    increment, or Prometheus never sees that increment."""
+    metrics = Metrics(registry)
+    verdict = single_judge_verdict(
+        _turn("fresh"),
+        _judgment(0.95),
+        weights=DEFAULT_PROFILE,
+        weight_profile="default",
+        critical=DEFAULT_CRITICAL_METRICS,
+    )
+    metrics.record_verdict(verdict)
+    metrics.record_verdict(verdict)
+    get = registry.get_sample_value
+    bands = {
+        b: get("casewatch_turns_judged_total", {"assistant": "fresh", "band": b})
+        for b in ("severe", "moderate", "minor", "none", "judge_failed")
+    }
+    assert bands == {"severe": 0, "moderate": 0, "minor": 0, "none": 2, "judge_failed": 0}
+
+
 def test_record_verdict_failed(registry: CollectorRegistry) -> None:
     metrics = Metrics(registry)
     failed = _judgment(

@@ -91,7 +91,9 @@ def test_stack_scrapes_evaluates_rules_and_delivers_alerts(
     stack = PrometheusStack([target], rule_files=[rules], webhook_url=alert_webhook.url)
     with stack:
         workdir = stack.workdir
+        url = stack.prometheus_url
         assert stack.running and workdir.is_dir()
+        assert stack.start().prometheus_url == url  # starting again keeps the running pair
         alert_webhook.wait_for(stack.targets_up, 60, "the target scraped")
         alert_webhook.wait_for(
             lambda: [s.value for s in stack.query('kind:things:sum{kind="a"}')] == [3.0],
