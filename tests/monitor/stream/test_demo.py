@@ -47,7 +47,7 @@ from monitor.stream.demo_summary import Snapshot, format_summary
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "turns.jsonl"
-DEADLINE_S = 60.0
+DEADLINE_S = 240.0  # generous: a loaded machine; passing tests end as soon as the condition holds
 
 
 @pytest.fixture
