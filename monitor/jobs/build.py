@@ -22,4 +22,8 @@ def build_jobs(settings: Settings, store: Store, metrics: Metrics, clock: Clock)
                 interval_seconds=storage.retention_interval_seconds,
             )
         )
+    if settings.baseline.enabled:
+        from monitor.jobs.baseline_tiers import build_baseline_job
+
+        jobs.append(build_baseline_job(settings, store, metrics, clock))
     return jobs
