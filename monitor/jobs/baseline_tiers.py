@@ -18,8 +18,10 @@ configured assistant:
    upset-amplified K), so runs compare with each other.
 
 A failed pairwise judgment is stored (``judge_failed`` with the reason) and counted in
-``casewatch_judge_failed_total``, never scored. An assistant that answered no probe at all
-fails the run (counted by the scheduler as ``failed``); the stream is never touched.
+``casewatch_judge_failed_total``, never scored. An assistant endpoint that answered no probe
+at all fails the run (counted by the scheduler as ``failed``) after the other assistants were
+judged; no stored turn matching a probe yet is not a failure (nothing to judge). The stream
+is never touched.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class TierSummary:
 class AssistantSummary:
     assistant: str
     answers: int
+    endpoint_answers: int
     fetch_failures: Counter[str]
     tiers: dict[str, TierSummary]
     kinds: Counter[str]
@@ -138,11 +141,11 @@ class BaselineTiersJob:
         for assistant in self._config.assistants:
             summary = self.run_assistant(run_id, assistant)
             summaries.append(summary)
-            if summary.answers == 0:
+            if assistant.endpoint is not None and summary.endpoint_answers == 0:
                 silent.append(assistant.name)
         self.last_run = summaries
         if silent:
-            raise CasewatchError(f"no answers to any probe from: {', '.join(silent)}")
+            raise CasewatchError(f"no endpoint answered any probe: {', '.join(silent)}")
 
     # ------------------------------------------------------------------ one assistant
 
@@ -239,6 +242,7 @@ class BaselineTiersJob:
         return AssistantSummary(
             assistant=name,
             answers=len(answers),
+            endpoint_answers=sum(1 for a in answers if a.source == "endpoint"),
             fetch_failures=failures,
             tiers=tiers,
             kinds=kinds,
