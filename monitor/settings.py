@@ -20,7 +20,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, validation_error_lines
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
 
 HEURISTIC = "heuristic"
@@ -348,10 +348,7 @@ class Settings(BaseSettings):
 
 
 def _describe(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        lines.append(f"  {loc}: {err['msg']}")
+    lines = [f"  {line}" for line in validation_error_lines(exc)]
     return "invalid configuration:\n" + "\n".join(lines)
 
 

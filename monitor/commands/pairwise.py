@@ -15,12 +15,13 @@ import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 from pydantic import ValidationError
 
-from monitor.errors import ConfigError
+from monitor.commands.usage import fail as _fail
+from monitor.errors import ConfigError, validation_error_lines
 from monitor.judging.pairwise_factory import build_pairwise_judge
 from monitor.judging.pairwise_judge import PairwiseJudge, PairwiseOptions
 from monitor.judging.pairwise_prompt import PairwiseAnswer, PairwiseQuestion
@@ -41,11 +42,6 @@ _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
 _CONFIG = click.Path(dir_okay=False, path_type=Path)
 
 Key = tuple[str, int]
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"casewatch: {message}", err=True)
-    raise click.exceptions.Exit(2)
 
 
 def _settings(config: Path | None) -> Settings:
@@ -69,9 +65,8 @@ def load_turns(path: Path) -> dict[Key, TurnEvent]:
         try:
             turn = TurnEvent.model_validate_json(line)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(root)"
-            _fail(f"{path}:{number}: not a valid turn event: {where}: {first['msg']}")
+            first = validation_error_lines(exc, limit=1)[0]
+            _fail(f"{path}:{number}: not a valid turn event: {first}")
         key = (turn.conversation_id, turn.turn_index)
         if key in turns:
             _fail(f"{path}:{number}: turn {key[0]}#{key[1]} appears twice")

@@ -31,7 +31,7 @@ import structlog
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from monitor.clock import Backoff, Clock, SystemClock
-from monitor.errors import JudgeError, JudgeFatalError, JudgeTransientError
+from monitor.errors import JudgeError, JudgeFatalError, JudgeTransientError, truncate
 from monitor.logs import SecretRedactor
 from monitor.settings import JudgeConfig
 
@@ -159,7 +159,7 @@ class ChatEndpoint:
     def short(self, text: str) -> str:
         """``text`` on one line, secrets redacted, at most a few hundred characters."""
         text = self._redactor.redact_text(" ".join(text.split()))
-        return text if len(text) <= _MAX_DETAIL_CHARS else text[: _MAX_DETAIL_CHARS - 3] + "..."
+        return truncate(text, _MAX_DETAIL_CHARS)
 
 
 def _retry_after(headers: Any) -> float | None:

@@ -22,7 +22,7 @@ by one thread.
 from __future__ import annotations
 
 import threading
-from typing import Any, Literal
+from typing import Any
 
 import openai
 import structlog
@@ -33,10 +33,8 @@ from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientEr
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint
 from monitor.judging.prompt import PROMPT_VERSION, build_messages, prompt_hash
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema, parse_judge_output
-from monitor.models import MAX_JUSTIFICATION_CHARS, JudgeScores, Judgment, TurnEvent
+from monitor.models import MAX_JUSTIFICATION_CHARS, JudgeRole, JudgeScores, Judgment, TurnEvent
 from monitor.settings import JudgeConfig
-
-Role = Literal["single", "primary", "arbiter"]
 
 _log = structlog.get_logger("monitor.judging.openai_judge")
 
@@ -60,13 +58,13 @@ class OpenAIJudge:
         self,
         name: str,
         config: JudgeConfig,
-        role: Role = "single",
+        role: JudgeRole = "single",
         *,
         clock: Clock | None = None,
     ) -> None:
         self._name = name
         self._config = config
-        self._role: Role = role
+        self._role: JudgeRole = role
         self._endpoint = ChatEndpoint(name, config, clock=clock)
         self._clock = self._endpoint.clock
         self._use_json_schema = config.response_format != "json_object"

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, validation_error_lines
 from monitor.judging.pairwise_prompt import PairwiseAnswer, PairwiseQuestion
 
 Tier = Literal["high", "medium", "low"]
@@ -70,9 +70,8 @@ def parse_probes(lines: list[str], source: str = "<probes>") -> list[Probe]:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{source}:{number}: not JSON ({exc.msg})") from None
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(root)"
-            raise ConfigError(f"{source}:{number}: {where}: {first['msg']}") from None
+            first = validation_error_lines(exc, limit=1)[0]
+            raise ConfigError(f"{source}:{number}: {first}") from None
         if probe.id in seen:
             raise ConfigError(
                 f"{source}:{number}: probe id {probe.id!r} already used on line {seen[probe.id]}"

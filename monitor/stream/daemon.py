@@ -37,7 +37,7 @@ from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import Sampler
 from consumers.source import TurnSource
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import BrokerError, MessageRejected
+from monitor.errors import MessageRejected, TransportError
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
 from monitor.settings import Settings
@@ -135,7 +135,7 @@ class Daemon:
         return self._pipeline.calls_running if self._finished.is_set() else 0
 
     @property
-    def final_commit_error(self) -> BrokerError | None:
+    def final_commit_error(self) -> TransportError | None:
         """Why the commit at the end of ``run`` failed; None if it succeeded (or is to come)."""
         return self._pipeline.final_commit_error
 
@@ -183,7 +183,7 @@ class Daemon:
         timeout = BACKLOG_WAIT_S if self._backlog else POLL_TIMEOUT_S
         try:
             records = self._source.poll(timeout, self._max_poll_records)
-        except BrokerError as exc:
+        except TransportError as exc:
             self._readiness.broker_failed()
             log.warning("polling the broker failed; retrying", error=str(exc))
             self._stop.wait(1.0)
