@@ -26,6 +26,7 @@ is never touched.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
+from prometheus_client import Gauge
 
 from monitor.clock import Clock, SystemClock
 from monitor.errors import CasewatchError, ConfigError
@@ -259,16 +261,13 @@ class BaselineTiersJob:
                     m.baseline_outcomes.labels(assistant=label, tier=tier, outcome=outcome).inc(
                         stats.outcomes[outcome]
                     )
-            if stats.win_rate is not None:
-                m.baseline_win_rate.labels(assistant=label, tier=tier).set(stats.win_rate)
+            # A run without a judged answer removes the gauge rather than leave the last run's
+            # value standing as if it were current.
+            _set_or_remove(m.baseline_win_rate, stats.win_rate, label, tier)
         for kind, count in summary.kinds.items():
             m.pairwise_confidence.labels(assistant=label, kind=kind).inc(count)
-        if summary.position_disagreement is not None:
-            m.pairwise_position_disagreement.labels(assistant=label).set(
-                summary.position_disagreement
-            )
-        if summary.elo is not None:
-            m.elo_rating.labels(assistant=label).set(summary.elo)
+        _set_or_remove(m.pairwise_position_disagreement, summary.position_disagreement, label)
+        _set_or_remove(m.elo_rating, summary.elo, label)
         judge = self._judge.name
         for result in results:
             m.judge_requests.labels(judge=judge, outcome="ok" if result.ok else "failed").inc()
@@ -278,6 +277,14 @@ class BaselineTiersJob:
                 m.judge_failed.labels(judge=judge, reason=reason).inc()
             if result.cost_usd:
                 m.judge_cost.labels(judge=judge).inc(result.cost_usd)
+
+
+def _set_or_remove(gauge: Gauge, value: float | None, *labels: str) -> None:
+    if value is not None:
+        gauge.labels(*labels).set(value)
+        return
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)
 
 
 def _client(assistant: BaselineAssistantConfig) -> AssistantClient:

@@ -300,3 +300,51 @@ def test_build_jobs_registers_the_job_from_the_baseline_section(
     )
     with pytest.raises(Exception, match=r"probes.jsonl:1"):
         build_baseline_job(broken, store, Metrics(CollectorRegistry()), ManualClock())
+
+
+def test_failed_judgments_are_stored_counted_and_clear_the_gauges(
+    fake_judge: FakeJudgeServer, assistant_chat: FakeJudgeServer, store: Store
+) -> None:
+    config = BaselineConfig.model_validate(
+        {
+            "enabled": True,
+            "probes": str(EXAMPLES / "probes.jsonl"),
+            "judge": "pairwise",
+            "assistants": [
+                {
+                    "name": "bot-chat",
+                    "endpoint": {"kind": "openai", "url": assistant_chat.base_url, "model": "b"},
+                }
+            ],
+        }
+    )
+    registry = CollectorRegistry()
+    job = make_job(config, fake_judge, store, Metrics(registry))
+    fake_judge.responder = pairwise(judge_by_quality)
+    job.run()
+    rate = {"assistant": "bot-chat", "tier": "low"}
+    assert registry.get_sample_value("casewatch_baseline_win_rate", rate) == 1.0
+
+    fake_judge.responder = pairwise(lambda _pair: "Perhaps")  # never a label
+    job.run()
+    job.close()
+    assert registry.get_sample_value("casewatch_baseline_win_rate", rate) is None
+    assert registry.get_sample_value("casewatch_elo_rating", {"assistant": "bot-chat"}) is None
+    failed = {"judge": "pairwise", "reason": "invalid_output"}
+    assert registry.get_sample_value("casewatch_judge_failed_total", failed) == 4 * 3
+    outcomes = {"assistant": "bot-chat", "tier": "low", "outcome": "win"}
+    assert registry.get_sample_value("casewatch_baseline_outcomes_total", outcomes) == 4
+    (summary,) = job.last_run
+    assert summary.tiers["low"].outcomes["failed"] == 4
+    import sqlalchemy as sa
+
+    from monitor.storage.tables import matches
+
+    with store.transaction(write=False) as conn:
+        rows = conn.execute(
+            sa.select(matches.c.status, matches.c.failure_reason, matches.c.forward).where(
+                matches.c.status == "judge_failed"
+            )
+        ).all()
+    assert len(rows) == 12 and {r.failure_reason for r in rows} == {"invalid_output"}
+    assert all(r.forward["decision"] == "Perhaps" and r.forward["score_a"] is None for r in rows)
