@@ -361,7 +361,7 @@ def _content(response: ChatCompletion) -> str:
 
 def _decision_top_logprobs(response: ChatCompletion) -> dict[str, float] | None:
     """{token: logprob} of the first non-blank token of the reply, most likely first; None
-    when the endpoint returned no logprobs."""
+    when the endpoint returned no logprobs, or no alternatives (``top_logprobs``) for it."""
     if not response.choices:
         return None
     logprobs = response.choices[0].logprobs
@@ -370,6 +370,10 @@ def _decision_top_logprobs(response: ChatCompletion) -> dict[str, float] | None:
     for entry in logprobs.content:
         if not entry.token.strip():
             continue  # a leading space or newline token is not the decision
+        if not entry.top_logprobs:
+            # The chosen token alone: every missing label would get its own logprob as the
+            # floor (P = 1/3 each), a confidence the endpoint never expressed.
+            return None
         top: dict[str, float] = {}
         for alt in sorted(entry.top_logprobs or [], key=lambda t: -t.logprob):
             top.setdefault(alt.token, alt.logprob)

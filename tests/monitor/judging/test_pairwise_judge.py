@@ -14,6 +14,7 @@ from monitor.judging.pairwise_prompt import STAGE2_INSTRUCTION, PairwiseAnswer, 
 from monitor.models import Case, Context
 from tests.fake_judge_server import (
     FakeJudgeServer,
+    Reply,
     content,
     http_error,
     is_decision_request,
@@ -195,3 +196,14 @@ def test_timeout_in_the_swapped_order_fails_the_pair_but_keeps_the_first(
     assert (result.status, result.failure_reason) == ("judge_failed", "timeout")
     assert result.forward.status == "ok" and result.forward.label == "A"
     assert result.swapped is not None and result.swapped.status == "judge_failed"
+
+
+def test_logprobs_without_alternatives_count_as_none(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    bare = Reply(
+        content="A", logprobs=[{"token": "A", "logprob": -0.1, "bytes": [65], "top_logprobs": []}]
+    )
+    fake_judge.responder = pairwise(lambda _pair: bare)
+    result = make_judge(swap=False).compare(QUESTION, GOOD, WORSE)
+    assert result.ok and result.forward.kind == "unknown" and result.score_first == 1.0
