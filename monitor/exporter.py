@@ -15,7 +15,7 @@ and read values back with ``registry.get_sample_value(name, labels)``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from prometheus_client import (
@@ -30,7 +30,7 @@ from prometheus_client import (
 from monitor import __version__
 from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.judge import FAILURE_REASONS
-from monitor.models import Verdict
+from monitor.models import Band, Verdict
 
 # The exported family names (counters with their ``_total``). Histograms also expose
 # ``_bucket``, ``_sum`` and ``_count`` series; see ``is_declared``.
@@ -80,10 +80,13 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_pairwise_position_disagreement",
     # Rubric grading (seed 001).
     "casewatch_rubric_coverage",
+    "casewatch_rubric_graded_total",
+    "casewatch_rubric_replies_total",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
     {"casewatch_score_final", "casewatch_metric_score", "casewatch_judge_latency_seconds"}
+    | {"casewatch_rubric_coverage"}
 )
 
 # Score buckets share the band edges of seed 004 appendix B (0.30 / 0.60 / 0.85), so a
@@ -106,9 +109,14 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     120.0,
 )
 
+# Rubric coverage is a share of at most 10 questions: tenths, with 0 as its own bucket.
+COVERAGE_BUCKETS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# Outcomes of grading one live turn against its rubric entry (rubric job).
+RUBRIC_OUTCOMES: tuple[str, ...] = ("ok", "failed", "budget")
+
 # No ``*_created`` samples: Prometheus ignores them in the text format, and at the full label
 # set (100 assistants x 8 metrics x bands) they are a fifth of every scrape (bench/scrape.py).
-disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus-client 0.26
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 OTHER = "__other__"
 DEFAULT_MAX_LABEL_VALUES = 100
@@ -170,6 +178,7 @@ class Metrics:
         self.registry = registry
         self._assistant = LabelGuard(max_assistants)
         self._sampling_children: dict[tuple[bool, str, str], Any] = {}
+        self._judged_primed: set[str] = set()  # assistants whose band series exist (see below)
         r = registry
 
         # Which build is running: join on it to split any panel by version during a rollout.
@@ -413,11 +422,29 @@ class Metrics:
             ["assistant"],
             registry=r,
         )
-        # Rubric grading (seed 001): share of rubric questions live answers cover.
-        self.rubric_coverage = Gauge(
+        # Rubric grading (seed 001): per graded live answer, the share of its rubric entry's
+        # questions answered with grade >= rubric.covered_grade (4); a falling median or a
+        # growing 0 bucket says answers stopped covering what the known issue needs.
+        self.rubric_coverage = Histogram(
             "casewatch_rubric_coverage",
-            "Share of rubric questions answered (grade >= threshold) by recent live answers",
+            "Share of rubric questions a live answer covers (grade >= covered_grade), per answer",
             ["assistant"],
+            buckets=COVERAGE_BUCKETS,
+            registry=r,
+        )
+        # Live answers graded against a rubric entry (outcome=ok|failed|budget).
+        self.rubric_graded = Counter(
+            "casewatch_rubric_graded",
+            "Live turns graded against a rubric entry (outcome=ok|failed|budget)",
+            ["assistant", "outcome"],
+            registry=r,
+        )
+        # How the grader's replies were read (path=json|number|unanswerable|unparseable): a
+        # rising unparseable share means grades defaulting to 1, i.e. a grader gone wrong.
+        self.rubric_replies = Counter(
+            "casewatch_rubric_replies",
+            "Rubric grading replies of live answers by parse path",
+            ["path"],
             registry=r,
         )
 
@@ -470,6 +497,23 @@ class Metrics:
         if outcome == "ok":
             self.job_last_success.labels(job=job).set(finished_at)
 
+    def record_rubric_grading(
+        self,
+        assistant: str,
+        outcome: str,
+        coverage: float | None,
+        paths: Mapping[str, int] | None = None,
+    ) -> None:
+        """One live turn graded against its rubric entry (``coverage`` and the replies' parse
+        ``paths`` when ``ok``)."""
+        label = self._assistant(assistant)
+        self.rubric_graded.labels(assistant=label, outcome=outcome).inc()
+        if coverage is not None:
+            self.rubric_coverage.labels(assistant=label).observe(coverage)
+        for path, n in (paths or {}).items():
+            if n:
+                self.rubric_replies.labels(path=path).inc(n)
+
     def record_commit_failure(self) -> None:
         self.commit_failures.inc()
 
@@ -520,6 +564,12 @@ class Metrics:
     def record_verdict(self, verdict: Verdict) -> None:
         """Turn-level, metric-level and per-judge series for one finished verdict."""
         assistant = self._assistant(verdict.assistant.name)
+        if assistant not in self._judged_primed:
+            # Every band of a new assistant starts at 0, so that rate()/increase() in rules/
+            # count its first severe turn (a series born at 1 loses that first increment).
+            self._judged_primed.add(assistant)
+            for band in (*(b.value for b in Band), "judge_failed"):
+                self.turns_judged.labels(assistant=assistant, band=band)
         if verdict.status == "ok" and verdict.turn_band is not None:
             self.turns_judged.labels(assistant=assistant, band=verdict.turn_band.value).inc()
             if verdict.s_final is not None:

@@ -22,6 +22,7 @@ by one thread.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -47,8 +48,23 @@ _JSON_SCHEMA_FORMAT: ResponseFormat = {
 _JSON_OBJECT_FORMAT: ResponseFormat = {"type": "json_object"}
 
 
-# One judge() call's bookkeeping (requests, retries, tokens, last raw reply).
-_Call = CallStats
+@dataclass
+class _Call(CallStats):
+    """Bookkeeping of one judge() call; owned by the calling thread."""
+
+    # What json_schema mode asks for: the judge's scores, or a caller's schema (``complete``).
+    schema_format: ResponseFormat | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One reply obtained through a judge's transport (``OpenAIJudge.complete``)."""
+
+    content: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
 
 
 class OpenAIJudge:
@@ -106,6 +122,30 @@ class OpenAIJudge:
             **base,
         )
 
+    def complete(
+        self, messages: list[dict[str, str]], schema_name: str, schema: dict[str, Any]
+    ) -> Completion:
+        """One reply to ``messages`` asking for ``schema`` (strict json_schema, or JSON mode
+        after a fallback), through this judge's transport: the same retries, Retry-After
+        handling, backoff and error translation as ``judge``. The reply is not validated
+        (callers parse it their own way). Raises ``JudgeTransientError`` or
+        ``JudgeFatalError`` once the retries are spent."""
+        call = _Call(
+            schema_format={
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "strict": True, "schema": schema},
+            }
+        )
+        content = self._complete(messages, call)
+        cfg = self._config
+        return Completion(
+            content=content,
+            requests=call.requests,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            cost_usd=call.cost_usd(cfg),
+        )
+
     def _score(self, messages: list[dict[str, str]], call: _Call) -> JudgeScores:
         conversation = messages
         error = JudgeOutputInvalid("no reply")
@@ -143,7 +183,9 @@ class OpenAIJudge:
                 call,
                 temperature=0,
                 max_tokens=self._config.max_output_tokens,
-                response_format=_JSON_SCHEMA_FORMAT if json_schema else _JSON_OBJECT_FORMAT,
+                response_format=(call.schema_format or _JSON_SCHEMA_FORMAT)
+                if json_schema
+                else _JSON_OBJECT_FORMAT,
             )
         except JudgeFatalError as exc:
             cause = exc.__cause__

@@ -141,6 +141,40 @@ job_leases = sa.Table(
     sa.Column("expires_at", UTCDateTime, nullable=False),
 )
 
+# Rubric grading of live answers (seed 001): one row per (turn, rubric entry, grader
+# configuration), with every question's grade and the extracted answer for audit. Deleted with
+# its turn (retention).
+rubric_gradings = sa.Table(
+    "rubric_gradings",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column(
+        "event_id",
+        sa.String(256),
+        sa.ForeignKey("turns.event_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("entry_id", sa.String(128), nullable=False),
+    sa.Column("grader", sa.String(512), nullable=False),
+    sa.Column("assistant_name", sa.String(256), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("failure_reason", sa.Text),
+    sa.Column("reviewed", sa.Boolean, nullable=False),
+    sa.Column("coverage", sa.Float),
+    sa.Column("covered_grade", sa.Integer, nullable=False),
+    # [{question, grade, answer, path, passage}]; NULL when grading failed.
+    sa.Column("grades", JSONDoc),
+    sa.Column("path_counts", JSONDoc, nullable=False),
+    sa.Column("passages", sa.Integer, nullable=False),
+    sa.Column("requests", sa.Integer, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("output_tokens", sa.Integer, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sa.Column("graded_at", UTCDateTime, nullable=False, index=True),
+    sa.UniqueConstraint("event_id", "entry_id", "grader"),
+    sa.CheckConstraint("status IN ('ok', 'failed')", name="status"),
+)
+
 # The audit trail that `casewatch db` counts and retention purges.
 # Pairwise matches of an assistant against a baseline tier (seed 000), one row per probe and
 # tier per run, with both judged orders' raw outputs (analysis, decision, top logprobs).
@@ -173,7 +207,9 @@ matches = sa.Table(
 
 AUDIT_TABLES: tuple[sa.Table, ...] = (turns, verdicts, judgments)
 # Everything the migrations create (other features append their tables here).
-TABLES: tuple[sa.Table, ...] = (*AUDIT_TABLES, job_leases, matches)
+TABLES: tuple[sa.Table, ...] = (*AUDIT_TABLES, job_leases)
+TABLES = (*TABLES, rubric_gradings)
+TABLES = (*TABLES, matches)
 
 
 # ---------------------------------------------------------------- rows from models (pure)

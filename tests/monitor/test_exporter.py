@@ -115,6 +115,27 @@ def test_record_verdict_scored(registry: CollectorRegistry) -> None:
     assert get("casewatch_judge_latency_seconds_sum", {"judge": "primary"}) == 1.5
 
 
+def test_a_new_assistant_starts_every_band_at_zero(registry: CollectorRegistry) -> None:
+    """rules/ compute band shares with rate(): a band series must exist before its first
+    increment, or Prometheus never sees that increment."""
+    metrics = Metrics(registry)
+    verdict = single_judge_verdict(
+        _turn("fresh"),
+        _judgment(0.95),
+        weights=DEFAULT_PROFILE,
+        weight_profile="default",
+        critical=DEFAULT_CRITICAL_METRICS,
+    )
+    metrics.record_verdict(verdict)
+    metrics.record_verdict(verdict)
+    get = registry.get_sample_value
+    bands = {
+        b: get("casewatch_turns_judged_total", {"assistant": "fresh", "band": b})
+        for b in ("severe", "moderate", "minor", "none", "judge_failed")
+    }
+    assert bands == {"severe": 0, "moderate": 0, "minor": 0, "none": 2, "judge_failed": 0}
+
+
 def test_record_verdict_failed(registry: CollectorRegistry) -> None:
     metrics = Metrics(registry)
     failed = _judgment(
@@ -260,3 +281,24 @@ def test_record_panel_counts_agreement_arbiter_and_cost_by_role(
     )
     assert v("casewatch_judge_cost_usd_by_role_total", role="primary") == pytest.approx(0.4)
     assert v("casewatch_judge_cost_usd_by_role_total", role="arbiter") == pytest.approx(0.2)
+
+
+def test_record_rubric_grading(registry: CollectorRegistry) -> None:
+    metrics = Metrics(registry)
+    metrics.record_rubric_grading("helpdesk", "ok", 0.5, {"json": 3, "unparseable": 1, "number": 0})
+    metrics.record_rubric_grading("helpdesk", "ok", 0.0)
+    metrics.record_rubric_grading("helpdesk", "failed", None)
+    labels = {"assistant": "helpdesk"}
+    assert registry.get_sample_value("casewatch_rubric_coverage_count", labels) == 2.0
+    assert registry.get_sample_value("casewatch_rubric_coverage_sum", labels) == 0.5
+    assert (
+        registry.get_sample_value("casewatch_rubric_coverage_bucket", {**labels, "le": "0.0"})
+        == 1.0
+    )
+    assert (
+        registry.get_sample_value("casewatch_rubric_graded_total", {**labels, "outcome": "failed"})
+        == 1.0
+    )
+    assert is_declared("casewatch_rubric_coverage_bucket")
+    assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "unparseable"}) == 1
+    assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "number"}) is None
