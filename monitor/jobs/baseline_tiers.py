@@ -17,7 +17,9 @@ configured assistant:
    play the three matches low, medium, high in that order (seed 000 eq. 5 with the
    upset-amplified K), so runs compare with each other.
 
-A failed pairwise judgment is stored (``judge_failed`` with the reason) and counted in
+Judge requests are charged to the daemon's hourly judge budget (``sampling.budget_*``, the
+same buckets as turn judging and the rubric job); a pair the budget refuses is not judged
+this run. A failed pairwise judgment is stored (``judge_failed`` with the reason) and counted in
 ``casewatch_judge_failed_total``, never scored. An assistant endpoint that answered no probe
 at all fails the run (counted by the scheduler as ``failed``) after the other assistants were
 judged; no stored turn matching a probe yet is not a failure (nothing to judge). The stream
@@ -42,8 +44,10 @@ from monitor.clock import Clock, SystemClock
 from monitor.errors import CasewatchError, ConfigError
 from monitor.exporter import Metrics
 from monitor.jobs.assistant_client import AssistantClient, AssistantError
+from monitor.jobs.rubric import Budget
 from monitor.judging.judge import FAILURE_REASONS
 from monitor.judging.pairwise_factory import build_pairwise_judge
+from monitor.judging.pairwise_heuristic import HeuristicPairwiseJudge
 from monitor.judging.pairwise_judge import PairwiseJudge, PairwiseJudgment, PairwiseOptions
 from monitor.judging.pairwise_prompt import PairwiseAnswer
 from monitor.judging.pairwise_scoring import KINDS, OUTCOMES
@@ -94,6 +98,7 @@ class AssistantSummary:
     kinds: Counter[str]
     position_disagreement: float | None
     elo: float | None
+    budget_refused: int = 0  # pairs the hourly judge budget refused this run
 
 
 class BaselineTiersJob:
@@ -109,6 +114,7 @@ class BaselineTiersJob:
         *,
         clock: Clock | None = None,
         client_factory: Callable[[BaselineAssistantConfig], AssistantClient] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if not probes:
             raise ValueError("the baseline-tier job needs at least one probe")
@@ -120,6 +126,10 @@ class BaselineTiersJob:
         self._store = store
         self._metrics = metrics
         self._clock = clock or SystemClock()
+        # Judge requests per pair (two stages per order), charged to the daemon's hourly
+        # budget like every other judge call; the offline heuristic judge makes none.
+        self._budget = None if isinstance(judge, HeuristicPairwiseJudge) else budget
+        self._calls_per_pair = 4 if config.swap else 2
         make = client_factory or _client
         self._clients = {a.name: make(a) for a in config.assistants if a.endpoint is not None}
         self.last_run: list[AssistantSummary] = []
@@ -155,14 +165,21 @@ class BaselineTiersJob:
         answers, failures = self._answers(assistant)
         tasks = [(answer, tier) for answer in answers for tier in TIERS]
         with ThreadPoolExecutor(self._config.concurrency, "baseline-judge") as pool:
-            results = list(pool.map(lambda task: self._compare(*task), tasks))
+            judged = list(pool.map(lambda task: self._compare(*task), tasks))
+        refused = sum(1 for r in judged if r is None)
+        if refused:
+            log.info("baseline.budget_refused", assistant=assistant.name, pairs=refused)
+        done = [(t, r) for t, r in zip(tasks, judged, strict=True) if r is not None]
+        tasks = [t for t, _ in done]
+        results = [r for _, r in done]
         now = datetime.fromtimestamp(self._clock.time(), UTC)
         rows = [
             _row(run_id, assistant.name, answer, tier, result, now)
-            for (answer, tier), result in zip(tasks, results, strict=True)
+            for (answer, tier), result in done
         ]
         insert_matches(self._store, rows)
         summary = self._summarise(assistant.name, answers, failures, tasks, results)
+        summary.budget_refused = refused
         self._export(summary, results)
         log.info(
             "baseline.run",
@@ -174,9 +191,17 @@ class BaselineTiersJob:
         )
         return summary
 
-    def _compare(self, answer: Answer, tier: Tier) -> PairwiseJudgment:
+    def _compare(self, answer: Answer, tier: Tier) -> PairwiseJudgment | None:
+        """The judgment, or None when the hourly budget refused it (judged next run)."""
+        reserved = self._calls_per_pair
+        if self._budget is not None and self._budget.reserve(reserved) is not None:
+            return None
         mine = PairwiseAnswer(text=answer.text, contexts=answer.contexts)
-        return self._judge.compare(answer.probe.question(), mine, answer.probe.baseline(tier))
+        result = self._judge.compare(answer.probe.question(), mine, answer.probe.baseline(tier))
+        if self._budget is not None:
+            orders = [result.forward, *([result.swapped] if result.swapped else [])]
+            self._budget.settle(reserved, sum(o.attempts for o in orders), result.cost_usd)
+        return result
 
     def _answers(self, assistant: BaselineAssistantConfig) -> tuple[list[Answer], Counter[str]]:
         answers: list[Answer] = []
@@ -294,7 +319,11 @@ def _client(assistant: BaselineAssistantConfig) -> AssistantClient:
 
 
 def build_baseline_job(
-    settings: Settings, store: Store, metrics: Metrics, clock: Clock
+    settings: Settings,
+    store: Store,
+    metrics: Metrics,
+    clock: Clock,
+    budget: Budget | None = None,
 ) -> BaselineTiersJob:
     """The job as configured in the ``baseline:`` section (ConfigError on a bad probe set)."""
     config = settings.baseline
@@ -307,7 +336,7 @@ def build_baseline_job(
         top_logprobs=config.top_logprobs,
     )
     judge = build_pairwise_judge(config.judge, settings, options, clock=clock)
-    return BaselineTiersJob(config, probes, judge, store, metrics, clock=clock)
+    return BaselineTiersJob(config, probes, judge, store, metrics, clock=clock, budget=budget)
 
 
 def _row(
@@ -354,6 +383,7 @@ def summary_dict(summary: AssistantSummary) -> Mapping[str, Any]:
         "confidence": dict(summary.kinds),
         "position_disagreement": summary.position_disagreement,
         "elo": summary.elo,
+        "budget_refused": summary.budget_refused,
     }
 
 

@@ -50,5 +50,9 @@ def build_jobs(
     if settings.baseline.enabled:
         from monitor.jobs.baseline_tiers import build_baseline_job
 
-        jobs.append(build_baseline_job(settings, store, metrics, clock))
+        jobs.append(
+            build_baseline_job(
+                settings, store, metrics, clock, budget or Sampler(settings.sampling, clock)
+            )
+        )
     return jobs

@@ -348,3 +348,55 @@ def test_failed_judgments_are_stored_counted_and_clear_the_gauges(
         ).all()
     assert len(rows) == 12 and {r.failure_reason for r in rows} == {"invalid_output"}
     assert all(r.forward["decision"] == "Perhaps" and r.forward["score_a"] is None for r in rows)
+
+
+class CountingBudget:
+    """Admits ``admit`` reservations, then refuses; records what was settled."""
+
+    def __init__(self, admit: int) -> None:
+        self.admit = admit
+        self.settled: list[tuple[int, int, float]] = []
+
+    def reserve(self, calls: int) -> str | None:
+        if self.admit <= 0:
+            return "budget_calls"
+        self.admit -= 1
+        return None
+
+    def settle(self, reserved_calls: int, calls: int, usd: float) -> None:
+        self.settled.append((reserved_calls, calls, usd))
+
+
+def test_judge_calls_are_charged_to_the_hourly_budget(
+    fake_judge: FakeJudgeServer, assistant_chat: FakeJudgeServer, store: Store
+) -> None:
+    fake_judge.responder = pairwise(judge_by_quality)
+    config = BaselineConfig.model_validate(
+        {
+            "enabled": True,
+            "probes": str(EXAMPLES / "probes.jsonl"),
+            "judge": "pairwise",
+            "concurrency": 1,
+            "assistants": [
+                {
+                    "name": "bot-chat",
+                    "endpoint": {"kind": "openai", "url": assistant_chat.base_url, "model": "b"},
+                }
+            ],
+        }
+    )
+    budget = CountingBudget(admit=5)
+    judge = OpenAIPairwiseJudge(
+        "pairwise", fake_judge_config(fake_judge), PairwiseOptions(), clock=ManualClock()
+    )
+    job = BaselineTiersJob(
+        config, PROBES, judge, store, Metrics(CollectorRegistry()), budget=budget
+    )
+    job.run()
+    job.close()
+    (summary,) = job.last_run
+    assert summary.budget_refused == 4 * 3 - 5
+    assert sum(sum(t.outcomes.values()) for t in summary.tiers.values()) == 5
+    assert [(r, c) for r, c, _ in budget.settled] == [(4, 4)] * 5  # 2 stages x 2 orders
+    assert len(run_matches(store, run_matches_any(store))) == 5
+    assert fake_judge.request_count == 5 * 4
