@@ -293,6 +293,8 @@ class BaselineTiersJob:
             m.pairwise_confidence.labels(assistant=label, kind=kind).inc(count)
         _set_or_remove(m.pairwise_position_disagreement, summary.position_disagreement, label)
         _set_or_remove(m.elo_rating, summary.elo, label)
+        if isinstance(self._judge, HeuristicPairwiseJudge):
+            return  # no requests, failures or spend: the judge series stay the turn judge's
         judge = self._judge.name
         for result in results:
             m.judge_requests.labels(judge=judge, outcome="ok" if result.ok else "failed").inc()
