@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 import pytest
@@ -302,3 +303,30 @@ def test_record_rubric_grading(registry: CollectorRegistry) -> None:
     assert is_declared("casewatch_rubric_coverage_bucket")
     assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "unparseable"}) == 1
     assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "number"}) is None
+
+
+def test_drift_series_nan_for_insufficient_data_and_forgotten_assistants(
+    registry: CollectorRegistry,
+) -> None:
+    m = Metrics(registry)
+    m.record_drift_signal("helpdesk", "score_final", q_value=0.001, effect=0.4, detected=True)
+    m.record_drift_signal("helpdesk", "band_shares", q_value=None, effect=None, detected=False)
+    m.record_drift_windows("helpdesk", recent=12, reference=340)
+    m.record_drift_run(1_700_000_000.0)
+    labels = {"assistant": "helpdesk", "signal": "score_final"}
+    assert registry.get_sample_value("casewatch_drift_pvalue", labels) == 0.001
+    assert registry.get_sample_value("casewatch_drift_effect", labels) == 0.4
+    assert registry.get_sample_value("casewatch_drift_detected", labels) == 1
+    short = {"assistant": "helpdesk", "signal": "band_shares"}
+    assert math.isnan(registry.get_sample_value("casewatch_drift_pvalue", short) or 0.0)
+    assert registry.get_sample_value("casewatch_drift_detected", short) == 0
+    window = {"assistant": "helpdesk", "window": "reference"}
+    assert registry.get_sample_value("casewatch_drift_window_turns", window) == 340
+    assert registry.get_sample_value("casewatch_drift_last_run_timestamp_seconds") == 1.7e9
+
+    m.forget_drift("helpdesk")
+    for name in ("casewatch_drift_pvalue", "casewatch_drift_effect", "casewatch_drift_detected"):
+        assert registry.get_sample_value(name, labels) is None
+        assert registry.get_sample_value(name, short) is None
+    assert registry.get_sample_value("casewatch_drift_window_turns", window) is None
+    m.forget_drift("never-seen")  # no series: nothing to do, no error
