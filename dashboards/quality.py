@@ -150,6 +150,71 @@ OVERVIEW = DashboardSpec(
                 ),
             ),
         ),
+        RowSpec(
+            "Baseline tiers (seed 000)",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Win rate against each baseline tier",
+                    "Mean pairwise score of the assistant against the High, Medium and Low "
+                    "baseline answers of the probe set in the last baseline_tiers run (ties "
+                    "count half; 0.5 = as good as the tier).",
+                    (
+                        Query(
+                            f"casewatch_baseline_win_rate{{{A}}}",
+                            "{{assistant}} vs {{tier}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Losses against the Low tier",
+                    "Answers judged worse than the Low baseline (a known bad answer) per "
+                    "hour: should stay at zero.",
+                    (
+                        Query(
+                            "sum by (assistant) (increase(casewatch_baseline_outcomes_total"
+                            f'{{{A}, tier="low", outcome="loss"}}[1h]))',
+                            "{{assistant}}",
+                        ),
+                    ),
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Elo among the tiers",
+                    "Seed 000 Elo of the assistant after playing the Low, Medium and High "
+                    "tiers from 1500 in each run.",
+                    (Query(f"casewatch_elo_rating{{{A}}}", "{{assistant}}"),),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Pairwise judge: position bias and confidence",
+                    "Mean |score with the assistant shown first - shown second| (position "
+                    "bias) and the share of decisions without logprobs (confidence unknown).",
+                    (
+                        Query(
+                            f"casewatch_pairwise_position_disagreement{{{A}}}",
+                            "{{assistant}} position disagreement",
+                        ),
+                        Query(
+                            share(
+                                f'casewatch_pairwise_confidence_total{{{A}, kind="unknown"}}',
+                                f"casewatch_pairwise_confidence_total{{{A}}}",
+                                "assistant",
+                                "[6h]",
+                            ),
+                            "{{assistant}} unknown-confidence share",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                ),
+            ),
+        ),
     ),
 )
 
