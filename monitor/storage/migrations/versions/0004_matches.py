@@ -1,7 +1,7 @@
 """Pairwise matches against baseline tiers (seed 000), with both orders' raw outputs.
 
 Revision ID: 0004
-Revises: 0005
+Revises: 0003
 Create Date: 2026-11-23
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0004"
-down_revision: str | Sequence[str] | None = "0005"  # chained after rubric_gradings (main)
+down_revision: str | Sequence[str] | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
