@@ -128,6 +128,20 @@ def _actions(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     return tuple(found)
 
 
+_NOT_A_STEP_BEFORE = frozenset({"to", "the", "a", "an", "this", "that", "your", "its", "of", "no"})
+
+
+def step_verbs(text: str) -> int:
+    """How many steps a sentence prescribes: its action verbs, not purposes ("to stop the
+    checks") or nouns ("the restart")."""
+    tokens = WORD.findall(CODE.sub(" ", text).lower())
+    return sum(
+        1
+        for i, token in enumerate(tokens)
+        if stem(token) in ACTION_VERBS and (i == 0 or tokens[i - 1] not in _NOT_A_STEP_BEFORE)
+    )
+
+
 def analyse_sentence(text: str, ids: Sequence[Identifier] | None = None) -> Sentence:
     """One answer sentence; ``ids`` are the identifiers of the whole answer, if known."""
     body = LEAD_IN.sub("", LIST_MARK.sub("", text)).strip()
@@ -280,14 +294,16 @@ def _dedup(groups: Sequence[Sequence[Identifier]]) -> tuple[Identifier, ...]:
 
 def analyse(turn: TurnEvent) -> TurnEvidence:
     case_text = f"{turn.case.subject}\n{turn.case.description}"
+    # Product and environment name the user's own resources (the LLM judges see them too).
+    setting = "\n".join(x for x in (turn.case.product, turn.case.environment) if x)
     history_text = "\n".join(m.content for m in turn.history)
     case_ids = extract(case_text)
     query_ids = extract(turn.query)
     history_ids = extract(history_text)
     context_ids = [extract(c.text) for c in turn.contexts]
-    evidence_ids = _dedup([case_ids, history_ids, query_ids, *context_ids])
+    evidence_ids = _dedup([case_ids, extract(setting), history_ids, query_ids, *context_ids])
     evidence_text = "\n".join(
-        (case_text, history_text, turn.query, *(c.text for c in turn.contexts))
+        (case_text, setting, history_text, turn.query, *(c.text for c in turn.contexts))
     )
     answer_ids = extract(turn.answer)
     intent = infer_intent(turn.query, query_ids)
@@ -328,22 +344,35 @@ class Claims:
 
     judged: int
     unsupported: tuple[str, ...]  # sentences resting on identifiers found in no evidence
-    novel_ids: tuple[str, ...]  # those identifiers
+    novel_ids: tuple[str, ...]  # those identifiers, outermost only (a flag inside a command)
+    invented: int  # invented steps or facts: per sentence, its novel ids up to its action verbs
     corrupted: int  # sentences carrying a near-miss of an evidence identifier
     unmoored: tuple[str, ...]  # sentences whose words are mostly absent from the evidence
 
 
+def outermost(raws: Sequence[str]) -> list[str]:
+    """The strings not contained in another one: a flag inside a command is one finding."""
+    unique = list(dict.fromkeys(raws))
+    return [r for r in unique if not any(r != o and r in o for o in unique)]
+
+
 def claims(ev: TurnEvidence) -> Claims:
-    novel = {(i.kind, i.norm) for i in ev.id_check.novel}
+    novel = {(i.kind, i.norm) for i in ev.id_check.novel if not i.weak}
     near = {(m.found.kind, m.found.norm) for m in ev.id_check.near_misses}
-    judged = corrupted = 0
+    near_raws = [m.found.raw for m in ev.id_check.near_misses]
+    judged = corrupted = invented = 0
     unsupported: list[str] = []
     novel_ids: list[str] = []
     unmoored: list[str] = []
     for s in ev.answer:
         if s.question or s.insufficient:
             continue
-        s_novel = [i.raw for i in s.ids if (i.kind, i.norm) in novel]
+        # A new command that only differs by a corrupted key is the corruption, not invention.
+        s_novel = [
+            i.raw
+            for i in s.ids
+            if (i.kind, i.norm) in novel and not any(n in i.raw for n in near_raws)
+        ]
         s_near = any((i.kind, i.norm) in near for i in s.ids)
         if len(s.terms) < _MIN_TERMS_FOR_CLAIM and not s_novel and not s_near:
             continue  # "Hope this helps." is not a claim
@@ -352,11 +381,20 @@ def claims(ev: TurnEvidence) -> Claims:
         if s_novel:
             unsupported.append(s.text)
             novel_ids.extend(s_novel)
+            # "Set x=1 in /etc/a.conf" is one invented step; "clear X and set Y" is two.
+            invented += min(len(outermost(s_novel)), max(1, step_verbs(s.text)))
         elif s_near:
             corrupted += 1
         elif support < _SUPPORTED and not (s.ids and support >= _ANCHORED):
             unmoored.append(s.text)
-    return Claims(judged, tuple(unsupported), tuple(novel_ids), corrupted, tuple(unmoored))
+    return Claims(
+        judged,
+        tuple(unsupported),
+        tuple(outermost(novel_ids)),
+        invented,
+        corrupted,
+        tuple(unmoored),
+    )
 
 
 def repeated_steps(ev: TurnEvidence) -> list[tuple[str, str]]:

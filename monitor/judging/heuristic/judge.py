@@ -36,6 +36,7 @@ from monitor.judging.heuristic.evidence import (
     analyse,
     claims,
     coverage,
+    outermost,
     repeated_steps,
 )
 from monitor.judging.heuristic.identifiers import IdKind
@@ -145,7 +146,8 @@ def _retrieval(ev: TurnEvidence) -> _Retrieval:
 
 def _hallucination(ev: TurnEvidence) -> tuple[MetricScore, int]:
     c = claims(ev)
-    judged, hard, corrupt, soft = c.judged, len(c.unsupported), c.corrupted, len(c.unmoored)
+    judged, corrupt, soft = c.judged, c.corrupted, len(c.unmoored)
+    sentences, hard = len(c.unsupported), c.invented
     if judged == 0:
         return MetricScore(
             score=0.9, justification=_j("the answer makes no case-specific claim to check")
@@ -154,16 +156,19 @@ def _hallucination(ev: TurnEvidence) -> tuple[MetricScore, int]:
     # take the score to minor, and to moderate only when most of a longer answer is unmoored.
     # A step resting on an identifier no evidence contains is strong evidence.
     score = 1.0 - 0.45 * soft / judged - 0.25 * corrupt / judged
-    parts = [f"{judged - hard - soft - corrupt} of {judged} answer sentences are supported"]
+    parts = [f"{judged - sentences - soft - corrupt} of {judged} answer sentences are supported"]
     if soft:
         quotes = [_quote(q, 60) for q in c.unmoored]
         parts.append(f"{soft} mostly use terms absent from the evidence: {_names(quotes)}")
         if soft * 4 >= judged * 3 and judged >= _MIN_CLAIMS:
             score = min(score, 0.5)
     if hard:
-        score = min(score, 1.0 - 0.8 * hard / judged, (0.55, 0.28, 0.12)[min(hard, 3) - 1])
+        score = min(score, 1.0 - 0.8 * sentences / judged, (0.55, 0.28, 0.12)[min(hard, 3) - 1])
         parts.insert(
-            1, f"{hard} rest on identifiers in no context/case/history: {_names(c.novel_ids)}"
+            1,
+            f"{sentences} rest on identifiers in no context/case/history ({hard} invented "
+            "step(s) or fact(s)): "
+            f"{_names(c.novel_ids)}",
         )
     if corrupt:
         score = min(score, 0.8)
@@ -174,6 +179,8 @@ def _hallucination(ev: TurnEvidence) -> tuple[MetricScore, int]:
 def _identifier_integrity(ev: TurnEvidence) -> MetricScore:
     near = ev.id_check.near_misses
     if near:
+        units = outermost([m.found.raw for m in near])
+        near = tuple(m for m in near if m.found.raw in units)
         score = 0.2 if len(near) == 1 else 0.1
         return MetricScore(score=score, justification=_j(_names([m.describe() for m in near])))
     case_norms = {c.norm for c in ev.case_codes}
