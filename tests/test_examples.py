@@ -123,7 +123,7 @@ def test_human_labels_cover_both_assistants_and_all_metrics() -> None:
 TARGETS = {
     "corrupted_identifier": ("identifier_integrity", Band.SEVERE),
     "hallucinated_step": ("hallucination", Band.MODERATE),
-    "repeated_step": ("resolution_alignment", Band.MODERATE),
+    "repeated_step": ("resolution_alignment", Band.SEVERE),
     "off_topic": ("case_issue_identification", Band.SEVERE),
     "insufficient_inappropriate": ("answer_helpfulness", Band.MODERATE),
 }

@@ -24,7 +24,6 @@ from monitor.judging.heuristic.identifiers import (
 from monitor.judging.heuristic.lexicon import (
     ACK,
     ACTION_VERB_WORDS,
-    BACK_REFERENCE,
     CODE,
     EXPLAINS,
     GENERIC_WORDS,
@@ -35,7 +34,6 @@ from monitor.judging.heuristic.lexicon import (
     QUESTION,
     SENTENCE_BREAK,
     STOPWORDS,
-    TRIED,
     VAGUE,
     WHY,
     WORD,
@@ -162,15 +160,6 @@ def analyse_sentence(text: str, ids: Sequence[Identifier] | None = None) -> Sent
 
 
 @dataclass(frozen=True, slots=True)
-class TriedStep:
-    """A step the user says was already done, from the case, the history or the query."""
-
-    quote: str
-    commands: frozenset[str]
-    actions: tuple[tuple[str, frozenset[str]], ...]
-
-
-@dataclass(frozen=True, slots=True)
 class ContextView:
     id: str
     terms: frozenset[str]
@@ -194,37 +183,11 @@ class TurnEvidence:
     answer_terms: frozenset[str]
     answer_ids: tuple[Identifier, ...]
     id_check: IdentifierCheck
-    tried: tuple[TriedStep, ...]
 
 
 def need_key(kind: IdKind, norm: str) -> str:
     """How an identifier appears among the needs of a turn and the keys of a context."""
     return f"{kind.value}:{norm}"
-
-
-def _tried_steps(turn: TurnEvent) -> list[TriedStep]:
-    steps: list[TriedStep] = []
-    previous_assistant = ""
-    sources: list[tuple[str, str]] = [("user", turn.case.description)]
-    sources += [(m.role, m.content) for m in turn.history]
-    sources.append(("user", turn.query))
-    for role, content in sources:
-        if role != "user":
-            previous_assistant = content if role == "assistant" else previous_assistant
-            continue
-        for sentence in split_sentences(content):
-            if not TRIED.search(sentence):
-                continue
-            commands = {i.norm for i in extract(sentence) if i.kind is IdKind.COMMAND}
-            # "I ran those as suggested": the steps are the previous assistant turn's commands.
-            if BACK_REFERENCE.search(sentence) and previous_assistant:
-                commands |= {
-                    i.norm for i in extract(previous_assistant) if i.kind is IdKind.COMMAND
-                }
-            actions = tuple((v, o) for v, o in _actions(sentence) if o)
-            if commands or actions:
-                steps.append(TriedStep(sentence.strip()[:160], frozenset(commands), actions))
-    return steps
 
 
 def infer_intent(query: str, query_ids: Sequence[Identifier] | None = None) -> Intent:
@@ -324,7 +287,6 @@ def analyse(turn: TurnEvent) -> TurnEvidence:
         answer_terms=frozenset(key_terms(turn.answer)),
         answer_ids=answer_ids,
         id_check=check(answer_ids, evidence_ids, evidence_text),
-        tried=tuple(_tried_steps(turn)),
     )
 
 
@@ -395,30 +357,3 @@ def claims(ev: TurnEvidence) -> Claims:
         corrupted,
         tuple(unmoored),
     )
-
-
-def repeated_steps(ev: TurnEvidence) -> list[tuple[str, str]]:
-    """Answer steps the user says were already tried: (the step, the user's words).
-
-    A step repeats a tried one when it runs the same command, or uses the same verb on most of
-    the same objects ("Restart the backup agent" after "I already restarted the backup agent").
-    Steps that acknowledge the attempt ("since you already restarted it, ...") do not count.
-    """
-    found: list[tuple[str, str]] = []
-    for s in ev.answer:
-        if not s.action or s.acknowledges:
-            continue
-        commands = {i.norm for i in s.ids if i.kind is IdKind.COMMAND}
-        for tried in ev.tried:
-            same_command = sorted(commands & tried.commands)
-            same_action = any(
-                verb == tried_verb
-                and len(objects & tried_objects) >= math.ceil(_SAME_STEP * len(tried_objects))
-                for verb, objects in s.verbs
-                for tried_verb, tried_objects in tried.actions
-            )
-            if same_command or same_action:
-                what = f"`{same_command[0]}`" if same_command else " ".join(s.text.split())[:60]
-                found.append((what, tried.quote))
-                break
-    return found

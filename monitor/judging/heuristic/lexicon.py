@@ -94,3 +94,68 @@ ACTION_VERB_WORDS = (
     " request throttle rebuild redeliver reimport rediscover disconnect reconnect rollback"
 )
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+
+# ---------------------------------------------------------------- workflow constraints
+# What the user says was done or failed ("purged it, same error", "made no difference").
+DONE = re.compile(
+    r"\b(?:made no difference|no difference|same (?:error|failure|result|thing|problem|message)"
+    r"|did nothing|did(?:n't| not) change|still (?:not|no)\b)|^\s*[a-z]+ed\b",
+    re.I,
+)
+# What the user says cannot or may not be done ("restarting is not an option").
+REFUSED = re.compile(
+    r"\b(?:not an option|not possible|impossible|out of the question|no way to"
+    r"|(?:won't|will not|doesn't|does not|don't|do not) (?:allow|let us|permit|accept)"
+    r"|not allowed|(?:can't|cannot|can not|mustn't|must not) \w+|no longer exists?"
+    r"|(?:was|were|has been|have been) deleted|(?:isn't|is not|aren't|are not) available)\b",
+    re.I,
+)
+# "Purged it exactly like that": the step is the one the assistant gave before.
+BACK_REFERENCE_MORE = re.compile(
+    r"\b(?:like (?:that|this|you said)|as you (?:said|suggested)|exactly|did that|done that"
+    r"|tried that|that too)\b",
+    re.I,
+)
+# What the evidence forbids. A verb after the marker ("never void an invoice", "cannot be
+# deleted or overwritten") or a state of the clause before it ("... are not supported").
+PROHIBITION_VERB = re.compile(
+    r"\b(?:never|do not|don't|must not|mustn't|should not|shouldn't|cannot|can't|can not"
+    r"|may not|(?:is|are) not (?:allowed|permitted) to)\s+(?:be\s+)?(?:\w+ly\s+)?([a-z]+)"
+    r"((?:\s*,?\s*(?:or|and|nor)\s+[a-z]+)*)",
+    re.I,
+)
+PROHIBITION_STATE = re.compile(
+    r"\b(?:is|are)\s+not\s+(?:supported|allowed|permitted|possible|recommended)\b"
+    r"|\b(?:is|are)\s+unsupported\b",
+    re.I,
+)
+# A condition, not a rule: "if the registrar cannot publish the record, ...".
+CONDITIONAL = re.compile(r"\b(?:if|when|unless|whether|until)\b", re.I)
+# An answer sentence that warns against a step does not prescribe it.
+NEGATED = re.compile(
+    r"\b(?:don't|do not|never|avoid|must not|mustn't|should not|shouldn't|instead of"
+    r"|rather than|not even|no need to)\b",
+    re.I,
+)
+# Words after which an action verb is a purpose or a noun, not a step ("to stop", "the restart").
+NOT_A_STEP_BEFORE = frozenset({"to", "the", "a", "an", "this", "that", "your", "its", "of", "no"})
+# Where the objects of a step end.
+_CLAUSE_BREAK_TEXT = (
+    "is are was were so and then to but because during until while before after which that if"
+    " when since or not isn't won't can't cannot"
+)
+CLAUSE_BREAK = frozenset(_CLAUSE_BREAK_TEXT.split())
+# Verbs that name the same step ("raised the timeout" = "set the timeout").
+VERB_FAMILIES = {
+    "change": "set raise increase bump change update adjust edit modify configure lower reduce"
+    " decrease double extend shorten",
+    "restart": "restart reboot reload bounce recycle cycle",
+    "remove": "delete remove purge clear drop flush wipe void cancel",
+    "recreate": "recreate reinstall rebuild regenerate",
+    "disable": "disable deactivate",
+    "enable": "enable activate",
+}
+PHRASAL_VERBS = (
+    (re.compile(r"\b(?:turn|switch)(?:s|ed|ing)?\s+off\b", re.I), "disable"),
+    (re.compile(r"\b(?:turn|switch)(?:s|ed|ing)?\s+on\b", re.I), "enable"),
+)

@@ -90,12 +90,12 @@ def test_it_is_a_judge_and_labels_itself_heuristic() -> None:
     assert (j.judge, j.kind, j.model, j.role, j.status) == (
         "offline",
         "heuristic",
-        "heuristic-v1",
+        "heuristic-v2",
         "arbiter",
         "ok",
     )
     assert j.prompt_version == ALGORITHM_VERSION
-    assert j.prompt_hash == hashlib.sha256(b"heuristic-v1").hexdigest()
+    assert j.prompt_hash == hashlib.sha256(b"heuristic-v2").hexdigest()
     assert (j.attempts, j.input_tokens, j.output_tokens, j.cost_usd) == (1, 0, 0, 0.0)
     assert j.latency_seconds >= 0
     assert j.scores is not None and j.raw_output is not None
