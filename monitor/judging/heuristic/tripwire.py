@@ -1,0 +1,140 @@
+"""The identifier tripwire: a corrupted identifier in any consumed turn, cheaply, no network.
+
+The daemon runs this on every turn it consumes, sampled or not, so it has to cost a few
+microseconds on a clean turn. It applies the judge's own near-miss rules
+(``identifiers.find_near_miss``) but only where a corruption can be:
+
+1. the answer's identifier-like tokens (anything with a digit, ``_``, ``.``, ``/``, ``:``,
+   ``@`` or an inner ``-``, ``UPPER_CASE`` words, and every word inside backticks) that do not
+   occur verbatim in the case, history, query or contexts: a copied identifier is a substring
+   of its source, so a clean answer stops here after one split and a few substring searches;
+2. for each of those, the evidence tokens within two edits of it (rapidfuzz, in C) or, for a
+   URL, the evidence URLs on the same host;
+3. for each such pair, both tokens are classified with ``identifiers.extract`` on a short
+   window of their text (so "port 578" is a port, "4.12" after "version" a version) and
+   compared kind by kind.
+
+It sees less than the judge: a near miss it finds is one the judge finds too, but it does not
+compare whole commands, and an identifier that is only recognised from a wider context is
+missed. Pure functions, no state.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rapidfuzz import process
+from rapidfuzz.distance import OSA
+
+from monitor.judging.heuristic.identifiers import NearMiss, extract, find_near_miss
+from monitor.judging.heuristic.kinds import Identifier, IdKind
+from monitor.models import TurnEvent
+
+__all__ = ["TripwireHit", "identifier_tripwire"]
+
+# A token (between spaces, quotes, brackets, commas, "=") with a digit, "_", "/", "@", an inner
+# "." or ":", an inner hyphen, or in UPPER_CASE; found at token starts only, in one C scan.
+_SEP = r"\s`'\"()\[\]<>,;="
+_TOKEN = re.compile(
+    rf"(?<![^{_SEP}])(?=[^{_SEP}]*?(?:[\d_/@]|[.:][^{_SEP}])|[A-Za-z0-9]+-[A-Za-z0-9]"
+    rf"|[A-Z][A-Z0-9]{{2,}}(?![^{_SEP}]))[^{_SEP}]+"
+)
+_WORDISH = re.compile(r"[\w./:@+~-]+")
+_TAIL = ".:"
+_BACKTICK = re.compile(r"`([^`\n]{1,300})`")
+_MAX_EDITS = 2
+_NEIGHBOURS = 3
+_WINDOW = 32
+_MIN_LEN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class TripwireHit:
+    """The near misses found in a turn (empty: nothing tripped)."""
+
+    misses: tuple[NearMiss, ...]
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Each kind once, for bounded metric labels."""
+        return tuple(sorted({m.found.kind.value for m in self.misses}))
+
+    def __bool__(self) -> bool:
+        return bool(self.misses)
+
+
+_CLEAN = TripwireHit(())
+
+
+def _tokens(text: str) -> set[str]:
+    """Identifier-like tokens, and every word inside backticks (one C-level scan each)."""
+    found = {t.rstrip(_TAIL) for t in _TOKEN.findall(text)}
+    if "`" in text:
+        for code in _BACKTICK.findall(text):
+            found.update(_WORDISH.findall(code))
+    return {t for t in found if len(t) >= _MIN_LEN}
+
+
+def _evidence(turn: TurnEvent) -> str:
+    parts = [turn.case.subject, turn.case.description, turn.query]
+    if turn.case.product:
+        parts.append(turn.case.product)
+    if turn.case.environment:
+        parts.append(turn.case.environment)
+    parts.extend(m.content for m in turn.history)
+    parts.extend(c.text for c in turn.contexts)
+    return "\n".join(parts)
+
+
+def _window(text: str, token: str) -> str:
+    at = text.find(token)
+    if at < 0:
+        return token
+    return text[max(0, at - _WINDOW) : at + len(token) + 1]
+
+
+def _identifiers_of(text: str, token: str) -> list[Identifier]:
+    """The identifiers extracted from a window around ``token`` that overlap it."""
+    return [i for i in extract(_window(text, token)) if i.raw in token or token in i.raw]
+
+
+def _url_host(token: str) -> str | None:
+    m = re.match(r"[a-z][a-z0-9+.-]*://[^/?#]+", token, re.I)
+    return m.group(0).lower() if m else None
+
+
+def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
+    """Near misses of evidence identifiers in the answer of ``turn``."""
+    candidates = _tokens(turn.answer)
+    if not candidates:
+        return _CLEAN
+    evidence = _evidence(turn)
+    missing = [c for c in candidates if c not in evidence]
+    if not missing:
+        return _CLEAN
+    pool = _tokens(evidence)
+    misses: dict[tuple[IdKind, str], NearMiss] = {}
+    for token in sorted(missing):
+        near = [
+            e
+            for e, _, _ in process.extract(
+                token, pool, scorer=OSA.distance, score_cutoff=_MAX_EDITS, limit=_NEIGHBOURS
+            )
+        ]
+        host = _url_host(token)
+        if host is not None:
+            near += [e for e in pool if e != token and _url_host(e) == host]
+        if not near:
+            continue
+        found = _identifiers_of(turn.answer, token)
+        if not found:
+            continue
+        expected = [e for other in near for e in _identifiers_of(evidence, other)]
+        for ident in found:
+            if (ident.kind, ident.norm) in misses:
+                continue
+            miss = find_near_miss(ident, [e for e in expected if e.kind is ident.kind])
+            if miss is not None:
+                misses[(ident.kind, ident.norm)] = miss
+    return TripwireHit(tuple(misses.values())) if misses else _CLEAN
