@@ -27,6 +27,7 @@ from typing import Any
 
 from monitor import scoring
 from monitor.judging.heuristic.judge import ALGORITHM_VERSION, score_turn
+from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import METRICS, TurnEvent
 from monitor.reporting.agreement import band_agreement
 
@@ -60,15 +61,29 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def evaluate(turns_path: Path, labels_path: Path) -> tuple[dict[str, MetricFigures], float]:
+@dataclass(frozen=True)
+class TripwireFigures:
+    """The identifier tripwire against the identifier_integrity labels (severe = a hit)."""
+
+    severe: int
+    caught: int
+    false_alarms: int
+
+
+def evaluate(
+    turns_path: Path, labels_path: Path
+) -> tuple[dict[str, MetricFigures], TripwireFigures, float]:
     labels = {row["event_id"]: row["labels"] for row in read_jsonl(labels_path)}
     judged: dict[str, dict[str, str]] = {}
+    tripped: dict[str, bool] = {}
     started = time.perf_counter()
     for row in read_jsonl(turns_path):
         if row["event_id"] not in labels:
             continue
-        scores = score_turn(TurnEvent.model_validate(row))
+        turn = TurnEvent.model_validate(row)
+        scores = score_turn(turn)
         judged[row["event_id"]] = {m: scoring.band(s).value for m, s in scores.score_map().items()}
+        tripped[row["event_id"]] = bool(identifier_tripwire(turn))
     seconds = time.perf_counter() - started
     missing = sorted(set(labels) - set(judged))
     if missing:
@@ -94,7 +109,13 @@ def evaluate(turns_path: Path, labels_path: Path) -> tuple[dict[str, MetricFigur
                 h != SEVERE and j == SEVERE for h, j in zip(human, judge, strict=True)
             ),
         )
-    return out, seconds / max(1, len(judged))
+    severe = {e for e in labels if labels[e].get("identifier_integrity") == SEVERE}
+    wire = TripwireFigures(
+        severe=len(severe),
+        caught=sum(tripped[e] for e in severe),
+        false_alarms=sum(tripped[e] for e in tripped if e not in severe),
+    )
+    return out, wire, seconds / max(1, len(judged))
 
 
 def _f(x: float | None) -> str:
@@ -128,13 +149,23 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown set(s): {', '.join(sorted(unknown))}")
     results: dict[str, dict[str, MetricFigures]] = {}
+    wires: dict[str, TripwireFigures] = {}
     us_per_turn: dict[str, float] = {}
     for name in names:
-        results[name], seconds = evaluate(*SETS[name])
+        results[name], wires[name], seconds = evaluate(*SETS[name])
         us_per_turn[name] = seconds * 1e6
     print(f"offline judge {ALGORITHM_VERSION}: bands vs human labels per set")
     print_table(results, METRICS if args.all_metrics else CRITICAL)
-    doc: dict[str, Any] = {"algorithm": ALGORITHM_VERSION, "us_per_turn": us_per_turn}
+    for name, w in wires.items():
+        print(
+            f"identifier tripwire on {name}: {w.caught} of {w.severe} identifier-severe turns "
+            f"tripped it, {w.false_alarms} other turns did"
+        )
+    doc: dict[str, Any] = {
+        "algorithm": ALGORITHM_VERSION,
+        "us_per_turn": us_per_turn,
+        "tripwire": {n: vars(w) for n, w in wires.items()},
+    }
     for name, figures in results.items():
         doc[name] = {
             m: {

@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rapidfuzz import process
 from rapidfuzz.distance import OSA
 
 from monitor.judging.heuristic.identifiers import NearMiss, extract, find_near_miss
@@ -33,14 +32,10 @@ from monitor.models import TurnEvent
 
 __all__ = ["TripwireHit", "identifier_tripwire"]
 
-# A token (between spaces, quotes, brackets, commas, "=") with a digit, "_", "/", "@", an inner
-# "." or ":", an inner hyphen, or in UPPER_CASE; found at token starts only, in one C scan.
-_SEP = r"\s`'\"()\[\]<>,;="
-_TOKEN = re.compile(
-    rf"(?<![^{_SEP}])(?=[^{_SEP}]*?(?:[\d_/@]|[.:][^{_SEP}])|[A-Za-z0-9]+-[A-Za-z0-9]"
-    rf"|[A-Z][A-Z0-9]{{2,}}(?![^{_SEP}]))[^{_SEP}]+"
-)
-_WORDISH = re.compile(r"[\w./:@+~-]+")
+# Characters that make a token look like an identifier (besides an inner hyphen, UPPER_CASE).
+_ID_CHARS = frozenset("0123456789_/@.:")
+_STRIP = "`'\"()[]<>,;!?*"
+_SPLIT = str.maketrans({c: " " for c in "`'\"()[]<>,;="})
 _TAIL = ".:"
 _BACKTICK = re.compile(r"`([^`\n]{1,300})`")
 _MAX_EDITS = 2
@@ -67,13 +62,55 @@ class TripwireHit:
 _CLEAN = TripwireHit(())
 
 
+def _is_identifier(token: str) -> bool:
+    if len(token) < _MIN_LEN:
+        return False
+    if not _ID_CHARS.isdisjoint(token):
+        return True
+    return "-" in token[1:-1] or (token.isupper() and token.isalnum())
+
+
 def _tokens(text: str) -> set[str]:
-    """Identifier-like tokens, and every word inside backticks (one C-level scan each)."""
-    found = {t.rstrip(_TAIL) for t in _TOKEN.findall(text)}
+    """The answer's identifier-like tokens, and every word inside its backticks.
+
+    A plain split and set operations (C-level): this runs on every consumed turn.
+    """
+    found = {t.rstrip(_TAIL) for t in text.translate(_SPLIT).split()}
+    found = {t for t in found if _is_identifier(t)}
     if "`" in text:
         for code in _BACKTICK.findall(text):
-            found.update(_WORDISH.findall(code))
+            found.update(t.strip(_STRIP) for t in code.split())
     return {t for t in found if len(t) >= _MIN_LEN}
+
+
+def _evidence_identifiers(evidence: str) -> set[str]:
+    """The evidence's identifier-like tokens and the words of its commands in backticks."""
+    found: set[str] = set()
+    # A cheap first cut (no call per word), the exact test on what is left.
+    isdisjoint = _ID_CHARS.isdisjoint
+    words = [w for w in set(evidence.split()) if not isdisjoint(w) or "-" in w or w.isupper()]
+    for word in words:
+        for part in word.split("=") if "=" in word else (word,):
+            token = part.strip(_STRIP).rstrip(_TAIL).strip(_STRIP)
+            if _is_identifier(token):
+                found.add(token)
+    if "`" in evidence:
+        for code in _BACKTICK.findall(evidence):
+            found.update(t for t in (w.strip(_STRIP) for w in code.split()) if len(t) >= _MIN_LEN)
+    return found
+
+
+def _near(token: str, pool: set[str]) -> list[str]:
+    """Evidence identifiers within two edits of ``token`` (OSA distance, in C)."""
+    n = len(token)
+    near = [
+        w
+        for w in pool
+        if abs(len(w) - n) <= _MAX_EDITS
+        and w != token
+        and OSA.distance(token, w, score_cutoff=_MAX_EDITS) <= _MAX_EDITS
+    ]
+    return sorted(near)[:_NEIGHBOURS]
 
 
 def _evidence(turn: TurnEvent) -> str:
@@ -113,18 +150,14 @@ def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
     missing = [c for c in candidates if c not in evidence]
     if not missing:
         return _CLEAN
-    pool = _tokens(evidence)
+    pool = _evidence_identifiers(evidence)
     misses: dict[tuple[IdKind, str], NearMiss] = {}
     for token in sorted(missing):
-        near = [
-            e
-            for e, _, _ in process.extract(
-                token, pool, scorer=OSA.distance, score_cutoff=_MAX_EDITS, limit=_NEIGHBOURS
-            )
-        ]
-        host = _url_host(token)
+        near = _near(token, pool)
+        host = _url_host(token) if "://" in token else None
         if host is not None:
-            near += [e for e in pool if e != token and _url_host(e) == host]
+            urls = (w.rstrip(_TAIL) for w in evidence.split() if "://" in w)
+            near += [e for e in urls if e != token and _url_host(e) == host]
         if not near:
             continue
         found = _identifiers_of(turn.answer, token)
