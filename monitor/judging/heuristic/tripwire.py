@@ -5,18 +5,18 @@ microseconds on a clean turn. It applies the judge's own near-miss rules
 (``identifiers.find_near_miss``) but only where a corruption can be:
 
 1. the answer's identifier-like tokens (anything with a digit, ``_``, ``.``, ``/``, ``:``,
-   ``@`` or an inner ``-``, ``UPPER_CASE`` words, and every word inside backticks) that do not
-   occur verbatim in the case, history, query or contexts: a copied identifier is a substring
-   of its source, so a clean answer stops here after one split and a few substring searches;
-2. for each of those, the evidence tokens within two edits of it (rapidfuzz, in C) or, for a
-   URL, the evidence URLs on the same host;
+   ``@`` or an inner ``-``, and ``UPPER_CASE`` words) that do not occur verbatim in the case,
+   history, query or contexts: a copied identifier is a substring of its source, so a clean
+   answer stops here after one split and a few substring searches;
+2. for each of those, the evidence's identifier-like tokens within two edits of it (OSA
+   distance, rapidfuzz, in C) or, for a URL, the evidence URLs on the same host;
 3. for each such pair, both tokens are classified with ``identifiers.extract`` on a short
    window of their text (so "port 578" is a port, "4.12" after "version" a version) and
    compared kind by kind.
 
 It sees less than the judge: a near miss it finds is one the judge finds too, but it does not
-compare whole commands, and an identifier that is only recognised from a wider context is
-missed. Pure functions, no state.
+compare whole commands (a mistyped plain word inside one), and an identifier that is only
+recognised from a wider context is missed. Pure functions, no state.
 """
 
 from __future__ import annotations
@@ -35,9 +35,7 @@ __all__ = ["TripwireHit", "identifier_tripwire"]
 # Characters that make a token look like an identifier (besides an inner hyphen, UPPER_CASE).
 _ID_CHARS = frozenset("0123456789_/@.:")
 _STRIP = "`'\"()[]<>,;!?*"
-_SPLIT = str.maketrans({c: " " for c in "`'\"()[]<>,;="})
 _TAIL = ".:"
-_BACKTICK = re.compile(r"`([^`\n]{1,300})`")
 _MAX_EDITS = 2
 _NEIGHBOURS = 3
 _WINDOW = 32
@@ -71,32 +69,19 @@ def _is_identifier(token: str) -> bool:
 
 
 def _tokens(text: str) -> set[str]:
-    """The answer's identifier-like tokens, and every word inside its backticks.
+    """The identifier-like tokens of a text.
 
-    A plain split and set operations (C-level): this runs on every consumed turn.
+    This runs on every consumed turn: one split, a first cut with C-level string methods and no
+    call per word, and the exact test only on what is left.
     """
-    found = {t.rstrip(_TAIL) for t in text.translate(_SPLIT).split()}
-    found = {t for t in found if _is_identifier(t)}
-    if "`" in text:
-        for code in _BACKTICK.findall(text):
-            found.update(t.strip(_STRIP) for t in code.split())
-    return {t for t in found if len(t) >= _MIN_LEN}
-
-
-def _evidence_identifiers(evidence: str) -> set[str]:
-    """The evidence's identifier-like tokens and the words of its commands in backticks."""
-    found: set[str] = set()
-    # A cheap first cut (no call per word), the exact test on what is left.
     isdisjoint = _ID_CHARS.isdisjoint
-    words = [w for w in set(evidence.split()) if not isdisjoint(w) or "-" in w or w.isupper()]
+    words = {w for w in text.split() if not isdisjoint(w) or "-" in w or w.isupper()}
+    found: set[str] = set()
     for word in words:
         for part in word.split("=") if "=" in word else (word,):
             token = part.strip(_STRIP).rstrip(_TAIL).strip(_STRIP)
             if _is_identifier(token):
                 found.add(token)
-    if "`" in evidence:
-        for code in _BACKTICK.findall(evidence):
-            found.update(t for t in (w.strip(_STRIP) for w in code.split()) if len(t) >= _MIN_LEN)
     return found
 
 
@@ -150,7 +135,7 @@ def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
     missing = [c for c in candidates if c not in evidence]
     if not missing:
         return _CLEAN
-    pool = _evidence_identifiers(evidence)
+    pool = _tokens(evidence)
     misses: dict[tuple[IdKind, str], NearMiss] = {}
     for token in sorted(missing):
         near = _near(token, pool)
