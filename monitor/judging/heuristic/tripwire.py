@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rapidfuzz.distance import OSA
 
@@ -85,7 +86,7 @@ def _tokens(text: str) -> set[str]:
     return found
 
 
-def _near(token: str, pool: set[str]) -> list[str]:
+def _near(token: str, pool: frozenset[str]) -> list[str]:
     """Evidence identifiers within two edits of ``token`` (OSA distance, in C)."""
     n = len(token)
     near = [
@@ -98,7 +99,7 @@ def _near(token: str, pool: set[str]) -> list[str]:
     return sorted(near)[:_NEIGHBOURS]
 
 
-def _evidence(turn: TurnEvent) -> str:
+def _evidence_parts(turn: TurnEvent) -> list[str]:
     parts = [turn.case.subject, turn.case.description, turn.query]
     if turn.case.product:
         parts.append(turn.case.product)
@@ -106,7 +107,17 @@ def _evidence(turn: TurnEvent) -> str:
         parts.append(turn.case.environment)
     parts.extend(m.content for m in turn.history)
     parts.extend(c.text for c in turn.contexts)
-    return "\n".join(parts)
+    return parts
+
+
+def _evidence(turn: TurnEvent) -> str:
+    return "\n".join(_evidence_parts(turn))
+
+
+@lru_cache(maxsize=4096)
+def _part_tokens(text: str) -> frozenset[str]:
+    """Tokens of one piece of evidence; retrieved chunks recur across turns, so cached."""
+    return frozenset(_tokens(text))
 
 
 def _window(text: str, token: str) -> str:
@@ -116,9 +127,14 @@ def _window(text: str, token: str) -> str:
     return text[max(0, at - _WINDOW) : at + len(token) + 1]
 
 
+@lru_cache(maxsize=4096)
+def _extract_window(window: str) -> tuple[Identifier, ...]:
+    return extract(window)
+
+
 def _identifiers_of(text: str, token: str) -> list[Identifier]:
     """The identifiers extracted from a window around ``token`` that overlap it."""
-    return [i for i in extract(_window(text, token)) if i.raw in token or token in i.raw]
+    return [i for i in _extract_window(_window(text, token)) if i.raw in token or token in i.raw]
 
 
 def _url_host(token: str) -> str | None:
@@ -131,11 +147,12 @@ def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
     candidates = _tokens(turn.answer)
     if not candidates:
         return _CLEAN
-    evidence = _evidence(turn)
+    parts = _evidence_parts(turn)
+    evidence = "\n".join(parts)
     missing = [c for c in candidates if c not in evidence]
     if not missing:
         return _CLEAN
-    pool = _tokens(evidence)
+    pool = frozenset().union(*map(_part_tokens, parts))
     misses: dict[tuple[IdKind, str], NearMiss] = {}
     for token in sorted(missing):
         near = _near(token, pool)
