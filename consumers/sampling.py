@@ -187,6 +187,30 @@ class Sampler:
             if self._calls is not None and calls is not None:
                 self._calls.adjust(self._calls_per_turn - calls)
 
+    def reserve(self, calls: int) -> str | None:
+        """Charge ``calls`` judge calls of work outside the stream (a scheduled job such as
+        rubric grading) to the same hourly buckets, at ``estimated_usd_per_call`` each.
+        Returns None when admitted, else the refusal reason (``budget_calls``/``budget_usd``);
+        ``settle`` corrects the charge once the actual spend is known."""
+        estimate = self._config.estimated_usd_per_call * calls
+        with self._lock:
+            if self._calls is not None and self._calls.level < calls:
+                return _OVER_CALLS.reason
+            if self._usd is not None and not self._usd.try_take(estimate):
+                return _OVER_USD.reason
+            if self._calls is not None:
+                self._calls.try_take(calls)
+        return None
+
+    def settle(self, reserved_calls: int, calls: int, usd: float) -> None:
+        """Actual spend of work admitted by ``reserve(reserved_calls)``."""
+        estimate = self._config.estimated_usd_per_call * reserved_calls
+        with self._lock:
+            if self._usd is not None:
+                self._usd.adjust(estimate - usd)
+            if self._calls is not None:
+                self._calls.adjust(reserved_calls - calls)
+
     def budget_levels(self) -> dict[str, float]:
         """Remaining budget per bucket (for a gauge or a status page)."""
         with self._lock:

@@ -14,8 +14,9 @@ and read values back with ``registry.get_sample_value(name, labels)``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from prometheus_client import (
@@ -30,7 +31,7 @@ from prometheus_client import (
 from monitor import __version__
 from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.judge import FAILURE_REASONS
-from monitor.models import Verdict
+from monitor.models import Band, Verdict
 
 # The exported family names (counters with their ``_total``). Histograms also expose
 # ``_bucket``, ``_sum`` and ``_count`` series; see ``is_declared``.
@@ -80,6 +81,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_pairwise_position_disagreement",
     # Rubric grading (seed 001).
     "casewatch_rubric_coverage",
+    "casewatch_rubric_graded_total",
+    "casewatch_rubric_replies_total",
     # Identifier tripwire (monitor/judging/heuristic/tripwire.py), on every consumed turn.
     "casewatch_tripwire_checked_total",
     "casewatch_identifier_mismatch_total",
@@ -87,6 +90,7 @@ METRIC_NAMES: tuple[str, ...] = (
 
 HISTOGRAMS: frozenset[str] = frozenset(
     {"casewatch_score_final", "casewatch_metric_score", "casewatch_judge_latency_seconds"}
+    | {"casewatch_rubric_coverage"}
 )
 
 # Score buckets share the band edges of seed 004 appendix B (0.30 / 0.60 / 0.85), so a
@@ -109,9 +113,14 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     120.0,
 )
 
+# Rubric coverage is a share of at most 10 questions: tenths, with 0 as its own bucket.
+COVERAGE_BUCKETS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# Outcomes of grading one live turn against its rubric entry (rubric job).
+RUBRIC_OUTCOMES: tuple[str, ...] = ("ok", "failed", "budget")
+
 # No ``*_created`` samples: Prometheus ignores them in the text format, and at the full label
 # set (100 assistants x 8 metrics x bands) they are a fifth of every scrape (bench/scrape.py).
-disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus-client 0.26
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 OTHER = "__other__"
 DEFAULT_MAX_LABEL_VALUES = 100
@@ -173,6 +182,7 @@ class Metrics:
         self.registry = registry
         self._assistant = LabelGuard(max_assistants)
         self._sampling_children: dict[tuple[bool, str, str], Any] = {}
+        self._judged_primed: set[str] = set()  # assistants whose band series exist (see below)
         r = registry
 
         # Which build is running: join on it to split any panel by version during a rollout.
@@ -416,11 +426,29 @@ class Metrics:
             ["assistant"],
             registry=r,
         )
-        # Rubric grading (seed 001): share of rubric questions live answers cover.
-        self.rubric_coverage = Gauge(
+        # Rubric grading (seed 001): per graded live answer, the share of its rubric entry's
+        # questions answered with grade >= rubric.covered_grade (4); a falling median or a
+        # growing 0 bucket says answers stopped covering what the known issue needs.
+        self.rubric_coverage = Histogram(
             "casewatch_rubric_coverage",
-            "Share of rubric questions answered (grade >= threshold) by recent live answers",
+            "Share of rubric questions a live answer covers (grade >= covered_grade), per answer",
             ["assistant"],
+            buckets=COVERAGE_BUCKETS,
+            registry=r,
+        )
+        # Live answers graded against a rubric entry (outcome=ok|failed|budget).
+        self.rubric_graded = Counter(
+            "casewatch_rubric_graded",
+            "Live turns graded against a rubric entry (outcome=ok|failed|budget)",
+            ["assistant", "outcome"],
+            registry=r,
+        )
+        # How the grader's replies were read (path=json|number|unanswerable|unparseable): a
+        # rising unparseable share means grades defaulting to 1, i.e. a grader gone wrong.
+        self.rubric_replies = Counter(
+            "casewatch_rubric_replies",
+            "Rubric grading replies of live answers by parse path",
+            ["path"],
             registry=r,
         )
 
@@ -450,6 +478,8 @@ class Metrics:
 
         for outcome in ("inserted", "duplicate"):
             self.stored.labels(outcome=outcome)
+        self._drift_series: dict[str, set[str]] = {}
+        self._drift_lock = threading.Lock()
 
     # ------------------------------------------------------------------ recording helpers
 
@@ -497,6 +527,23 @@ class Metrics:
         self.job_runs.labels(job=job, outcome=outcome).inc()
         if outcome == "ok":
             self.job_last_success.labels(job=job).set(finished_at)
+
+    def record_rubric_grading(
+        self,
+        assistant: str,
+        outcome: str,
+        coverage: float | None,
+        paths: Mapping[str, int] | None = None,
+    ) -> None:
+        """One live turn graded against its rubric entry (``coverage`` and the replies' parse
+        ``paths`` when ``ok``)."""
+        label = self._assistant(assistant)
+        self.rubric_graded.labels(assistant=label, outcome=outcome).inc()
+        if coverage is not None:
+            self.rubric_coverage.labels(assistant=label).observe(coverage)
+        for path, n in (paths or {}).items():
+            if n:
+                self.rubric_replies.labels(path=path).inc(n)
 
     def record_commit_failure(self) -> None:
         self.commit_failures.inc()
@@ -548,6 +595,12 @@ class Metrics:
     def record_verdict(self, verdict: Verdict) -> None:
         """Turn-level, metric-level and per-judge series for one finished verdict."""
         assistant = self._assistant(verdict.assistant.name)
+        if assistant not in self._judged_primed:
+            # Every band of a new assistant starts at 0, so that rate()/increase() in rules/
+            # count its first severe turn (a series born at 1 loses that first increment).
+            self._judged_primed.add(assistant)
+            for band in (*(b.value for b in Band), "judge_failed"):
+                self.turns_judged.labels(assistant=assistant, band=band)
         if verdict.status == "ok" and verdict.turn_band is not None:
             self.turns_judged.labels(assistant=assistant, band=verdict.turn_band.value).inc()
             if verdict.s_final is not None:
@@ -573,3 +626,44 @@ class Metrics:
                 self.judge_tokens.labels(judge=j.judge, kind="output").inc(j.output_tokens)
             if j.cost_usd:
                 self.judge_cost.labels(judge=j.judge).inc(j.cost_usd)
+
+    # ------------------------------------------------------------------ drift (jobs/drift.py)
+
+    def record_drift_signal(
+        self,
+        assistant: str,
+        signal: str,
+        *,
+        q_value: float | None,
+        effect: float | None,
+        detected: bool,
+    ) -> None:
+        """One signal of the last drift run; None (insufficient data) is exported as NaN."""
+        label = self._assistant(assistant)
+        with self._drift_lock:
+            self._drift_series.setdefault(label, set()).add(signal)
+        nan = float("nan")
+        self.drift_pvalue.labels(label, signal).set(nan if q_value is None else q_value)
+        self.drift_effect.labels(label, signal).set(nan if effect is None else effect)
+        self.drift_detected.labels(label, signal).set(1 if detected else 0)
+
+    def record_drift_windows(self, assistant: str, *, recent: int, reference: int) -> None:
+        label = self._assistant(assistant)
+        self.drift_window_turns.labels(label, "recent").set(recent)
+        self.drift_window_turns.labels(label, "reference").set(reference)
+
+    def record_drift_run(self, finished_at: float) -> None:
+        self.drift_last_run.set(finished_at)
+
+    def forget_drift(self, assistant: str) -> None:
+        """Drop an assistant's drift series (it left both windows): no frozen last values."""
+        label = self._assistant(assistant)
+        with self._drift_lock:
+            signals = self._drift_series.pop(label, set())
+        for signal in signals:
+            for gauge in (self.drift_pvalue, self.drift_effect, self.drift_detected):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(label, signal)
+        for window in ("recent", "reference"):
+            with contextlib.suppress(KeyError):
+                self.drift_window_turns.remove(label, window)

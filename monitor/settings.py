@@ -9,6 +9,8 @@ then defaults. Components receive typed sub-objects, never the environment. Secr
 from __future__ import annotations
 
 import os
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -177,6 +179,117 @@ class DaemonConfig(_Section):
     revoke_timeout_seconds: float = Field(default=10.0, ge=0)
 
 
+class RubricConfig(_Section):
+    """Rubric grading of live turns (seed 001): the scheduled job ``rubric``."""
+
+    enabled: bool = False
+    rubric_file: Path | None = Field(default=None, description="Rubric set (YAML or JSONL).")
+    judge: str | None = Field(
+        default=None, description="An 'openai' judge under `judges` (default: `judge`)."
+    )
+    label: str = Field(default="rubric_id", description="Turn label naming a rubric entry id.")
+    match_case_subject: bool = Field(
+        default=True, description="Also match an entry whose query equals the case subject."
+    )
+    match_query: bool = Field(
+        default=False, description="Also match an entry whose query equals the turn's query."
+    )
+    concurrency: int = Field(default=4, gt=0, le=64, description="Grading requests in flight.")
+    interval_seconds: float = Field(default=300, gt=0)
+    lookback_hours: float = Field(default=24, gt=0, description="Stored turns considered.")
+    max_turns_per_run: int = Field(default=20, gt=0)
+    covered_grade: int = Field(default=4, ge=0, le=5, description="Grade counted as covered.")
+    max_passage_tokens: int = Field(default=400, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> RubricConfig:
+        if self.enabled and self.rubric_file is None:
+            raise ValueError("rubric.enabled needs rubric.rubric_file")
+        return self
+
+
+class DriftReferencePeriod(_Section):
+    """A pinned reference window (e.g. the week after a known-good release)."""
+
+    start: datetime
+    end: datetime
+
+    @model_validator(mode="after")
+    def _check(self) -> DriftReferencePeriod:
+        start, end = _as_utc(self.start), _as_utc(self.end)
+        if end <= start:
+            raise ValueError(f"end ({end.isoformat()}) must be after start ({start.isoformat()})")
+        return self
+
+    def bounds(self) -> tuple[datetime, datetime]:
+        """(start, end) as aware UTC datetimes (naive values are taken as UTC)."""
+        return _as_utc(self.start), _as_utc(self.end)
+
+
+class DriftMinEffect(_Section):
+    """Smallest effect size that counts as drift, per kind of statistic (a significant but
+    smaller shift is reported, not flagged: a huge window makes any shift significant)."""
+
+    ks_d: float = Field(default=0.1, ge=0, le=1, description="Two-sample KS D (continuous).")
+    cliffs_delta: float = Field(
+        default=0.147, ge=0, le=1, description="|Cliff's delta| (counts; 0.147 = 'small')."
+    )
+    cramers_v: float = Field(default=0.1, ge=0, le=1, description="Cramér's V (shares).")
+    cohens_h: float = Field(default=0.1, ge=0, le=3.15, description="|Cohen's h| (rates).")
+    psi: float = Field(default=0.1, ge=0, description="Population stability index.")
+
+
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+
+
+def drift_label_signal(key: str) -> str:
+    """The bounded signal name of a configured label key (``input_label_<key>``)."""
+    return "input_label_" + re.sub(r"[^a-z0-9_]", "_", key.lower())
+
+
+class DriftConfig(_Section):
+    """Recent window vs reference window, per assistant, read from the SQL store."""
+
+    enabled: bool = True
+    interval_seconds: float = Field(default=300.0, gt=0, description="How often the job runs.")
+    recent_window_seconds: float = Field(default=3600.0, gt=0)
+    reference_window_seconds: float = Field(
+        default=7 * 86400.0, gt=0, description="Length of the window just before the recent one."
+    )
+    reference_period: DriftReferencePeriod | None = Field(
+        default=None, description="Pinned reference [start, end) instead of the sliding one."
+    )
+    min_turns: int = Field(default=30, ge=2, description="Per window and signal, else skipped.")
+    alpha: float = Field(default=0.01, gt=0, lt=1, description="Benjamini-Hochberg FDR level.")
+    min_effect: DriftMinEffect = Field(default_factory=DriftMinEffect)
+    labels: list[str] = Field(
+        default_factory=list, max_length=10, description="Event label keys to test."
+    )
+    max_categories: int = Field(
+        default=20, ge=2, le=200, description="Rarer categories are pooled as __other__."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DriftConfig:
+        signals: dict[str, str] = {}
+        for key in self.labels:
+            if not _LABEL_KEY.match(key):
+                raise ValueError(
+                    f"labels: {key!r} is not a label key (1-40 letters, digits, '_', '.', '-')"
+                )
+            signal = drift_label_signal(key)
+            if signal in signals:
+                raise ValueError(
+                    f"labels: {signals[signal]!r} and {key!r} map to the same signal {signal}"
+                )
+            signals[signal] = key
+        return self
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="CASEWATCH_",
@@ -196,6 +309,8 @@ class Settings(BaseSettings):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    rubric: RubricConfig = Field(default_factory=RubricConfig)
+    drift: DriftConfig = Field(default_factory=DriftConfig)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     redact: list[SecretStr] = Field(default_factory=list, description="Extra strings to redact.")
 

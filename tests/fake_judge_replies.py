@@ -213,3 +213,66 @@ def render_completion(request: Mapping[str, Any], reply: Reply, n: int) -> dict[
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+# ---------------------------------------------------------------- rubric grading (seed 001)
+
+
+def rubric_grade(grade: int | str, answer: str = "", **kwargs: Any) -> Reply:
+    """A rubric self-rating reply in the requested JSON shape (``grade`` may be invalid)."""
+    return content(json.dumps({"answer": answer, "grade": grade}), **kwargs)
+
+
+def rubric_questions(questions: list[str], **kwargs: Any) -> Reply:
+    """A question-generation reply in the requested JSON shape."""
+    return content(json.dumps({"questions": questions}), **kwargs)
+
+
+def rubric_data_of(request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The fenced {question, context} of a grading request (or {query} of a generation one)."""
+    return case_data_of(request)
+
+
+def keyword_grader(keywords: Mapping[str, str]) -> Responder:
+    """Grades like a careful model: 5 with the matching text when the context holds the
+    keyword listed for the question, else 0 with an empty answer. Generation requests get
+    ten questions derived from the query."""
+
+    def respond(request: dict[str, Any]) -> Reply:
+        data = rubric_data_of(request) or {}
+        if "query" in data:
+            return rubric_questions([f"Question {i} about {data['query']}?" for i in range(10)])
+        question, context = str(data.get("question", "")), str(data.get("context", ""))
+        keyword = keywords.get(question)
+        if keyword is not None and keyword.lower() in context.lower():
+            return rubric_grade(5, keyword)
+        return rubric_grade(0, "")
+
+    return respond
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.replace("`", " ").lower().split())
+
+
+def gold_answer_grader(gold: Mapping[str, str]) -> Responder:
+    """A deterministic stand-in for an LLM rubric grader, keyed on the question text: grade 5
+    (JSON, the gold answer as the extracted answer) when the context contains the question's
+    gold answer (case, whitespace and backticks ignored); "3 <words>" (the number path) when
+    at least half of the gold answer's words appear; else "unanswerable" (grade 0)."""
+
+    def respond(request: dict[str, Any]) -> Reply:
+        data = rubric_data_of(request) or {}
+        answer = gold.get(str(data.get("question", "")))
+        context = _plain(str(data.get("context", "")))
+        if answer is None:
+            return content("unanswerable")
+        if _plain(answer) in context:
+            return rubric_grade(5, answer)
+        words = _plain(answer).split()
+        found = [w for w in words if w in context.split()]
+        if words and len(found) * 2 >= len(words):
+            return content("3 " + " ".join(found))
+        return content("unanswerable")
+
+    return respond

@@ -46,7 +46,9 @@ from tests.fake_judge_replies import (
     default_responder,
     disconnect,
     extra_keys,
+    gold_answer_grader,
     http_error,
+    keyword_grader,
     malformed,
     missing_metric,
     out_of_range,
@@ -54,6 +56,9 @@ from tests.fake_judge_replies import (
     reject_json_schema,
     render_completion,
     response_format_type,
+    rubric_data_of,
+    rubric_grade,
+    rubric_questions,
     score_document,
     scores,
     server_error,
@@ -72,13 +77,18 @@ __all__ = [
     "default_responder",
     "disconnect",
     "extra_keys",
+    "gold_answer_grader",
     "http_error",
+    "keyword_grader",
     "malformed",
     "missing_metric",
     "out_of_range",
     "rate_limited",
     "reject_json_schema",
     "response_format_type",
+    "rubric_data_of",
+    "rubric_grade",
+    "rubric_questions",
     "score_document",
     "scores",
     "server_error",
@@ -316,12 +326,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per reply")
     parser.add_argument("--score", type=float, default=0.9, help="uniform score returned")
+    parser.add_argument(
+        "--rubric-gold",
+        metavar="RUBRICS.yaml",
+        help="answer rubric grading requests with gold_answer_grader over this rubric set",
+    )
     args = parser.parse_args(argv)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    responder: Responder = lambda _req: scores(args.score)  # noqa: E731
+    if args.rubric_gold:
+        from pathlib import Path
+
+        from monitor.judging.rubric_set import load_rubric_set
+
+        rubrics = load_rubric_set(Path(args.rubric_gold))
+        responder = gold_answer_grader(
+            {
+                q.question: q.gold_answer
+                for e in rubrics.entries
+                for q in e.questions
+                if q.gold_answer
+            }
+        )
     server = FakeJudgeServer(
-        lambda _req: scores(args.score),
+        responder,
         latency=args.latency,
         host=args.host,
         port=args.port,

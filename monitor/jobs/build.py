@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+from consumers.sampling import Sampler
 from monitor.clock import Clock
 from monitor.exporter import Metrics
+from monitor.jobs.drift import DriftJob
 from monitor.jobs.retention import RetentionJob
+from monitor.jobs.rubric import Budget, RubricJob
 from monitor.jobs.scheduler import Job
 from monitor.settings import Settings
 from monitor.storage.store import Store
 
 
-def build_jobs(settings: Settings, store: Store, metrics: Metrics, clock: Clock) -> list[Job]:
+def build_jobs(
+    settings: Settings,
+    store: Store,
+    metrics: Metrics,
+    clock: Clock,
+    *,
+    budget: Budget | None = None,
+) -> list[Job]:
+    """``budget``: the daemon's hourly judge budget (its sampler), which jobs calling a judge
+    charge; without one they get their own buckets from ``settings.sampling``."""
     jobs: list[Job] = []
     storage = settings.storage
     if storage.retention_days is not None:
@@ -20,6 +32,30 @@ def build_jobs(settings: Settings, store: Store, metrics: Metrics, clock: Clock)
                 storage.retention_days,
                 clock=clock,
                 interval_seconds=storage.retention_interval_seconds,
+            )
+        )
+    rubric = settings.rubric
+    if rubric.enabled:
+        judge_name = rubric.judge or settings.judge
+        jobs.append(
+            RubricJob(
+                rubric,
+                judge_name,
+                settings.judge_config(judge_name),
+                store,
+                metrics,
+                budget or Sampler(settings.sampling, clock),
+                clock=clock,
+            )
+        )
+    if settings.drift.enabled:
+        jobs.append(
+            DriftJob(
+                settings.drift,
+                store,
+                metrics,
+                clock=clock,
+                retention_days=storage.retention_days,
             )
         )
     return jobs

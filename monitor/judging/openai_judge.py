@@ -74,6 +74,19 @@ class _Call:
     input_tokens: int = 0
     output_tokens: int = 0
     raw: str | None = None
+    # What json_schema mode asks for: the judge's scores, or a caller's schema (``complete``).
+    schema_format: ResponseFormat | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One reply obtained through a judge's transport (``OpenAIJudge.complete``)."""
+
+    content: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
 
 
 class OpenAIJudge:
@@ -142,6 +155,31 @@ class OpenAIJudge:
             **base,
         )
 
+    def complete(
+        self, messages: list[dict[str, str]], schema_name: str, schema: dict[str, Any]
+    ) -> Completion:
+        """One reply to ``messages`` asking for ``schema`` (strict json_schema, or JSON mode
+        after a fallback), through this judge's transport: the same retries, Retry-After
+        handling, backoff and error translation as ``judge``. The reply is not validated
+        (callers parse it their own way). Raises ``JudgeTransientError`` or
+        ``JudgeFatalError`` once the retries are spent."""
+        call = _Call(
+            schema_format={
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "strict": True, "schema": schema},
+            }
+        )
+        content = self._complete(messages, call)
+        cfg = self._config
+        return Completion(
+            content=content,
+            requests=call.requests,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            cost_usd=call.input_tokens / 1e6 * cfg.price_input_per_mtok
+            + call.output_tokens / 1e6 * cfg.price_output_per_mtok,
+        )
+
     def _score(self, messages: list[dict[str, str]], call: _Call) -> JudgeScores:
         conversation = messages
         error = JudgeOutputInvalid("no reply")
@@ -195,7 +233,9 @@ class OpenAIJudge:
                 messages=cast(list[ChatCompletionMessageParam], conversation),
                 temperature=0,
                 max_tokens=self._config.max_output_tokens,
-                response_format=_JSON_SCHEMA_FORMAT if json_schema else _JSON_OBJECT_FORMAT,
+                response_format=(call.schema_format or _JSON_SCHEMA_FORMAT)
+                if json_schema
+                else _JSON_OBJECT_FORMAT,
             )
         except openai.APIStatusError as exc:
             if json_schema and self._config.response_format == "auto" and _rejects_schema(exc):

@@ -141,10 +141,78 @@ job_leases = sa.Table(
     sa.Column("expires_at", UTCDateTime, nullable=False),
 )
 
+# Rubric grading of live answers (seed 001): one row per (turn, rubric entry, grader
+# configuration), with every question's grade and the extracted answer for audit. Deleted with
+# its turn (retention).
+rubric_gradings = sa.Table(
+    "rubric_gradings",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column(
+        "event_id",
+        sa.String(256),
+        sa.ForeignKey("turns.event_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("entry_id", sa.String(128), nullable=False),
+    sa.Column("grader", sa.String(512), nullable=False),
+    sa.Column("assistant_name", sa.String(256), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("failure_reason", sa.Text),
+    sa.Column("reviewed", sa.Boolean, nullable=False),
+    sa.Column("coverage", sa.Float),
+    sa.Column("covered_grade", sa.Integer, nullable=False),
+    # [{question, grade, answer, path, passage}]; NULL when grading failed.
+    sa.Column("grades", JSONDoc),
+    sa.Column("path_counts", JSONDoc, nullable=False),
+    sa.Column("passages", sa.Integer, nullable=False),
+    sa.Column("requests", sa.Integer, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("output_tokens", sa.Integer, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sa.Column("graded_at", UTCDateTime, nullable=False, index=True),
+    sa.UniqueConstraint("event_id", "entry_id", "grader"),
+    sa.CheckConstraint("status IN ('ok', 'failed')", name="status"),
+)
+
 # The audit trail that `casewatch db` counts and retention purges.
 AUDIT_TABLES: tuple[sa.Table, ...] = (turns, verdicts, judgments)
 # Everything the migrations create (other features append their tables here).
 TABLES: tuple[sa.Table, ...] = (*AUDIT_TABLES, job_leases)
+TABLES = (*TABLES, rubric_gradings)
+
+# Drift results (monitor/jobs/drift.py): one row per (run, assistant, signal); the gauges show
+# the last run, this table the history. Pruned by the drift job after storage.retention_days.
+drift_results = sa.Table(
+    "drift_results",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("run_at", UTCDateTime, nullable=False, index=True),
+    sa.Column("assistant", sa.String(256), nullable=False),
+    sa.Column("signal", sa.String(64), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("test", sa.String(32), nullable=False),
+    sa.Column("status", sa.String(24), nullable=False),
+    sa.Column("statistic", sa.Float),
+    sa.Column("p_value", sa.Float),
+    sa.Column("q_value", sa.Float),
+    sa.Column("effect", sa.Float),
+    sa.Column("effect_name", sa.String(32), nullable=False),
+    sa.Column("min_effect", sa.Float, nullable=False),
+    sa.Column("shift", sa.Float),
+    sa.Column("detected", sa.Boolean, nullable=False),
+    sa.Column("recent_n", sa.Integer, nullable=False),
+    sa.Column("reference_n", sa.Integer, nullable=False),
+    sa.Column("recent_start", UTCDateTime, nullable=False),
+    sa.Column("recent_end", UTCDateTime, nullable=False),
+    sa.Column("reference_start", UTCDateTime, nullable=False),
+    sa.Column("reference_end", UTCDateTime, nullable=False),
+    sa.Column("details", JSONDoc, nullable=False),
+    sa.Column("note", sa.Text, nullable=False),
+    sa.Index(None, "assistant", "signal", "run_at"),
+    sa.CheckConstraint("status IN ('ok', 'insufficient_data')", name="status"),
+)
+TABLES = (*TABLES, drift_results)
 
 
 # ---------------------------------------------------------------- rows from models (pure)

@@ -154,6 +154,7 @@ class DaemonRunner:
         follow: bool = False,
         exit_when_idle: bool | None = None,
     ) -> None:
+        from consumers.sampling import Sampler
         from monitor.clock import SystemClock
         from monitor.exporter import Metrics
         from monitor.jobs.build import build_jobs
@@ -183,12 +184,25 @@ class DaemonRunner:
             evaluator = build_evaluator(settings, on_panel_result=self.metrics.record_panel)
             closers.append(evaluator.close)
             self.store = store
+            # One hourly budget for the stream and the jobs that call judges (rubric grading).
+            sampler = Sampler(
+                settings.sampling,
+                SystemClock(),
+                calls_per_turn=len(settings.effective_panel().primaries),
+            )
             jobs = JobScheduler(store, self.metrics)
-            for job in build_jobs(settings, store, self.metrics, SystemClock()):
+            for job in build_jobs(settings, store, self.metrics, SystemClock(), budget=sampler):
                 jobs.add(job)
             self._jobs = jobs
             self.daemon = Daemon(
-                settings, source, dlq, store, evaluator, self.metrics, exit_when_idle=exit_when_idle
+                settings,
+                source,
+                dlq,
+                store,
+                evaluator,
+                self.metrics,
+                sampler=sampler,
+                exit_when_idle=exit_when_idle,
             )
             app = ProbeApp(registry, self.daemon.heartbeat, self.daemon.checks())
             host, port = settings.server.host, settings.server.port

@@ -224,3 +224,23 @@ def test_a_rule_found_by_the_caller_overrides_the_rate_but_not_configured_rules(
     )
     assert both == SampleDecision(True, "rule:negative")
     assert decide(s, "c-3") == SampleDecision(False, "not_sampled")
+
+
+def test_reserve_and_settle_charge_jobs_to_the_same_buckets() -> None:
+    clock = ManualClock()
+    sampler = Sampler(
+        SamplingConfig(
+            budget_calls_per_hour=10, budget_usd_per_hour=1.0, estimated_usd_per_call=0.05
+        ),
+        clock,
+    )
+    assert sampler.reserve(8) is None
+    assert sampler.budget_levels() == {"calls": pytest.approx(2), "usd": pytest.approx(0.6)}
+    assert sampler.reserve(3) == "budget_calls"  # refused: nothing taken
+    sampler.settle(8, calls=6, usd=0.1)  # fewer calls and cheaper than estimated
+    assert sampler.budget_levels() == {"calls": pytest.approx(4), "usd": pytest.approx(0.9)}
+    assert sampler.reserve(4) is None
+    assert sampler.reserve(1) == "budget_calls"
+    usd_only = Sampler(SamplingConfig(budget_usd_per_hour=0.1, estimated_usd_per_call=0.05), clock)
+    assert usd_only.reserve(3) == "budget_usd"
+    assert usd_only.reserve(2) is None
