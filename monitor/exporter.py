@@ -128,6 +128,8 @@ _MAX_LABEL_CHARS = 64
 # Sampling counter children kept per (sampled, assistant, reason): every consumed turn is
 # counted, and ``labels()`` costs several microseconds. Bounded, as assistant names are input.
 _SAMPLING_CACHE_MAX = 1024
+# casewatch_turns_skipped_total reason of a sampled turn whose verdict is already stored.
+ALREADY_JUDGED = "already_judged"
 
 
 class Decision(Protocol):
@@ -516,6 +518,12 @@ class Metrics:
         self.tripwire_checked.labels(assistant=label).inc(checked)
         for kind, n in mismatches:
             self.identifier_mismatch.labels(assistant=label, kind=kind).inc(n)
+
+    def record_already_judged(self, assistant: str, count: int = 1) -> None:
+        """Sampled turns not judged because the store already holds their verdict under the
+        current judge configuration (a replay after a crash or a rebalance): no judge call."""
+        label = self._assistant(assistant)
+        self.turns_skipped.labels(assistant=label, reason=ALREADY_JUDGED).inc(count)
 
     def record_dead_letter(self, reason: str) -> None:
         self.dead_letter.labels(reason=reason).inc()

@@ -120,9 +120,21 @@ class KafkaConfig(_Section):
     client_id: str = "casewatch"
     dlq_suffix: str = ".dlq"
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    # Defaults for a loop that polls continuously and pauses partitions instead of blocking
+    # (README "Consumer group timing"): a crashed member is replaced within ~10 s, live members
+    # learn of a rebalance within 1 s, and a rebalance never waits more than 30 s for a member.
     session_timeout_ms: int = Field(default=10_000, gt=0)
-    heartbeat_interval_ms: int = Field(default=3_000, gt=0)
-    max_poll_interval_ms: int = Field(default=300_000, gt=0)
+    heartbeat_interval_ms: int = Field(default=1_000, gt=0)
+    max_poll_interval_ms: int = Field(default=30_000, gt=0)
+    # Static membership (KIP-345): a stable name per replica, e.g. the pod name. A restarted
+    # member with the same name takes its partitions back without a rebalance, and a clean stop
+    # does not leave the group (a dynamic member does). Empty means dynamic membership.
+    group_instance_id: str | None = Field(
+        default=None,
+        max_length=249,
+        pattern=r"^[A-Za-z0-9._-]*$",
+        description="Static group membership: a stable name per replica (the pod name).",
+    )
     max_poll_records: int = Field(default=500, gt=0)
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: str | None = None
@@ -132,6 +144,15 @@ class KafkaConfig(_Section):
     ssl_certfile: Path | None = Field(default=None, description="Client certificate (mTLS).")
     ssl_keyfile: Path | None = Field(default=None, description="Client key (mTLS).")
     max_message_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger → dead letter.")
+
+    @model_validator(mode="after")
+    def _static_member_name(self) -> KafkaConfig:
+        # An empty value (an unset environment variable in a chart) means dynamic membership.
+        if self.group_instance_id == "":
+            object.__setattr__(self, "group_instance_id", None)
+        if self.group_instance_id in (".", ".."):
+            raise ValueError("group_instance_id cannot be '.' or '..' (Kafka refuses them)")
+        return self
 
 
 class AlwaysJudgeRule(_Section):

@@ -72,6 +72,23 @@ def test_judge_config_hash_changes_with_the_judge_but_not_the_key() -> None:
     assert judge_config_hash(a) != judge_config_hash(c)
 
 
+def test_group_instance_id_from_the_environment_and_empty_means_dynamic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A chart passes the pod name; an unset value (empty string) keeps dynamic membership.
+    assert load_settings().kafka.group_instance_id is None
+    monkeypatch.setenv("CASEWATCH_KAFKA__GROUP_INSTANCE_ID", "casewatch-0")
+    assert load_settings().kafka.group_instance_id == "casewatch-0"
+    monkeypatch.setenv("CASEWATCH_KAFKA__GROUP_INSTANCE_ID", "")
+    assert load_settings().kafka.group_instance_id is None
+
+
+@pytest.mark.parametrize("bad", ["pod 0", "pod/0", ".", "..", "x" * 250])
+def test_a_group_instance_id_kafka_would_refuse_is_a_config_error(bad: str) -> None:
+    with pytest.raises(ConfigError, match=r"kafka(\.|: .*)group_instance_id"):
+        load_settings(kafka={"group_instance_id": bad})
+
+
 # ---------------------------------------------------------------- drift
 
 
