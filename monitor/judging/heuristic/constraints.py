@@ -31,9 +31,10 @@ from monitor.judging.heuristic.evidence import (
     split_sentences,
     stem,
 )
-from monitor.judging.heuristic.identifiers import IdKind, extract
+from monitor.judging.heuristic.identifiers import Identifier, IdKind, extract
 from monitor.judging.heuristic.lexicon import (
     ACK,
+    ASKS_FOR,
     BACK_REFERENCE,
     BACK_REFERENCE_MORE,
     CLAUSE_BREAK,
@@ -57,10 +58,10 @@ __all__ = ["Finding", "PastStep", "Prohibition", "Step", "Workflow", "steps_in",
 
 _FAMILY = {stem(v): family for family, verbs in VERB_FAMILIES.items() for v in verbs.split()}
 _OBJECT_WINDOW = 6
-# Share of a past step's objects an answer step must mention to be the same step.
-_SAME_STEP = 0.5
+# Share of the objects of both steps (intersection over union) that makes them one step.
+_SAME_STEP = 0.6
 _CLAUSES = re.compile(r"[,.;:!?()]+(?:\s|$)|\s[-–—]\s")
-_STEP_KEYS = (IdKind.CONFIG_KEY, IdKind.URL)
+
 _QUOTE = 160
 
 
@@ -163,14 +164,14 @@ def _past_steps(turn: TurnEvent) -> list[PastStep]:
                 continue
             ids = extract(sentence)
             commands = {i.norm for i in ids if i.kind is IdKind.COMMAND}
-            keys = {i.norm for i in ids if i.kind in _STEP_KEYS}
+            keys = _step_keys(ids)
             steps = tuple(s for s in steps_in(sentence, purposes=True) if s.objects)
             back = BACK_REFERENCE.search(sentence) or BACK_REFERENCE_MORE.search(sentence)
             # "Did that, same error": the step is the previous assistant turn's.
             if previous_assistant and not refused and (back or not (commands or keys or steps)):
                 earlier = extract(previous_assistant)
                 commands |= {i.norm for i in earlier if i.kind is IdKind.COMMAND}
-                keys |= {i.norm for i in earlier if i.kind in _STEP_KEYS}
+                keys |= _step_keys(earlier)
             if commands or keys or steps:
                 found.append(
                     PastStep(
@@ -185,13 +186,32 @@ def _past_steps(turn: TurnEvent) -> list[PastStep]:
 
 
 def _same_step(answer: Sequence[Step], past: Sequence[Step]) -> bool:
+    """Same verb family, and most of the objects of both in common ("restart the controller"
+    and "restarting the controller pods"; not "clear the router's DNS cache" and "flushed the
+    DNS cache on the laptops")."""
     return any(
         a.family == p.family
-        and p.objects
-        and len(a.objects & p.objects) >= math.ceil(_SAME_STEP * len(p.objects))
+        and bool(p.objects)
+        and (
+            (
+                bool(a.objects) and a.objects <= p.objects
+            )  # "the controller" of "the controller pods"
+            or len(a.objects & p.objects) >= math.ceil(_SAME_STEP * len(a.objects | p.objects))
+        )
         for a in answer
         for p in past
     )
+
+
+def _step_keys(ids: Iterable[Identifier]) -> set[str]:
+    """Settings a step changes: dotted or slashed keys, UPPER_CASE variables, URLs (a
+    snake_case name is as often a volume or a slot as a setting)."""
+    return {
+        i.norm
+        for i in ids
+        if i.kind is IdKind.URL
+        or (i.kind is IdKind.CONFIG_KEY and (any(c in i.norm for c in "./") or i.norm.isupper()))
+    }
 
 
 # ---------------------------------------------------------------- what the evidence forbids
@@ -250,7 +270,7 @@ def _engages(answer: Sequence[Sentence], rule: Prohibition) -> bool:
 
 def _prescribes(s: Sentence) -> bool:
     """An imperative ("Turn off ...", "Restart ...") or a command to run."""
-    if s.question or s.insufficient:
+    if s.question or s.insufficient or ASKS_FOR.search(s.text):
         return False
     if s.action or any(i.kind is IdKind.COMMAND for i in s.ids):
         return True
@@ -275,7 +295,7 @@ def workflow(turn: TurnEvent, ev: TurnEvidence) -> Workflow:
             text += "\n" + ev.answer[n + 1].text  # "Set this annotation:\n<the annotation>"
         ids = extract(text)
         commands = {i.norm for i in ids if i.kind is IdKind.COMMAND}
-        keys = {i.norm for i in ids if i.kind in _STEP_KEYS}
+        keys = _step_keys(ids)
         steps = steps_in(text)
         short = " ".join(s.text.split())[:60]
         if not ACK.search(s.text):

@@ -106,7 +106,8 @@ DONE = re.compile(
 REFUSED = re.compile(
     r"\b(?:not an option|not possible|impossible|out of the question|no way to"
     r"|(?:won't|will not|doesn't|does not|don't|do not) (?:allow|let us|permit|accept)"
-    r"|not allowed|(?:can't|cannot|can not|mustn't|must not) \w+|no longer exists?"
+    r"|not allowed|(?:we|i)\s+(?:\w+\s+)?(?:can't|cannot|can not|mustn't|must not) \w+"
+    r"|no longer exists?"
     r"|(?:was|were|has been|have been) deleted|(?:isn't|is not|aren't|are not) available)\b",
     re.I,
 )
@@ -136,6 +137,10 @@ NEGATED = re.compile(
     r"\b(?:don't|do not|never|avoid|must not|mustn't|should not|shouldn't|instead of"
     r"|rather than|not even|no need to)\b",
     re.I,
+)
+# An answer sentence that asks for information ("Please share the log") prescribes no step.
+ASKS_FOR = re.compile(
+    r"^\W*(?:please\s+)?(?:share|send|paste|provide|attach|post|tell|let me know)\b", re.I
 )
 # Words after which an action verb is a purpose or a noun, not a step ("to stop", "the restart").
 NOT_A_STEP_BEFORE = frozenset({"to", "the", "a", "an", "this", "that", "your", "its", "of", "no"})
