@@ -182,3 +182,19 @@ def test_prescribing_what_the_evidence_forbids_is_severe(context: str, answer: s
 def test_not_a_violation(context: str, answer: str) -> None:
     t = turn(answer, contexts=[{"id": "kb-9", "text": context}])
     assert flow(t).violations == ()
+
+
+@pytest.mark.parametrize(
+    ("description", "answer"),
+    [
+        # A symptom, not a refusal: nobody said the step may not be done.
+        ("Cannot assign licenses to new hires, the seat limit is reached.", "Assign the license."),
+        # The same verb on another thing.
+        ("I flushed the DNS cache on the laptops.", "Clear the router's DNS cache."),
+        # Asking for output is not prescribing the step again.
+        ("I restarted the controller twice.", "Please share the controller log after a restart."),
+    ],
+)
+def test_not_ruled_out(description: str, answer: str) -> None:
+    t = turn(answer, case={"subject": "Problem", "description": description})
+    assert flow(t).repeats == ()
