@@ -77,6 +77,24 @@ def _arbitration(r: dict[str, Any]) -> Row:
     )
 
 
+def _offline_judge(r: dict[str, Any]) -> Row:
+    def cell(name: str) -> str:
+        crit = ("hallucination", "identifier_integrity", "resolution_alignment")
+        parts = []
+        for metric, short in zip(crit, ("hal", "ids", "res"), strict=True):
+            f = r[name][metric]
+            kappa = "-" if f["kappa"] is None else f"{f['kappa']:.2f}"
+            recall = "-" if f["severe_recall"] is None else f"{f['severe_recall']:.2f}"
+            parts.append(f"{short} {f['accuracy']:.2f}/{kappa}/{recall}")
+        return f"{name}: " + " ".join(parts)
+
+    return (
+        f"acc/kappa/severe recall {cell('heldout')}; {cell('calibration')}",
+        "-",
+        "-",
+    )
+
+
 def _scrape(r: dict[str, Any]) -> Row:
     return (
         f"{r['render_ms']:.0f} ms for {r['samples']:,} samples "
@@ -100,6 +118,7 @@ BENCHES = (
     Bench("memory", "memory.py", _memory),
     Bench("batch_throughput", "batch_throughput.py", _batch),
     Bench("arbitration_cost", "arbitration_cost.py", _arbitration),
+    Bench("offline_judge", "offline_judge.py", _offline_judge),
     Bench("scrape", "scrape.py", _scrape),
 )
 

@@ -153,12 +153,16 @@ class Sampler:
     def rate_for(self, assistant: str) -> float:
         return self._config.rates.get(assistant, self._config.default_rate)
 
-    def decide(self, turn: TurnEvent) -> SampleDecision:
+    def decide(self, turn: TurnEvent, *, rule: str | None = None) -> SampleDecision:
+        """``rule``: a rule the caller found matching (e.g. ``rule:identifier_tripwire``);
+        the configured rules come first, and the budget applies to it like to any rule."""
         reason: str | None = None
-        for rule in self._rules:
-            if rule.matches(turn):
-                reason = rule.reason
+        for configured in self._rules:
+            if configured.matches(turn):
+                reason = configured.reason
                 break
+        if reason is None:
+            reason = rule
         if reason is None:
             rate = self.rate_for(turn.assistant.name)
             # The point is in [0, 1): at rate 0 or 1 the hash cannot change the outcome.

@@ -358,5 +358,30 @@ METRICS = DashboardSpec(
                 ),
             ),
         ),
+        RowSpec(
+            "Identifier tripwire",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Turns with a corrupted identifier, by kind",
+                    "Share of consumed turns (sampled or not) whose answer nearly matches an "
+                    "identifier of the evidence (a swapped digit, a mistyped key or host, two "
+                    "swapped URL path segments), by identifier kind: the identifier tripwire "
+                    "checks every turn at no judge cost, and the turns it catches are judged.",
+                    (
+                        Query(
+                            "sum by (assistant, kind) "
+                            f"(rate(casewatch_identifier_mismatch_total{{{A}}}{RI}))\n"
+                            "/ ignoring (kind) group_left\nsum by (assistant) "
+                            f"(rate(casewatch_tripwire_checked_total{{{A}}}{RI}))",
+                            "{{assistant}} {{kind}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    width=24,
+                    min=0,
+                ),
+            ),
+        ),
     ),
 )

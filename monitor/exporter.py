@@ -83,6 +83,9 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_rubric_coverage",
     "casewatch_rubric_graded_total",
     "casewatch_rubric_replies_total",
+    # Identifier tripwire (monitor/judging/heuristic/tripwire.py), on every consumed turn.
+    "casewatch_tripwire_checked_total",
+    "casewatch_identifier_mismatch_total",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -459,6 +462,22 @@ class Metrics:
             registry=r,
         )
 
+        # Identifier tripwire: every consumed turn's answer checked for near misses of evidence
+        # identifiers (sampled or not); mismatches by identifier kind. Their ratio is the share
+        # of traffic with a corrupted identifier, at 100 % coverage and no judge cost.
+        self.tripwire_checked = Counter(
+            "casewatch_tripwire_checked",
+            "Turns whose answer the identifier tripwire checked",
+            ["assistant"],
+            registry=r,
+        )
+        self.identifier_mismatch = Counter(
+            "casewatch_identifier_mismatch",
+            "Turns whose answer nearly matches an evidence identifier (by identifier kind)",
+            ["assistant", "kind"],
+            registry=r,
+        )
+
         for outcome in ("inserted", "duplicate"):
             self.stored.labels(outcome=outcome)
         self._drift_series: dict[str, set[str]] = {}
@@ -490,6 +509,15 @@ class Metrics:
             if len(self._sampling_children) < _SAMPLING_CACHE_MAX:
                 self._sampling_children[key] = child
         child.inc(count)
+
+    def record_tripwire(
+        self, assistant: str, checked: int, mismatches: Iterable[tuple[str, int]] = ()
+    ) -> None:
+        """``checked`` turns of ``assistant``; ``mismatches``: (identifier kind, turns)."""
+        label = self._assistant(assistant)
+        self.tripwire_checked.labels(assistant=label).inc(checked)
+        for kind, n in mismatches:
+            self.identifier_mismatch.labels(assistant=label, kind=kind).inc(n)
 
     def record_already_judged(self, assistant: str, count: int = 1) -> None:
         """Sampled turns not judged because the store already holds their verdict under the

@@ -171,6 +171,9 @@ class SamplingConfig(_Section):
     budget_calls_per_hour: float | None = Field(default=None, gt=0)
     budget_usd_per_hour: float | None = Field(default=None, gt=0)
     estimated_usd_per_call: float = Field(default=0.0, ge=0)
+    # Check every consumed turn's answer for near misses of evidence identifiers (no network);
+    # a hit is judged (reason rule:identifier_tripwire) within the budget.
+    identifier_tripwire: bool = True
 
 
 class StorageConfig(_Section):

@@ -123,7 +123,7 @@ def test_human_labels_cover_both_assistants_and_all_metrics() -> None:
 TARGETS = {
     "corrupted_identifier": ("identifier_integrity", Band.SEVERE),
     "hallucinated_step": ("hallucination", Band.MODERATE),
-    "repeated_step": ("resolution_alignment", Band.MODERATE),
+    "repeated_step": ("resolution_alignment", Band.SEVERE),
     "off_topic": ("case_issue_identification", Band.SEVERE),
     "insufficient_inappropriate": ("answer_helpfulness", Band.MODERATE),
 }
@@ -157,3 +157,36 @@ def test_the_canary_scores_worse_than_the_stable_assistant(
         s = scoring.s_final(judged[t.event_id].score_map(), scoring.DEFAULT_PROFILE)
         by_assistant[t.assistant.name].append(s)
     assert statistics.fmean(by_assistant[CANARY]) < statistics.fmean(by_assistant[STABLE])
+
+
+# ---------------------------------------------------------------- the held-out set
+
+HELDOUT = EXAMPLES / "heldout"
+
+
+def test_heldout_files_equal_a_fresh_build(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(HELDOUT / "build.py"), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    for name in ("dev.jsonl", "test.jsonl", "dev-labels.jsonl", "test-labels.jsonl"):
+        assert (tmp_path / name).read_bytes() == (HELDOUT / name).read_bytes(), name
+
+
+def test_heldout_splits_are_disjoint_and_fully_labelled() -> None:
+    ids: dict[str, set[str]] = {}
+    for split in ("dev", "test"):
+        with (HELDOUT / f"{split}.jsonl").open(encoding="utf-8") as f:
+            events = [TurnEvent.model_validate_json(line) for line in f]
+        with (HELDOUT / f"{split}-labels.jsonl").open(encoding="utf-8") as f:
+            labels = {r["event_id"]: r["labels"] for r in map(json.loads, f)}
+        ids[split] = {e.event_id for e in events}
+        assert set(labels) == ids[split]
+        for bands in labels.values():
+            assert set(bands) == set(METRICS)
+            assert all(Band(b) for b in bands.values())
+    assert not ids["dev"] & ids["test"]
+    assert len(ids["dev"]) + len(ids["test"]) >= 60
+    assert len(ids["test"]) >= 40

@@ -19,6 +19,8 @@ from monitor.clock import Clock
 from monitor.errors import TransportError
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
+from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.models import TurnEvent
 from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.stream.steps.base import Envelope
@@ -96,6 +98,10 @@ class Pipeline:
         return self._commit.final_error
 
 
+def _tripwire_kinds(turn: TurnEvent) -> tuple[str, ...]:
+    return identifier_tripwire(turn).kinds
+
+
 def build_pipeline(
     settings: Settings,
     source: TurnSource,
@@ -121,7 +127,13 @@ def build_pipeline(
         judged=store,  # a replayed turn costs a database read, not a judge call
         done=commit,
     )
-    sample = SampleStep(judge, commit, sampler, metrics)
+    sample = SampleStep(
+        judge,
+        commit,
+        sampler,
+        metrics,
+        tripwire=_tripwire_kinds if settings.sampling.identifier_tripwire else None,
+    )
     first = DecodeStep(
         sample,
         commit,

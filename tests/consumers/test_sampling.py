@@ -211,6 +211,21 @@ def test_skip_reasons_are_bounded() -> None:
     assert set(SKIP_REASONS) == {"not_sampled", "budget_calls", "budget_usd"}
 
 
+def test_a_rule_found_by_the_caller_overrides_the_rate_but_not_configured_rules() -> None:
+    s = sampler(
+        default_rate=0.0,
+        always_judge=[AlwaysJudgeRule(name="negative", field="feedback", equals="negative")],
+    )
+    forced = s.decide(turn("e-1", conversation_id="c-1"), rule="rule:identifier_tripwire")
+    assert forced == SampleDecision(True, "rule:identifier_tripwire")
+    both = s.decide(
+        turn("e-2", conversation_id="c-2", feedback={"rating": "negative"}),
+        rule="rule:identifier_tripwire",
+    )
+    assert both == SampleDecision(True, "rule:negative")
+    assert decide(s, "c-3") == SampleDecision(False, "not_sampled")
+
+
 def test_reserve_and_settle_charge_jobs_to_the_same_buckets() -> None:
     clock = ManualClock()
     sampler = Sampler(

@@ -21,96 +21,30 @@ from monitor.judging.heuristic.identifiers import (
     check,
     extract,
 )
+from monitor.judging.heuristic.lexicon import (
+    ACK,
+    ACTION_VERB_WORDS,
+    CODE,
+    EXPLAINS,
+    GENERIC_WORDS,
+    HOWTO,
+    INSUFFICIENT,
+    LEAD_IN,
+    LIST_MARK,
+    QUESTION,
+    SENTENCE_BREAK,
+    STOPWORDS,
+    VAGUE,
+    WHY,
+    WORD,
+)
 from monitor.models import TurnEvent
 
 Intent = Literal["instruct", "explain", "clarify"]
 
-_WORD = re.compile(r"[a-z0-9]+")
-_STOPWORD_TEXT = (
-    "a an the and or but if then than so of to in on at by for with from into onto over under"
-    " about after before as is are was were be been being am do does did done doing have has"
-    " had having i me my we our us you your yours he she it its they them their this that"
-    " these those there here what which who whom whose when where why how can could would"
-    " should will shall may might must not no nor only own same too very just also any all"
-    " each every some such more most other both few via per up down out off again once while"
-    " let lets please thanks thank hi hello ok okay yes yeah sure one two now new"
-)
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-# Support-speak that says nothing about the case; kept out of key terms and support checks.
-_GENERIC_WORDS = (
-    "fix issue problem error fail failed failing failure help still try tried trying next"
-    " work working get getting see seeing know need want like anything else something thing"
-    " step run ran running check sure make follow following below above command information"
-    " enough retrieved article answer question detail share output confirm tell look seem"
-    " happen start stop use way time case current possible sorry unable recommend suggest"
-    " first then last line able contact support further assistance team already take"
-    " different weird strange odd hmm idea behave behaving acting morning today yesterday"
-    " wrong broken stuff happened product message changed right exact"
-)
 _NUMERIC_TOKEN_MIN = 3
-
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`(\"'])|\n+")
-_LIST_MARK = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+")
-_LEAD_IN = re.compile(r"^(?:first|then|next|finally|after that|afterwards|also|now),?\s+", re.I)
-_QUESTION = re.compile(
-    r"\?\s*$|^(?:could|can|would|will|do|does|did|is|are|which|what|when|where|how)\b", re.I
-)
-_INSUFFICIENT = re.compile(
-    r"(?:(?:\bnot|n't) (?:have )?(?:enough|sufficient) (?:information|detail|context|evidence)"
-    r"|insufficient (?:information|detail|context|evidence)|unable to (?:determine|answer|find)"
-    r"|cannot (?:determine|answer|find)|can't (?:determine|answer|find)"
-    r"|(?:articles?|documents?|context) (?:I (?:found|retrieved) )?(?:do(?:es)? not|don't|doesn't)"
-    r" (?:cover|mention|include|describe|list))",
-    re.I,
-)
-_EXPLAINS = re.compile(
-    r"\b(?:because|caused by|cause[sd]? |due to|means that|means |happens when|occurs when"
-    r"|results? (?:from|in)|the reason|this is why|which is why|so that|since the)\b",
-    re.I,
-)
-_ACK = re.compile(
-    r"\b(?:already|since you|you've|you have|as you (?:said|mentioned)|skip|instead of"
-    r"|no need to|did not (?:clear|help|fix)|didn't (?:clear|help|fix))\b",
-    re.I,
-)
-_TRIED = re.compile(
-    r"\b(?:already|tried|did not help|didn't help|does not help|doesn't help|no luck"
-    r"|no change|without success|to no avail|as suggested|still (?:fails|failing|get|see|the)"
-    r"|i ran|we ran|i did|we did|(?:i|we)(?: have|'ve)?(?: also)? \w+ed)\b",
-    re.I,
-)
-_BACK_REFERENCE = re.compile(
-    r"\b(?:as suggested|those|these|the steps|your steps|the above|that didn't|that did not)\b",
-    re.I,
-)
-_WHY = re.compile(
-    r"^\s*(?:why|what (?:is|does|causes?|are|'s|happened)|what's|explain|how come"
-    r"|is it (?:safe|normal|expected)|does this mean)\b|\bwhy\b|\bdifference between\b",
-    re.I,
-)
-_HOWTO = re.compile(
-    r"\b(?:how (?:do|can|should|to)|what should|what (?:else|next)|next step|steps?\b"
-    r"|fix|resolve|recover|get (?:it|this) working|can't|cannot|fails?|failing|error)\b",
-    re.I,
-)
-_VAGUE = re.compile(
-    r"\b(?:something|different|weird|strange|odd|not sure|it's|it is|now what|any ideas"
-    r"|doing|acting|same thing|this thing)\b",
-    re.I,
-)
-# Verbs that start a troubleshooting step ("Restart the agent", "re-run the job").
-_ACTION_VERB_WORDS = (
-    "run rerun restart reboot check verify open go navigate set enable disable update upgrade"
-    " install reinstall remove delete clear confirm collect review ensure increase reduce apply"
-    " enter reenter reset rotate renew add edit change stop start mount unmount remount rescan"
-    " power cycle reseat replace select click sign assign export import flush resync sync"
-    " rejoin login purge unlock lock expire move test retry upload resend send list show inspect"
-    " compare wait schedule attach raise lower patch reload roll register unlink revoke reclaim"
-    " request throttle rebuild redeliver reimport rediscover disconnect reconnect rollback"
-)
 _OBJECT_WINDOW = 4
 _VAGUE_MAX_TERMS = 4
-_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 
 
 @lru_cache(maxsize=16384)
@@ -131,15 +65,15 @@ def stem(word: str) -> str:
     return w
 
 
-_GENERIC = frozenset(stem(w) for w in _GENERIC_WORDS.split())
-ACTION_VERBS = frozenset(stem(w) for w in _ACTION_VERB_WORDS.split())
+_GENERIC = frozenset(stem(w) for w in GENERIC_WORDS.split())
+ACTION_VERBS = frozenset(stem(w) for w in ACTION_VERB_WORDS.split())
 
 
 def words(text: str) -> list[str]:
     """Stems of the words of a text (stopwords removed, order kept)."""
     out = []
-    for token in _WORD.findall(text.lower()):
-        if token in _STOPWORDS:
+    for token in WORD.findall(text.lower()):
+        if token in STOPWORDS:
             continue
         if token.isdigit() and len(token) < _NUMERIC_TOKEN_MIN:
             continue
@@ -159,7 +93,7 @@ def split_sentences(text: str) -> list[str]:
         if block.startswith("```"):
             pieces.append(block)
         else:
-            pieces.extend(p.strip() for p in _SENTENCE_BREAK.split(block))
+            pieces.extend(p.strip() for p in SENTENCE_BREAK.split(block))
     return [p for p in pieces if p and any(c.isalnum() for c in p)]
 
 
@@ -178,8 +112,8 @@ class Sentence:
 
 def _actions(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     # Prose only: the words inside a command are matched as a command, not as a phrase.
-    prose = _CODE.sub(" ", text).lower()
-    tokens = [t for t in _WORD.findall(prose) if t not in _STOPWORDS]
+    prose = CODE.sub(" ", text).lower()
+    tokens = [t for t in WORD.findall(prose) if t not in STOPWORDS]
     found = []
     for i, token in enumerate(tokens):
         verb = stem(token)
@@ -192,32 +126,37 @@ def _actions(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     return tuple(found)
 
 
+_NOT_A_STEP_BEFORE = frozenset({"to", "the", "a", "an", "this", "that", "your", "its", "of", "no"})
+
+
+def step_verbs(text: str) -> int:
+    """How many steps a sentence prescribes: its action verbs, not purposes ("to stop the
+    checks") or nouns ("the restart")."""
+    tokens = WORD.findall(CODE.sub(" ", text).lower())
+    return sum(
+        1
+        for i, token in enumerate(tokens)
+        if stem(token) in ACTION_VERBS and (i == 0 or tokens[i - 1] not in _NOT_A_STEP_BEFORE)
+    )
+
+
 def analyse_sentence(text: str, ids: Sequence[Identifier] | None = None) -> Sentence:
     """One answer sentence; ``ids`` are the identifiers of the whole answer, if known."""
-    body = _LEAD_IN.sub("", _LIST_MARK.sub("", text)).strip()
+    body = LEAD_IN.sub("", LIST_MARK.sub("", text)).strip()
     ids = extract(text) if ids is None else tuple(i for i in ids if i.raw in text)
     has_command = any(i.kind is IdKind.COMMAND for i in ids)
-    question = bool(_QUESTION.search(body))
+    question = bool(QUESTION.search(body))
     return Sentence(
         text=text,
         terms=frozenset(key_terms(text)),
         ids=ids,
         question=question,
         action=not question and (has_command or _starts_with_action(body)),
-        acknowledges=bool(_ACK.search(text)),
-        insufficient=bool(_INSUFFICIENT.search(text)),
-        explains=bool(_EXPLAINS.search(text)),
+        acknowledges=bool(ACK.search(text)),
+        insufficient=bool(INSUFFICIENT.search(text)),
+        explains=bool(EXPLAINS.search(text)),
         verbs=_actions(body),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class TriedStep:
-    """A step the user says was already done, from the case, the history or the query."""
-
-    quote: str
-    commands: frozenset[str]
-    actions: tuple[tuple[str, frozenset[str]], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +183,6 @@ class TurnEvidence:
     answer_terms: frozenset[str]
     answer_ids: tuple[Identifier, ...]
     id_check: IdentifierCheck
-    tried: tuple[TriedStep, ...]
 
 
 def need_key(kind: IdKind, norm: str) -> str:
@@ -252,40 +190,15 @@ def need_key(kind: IdKind, norm: str) -> str:
     return f"{kind.value}:{norm}"
 
 
-def _tried_steps(turn: TurnEvent) -> list[TriedStep]:
-    steps: list[TriedStep] = []
-    previous_assistant = ""
-    sources: list[tuple[str, str]] = [("user", turn.case.description)]
-    sources += [(m.role, m.content) for m in turn.history]
-    sources.append(("user", turn.query))
-    for role, content in sources:
-        if role != "user":
-            previous_assistant = content if role == "assistant" else previous_assistant
-            continue
-        for sentence in split_sentences(content):
-            if not _TRIED.search(sentence):
-                continue
-            commands = {i.norm for i in extract(sentence) if i.kind is IdKind.COMMAND}
-            # "I ran those as suggested": the steps are the previous assistant turn's commands.
-            if _BACK_REFERENCE.search(sentence) and previous_assistant:
-                commands |= {
-                    i.norm for i in extract(previous_assistant) if i.kind is IdKind.COMMAND
-                }
-            actions = tuple((v, o) for v, o in _actions(sentence) if o)
-            if commands or actions:
-                steps.append(TriedStep(sentence.strip()[:160], frozenset(commands), actions))
-    return steps
-
-
 def infer_intent(query: str, query_ids: Sequence[Identifier] | None = None) -> Intent:
     """What kind of answer the query asks for (seed 004 M5: instruct, explain or clarify)."""
     has_ids = bool(extract(query) if query_ids is None else query_ids)
-    if _WHY.search(query) and not re.search(r"\bwhat (?:should|else|next)\b", query, re.I):
+    if WHY.search(query) and not re.search(r"\bwhat (?:should|else|next)\b", query, re.I):
         return "explain"
     n_terms = len(key_terms(query))
-    if not has_ids and _VAGUE.search(query) and n_terms <= _VAGUE_MAX_TERMS:
+    if not has_ids and VAGUE.search(query) and n_terms <= _VAGUE_MAX_TERMS:
         return "clarify"
-    if _HOWTO.search(query) or has_ids:
+    if HOWTO.search(query) or has_ids:
         return "instruct"
     return "clarify" if n_terms <= 2 else "instruct"
 
@@ -320,8 +233,8 @@ def _context_view(cid: str, text: str, ids: Sequence[Identifier]) -> ContextView
 
 
 def _starts_with_action(sentence: str) -> bool:
-    body = _LEAD_IN.sub("", _LIST_MARK.sub("", sentence)).lower()
-    first = _WORD.search(body)
+    body = LEAD_IN.sub("", LIST_MARK.sub("", sentence)).lower()
+    first = WORD.search(body)
     return first is not None and stem(first.group(0)) in ACTION_VERBS
 
 
@@ -344,14 +257,16 @@ def _dedup(groups: Sequence[Sequence[Identifier]]) -> tuple[Identifier, ...]:
 
 def analyse(turn: TurnEvent) -> TurnEvidence:
     case_text = f"{turn.case.subject}\n{turn.case.description}"
+    # Product and environment name the user's own resources (the LLM judges see them too).
+    setting = "\n".join(x for x in (turn.case.product, turn.case.environment) if x)
     history_text = "\n".join(m.content for m in turn.history)
     case_ids = extract(case_text)
     query_ids = extract(turn.query)
     history_ids = extract(history_text)
     context_ids = [extract(c.text) for c in turn.contexts]
-    evidence_ids = _dedup([case_ids, history_ids, query_ids, *context_ids])
+    evidence_ids = _dedup([case_ids, extract(setting), history_ids, query_ids, *context_ids])
     evidence_text = "\n".join(
-        (case_text, history_text, turn.query, *(c.text for c in turn.contexts))
+        (case_text, setting, history_text, turn.query, *(c.text for c in turn.contexts))
     )
     answer_ids = extract(turn.answer)
     intent = infer_intent(turn.query, query_ids)
@@ -372,7 +287,6 @@ def analyse(turn: TurnEvent) -> TurnEvidence:
         answer_terms=frozenset(key_terms(turn.answer)),
         answer_ids=answer_ids,
         id_check=check(answer_ids, evidence_ids, evidence_text),
-        tried=tuple(_tried_steps(turn)),
     )
 
 
@@ -392,22 +306,35 @@ class Claims:
 
     judged: int
     unsupported: tuple[str, ...]  # sentences resting on identifiers found in no evidence
-    novel_ids: tuple[str, ...]  # those identifiers
+    novel_ids: tuple[str, ...]  # those identifiers, outermost only (a flag inside a command)
+    invented: int  # invented steps or facts: per sentence, its novel ids up to its action verbs
     corrupted: int  # sentences carrying a near-miss of an evidence identifier
     unmoored: tuple[str, ...]  # sentences whose words are mostly absent from the evidence
 
 
+def outermost(raws: Sequence[str]) -> list[str]:
+    """The strings not contained in another one: a flag inside a command is one finding."""
+    unique = list(dict.fromkeys(raws))
+    return [r for r in unique if not any(r != o and r in o for o in unique)]
+
+
 def claims(ev: TurnEvidence) -> Claims:
-    novel = {(i.kind, i.norm) for i in ev.id_check.novel}
+    novel = {(i.kind, i.norm) for i in ev.id_check.novel if not i.weak}
     near = {(m.found.kind, m.found.norm) for m in ev.id_check.near_misses}
-    judged = corrupted = 0
+    near_raws = [m.found.raw for m in ev.id_check.near_misses]
+    judged = corrupted = invented = 0
     unsupported: list[str] = []
     novel_ids: list[str] = []
     unmoored: list[str] = []
     for s in ev.answer:
         if s.question or s.insufficient:
             continue
-        s_novel = [i.raw for i in s.ids if (i.kind, i.norm) in novel]
+        # A new command that only differs by a corrupted key is the corruption, not invention.
+        s_novel = [
+            i.raw
+            for i in s.ids
+            if (i.kind, i.norm) in novel and not any(n in i.raw for n in near_raws)
+        ]
         s_near = any((i.kind, i.norm) in near for i in s.ids)
         if len(s.terms) < _MIN_TERMS_FOR_CLAIM and not s_novel and not s_near:
             continue  # "Hope this helps." is not a claim
@@ -416,35 +343,17 @@ def claims(ev: TurnEvidence) -> Claims:
         if s_novel:
             unsupported.append(s.text)
             novel_ids.extend(s_novel)
+            # "Set x=1 in /etc/a.conf" is one invented step; "clear X and set Y" is two.
+            invented += min(len(outermost(s_novel)), max(1, step_verbs(s.text)))
         elif s_near:
             corrupted += 1
         elif support < _SUPPORTED and not (s.ids and support >= _ANCHORED):
             unmoored.append(s.text)
-    return Claims(judged, tuple(unsupported), tuple(novel_ids), corrupted, tuple(unmoored))
-
-
-def repeated_steps(ev: TurnEvidence) -> list[tuple[str, str]]:
-    """Answer steps the user says were already tried: (the step, the user's words).
-
-    A step repeats a tried one when it runs the same command, or uses the same verb on most of
-    the same objects ("Restart the backup agent" after "I already restarted the backup agent").
-    Steps that acknowledge the attempt ("since you already restarted it, ...") do not count.
-    """
-    found: list[tuple[str, str]] = []
-    for s in ev.answer:
-        if not s.action or s.acknowledges:
-            continue
-        commands = {i.norm for i in s.ids if i.kind is IdKind.COMMAND}
-        for tried in ev.tried:
-            same_command = sorted(commands & tried.commands)
-            same_action = any(
-                verb == tried_verb
-                and len(objects & tried_objects) >= math.ceil(_SAME_STEP * len(tried_objects))
-                for verb, objects in s.verbs
-                for tried_verb, tried_objects in tried.actions
-            )
-            if same_command or same_action:
-                what = f"`{same_command[0]}`" if same_command else " ".join(s.text.split())[:60]
-                found.append((what, tried.quote))
-                break
-    return found
+    return Claims(
+        judged,
+        tuple(unsupported),
+        tuple(outermost(novel_ids)),
+        invented,
+        corrupted,
+        tuple(unmoored),
+    )

@@ -12,12 +12,20 @@ Pure functions and precompiled patterns only: no I/O, no state, safe from any th
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rapidfuzz.distance import Levenshtein
+
+from monitor.judging.heuristic.kinds import Identifier, IdKind
+from monitor.judging.heuristic.tokens import (
+    TOKEN_KINDS,
+    extract_tokens,
+    fills_template,
+    near_token,
+    normalise_token,
+)
 
 __all__ = [
     "IdKind",
@@ -29,21 +37,6 @@ __all__ = [
     "find_near_miss",
     "normalise",
 ]
-
-
-class IdKind(enum.StrEnum):
-    ERROR_CODE = "error_code"
-    VERSION = "version"
-    COMMAND = "command"
-    PATH = "path"
-    ARTICLE = "article"
-
-
-@dataclass(frozen=True, slots=True)
-class Identifier:
-    kind: IdKind
-    raw: str  # as written, for justifications
-    norm: str  # what comparisons use
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +144,8 @@ _VERBS = frozenset(
 
 def normalise(kind: IdKind, raw: str) -> str:
     """The comparison form of an identifier: spelling variants of one identifier are equal."""
+    if kind in TOKEN_KINDS:
+        return normalise_token(kind, raw)
     text = raw.strip().strip(_TRAILING)
     if kind is IdKind.ERROR_CODE:
         text = _SPACES.sub(" ", text.upper())
@@ -302,6 +297,7 @@ def extract(text: str) -> tuple[Identifier, ...]:
         if _looks_like_version(text, m.start(), m.group(1), m.group(2), m.end()):
             found.append((m.start(), IdKind.VERSION, m.group(0)))
     found.extend((pos, IdKind.PATH, raw) for pos, raw in _paths(text))
+    found.extend(extract_tokens(text))
     found.sort(key=lambda item: item[0])
     seen: set[tuple[IdKind, str]] = set()
     result: list[Identifier] = []
@@ -328,7 +324,8 @@ def _command_near_miss(a: str, b: str) -> tuple[int, str] | None:
     if not ta or not tb or ta[0] != tb[0]:
         return None  # a different program is a different command
     if len(ta) == len(tb):
-        diff = [(x, y) for x, y in zip(ta, tb, strict=True) if x != y]
+        # A token filling an evidence placeholder (`--cluster <name>`) is the same token.
+        diff = [(x, y) for x, y in zip(ta, tb, strict=True) if x != y and not fills_template(x, y)]
         if len(diff) != 1:
             return None
         x, y = diff[0]
@@ -350,6 +347,8 @@ def _command_near_miss(a: str, b: str) -> tuple[int, str] | None:
 
 def _near(kind: IdKind, a: str, b: str) -> tuple[int, str] | None:
     """(distance, reason) when ``a`` looks like a corruption of ``b``; None otherwise."""
+    if kind in TOKEN_KINDS:
+        return near_token(kind, a, b)
     if kind is IdKind.COMMAND:
         return _command_near_miss(a, b)
     if kind is IdKind.VERSION:
@@ -401,6 +400,9 @@ def _occurs(needle: str, haystack: str) -> bool:
     return False
 
 
+_TEMPLATED = (IdKind.COMMAND, IdKind.URL, IdKind.PATH)
+
+
 def check(
     answer: Sequence[Identifier], evidence: Sequence[Identifier], evidence_text: str = ""
 ) -> IdentifierCheck:
@@ -420,6 +422,14 @@ def check(
             continue
         if ident.kind in (IdKind.COMMAND, IdKind.PATH) and _occurs(ident.norm, flat_evidence):
             matched.append(ident)
+            continue
+        if ident.kind in TOKEN_KINDS and _occurs(ident.raw, flat_evidence):
+            matched.append(ident)
+            continue
+        if ident.kind in _TEMPLATED and any(
+            e.kind is ident.kind and fills_template(ident.norm, e.norm) for e in evidence
+        ):
+            matched.append(ident)  # the evidence's command or URL with its placeholders filled
             continue
         miss = find_near_miss(ident, evidence)
         if miss is not None:

@@ -6,13 +6,17 @@ score, and every Judgment says ``kind="heuristic"``. It reads only what an LLM j
 (case, history, query, contexts, answer) and lands the flaws seed 004 cares most about in the
 bands of appendix B:
 
-- identifier_integrity: a near-miss of an evidence identifier (E4012 for E4021, 4.12.3 for
-  4.12.0, a changed flag or path) is severe;
+- identifier_integrity: a near-miss of an evidence identifier of the same kind (E4012 for
+  E4021, 4.12.3 for 4.12.0, a misspelled configuration key, two swapped URL path segments, a
+  resource name or port with swapped digits, a changed flag or path) is severe;
 - hallucination: the share of answer sentences the contexts and case do not support, and any
-  step resting on a command, path or code found in no evidence (one is moderate, two severe);
+  step resting on an identifier found in no evidence (one invented step is moderate, two
+  severe); prescribing what the evidence forbids is severe;
 - retrieval_correctness / context_sufficiency: how far the contexts cover the key terms and
   identifiers of the query and case subject;
-- resolution_alignment: repeating a step the user says was already tried is moderate;
+- resolution_alignment: repeating a step the user says was already done, failed, or cannot
+  or may not be done, and prescribing what the evidence forbids ("never", "must not", "is not
+  supported"), are severe (``monitor.judging.heuristic.constraints``);
 - answer_helpfulness / answer_type_fit / case_issue_identification: actionable steps, the
   kind of answer the query asks for, and whether the answer addresses the case.
 
@@ -30,12 +34,13 @@ from dataclasses import dataclass
 
 import structlog
 
+from monitor.judging.heuristic.constraints import Workflow, workflow
 from monitor.judging.heuristic.evidence import (
     TurnEvidence,
     analyse,
     claims,
     coverage,
-    repeated_steps,
+    outermost,
 )
 from monitor.judging.heuristic.identifiers import IdKind
 from monitor.models import (
@@ -49,7 +54,7 @@ from monitor.models import (
 
 __all__ = ["ALGORITHM_VERSION", "PROMPT_HASH", "HeuristicJudge", "score_turn"]
 
-ALGORITHM_VERSION = "heuristic-v1"
+ALGORITHM_VERSION = "heuristic-v2"
 PROMPT_HASH = hashlib.sha256(ALGORITHM_VERSION.encode()).hexdigest()
 
 _log = structlog.get_logger(__name__)
@@ -61,7 +66,8 @@ _MINOR_EDGE = 0.61
 _RELEVANT = 0.25
 _FULL = 0.45
 _SEVERE_EDGE = 0.30
-_REPEAT_SCORE = 0.45
+_REPEAT_SCORE = 0.2
+_FORBIDDEN_SCORE = 0.15
 _MIN_CLAIMS = 3
 _LIST_LIMIT = 3
 
@@ -150,7 +156,8 @@ def _retrieval(ev: TurnEvidence) -> _Retrieval:
 
 def _hallucination(ev: TurnEvidence) -> tuple[MetricScore, int]:
     c = claims(ev)
-    judged, hard, corrupt, soft = c.judged, len(c.unsupported), c.corrupted, len(c.unmoored)
+    judged, corrupt, soft = c.judged, c.corrupted, len(c.unmoored)
+    sentences, hard = len(c.unsupported), c.invented
     if judged == 0:
         return MetricScore(
             score=0.9, justification=_j("the answer makes no case-specific claim to check")
@@ -159,16 +166,19 @@ def _hallucination(ev: TurnEvidence) -> tuple[MetricScore, int]:
     # take the score to minor, and to moderate only when most of a longer answer is unmoored.
     # A step resting on an identifier no evidence contains is strong evidence.
     score = 1.0 - 0.45 * soft / judged - 0.25 * corrupt / judged
-    parts = [f"{judged - hard - soft - corrupt} of {judged} answer sentences are supported"]
+    parts = [f"{judged - sentences - soft - corrupt} of {judged} answer sentences are supported"]
     if soft:
         quotes = [_quote(q, 60) for q in c.unmoored]
         parts.append(f"{soft} mostly use terms absent from the evidence: {_names(quotes)}")
         if soft * 4 >= judged * 3 and judged >= _MIN_CLAIMS:
             score = min(score, 0.5)
     if hard:
-        score = min(score, 1.0 - 0.8 * hard / judged, (0.55, 0.28, 0.12)[min(hard, 3) - 1])
+        score = min(score, 1.0 - 0.8 * sentences / judged, (0.55, 0.28, 0.12)[min(hard, 3) - 1])
         parts.insert(
-            1, f"{hard} rest on identifiers in no context/case/history: {_names(c.novel_ids)}"
+            1,
+            f"{sentences} rest on identifiers in no context/case/history ({hard} invented "
+            "step(s) or fact(s)): "
+            f"{_names(c.novel_ids)}",
         )
     if corrupt:
         score = min(score, 0.8)
@@ -179,6 +189,8 @@ def _hallucination(ev: TurnEvidence) -> tuple[MetricScore, int]:
 def _identifier_integrity(ev: TurnEvidence) -> MetricScore:
     near = ev.id_check.near_misses
     if near:
+        units = outermost([m.found.raw for m in near])
+        near = tuple(m for m in near if m.found.raw in units)
         score = 0.2 if len(near) == 1 else 0.1
         return MetricScore(score=score, justification=_j(_names([m.describe() for m in near])))
     case_norms = {c.norm for c in ev.case_codes}
@@ -251,13 +263,29 @@ def _case_issue(ev: TurnEvidence, relevant_terms: frozenset[str], cs: float) -> 
 
 
 def _resolution(
-    ev: TurnEvidence, off_topic: bool, cs: float, hard: int, corrupted: bool
+    ev: TurnEvidence, flow: Workflow, off_topic: bool, cs: float, hard: int, corrupted: bool
 ) -> MetricScore:
-    repeats = [f"{what} (user: {_quote(quote, 70)})" for what, quote in repeated_steps(ev)]
+    repeats = [f"{f.step} (user: {_quote(f.source, 70)})" for f in flow.repeats]
+    violations = [f"{f.step} (evidence: {_quote(f.source, 70)})" for f in flow.violations]
     insufficient = any(s.insufficient for s in ev.answer)
-    if repeats:
-        score = _REPEAT_SCORE if len(repeats) == 1 else 0.25
-        text = f"repeats {len(repeats)} step(s) already tried: {_names(repeats)}"
+    if violations:
+        score = _FORBIDDEN_SCORE
+        text = f"prescribes what the evidence forbids: {_names(violations)}"
+        if repeats:
+            text += f"; repeats {len(repeats)} step(s) ruled out: {_names(repeats)}"
+    elif repeats:
+        # A step the user already did, saw fail or cannot do sends them round in a circle.
+        score = _REPEAT_SCORE if len(repeats) == 1 else _REPEAT_SCORE / 2
+        done = len(repeats) - flow.refused
+        what = ", ".join(
+            x
+            for x in (
+                f"{done} already tried" if done else "",
+                f"{flow.refused} refused or impossible" if flow.refused else "",
+            )
+            if x
+        )
+        text = f"repeats {len(repeats)} step(s) the user ruled out ({what}): {_names(repeats)}"
     elif off_topic:
         score, text = 0.5, "the steps do not address the case's issue"
     elif insufficient:
@@ -275,7 +303,7 @@ def _resolution(
             score, text = 0.5, text + f"; {hard} steps rest on unsupported identifiers"
         elif hard or corrupted:
             score, text = 0.75, text + "; a step may not work as written (unsupported/corrupted)"
-    if not ev.tried and not repeats:
+    if not flow.past and not repeats:
         text += "; history records no tried steps"
     return MetricScore(score=score, justification=_j(text))
 
@@ -347,15 +375,33 @@ def score_turn(turn: TurnEvent) -> JudgeScores:
     case_issue = _case_issue(ev, retrieval.relevant_terms, cs)
     off_topic = case_issue.score <= _SEVERE_EDGE
     corrupted = bool(ev.id_check.near_misses)
+    flow = workflow(turn, ev)
+    if flow.violations:
+        hallucination = MetricScore(
+            score=min(hallucination.score, _FORBIDDEN_SCORE),
+            justification=_j(
+                f"prescribes what the evidence forbids ({_quote(flow.violations[0].source, 70)}); "
+                + hallucination.justification.removeprefix("heuristic: ")
+            ),
+        )
     penalties = []
     if corrupted:
         penalties.append("a command or identifier is corrupted")
     if hard:
         penalties.append("a step is unsupported by the evidence")
-    resolution = _resolution(ev, off_topic, cs, hard, corrupted)
-    if resolution.score <= _REPEAT_SCORE:
-        penalties.append("it repeats a step already tried")
+    resolution = _resolution(ev, flow, off_topic, cs, hard, corrupted)
+    if flow.repeats:
+        penalties.append("it repeats a step the user ruled out")
     helpful, fit = _helpfulness_and_fit(ev, cs, off_topic, hard, penalties)
+    # Nothing left to follow: every step is forbidden, or was already done or refused.
+    ruled_out = len(flow.repeats) + len(flow.violations)
+    asks = any(q.question for q in ev.answer)
+    if flow.violations or (ruled_out and ruled_out >= flow.prescriptive and not asks):
+        why = "its steps are forbidden by the evidence or ruled out by the user"
+        helpful = MetricScore(
+            score=min(helpful.score, _SEVERE_EDGE - 0.05),
+            justification=_j(f"{helpful.justification.removeprefix('heuristic: ')}; {why}"),
+        )
     return JudgeScores(
         hallucination=hallucination,
         retrieval_correctness=retrieval.correctness,

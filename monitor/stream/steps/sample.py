@@ -5,23 +5,38 @@ same record again never consumes a second unit of the hourly budget.
 
 Decisions are counted in a dict and added to the counters once per ``poll`` (and on ``join``):
 a Prometheus increment takes a lock, and on the ingest path it was a per-record cost.
+
+With a ``tripwire`` (the identifier tripwire, ``monitor.judging.heuristic.tripwire``) every
+turn is checked before the decision, sampled or not, and counted; a turn that trips it is
+sampled with the reason ``rule:identifier_tripwire`` (configured always-judge rules keep their
+own reason; the hourly budget applies either way).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from consumers.sampling import SampleDecision
 from monitor.models import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
 
+TRIPWIRE_REASON = "rule:identifier_tripwire"
+
+# The identifier kinds a turn's answer nearly mismatches (empty: the turn is clean).
+Tripwire = Callable[[TurnEvent], Sequence[str]]
+
 
 class SamplingMetrics(Protocol):
     def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None: ...
 
+    def record_tripwire(
+        self, assistant: str, checked: int, mismatches: Iterable[tuple[str, int]] = ()
+    ) -> None: ...
+
 
 class Decider(Protocol):
-    def decide(self, turn: TurnEvent) -> SampleDecision: ...
+    def decide(self, turn: TurnEvent, *, rule: str | None = None) -> SampleDecision: ...
 
 
 class SampleStep:
@@ -31,6 +46,7 @@ class SampleStep:
         done: DoneStep,
         sampler: Decider,
         metrics: SamplingMetrics,
+        tripwire: Tripwire | None = None,
     ) -> None:
         self._next = next_step
         self._done = done
@@ -40,11 +56,17 @@ class SampleStep:
         # (assistant, sampled, reason) -> turns decided since the last flush; plain values
         # because a frozen dataclass hashes in Python.
         self._counts: dict[tuple[str, bool, str], int] = {}
+        self._tripwire = tripwire
+        self._checked: dict[str, int] = {}  # assistant -> turns checked since the last flush
+        self._mismatches: dict[tuple[str, str], int] = {}  # (assistant, kind) -> turns
 
     def submit(self, message: Envelope[TurnEvent]) -> None:
         held = self._held
         if held is not None and held[0].offset == message.offset and held[0].tp == message.tp:
             decision = held[1]
+        elif self._tripwire is not None:
+            rule = self._trip(self._tripwire, message.payload)
+            decision = self._sampler.decide(message.payload, rule=rule)
         else:
             decision = self._sampler.decide(message.payload)
         if decision.sampled:
@@ -57,10 +79,25 @@ class SampleStep:
         counts = self._counts
         counts[key] = counts.get(key, 0) + 1
 
+    def _trip(self, tripwire: Tripwire, turn: TurnEvent) -> str | None:
+        kinds = tripwire(turn)
+        assistant = turn.assistant.name
+        self._checked[assistant] = self._checked.get(assistant, 0) + 1
+        for kind in kinds:
+            key = (assistant, kind)
+            self._mismatches[key] = self._mismatches.get(key, 0) + 1
+        return TRIPWIRE_REASON if kinds else None
+
     def _flush_counts(self) -> None:
         counts, self._counts = self._counts, {}
         for (assistant, sampled, reason), n in counts.items():
             self._metrics.record_sampling(assistant, SampleDecision(sampled, reason), n)
+        if self._checked:
+            checked, self._checked = self._checked, {}
+            mismatches, self._mismatches = self._mismatches, {}
+            for assistant, n in checked.items():
+                kinds = [(k, m) for (a, k), m in mismatches.items() if a == assistant]
+                self._metrics.record_tripwire(assistant, n, kinds)
 
     def poll(self) -> None:
         self._flush_counts()

@@ -602,3 +602,45 @@ def test_judge_endpoint_down_records_judge_failed_and_keeps_consuming(tmp_path: 
         assert h.sample("casewatch_judge_failed_total", failed) == 10
     rows = store.verdicts(limit=100)
     assert {(r["status"], r["failure_reason"]) for r in rows} == {("judge_failed", "connection")}
+
+
+def test_the_identifier_tripwire_checks_every_turn_and_judges_the_hits(tmp_path: Path) -> None:
+    """Sampling rate 0: only the turns whose answer corrupts an evidence identifier are judged."""
+    context = [{"id": "kb-7", "text": "Open outbound port 9443 to cache.foundry.example."}]
+    values = []
+    for i in range(12):
+        port = "9434" if i % 4 == 0 else "9443"  # evt-0, evt-4, evt-8 swap two digits
+        turn = make_turn(f"evt-{i}", contexts=context, answer=f"Open outbound port {port}.")
+        values.append(turn.model_dump_json().encode())
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(values) + b"\n")
+    settings, store = _file_settings(tmp_path, sampling={"default_rate": 0.0})
+    store.migrate()
+    source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
+    registry = CollectorRegistry()
+    daemon = Daemon(
+        settings,
+        source,
+        FileDeadLetterSink(tmp_path / "dlq.jsonl"),
+        store,
+        build_evaluator(settings),
+        Metrics(registry),
+        exit_when_idle=True,
+    )
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    assert daemon.wait_finished(timeout=60), "the daemon did not stop at the end of the file"
+    thread.join(timeout=5)
+    daemon.close()
+    assert rows_per_event(store) == {"evt-0": 1, "evt-4": 1, "evt-8": 1}
+    get = registry.get_sample_value
+    assert get("casewatch_tripwire_checked_total", {"assistant": "helpdesk"}) == 12
+    assert (
+        get("casewatch_identifier_mismatch_total", {"assistant": "helpdesk", "kind": "port"}) == 3
+    )
+    labels = {"assistant": "helpdesk", "reason": "rule:identifier_tripwire"}
+    assert get("casewatch_turns_sampled_total", labels) == 3
+    # The judge agrees: each tripped turn is identifier_integrity severe.
+    assert {v["metric_bands"]["identifier_integrity"] for v in store.verdicts(limit=10)} == {
+        "severe"
+    }

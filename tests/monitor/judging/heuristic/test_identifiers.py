@@ -209,7 +209,11 @@ def test_check_sorts_answer_identifiers() -> None:
     evidence_text = "E4021 on 4.12.0: run `backupctl catalog unlock --force`; see KB-1042."
     answer = extract("E4012 on 4.12.0: run `backupctl catalog unlock --force`; see KB-9999.")
     result = check(answer, extract(evidence_text), evidence_text)
-    assert {i.raw for i in result.matched} == {"4.12.0", "backupctl catalog unlock --force"}
+    assert {i.raw for i in result.matched} == {
+        "4.12.0",
+        "backupctl catalog unlock --force",
+        "--force",
+    }
     assert [(m.found.raw, m.expected.raw) for m in result.near_misses] == [("E4012", "E4021")]
     assert [i.raw for i in result.novel] == ["KB-9999"]
 
@@ -217,15 +221,20 @@ def test_check_sorts_answer_identifiers() -> None:
 def test_a_command_written_in_evidence_prose_counts_as_present() -> None:
     evidence_text = "Clear the expired leases with edgectl dhcp clear leases --pool guest --expired"
     answer = extract("Run `edgectl dhcp clear leases --pool guest --expired`.")
-    assert len(check(answer, [], evidence_text).matched) == 1
+    result = check(answer, [], evidence_text)
+    assert [i.kind for i in result.matched].count(IdKind.COMMAND) == 1
+    assert not result.novel and not result.near_misses
 
 
 def test_a_prefix_of_an_evidence_command_is_not_the_command() -> None:
     evidence_text = "Run `edgectl dhcp clear leases --pool guest --expired` to free them."
     answer = extract("Run `edgectl dhcp clear leases --pool guest --expire`.")
     result = check(answer, extract(evidence_text), evidence_text)
-    assert not result.matched
-    assert [m.reason for m in result.near_misses] == ["flag differs: --expire vs --expired"]
+    assert [i.raw for i in result.matched] == ["--pool"]
+    assert [(m.found.kind, m.reason) for m in result.near_misses] == [
+        (IdKind.COMMAND, "flag differs: --expire vs --expired"),
+        (IdKind.FLAG, "edit distance 1"),
+    ]
 
 
 # ---------------------------------------------------------------- any text

@@ -90,12 +90,12 @@ def test_it_is_a_judge_and_labels_itself_heuristic() -> None:
     assert (j.judge, j.kind, j.model, j.role, j.status) == (
         "offline",
         "heuristic",
-        "heuristic-v1",
+        "heuristic-v2",
         "arbiter",
         "ok",
     )
     assert j.prompt_version == ALGORITHM_VERSION
-    assert j.prompt_hash == hashlib.sha256(b"heuristic-v1").hexdigest()
+    assert j.prompt_hash == hashlib.sha256(b"heuristic-v2").hexdigest()
     assert (j.attempts, j.input_tokens, j.output_tokens, j.cost_usd) == (1, 0, 0, 0.0)
     assert j.latency_seconds >= 0
     assert j.scores is not None and j.raw_output is not None
@@ -337,3 +337,69 @@ def test_scores_are_bounded_for_any_text(answer: str, query: str, context: str) 
 
 def test_score_turn_is_the_pure_core() -> None:
     assert score_turn(turn()) == scores()
+
+
+# ---------------------------------------------------------------- identifiers of every kind
+
+KB_TIMEOUT = (
+    "To end sessions idle inside a transaction, set idle_in_transaction_session_timeout with "
+    "`msql params set --cluster <name> idle_in_transaction_session_timeout=5min`. The API "
+    "endpoint is https://api.msql.example/v2/projects/{project}/params and the server listens "
+    "on port 5432."
+)
+TIMEOUT_ANSWER = (
+    "Set the timeout on the parameter group: "
+    "`msql params set --cluster mer-stg-2 idle_in_transaction_session_timeout=5min`. "
+    "Sessions idle in a transaction for five minutes are then ended."
+)
+
+
+def timeout_scores(answer: str) -> JudgeScores:
+    return scores(
+        case={
+            "subject": "Sessions stuck idle in transaction",
+            "description": "Reporting jobs leave sessions idle in transaction on mer-stg-2.",
+        },
+        query="Which setting ends sessions idle in a transaction?",
+        contexts=[{"id": "kb-7", "text": KB_TIMEOUT}],
+        answer=answer,
+    )
+
+
+def test_a_command_filling_the_evidence_placeholders_is_supported() -> None:
+    s = timeout_scores(TIMEOUT_ANSWER)
+    assert band(s, "identifier_integrity") == "none"
+    assert band(s, "hallucination") == "none"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kind_evidence"),
+    [
+        ("session_timeout=", "session_timout=", "idle_in_transaction_session_timeout"),
+        ("mer-stg-2 idle", "mer-stg-20 idle", "mer-stg-2"),
+        (
+            "Sessions idle",
+            "Or call https://api.msql.example/v2/params/{project}/projects. Sessions idle",
+            "path segments transposed",
+        ),
+        ("Sessions idle", "The server listens on port 5423. Sessions idle", "digit swap"),
+    ],
+)
+def test_near_misses_of_keys_names_urls_and_ports_are_severe(
+    old: str, new: str, kind_evidence: str
+) -> None:
+    s = timeout_scores(TIMEOUT_ANSWER.replace(old, new, 1))
+    assert band(s, "identifier_integrity") == "severe"
+    assert kind_evidence in s.identifier_integrity.justification
+    assert s.hallucination.score > 0.6  # a corrupted copy, not an invention
+
+
+def test_invented_identifiers_count_against_hallucination() -> None:
+    invented = (
+        " Also clear the cache with `msql cache flush --all` and set "
+        "`STRICT_SESSION_REAPER=1` in /etc/msql/agent.env."
+    )
+    s = timeout_scores(TIMEOUT_ANSWER + invented)
+    assert band(s, "hallucination") == "severe"
+    assert band(s, "identifier_integrity") == "none"
+    assert "msql cache flush --all" in s.hallucination.justification

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -9,6 +11,8 @@ from consumers.sampling import Sampler
 from monitor.clock import ManualClock
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
+from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.models import TurnEvent
 from monitor.settings import AlwaysJudgeRule, SamplingConfig
 from monitor.stream.steps.sample import SampleStep
 from tests.fixtures.databases import make_turn
@@ -93,3 +97,81 @@ def test_counts_of_a_batch_are_added_per_assistant_and_reason() -> None:
         == 5
     )
     assert get("casewatch_turns_sampled_total", {"assistant": "billing", "reason": "rate"}) == 5
+
+
+# ---------------------------------------------------------------- the identifier tripwire
+
+# The context cites KB-1042; the answer KB-1024 (two digits swapped).
+CORRUPT: dict[str, Any] = {
+    "contexts": [{"id": "kb-1", "text": "Reinstall the driver as KB-1042 describes."}],
+    "answer": "Reinstall the driver as KB-1024 describes.",
+}
+
+
+def kinds_of(turn: TurnEvent) -> tuple[str, ...]:
+    return identifier_tripwire(turn).kinds
+
+
+def test_the_tripwire_checks_every_turn_and_a_hit_is_sampled_by_its_rule() -> None:
+    registry = CollectorRegistry()
+    nxt, done = Recorder(), Recorder()
+    sampler = Sampler(SamplingConfig(default_rate=0.0), ManualClock())
+    step = SampleStep(nxt, done, sampler, Metrics(registry), tripwire=kinds_of)
+    step.submit(env(make_turn("clean"), offset=0))
+    step.submit(env(make_turn("bad", **CORRUPT), offset=1))
+    assert done.offsets == [0]
+    assert nxt.offsets == [1]
+    step.poll()
+    get = registry.get_sample_value
+    assert get("casewatch_tripwire_checked_total", {"assistant": "helpdesk"}) == 2
+    assert (
+        get("casewatch_identifier_mismatch_total", {"assistant": "helpdesk", "kind": "article"})
+        == 1
+    )
+    labels = {"assistant": "helpdesk", "reason": "rule:identifier_tripwire"}
+    assert get("casewatch_turns_sampled_total", labels) == 1
+    step.poll()  # nothing new: nothing added twice
+    assert get("casewatch_tripwire_checked_total", {"assistant": "helpdesk"}) == 2
+
+
+def test_a_tripwire_hit_stays_within_the_budget() -> None:
+    registry = CollectorRegistry()
+    nxt, done = Recorder(), Recorder()
+    sampler = Sampler(SamplingConfig(default_rate=0.0, budget_calls_per_hour=1), ManualClock())
+    step = SampleStep(nxt, done, sampler, Metrics(registry), tripwire=kinds_of)
+    step.submit(env(make_turn("b1", **CORRUPT), offset=0))
+    step.submit(env(make_turn("b2", **CORRUPT), offset=1))
+    assert nxt.offsets == [0]
+    assert done.offsets == [1]
+    step.poll()
+    labels = {"assistant": "helpdesk", "reason": "budget_calls"}
+    assert registry.get_sample_value("casewatch_turns_skipped_total", labels) == 1
+    assert (
+        registry.get_sample_value(
+            "casewatch_identifier_mismatch_total", {"assistant": "helpdesk", "kind": "article"}
+        )
+        == 2
+    )
+
+
+def test_a_configured_rule_keeps_its_reason_when_the_tripwire_also_fires() -> None:
+    registry = CollectorRegistry()
+    rule = AlwaysJudgeRule(name="negative", field="feedback", equals="negative")
+    sampler = Sampler(SamplingConfig(default_rate=0.0, always_judge=[rule]), ManualClock())
+    step = SampleStep(Recorder(), Recorder(), sampler, Metrics(registry), tripwire=kinds_of)
+    step.submit(env(make_turn("b", feedback={"rating": "negative"}, **CORRUPT)))
+    step.poll()
+    labels = {"assistant": "helpdesk", "reason": "rule:negative"}
+    assert registry.get_sample_value("casewatch_turns_sampled_total", labels) == 1
+
+
+def test_without_a_tripwire_nothing_is_checked() -> None:
+    registry = CollectorRegistry()
+    sampler = Sampler(SamplingConfig(default_rate=0.0), ManualClock())
+    step = SampleStep(Recorder(), Recorder(), sampler, Metrics(registry))
+    step.submit(env(make_turn("b", **CORRUPT)))
+    step.poll()
+    assert (
+        registry.get_sample_value("casewatch_tripwire_checked_total", {"assistant": "helpdesk"})
+        is None
+    )

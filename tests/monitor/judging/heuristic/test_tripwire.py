@@ -1,0 +1,83 @@
+"""The identifier tripwire: the judge's near-miss rules on every turn, cheaply."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.models import TurnEvent
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
+CONTEXT = (
+    "Runners reach the remote cache at cache.foundry.example over HTTPS on port 9443. Set "
+    "FOUNDRY_CACHE_DIR in /etc/foundry/runner.env and restart with "
+    "`sudo systemctl restart foundry-runner`. List invoices with GET "
+    "https://api.example.com/v1/customers/{customer_id}/invoices. Fixed in 4.8.2."
+)
+
+
+def turn(answer: str, **overrides: Any) -> TurnEvent:
+    event: dict[str, Any] = {
+        "event_id": "e-1",
+        "conversation_id": "c-1",
+        "turn_index": 0,
+        "timestamp": "2026-11-02T08:00:00Z",
+        "assistant": {"name": "a", "version": "1", "model": "m"},
+        "case": {"subject": "Runner cache unavailable", "description": "Volume vol-data-4417."},
+        "query": "Which port?",
+        "contexts": [{"id": "kb-1", "text": CONTEXT}],
+        "answer": answer,
+    }
+    event.update(overrides)
+    return TurnEvent.model_validate(event)
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        ("Open outbound TCP 9434 to cache.foundry.example.", "port"),
+        ("Set FOUNDRY_CAHCE_DIR=/data/cache in /etc/foundry/runner.env.", "config_key"),
+        ("Resize vol-data-4471 first.", "resource"),
+        ("Reach cache.foundyr.example over HTTPS.", "hostname"),
+        ("Call GET https://api.example.com/v1/invoices/{customer_id}/customers.", "url"),
+        ("Upgrade: it is fixed in 4.8.3.", "version"),
+        ("Run `sudo systemctl restart foundry-runer`.", "resource"),
+    ],
+)
+def test_a_near_miss_of_each_kind_trips_it(answer: str, kind: str) -> None:
+    hit = identifier_tripwire(turn(answer))
+    assert hit
+    assert kind in hit.kinds
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # Copied verbatim.
+        "Open port 9443 to cache.foundry.example and set FOUNDRY_CACHE_DIR.",
+        # A filled-in placeholder and new, unrelated identifiers are not near misses.
+        "GET https://api.example.com/v1/customers/cus_42/invoices, then open port 8080.",
+        # No identifiers at all.
+        "Please check the firewall rules with your network team.",
+        "",
+    ],
+)
+def test_clean_answers_do_not_trip_it(answer: str) -> None:
+    hit = identifier_tripwire(turn(answer))
+    assert not hit
+    assert hit.kinds == ()
+
+
+def test_it_agrees_with_the_identifier_labels_of_the_calibration_set() -> None:
+    """Every turn people label identifier_integrity severe trips it, and no other does."""
+    with (EXAMPLES / "human_labels.jsonl").open() as f:
+        severe = {
+            r["event_id"]: r["labels"]["identifier_integrity"] == "severe"
+            for r in map(json.loads, f)
+        }
+    with (EXAMPLES / "turns.jsonl").open() as f:
+        turns = [TurnEvent.model_validate_json(line) for line in f]
+    tripped = {t.event_id: bool(identifier_tripwire(t)) for t in turns if t.event_id in severe}
+    assert tripped == severe
