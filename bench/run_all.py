@@ -77,6 +77,16 @@ def _arbitration(r: dict[str, Any]) -> Row:
     )
 
 
+def _scrape(r: dict[str, Any]) -> Row:
+    return (
+        f"{r['render_ms']:.0f} ms for {r['samples']:,} samples "
+        f"({r['payload_bytes'] / 1024:,.0f} KiB); "
+        f"{r['ratio_to_baseline']:.2f} of a plain counter with as many samples",
+        "< 20 ms",
+        _yes(r["meets_target"]),
+    )
+
+
 @dataclass(frozen=True)
 class Bench:
     name: str
@@ -90,6 +100,7 @@ BENCHES = (
     Bench("memory", "memory.py", _memory),
     Bench("batch_throughput", "batch_throughput.py", _batch),
     Bench("arbitration_cost", "arbitration_cost.py", _arbitration),
+    Bench("scrape", "scrape.py", _scrape),
 )
 
 

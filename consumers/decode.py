@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from consumers.records import RawMessage
-from monitor.errors import InvalidEvent
+from monitor.errors import InvalidEvent, truncate, validation_error_lines
 from monitor.models import TurnEvent
 
 # Every reason decode_turn can raise; bounded label values for casewatch_dead_letter_total.
@@ -46,13 +46,8 @@ def _classify(exc: ValidationError) -> InvalidEvent:
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     first = errors[0] if errors else None
     if first is not None and first["type"] == "json_invalid":
-        return InvalidEvent("not_json", _truncate(first["msg"]))
+        return InvalidEvent("not_json", truncate(first["msg"], MAX_DETAIL_CHARS))
     if first is not None and first["type"] == "model_type" and not first["loc"]:
         return InvalidEvent("not_object", "the JSON value is not an object")
-    parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in errors]
-    summary = f"{len(errors)} validation error(s): " + "; ".join(parts)
-    return InvalidEvent("schema", _truncate(summary))
-
-
-def _truncate(text: str) -> str:
-    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 1] + "…"
+    summary = f"{len(errors)} validation error(s): " + "; ".join(validation_error_lines(exc))
+    return InvalidEvent("schema", truncate(summary, MAX_DETAIL_CHARS))

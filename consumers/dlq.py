@@ -2,7 +2,7 @@
 
 The pipeline commits past a dead-lettered record only once the sink has it durably, so both
 sinks make ``send`` durable before returning (``flush`` then has nothing left to wait for and
-is kept for the protocol). A sink that cannot write raises ``BrokerError``: the pipeline treats
+is kept for the protocol). A sink that cannot write raises ``TransportError``: the pipeline treats
 that as backpressure and offers the record again later.
 """
 
@@ -24,7 +24,7 @@ from consumers._kafka import (
     require_reachable,
 )
 from consumers.records import RawMessage
-from monitor.errors import BrokerError
+from monitor.errors import TurnFileError, truncate
 from monitor.settings import KafkaConfig
 
 HEADER_REASON = "casewatch-dlq-reason"
@@ -43,11 +43,11 @@ REQUEST_OVERHEAD_BYTES = 64 * 1024
 
 class DeadLetterSink(Protocol):
     def send(self, msg: RawMessage, reason: str, detail: str) -> None:
-        """Store ``msg`` with why it failed; durable on return. Raises ``BrokerError``."""
+        """Store ``msg`` with why it failed; durable on return. Raises ``TransportError``."""
         ...
 
     def flush(self, timeout_s: float) -> None:
-        """Wait until everything sent is durable. Raises ``BrokerError``."""
+        """Wait until everything sent is durable. Raises ``TransportError``."""
         ...
 
     def close(self) -> None:
@@ -56,7 +56,7 @@ class DeadLetterSink(Protocol):
 
 
 def _detail(detail: str) -> str:
-    return detail if len(detail) <= MAX_DETAIL_CHARS else detail[: MAX_DETAIL_CHARS - 1] + "…"
+    return truncate(detail, MAX_DETAIL_CHARS)
 
 
 class KafkaDeadLetterQueue:
@@ -142,7 +142,7 @@ class FileDeadLetterSink:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file: IO[str] | None = path.open("a", encoding="utf-8")
         except OSError as exc:
-            raise BrokerError(f"cannot open dead-letter file {path}: {exc}") from exc
+            raise TurnFileError(f"cannot open dead-letter file {path}: {exc}") from exc
 
     @property
     def path(self) -> Path:
@@ -162,13 +162,13 @@ class FileDeadLetterSink:
         line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._lock:
             if self._file is None:
-                raise BrokerError(f"dead-letter file {self._path} is closed")
+                raise TurnFileError(f"dead-letter file {self._path} is closed")
             try:
                 self._file.write(line)
                 self._file.flush()
                 os.fsync(self._file.fileno())
             except OSError as exc:
-                raise BrokerError(f"cannot write dead-letter file {self._path}: {exc}") from exc
+                raise TurnFileError(f"cannot write dead-letter file {self._path}: {exc}") from exc
 
     def flush(self, timeout_s: float) -> None:
         return None  # send() already fsynced

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import PartitionsCallback
-from monitor.errors import BrokerError, ConfigError
+from monitor.errors import ConfigError, TurnFileError
 
 FILE_TOPIC = "file"
 FILE_TP = TopicPartition(FILE_TOPIC, 0)
@@ -69,7 +69,7 @@ class FileTurnSource:
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
         if self._closed:
-            raise BrokerError("the file source is closed")
+            raise TurnFileError("the file source is closed")
         if not self._announced:
             self._announced = True
             if self._on_assigned is not None:
@@ -171,7 +171,7 @@ class FileTurnSource:
             try:
                 chunk = os.read(self._fd, _CHUNK)
             except OSError as exc:
-                raise BrokerError(f"reading {self._describe()} failed: {exc}") from exc
+                raise TurnFileError(f"reading {self._describe()} failed: {exc}") from exc
             if chunk:
                 self._buffer += chunk
                 return True
@@ -212,4 +212,4 @@ class FileTurnSource:
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
         except OSError as exc:
-            raise BrokerError(f"cannot write offsets file {path}: {exc}") from exc
+            raise TurnFileError(f"cannot write offsets file {path}: {exc}") from exc

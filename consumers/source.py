@@ -20,8 +20,8 @@ class TurnSource(Protocol):
 
         A Kafka source may wait longer while its group rebalances (until the join completes,
         bounded by the JoinGroup timeout). Paused partitions deliver nothing. Raises
-        ``BrokerError`` on an unrecoverable broker failure (a slow or briefly unreachable broker
-        just yields ``[]``).
+        ``TransportError`` (``BrokerError``, ``TurnFileError``) on an unrecoverable failure (a
+        slow or briefly unreachable broker just yields ``[]``).
         """
         ...
 
@@ -29,7 +29,7 @@ class TurnSource(Protocol):
         """Durably record ``offsets`` (next offset to read) before returning.
 
         Gives up after ``timeout_s`` (None: the source's own limit; never unbounded). Raises
-        ``monitor.errors.BrokerError`` when the commit failed or timed out.
+        ``monitor.errors.TransportError`` when the commit failed or timed out.
         """
         ...
 

@@ -12,12 +12,16 @@ boundary (``raise ... from exc``) so callers never import a client library to ca
     │   ├── JudgeTransientError     429 / 5xx / timeout / connection (retryable with backoff)
     │   └── JudgeFatalError         4xx other than 429, auth errors (not retryable)
     ├── StorageError                database unreachable or a write failed
-    ├── BrokerError                 Kafka unreachable or a commit failed
-    │   └── OffsetsNotCommitted     the daemon stopped but its final commit failed
+    ├── TransportError              the turn source or dead-letter sink failed (paused, retried)
+    │   ├── BrokerError             Kafka unreachable or a commit failed
+    │   └── TurnFileError           reading a turn file, writing an offsets or dead-letter file
+    │   OffsetsNotCommitted         the daemon stopped but its final commit failed (a BrokerError)
     └── MessageRejected             a pipeline step is full: backpressure, try again later
 """
 
 from __future__ import annotations
+
+from pydantic import ValidationError
 
 
 class CasewatchError(Exception):
@@ -70,8 +74,16 @@ class StorageError(CasewatchError):
     """The database is unreachable or a write failed."""
 
 
-class BrokerError(CasewatchError):
+class TransportError(CasewatchError):
+    """Where turns come from (or dead letters go) failed: the stream pauses and retries."""
+
+
+class BrokerError(TransportError):
     """The Kafka cluster is unreachable or an offset commit failed."""
+
+
+class TurnFileError(TransportError):
+    """A turn file could not be read, or its offsets or dead-letter file written."""
 
 
 class OffsetsNotCommitted(BrokerError):
@@ -81,7 +93,7 @@ class OffsetsNotCommitted(BrokerError):
     what it already holds. The message says so, on one line, for the operator.
     """
 
-    def __init__(self, cause: BrokerError) -> None:
+    def __init__(self, cause: TransportError) -> None:
         super().__init__(
             f"offsets were not committed ({cause}); the uncommitted tail will be re-read and "
             "deduplicated on restart, nothing is lost"
@@ -91,3 +103,20 @@ class OffsetsNotCommitted(BrokerError):
 
 class MessageRejected(CasewatchError):
     """A pipeline step cannot take the message now (it is full). Hold it and retry."""
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis marking the cut (error details stay
+    bounded in logs, dead-letter headers and the audit store)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def validation_error_lines(exc: ValidationError, limit: int | None = None) -> list[str]:
+    """One ``location: reason`` line per pydantic error, never echoing the offending values;
+    past ``limit`` errors, a last line says how many more there were."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    shown = errors if limit is None else errors[:limit]
+    lines = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in shown]
+    if len(errors) > len(shown):
+        lines.append(f"... and {len(errors) - len(shown)} more error(s)")
+    return lines

@@ -18,7 +18,14 @@ import threading
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 
 from monitor import __version__
 from monitor.judging.arbitration import PanelOutcome
@@ -98,6 +105,10 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     60.0,
     120.0,
 )
+
+# No ``*_created`` samples: Prometheus ignores them in the text format, and at the full label
+# set (100 assistants x 8 metrics x bands) they are a fifth of every scrape (bench/scrape.py).
+disable_created_metrics()
 
 OTHER = "__other__"
 DEFAULT_MAX_LABEL_VALUES = 100
@@ -461,6 +472,11 @@ class Metrics:
 
     def record_storage_error(self) -> None:
         self.storage_errors.inc()
+
+    def record_job_run(self, job: str, outcome: str, finished_at: float) -> None:
+        self.job_runs.labels(job=job, outcome=outcome).inc()
+        if outcome == "ok":
+            self.job_last_success.labels(job=job).set(finished_at)
 
     def record_commit_failure(self) -> None:
         self.commit_failures.inc()

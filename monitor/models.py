@@ -41,6 +41,10 @@ MAX_JUSTIFICATION_CHARS = 600
 Id = Annotated[str, StringConstraints(min_length=1, max_length=256, strip_whitespace=True)]
 
 
+# single: the only judge; primary: one of a panel's judges; arbiter: called on disagreement.
+JudgeRole = Literal["single", "primary", "arbiter"]
+
+
 class Band(enum.StrEnum):
     """Severity bands of seed 004 appendix B, worst first."""
 
@@ -163,7 +167,7 @@ class Judgment(BaseModel):
     judge: str = Field(description="Configured judge name, e.g. 'heuristic' or 'primary'.")
     kind: str = Field(description="Implementation: 'heuristic' or 'openai'.")
     model: str
-    role: Literal["single", "primary", "arbiter"] = "single"
+    role: JudgeRole = "single"
     status: JudgeStatus
     failure_reason: str | None = None
     failure_detail: str | None = None

@@ -20,7 +20,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, validation_error_lines
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
 
 HEURISTIC = "heuristic"
@@ -174,6 +174,9 @@ class SamplingConfig(_Section):
 class StorageConfig(_Section):
     url: str = "sqlite:///casewatch.db"
     retention_days: float | None = Field(default=30, gt=0)
+    retention_interval_seconds: float = Field(
+        default=3600, gt=0, description="How often the retention job purges old rows."
+    )
 
 
 class ServerConfig(_Section):
@@ -294,10 +297,7 @@ class Settings(BaseSettings):
 
 
 def _describe(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        lines.append(f"  {loc}: {err['msg']}")
+    lines = [f"  {line}" for line in validation_error_lines(exc)]
     return "invalid configuration:\n" + "\n".join(lines)
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
+from monitor.commands.usage import fail
 from monitor.errors import ConfigError, InvalidInput
 from monitor.judging.evaluator import build_evaluator
 from monitor.logs import configure_logging
@@ -41,16 +42,11 @@ _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
 _CONFIG = click.Path(dir_okay=False, path_type=Path)  # load_settings names a missing file
 
 
-def _fail(message: str) -> NoReturn:
-    click.echo(f"casewatch: {message}", err=True)
-    raise click.exceptions.Exit(2)
-
-
 def _settings(config: Path | None, **overrides: Any) -> Settings:
     try:
         return load_settings(config, **overrides)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -127,11 +123,11 @@ def judge_command(
     configure_logging(settings.log_level, settings.secret_values())
     for p in (out_path, compact_path, rejects_path):
         if p is not None and not p.parent.is_dir():
-            _fail(f"output directory {p.parent} does not exist")
+            fail(f"output directory {p.parent} does not exist")
     try:
         evaluator = build_evaluator(settings)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         summary = run_batch(
             input_path,
@@ -143,7 +139,7 @@ def judge_command(
             progress=not no_progress,
         )
     except OSError as exc:
-        _fail(f"I/O error: {exc}")
+        fail(f"I/O error: {exc}")
     finally:
         evaluator.close()
     if as_json:
@@ -162,7 +158,7 @@ def _load(path: Path) -> VerdictFile:
     try:
         loaded = read_verdicts(path)
     except OSError as exc:
-        _fail(f"cannot read {path}: {exc}")
+        fail(f"cannot read {path}: {exc}")
     if loaded.bad_lines:
         number, reason = loaded.bad_lines[0]
         click.echo(
@@ -171,7 +167,7 @@ def _load(path: Path) -> VerdictFile:
             err=True,
         )
     if not loaded.verdicts:
-        _fail(f"{path} holds no verdicts (expected the --out file of `casewatch judge`)")
+        fail(f"{path} holds no verdicts (expected the --out file of `casewatch judge`)")
     return loaded
 
 
@@ -317,7 +313,7 @@ def agreement_command(
 ) -> None:
     """How well the judge agrees with human labels (--labels) and another judge (--other)."""
     if labels_path is None and other_path is None:
-        _fail("give --labels HUMAN.jsonl, --other JUDGED2.jsonl, or both")
+        fail("give --labels HUMAN.jsonl, --other JUDGED2.jsonl, or both")
     judged = _load(judged_path).verdicts
     doc: dict[str, Any] = {}
     human = judges = None
@@ -326,9 +322,9 @@ def agreement_command(
         try:
             labels = read_human_labels(labels_path)
         except InvalidInput as exc:
-            _fail(str(exc))
+            fail(str(exc))
         except OSError as exc:
-            _fail(f"cannot read {labels_path}: {exc}")
+            fail(f"cannot read {labels_path}: {exc}")
         human = agreement(judged, labels)
         doc["human"] = human.to_dict()
         # Verdicts of a two-judge panel also get seed 003's before/after-arbitration view.

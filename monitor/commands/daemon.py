@@ -8,17 +8,18 @@ a second SIGTERM/SIGINT ends the process at once.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 import structlog
 
-from monitor.clock import Clock, SystemClock
+from consumers.replay import Pacer, PublishStats, publish, replay
+from monitor.clock import SystemClock
+from monitor.commands.usage import fail
 from monitor.errors import CasewatchError, OffsetsNotCommitted
 from monitor.settings import Settings, load_settings
 
@@ -28,11 +29,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _CONFIG = click.Path(dir_okay=False, path_type=Path)
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"casewatch: {message}", err=True)
-    raise click.exceptions.Exit(code)
 
 
 # ---------------------------------------------------------------- run
@@ -60,14 +56,14 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
     try:
         settings = load_settings(config_file)
     except CasewatchError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     configure_logging(settings.log_level, settings.secret_values())
     try:
         runner = DaemonRunner(settings, REGISTRY, file_path=file_path, follow=follow)
     except ListenError as exc:
-        _fail(f"{exc}; set server.port to a free port")
+        fail(f"{exc}; set server.port to a free port")
     except CasewatchError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         runner.run_foreground()
     except OffsetsNotCommitted as exc:
@@ -95,72 +91,6 @@ def _finish(runner: DaemonRunner, uncommitted: OffsetsNotCommitted | None) -> No
 
 
 # ---------------------------------------------------------------- produce
-
-
-def replay(
-    read_pass: Callable[[], Iterable[bytes]], *, loop: bool, count: int | None
-) -> Iterator[tuple[bytes | None, bytes]]:
-    """(key, value) pairs to publish: the lines of each pass as raw bytes, in order.
-
-    ``read_pass`` returns the lines afresh for every pass (the file is streamed, never held).
-    Keys are the conversation_id, so one conversation stays on one partition (ordered).
-    With ``loop`` the file repeats; from the second pass on each event_id gets the suffix
-    ``-rN`` so replays are new events rather than duplicates the store would drop.
-    Lines that are not JSON objects are sent unchanged (they exercise the dead-letter path).
-    """
-    sent = 0
-    n_pass = 0
-    while True:
-        sent_this_pass = 0
-        for line in read_pass():
-            raw = line.rstrip(b"\r\n")
-            if not raw.strip():
-                continue
-            if count is not None and sent >= count:
-                return
-            yield _rewrite(raw, n_pass)
-            sent += 1
-            sent_this_pass += 1
-        n_pass += 1
-        if not loop or sent_this_pass == 0:
-            return
-
-
-def _rewrite(raw: bytes, n_pass: int) -> tuple[bytes | None, bytes]:
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None, raw
-    if not isinstance(doc, dict):
-        return None, raw
-    conv = doc.get("conversation_id")
-    key = str(conv).encode() if conv is not None else None
-    if n_pass == 0 or "event_id" not in doc:
-        return key, raw
-    doc["event_id"] = f"{doc['event_id']}-r{n_pass}"
-    return key, json.dumps(doc, separators=(",", ":")).encode()
-
-
-class Pacer:
-    """Spaces sends to ``rate`` per second (None: no limit) on an injected clock."""
-
-    def __init__(self, rate: float | None, clock: Clock) -> None:
-        if rate is not None and rate <= 0:
-            raise ValueError(f"rate must be > 0, got {rate}")
-        self._rate = rate
-        self._clock = clock
-        self._start: float | None = None
-        self._n = 0
-
-    def wait(self) -> None:
-        if self._rate is None:
-            return
-        now = self._clock.monotonic()
-        if self._start is None:
-            self._start = now
-        due = self._start + self._n / self._rate
-        self._clock.sleep(due - now)
-        self._n += 1
 
 
 def _lines(path: Path) -> Iterator[bytes]:
@@ -207,7 +137,7 @@ def produce(
     try:
         settings: Settings = load_settings(config_file)
     except CasewatchError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     servers = [bootstrap] if bootstrap else list(settings.kafka.bootstrap_servers)
     options = {
         **client_options(settings.kafka),
@@ -224,27 +154,26 @@ def produce(
                 max_request_size=settings.kafka.max_message_bytes + 64 * 1024,
             )
     except CasewatchError as exc:
-        _fail(str(exc))
-    failures: list[BaseException] = []
-    pacer = Pacer(rate, SystemClock())
-    sent = 0
+        fail(str(exc))
+    stats = PublishStats()
     try:
         with broker_errors(f"publishing to {topic}", servers):
-            for key, value in replay(lambda: _lines(file), loop=loop, count=count):
-                pacer.wait()
-                producer.send(topic, value=value, key=key).add_errback(failures.append)
-                sent += 1
+            messages = replay(lambda: _lines(file), loop=loop, count=count)
+            publish(producer, topic, messages, Pacer(rate, SystemClock()), stats)
             producer.flush(timeout=60)
     except CasewatchError as exc:
-        _fail(f"{exc} (after {sent} message(s))")
+        fail(f"{exc} (after {stats.sent} message(s))")
     except KeyboardInterrupt:
         pass  # what was sent is flushed by the close below
     finally:
         # Bounded whatever the broker does; what it cannot deliver fails into ``failures``.
         close_producer(producer, 10.0)
-    if failures:
-        _fail(f"{len(failures)} of {sent} message(s) were not published to {topic}: {failures[0]}")
-    click.echo(f"produced {sent} message(s) to {topic}", err=True)
+    if stats.failed:
+        fail(
+            f"{stats.failed} of {stats.sent} message(s) were not published to {topic}: "
+            f"{stats.last_error}"
+        )
+    click.echo(f"produced {stats.sent} message(s) to {topic}", err=True)
 
 
 COMMANDS: list[click.Command] = [run, produce]

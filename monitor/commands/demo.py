@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
+from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.settings import load_settings
 
 _FILE = click.Path(dir_okay=False, path_type=Path)
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"casewatch demo: {message}", err=True)
-    raise click.exceptions.Exit(code)
 
 
 @click.command()
@@ -59,20 +54,20 @@ def demo(
     try:
         settings = load_settings(config_file)
     except CasewatchError as exc:
-        _fail(str(exc))
+        fail(str(exc), prog="casewatch demo")
     configure_logging(log_level, settings.secret_values())
     options = DemoOptions(rate=rate, port=port, db_path=db_path, examples=examples)
     runner = Demo(settings, options, echo=click.echo)
     try:
         runner.start()
     except CasewatchError as exc:
-        _fail(str(exc))
+        fail(str(exc), prog="casewatch demo")
 
     previous = install_drain_signals(runner.request_stop, before_exit=runner.kill_broker)
     try:
         runner.run(duration)
     except CasewatchError as exc:
-        _fail(str(exc), code=1)
+        fail(str(exc), code=1, prog="casewatch demo")
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

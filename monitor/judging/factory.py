@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from monitor.judging.judge import Judge
+from monitor.models import JudgeRole
 from monitor.settings import Settings
 
-Role = Literal["single", "primary", "arbiter"]
 
-
-def build_judge(name: str, settings: Settings, role: Role = "single") -> Judge:
+def build_judge(name: str, settings: Settings, role: JudgeRole = "single") -> Judge:
     cfg = settings.judge_config(name)
     if cfg.kind == "heuristic":
         from monitor.judging.heuristic.judge import HeuristicJudge

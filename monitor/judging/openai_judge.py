@@ -24,7 +24,7 @@ import random
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import openai
 import structlog
@@ -32,14 +32,24 @@ from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from monitor.clock import Backoff, Clock, SystemClock
-from monitor.errors import JudgeError, JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
+from monitor.errors import (
+    JudgeError,
+    JudgeFatalError,
+    JudgeOutputInvalid,
+    JudgeTransientError,
+    truncate,
+)
 from monitor.judging.prompt import PROMPT_VERSION, build_messages, prompt_hash
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema, parse_judge_output
 from monitor.logs import SecretRedactor
-from monitor.models import MAX_JUSTIFICATION_CHARS, JudgeScores, Judgment, TurnEvent
+from monitor.models import (
+    MAX_JUSTIFICATION_CHARS,
+    JudgeRole,
+    JudgeScores,
+    Judgment,
+    TurnEvent,
+)
 from monitor.settings import JudgeConfig
-
-Role = Literal["single", "primary", "arbiter"]
 
 _log = structlog.get_logger("monitor.judging.openai_judge")
 
@@ -73,13 +83,13 @@ class OpenAIJudge:
         self,
         name: str,
         config: JudgeConfig,
-        role: Role = "single",
+        role: JudgeRole = "single",
         *,
         clock: Clock | None = None,
     ) -> None:
         self._name = name
         self._config = config
-        self._role: Role = role
+        self._role: JudgeRole = role
         self._clock = clock or SystemClock()
         key = config.resolve_api_key()
         self._redactor = SecretRedactor([key] if key else [])
@@ -254,7 +264,7 @@ class OpenAIJudge:
 
     def _short(self, text: str) -> str:
         text = self._redactor.redact_text(" ".join(text.split()))
-        return text if len(text) <= _MAX_DETAIL_CHARS else text[: _MAX_DETAIL_CHARS - 3] + "..."
+        return truncate(text, _MAX_DETAIL_CHARS)
 
     def _common(self, call: _Call, start: float) -> dict[str, Any]:
         cfg = self._config

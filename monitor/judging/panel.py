@@ -35,10 +35,10 @@ import structlog
 from monitor.judging import arbitration
 from monitor.judging.arbitration import OutcomeObserver, PanelOutcome
 from monitor.judging.config_hash import judge_config_hash
-from monitor.judging.factory import Role, build_judge
+from monitor.judging.factory import build_judge
 from monitor.judging.judge import Judge
 from monitor.judging.verdicts import failed_verdict, scored_verdict, single_judge_verdict
-from monitor.models import Judgment, TurnEvent, Verdict
+from monitor.models import JudgeRole, Judgment, TurnEvent, Verdict
 from monitor.settings import PanelConfig, Settings
 from monitor.workers import DaemonThreadPool
 
@@ -84,7 +84,7 @@ class JudgePanel:
         cls, settings: Settings, *, on_result: OutcomeObserver | None = None
     ) -> JudgePanel:
         panel = settings.effective_panel()
-        role: Role = "primary" if len(panel.primaries) == 2 else "single"
+        role: JudgeRole = "primary" if len(panel.primaries) == 2 else "single"
         primaries = [build_judge(n, settings, role) for n in panel.primaries]
         arbiter = build_judge(panel.arbiter, settings, "arbiter") if panel.arbiter else None
         return cls(
@@ -260,7 +260,7 @@ class JudgePanel:
             _log.exception("panel_observer_failed", assistant=turn.assistant.name)
 
 
-def _run(judge: Judge, turn: TurnEvent, role: Role) -> Judgment:
+def _run(judge: Judge, turn: TurnEvent, role: JudgeRole) -> Judgment:
     """Call a judge; label its Judgment with the configured name and the panel role.
 
     Judges return failures rather than raise; an exception here is a bug in a judge, recorded

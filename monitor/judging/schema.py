@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from monitor.errors import JudgeOutputInvalid
+from monitor.errors import JudgeOutputInvalid, validation_error_lines
 from monitor.models import MAX_JUSTIFICATION_CHARS, METRICS, JudgeScores
 
 SCHEMA_NAME = "case_aware_judgment"
@@ -65,14 +65,7 @@ def strip_code_fence(text: str) -> str:
 
 def describe_validation_error(exc: ValidationError) -> str:
     """A short list of what was wrong, by location, without echoing the offending values."""
-    lines = []
-    for err in exc.errors()[:_MAX_REPORTED_ERRORS]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        lines.append(f"{loc}: {err['msg']}")
-    more = exc.error_count() - _MAX_REPORTED_ERRORS
-    if more > 0:
-        lines.append(f"... and {more} more error(s)")
-    return "; ".join(lines)
+    return "; ".join(validation_error_lines(exc, _MAX_REPORTED_ERRORS))
 
 
 def parse_judge_output(text: str | None) -> JudgeScores:

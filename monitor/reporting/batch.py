@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from consumers.decode import decode_turn
 from consumers.records import RawMessage
-from monitor.errors import InvalidEvent
+from monitor.errors import InvalidEvent, validation_error_lines
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.models import Band, TurnEvent, Verdict
 
@@ -343,7 +343,7 @@ def read_verdicts(path: Path) -> VerdictFile:
         try:
             verdict = Verdict.model_validate_json(raw)
         except ValidationError as exc:
-            bad.append((number, exc.errors()[0]["msg"] if exc.errors() else str(exc)))
+            bad.append((number, "; ".join(validation_error_lines(exc, 1))))
             continue
         if verdict.event_id in by_id:
             # A resume under a new judge configuration appends; the newest verdict wins.

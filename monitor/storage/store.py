@@ -30,7 +30,7 @@ from monitor.errors import StorageError
 from monitor.models import TurnEvent, Verdict
 from monitor.settings import StorageConfig
 from monitor.storage.tables import (
-    TABLES,
+    AUDIT_TABLES,
     judgment_row,
     judgments,
     turn_row,
@@ -145,6 +145,21 @@ class Store:
                 conn.execution_options(casewatch_write=True)
             with conn.begin():
                 yield conn
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``: SQL modules of other features pick their inserts by it."""
+        return self._dialect
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[Connection]:
+        """One transaction for the SQL modules of other features (leases, drift, matches...).
+
+        Writers take SQLite's write lock up front, like the store's own writes; database errors
+        come out as ``StorageError``.
+        """
+        with self._translate("a database transaction"), self._tx(write=write) as conn:
+            yield conn
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self._clock.time(), tz=UTC)
@@ -298,7 +313,7 @@ class Store:
         with self._translate("counting rows"), self._tx(write=False) as conn:
             return {
                 t.name: int(conn.scalar(sa.select(sa.func.count()).select_from(t)) or 0)
-                for t in TABLES
+                for t in AUDIT_TABLES
             }
 
     def verdicts(self, *, assistant: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:

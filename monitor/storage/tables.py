@@ -131,7 +131,20 @@ judgments = sa.Table(
     sa.Column("latency_seconds", sa.Float, nullable=False),
 )
 
-TABLES: tuple[sa.Table, ...] = (turns, verdicts, judgments)
+# One row per scheduled job: the replica holding an unexpired lease is the one that runs it.
+job_leases = sa.Table(
+    "job_leases",
+    metadata,
+    sa.Column("job", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.String(256), nullable=False),
+    sa.Column("acquired_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=False),
+)
+
+# The audit trail that `casewatch db` counts and retention purges.
+AUDIT_TABLES: tuple[sa.Table, ...] = (turns, verdicts, judgments)
+# Everything the migrations create (other features append their tables here).
+TABLES: tuple[sa.Table, ...] = (*AUDIT_TABLES, job_leases)
 
 
 # ---------------------------------------------------------------- rows from models (pure)

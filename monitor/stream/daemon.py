@@ -27,7 +27,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Collection
-from datetime import UTC, datetime, timedelta
 
 import structlog
 
@@ -38,7 +37,7 @@ from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import Sampler
 from consumers.source import TurnSource
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import BrokerError, MessageRejected, StorageError
+from monitor.errors import MessageRejected, TransportError
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
 from monitor.settings import Settings
@@ -136,7 +135,7 @@ class Daemon:
         return self._pipeline.calls_running if self._finished.is_set() else 0
 
     @property
-    def final_commit_error(self) -> BrokerError | None:
+    def final_commit_error(self) -> TransportError | None:
         """Why the commit at the end of ``run`` failed; None if it succeeded (or is to come)."""
         return self._pipeline.final_commit_error
 
@@ -184,7 +183,7 @@ class Daemon:
         timeout = BACKLOG_WAIT_S if self._backlog else POLL_TIMEOUT_S
         try:
             records = self._source.poll(timeout, self._max_poll_records)
-        except BrokerError as exc:
+        except TransportError as exc:
             self._readiness.broker_failed()
             log.warning("polling the broker failed; retrying", error=str(exc))
             self._stop.wait(1.0)
@@ -361,53 +360,6 @@ class Daemon:
                 closer()
             except Exception:  # one failing close must not leak the others
                 log.warning("closing failed", component=name, exc_info=True)
-
-
-class RetentionJob:
-    """Deletes stored rows older than ``retention_days``, now and then every ``interval_s``.
-
-    Purging is idempotent, so replicas running it at once only repeat each other's work.
-    """
-
-    def __init__(
-        self,
-        store: Store,
-        retention_days: float,
-        clock: Clock | None = None,
-        interval_s: float = 3600.0,
-    ) -> None:
-        self._store = store
-        self._days = retention_days
-        self._clock = clock or SystemClock()
-        self._interval = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="retention", daemon=True)
-
-    def run_once(self) -> int:
-        now = datetime.fromtimestamp(self._clock.time(), tz=UTC)
-        cutoff = now - timedelta(days=self._days)
-        deleted = self._store.purge_older_than(cutoff)
-        log.info("retention purge", cutoff=cutoff.isoformat(), deleted=deleted)
-        return deleted
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except StorageError as exc:
-                log.warning("retention purge failed; next try in an interval", error=str(exc))
-            self._stop.wait(self._interval)
-
-    def start(self) -> RetentionJob:
-        self._thread.start()
-        return self
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop the schedule; a purge in progress is waited for ``timeout_s`` at most (its
-        thread is a daemon one: abandoning it only abandons an idempotent delete)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=timeout_s)
 
 
 def _names(tps: Collection[TopicPartition]) -> list[str]:

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
+from consumers.replay import Pacer, PublishStats, publish
+from monitor.clock import SystemClock
 from monitor.errors import CasewatchError
 from monitor.settings import Settings
 from monitor.stream.demo_summary import Snapshot, format_summary
@@ -179,17 +181,17 @@ class ReplayProducer:
     """Replays the examples in a loop at ``rate`` msgs/s on a thread, until ``stop()``."""
 
     def __init__(self, bootstrap: str, topic: str, docs: list[dict[str, Any]], rate: float) -> None:
-        if rate <= 0:
-            raise ValueError(f"rate must be > 0, got {rate}")
         self._bootstrap = bootstrap
         self._topic = topic
         self._docs = docs
-        self._rate = rate
+        self._pacer = Pacer(rate, SystemClock())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
-        self.sent = 0
-        self.failed = 0
-        self.last_error: BaseException | None = None
+        self.stats = PublishStats()
+
+    @property
+    def sent(self) -> int:
+        return self.stats.sent
 
     def start(self) -> ReplayProducer:
         self._thread.start()
@@ -200,11 +202,11 @@ class ReplayProducer:
         if self._thread.is_alive():
             self._thread.join(timeout_s)
 
-    def _failed(self, exc: BaseException) -> None:
-        # Runs on the producer's I/O thread; a dead broker fails records by the hundred, so they
-        # are counted here and reported once, when the thread ends.
-        self.failed += 1
-        self.last_error = exc
+    def _messages(self) -> Iterator[tuple[bytes | None, bytes]]:
+        n_loop = 0
+        while self._docs:  # endless, paced and stopped by publish()
+            yield from demo_messages(self._docs, n_loop, lambda: datetime.now(UTC))
+            n_loop += 1
 
     def _run(self) -> None:
         from consumers._kafka import KafkaProducer, close_producer
@@ -219,27 +221,17 @@ class ReplayProducer:
         except Exception as exc:  # the thread must report, not die silently
             log.error("demo producer could not connect", error=str(exc))
             return
-        started = time.monotonic()
-        n_loop = 0
         try:
-            while not self._stop.is_set():
-                for key, value in demo_messages(self._docs, n_loop, lambda: datetime.now(UTC)):
-                    due = started + self.sent / self._rate
-                    if self._stop.wait(max(0.0, due - time.monotonic())):
-                        break
-                    future = producer.send(self._topic, value=value, key=key)
-                    future.add_errback(self._failed)
-                    self.sent += 1
-                n_loop += 1
+            publish(producer, self._topic, self._messages(), self._pacer, self.stats, self._stop)
         except Exception as exc:
             log.error("demo producer stopped", error=str(exc))
         finally:
             close_producer(producer, PRODUCER_TIMEOUT_S)
-            if self.failed:
+            if self.stats.failed:
                 log.warning(
                     "demo producer: records not published",
-                    n=self.failed,
-                    error=str(self.last_error),
+                    n=self.stats.failed,
+                    error=str(self.stats.last_error),
                 )
 
 

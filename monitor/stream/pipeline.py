@@ -16,7 +16,7 @@ from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import Sampler
 from consumers.source import TurnSource
 from monitor.clock import Clock
-from monitor.errors import BrokerError
+from monitor.errors import TransportError
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
 from monitor.settings import Settings
@@ -92,7 +92,7 @@ class Pipeline:
         self._commit.stop_periodic()
 
     @property
-    def final_commit_error(self) -> BrokerError | None:
+    def final_commit_error(self) -> TransportError | None:
         return self._commit.final_error
 
 

@@ -30,7 +30,7 @@ from monitor.settings import Settings
 if TYPE_CHECKING:
     from consumers.dlq import DeadLetterSink
     from consumers.source import TurnSource
-    from monitor.stream.daemon import RetentionJob
+    from monitor.jobs.scheduler import JobScheduler
 
 log = structlog.get_logger(__name__)
 
@@ -40,7 +40,7 @@ BROKER_CALL_TIMEOUT_S = 30.0
 # Each step of closing a Kafka client: the consumer's revocation commit, then its leaving the
 # group; the dead-letter producer's flush, then its sender thread's exit.
 KAFKA_CLOSE_TIMEOUT_S = 5.0
-RETENTION_STOP_S = 5.0  # a purge in progress at shutdown is given this long, then abandoned
+JOBS_STOP_S = 5.0  # a scheduled job running at shutdown is given this long, then abandoned
 SignalHandler = Callable[[int, FrameType | None], object] | int | None
 
 
@@ -56,7 +56,7 @@ def shutdown_budget_s(settings: Settings) -> float:
     return (
         settings.daemon.drain_timeout_seconds  # absorbs a broker call in progress at the stop
         + FINAL_COMMIT_MIN_S
-        + RETENTION_STOP_S  # a purge in progress
+        + JOBS_STOP_S  # a scheduled job in progress
         + 4 * KAFKA_CLOSE_TIMEOUT_S  # consumer and dead-letter producer, two steps each
     )
 
@@ -154,7 +154,10 @@ class DaemonRunner:
         follow: bool = False,
         exit_when_idle: bool | None = None,
     ) -> None:
+        from monitor.clock import SystemClock
         from monitor.exporter import Metrics
+        from monitor.jobs.build import build_jobs
+        from monitor.jobs.scheduler import JobScheduler
         from monitor.judging.evaluator import build_evaluator
         from monitor.storage.store import Store
         from monitor.stream.daemon import Daemon
@@ -166,8 +169,7 @@ class DaemonRunner:
             exit_when_idle = file_path is not None and not follow
         self.registry = registry
         self.error: BaseException | None = None
-        self._retention_days = settings.storage.retention_days
-        self._retention: RetentionJob | None = None
+        self._jobs: JobScheduler | None = None
         self._thread: threading.Thread | None = None
         self._stopped = False
         closers: list[Callable[[], None]] = []
@@ -181,6 +183,10 @@ class DaemonRunner:
             evaluator = build_evaluator(settings, on_panel_result=self.metrics.record_panel)
             closers.append(evaluator.close)
             self.store = store
+            jobs = JobScheduler(store, self.metrics)
+            for job in build_jobs(settings, store, self.metrics, SystemClock()):
+                jobs.add(job)
+            self._jobs = jobs
             self.daemon = Daemon(
                 settings, source, dlq, store, evaluator, self.metrics, exit_when_idle=exit_when_idle
             )
@@ -211,15 +217,13 @@ class DaemonRunner:
         return self._thread is not None and self._thread.is_alive()
 
     def _start_services(self) -> None:
-        from monitor.stream.daemon import RetentionJob
-
         self.server.start()
-        if self._retention_days is not None:
-            self._retention = RetentionJob(self.store, self._retention_days).start()
+        if self._jobs is not None:
+            self._jobs.start()
 
     def _stop_services(self) -> None:
-        if self._retention is not None:
-            self._retention.stop(RETENTION_STOP_S)
+        if self._jobs is not None:
+            self._jobs.shutdown(JOBS_STOP_S)
         self.server.close()
 
     def start(self) -> DaemonRunner:

@@ -27,7 +27,6 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import structlog
 
@@ -39,7 +38,14 @@ from monitor.judging.heuristic.evidence import (
     repeated_steps,
 )
 from monitor.judging.heuristic.identifiers import IdKind
-from monitor.models import MAX_JUSTIFICATION_CHARS, JudgeScores, Judgment, MetricScore, TurnEvent
+from monitor.models import (
+    MAX_JUSTIFICATION_CHARS,
+    JudgeRole,
+    JudgeScores,
+    Judgment,
+    MetricScore,
+    TurnEvent,
+)
 
 __all__ = ["ALGORITHM_VERSION", "PROMPT_HASH", "HeuristicJudge", "score_turn"]
 
@@ -48,7 +54,6 @@ PROMPT_HASH = hashlib.sha256(ALGORITHM_VERSION.encode()).hexdigest()
 
 _log = structlog.get_logger(__name__)
 
-Role = Literal["single", "primary", "arbiter"]
 
 # Below this a metric is at best moderate (seed 004 appendix B).
 _MINOR_EDGE = 0.61
@@ -366,9 +371,9 @@ def score_turn(turn: TurnEvent) -> JudgeScores:
 class HeuristicJudge:
     """Deterministic offline judge; no network, no randomness, no mutable state."""
 
-    def __init__(self, name: str = "heuristic", role: Role = "single") -> None:
+    def __init__(self, name: str = "heuristic", role: JudgeRole = "single") -> None:
         self._name = name
-        self._role: Role = role
+        self._role: JudgeRole = role
 
     @property
     def name(self) -> str:

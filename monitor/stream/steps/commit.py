@@ -22,7 +22,7 @@ import structlog
 from consumers.offsets import OffsetTracker
 from consumers.records import TopicPartition
 from monitor.clock import Clock
-from monitor.errors import BrokerError
+from monitor.errors import TransportError
 from monitor.stream.steps.base import Envelope
 
 log = structlog.get_logger(__name__)
@@ -60,7 +60,7 @@ class CommitStep:
         self._final_min = final_commit_min_s
         self._last: float | None = None
         self._periodic = True
-        self.final_error: BrokerError | None = None
+        self.final_error: TransportError | None = None
 
     def submit(self, message: Envelope[Any]) -> None:
         self._tracker.done(message.tp, message.offset)
@@ -72,14 +72,14 @@ class CommitStep:
             log.warning("offset commit failed; will retry", error=str(error))
         return error is None
 
-    def _commit(self, timeout_s: float | None) -> BrokerError | None:
+    def _commit(self, timeout_s: float | None) -> TransportError | None:
         self._last = self._clock.monotonic()
         offsets = self._tracker.committable()
         if not offsets:
             return None
         try:
             self._committer.commit(offsets, timeout_s=timeout_s)
-        except BrokerError as exc:
+        except TransportError as exc:
             self._metrics.record_commit_failure()
             return exc
         self._tracker.mark_committed(offsets)

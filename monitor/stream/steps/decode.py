@@ -16,7 +16,7 @@ from consumers.decode import decode_turn
 from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import BrokerError, InvalidEvent, MessageRejected
+from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
 
@@ -60,7 +60,7 @@ class DecodeStep:
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
         try:
             self._dlq.send(message.payload, exc.reason, exc.detail)
-        except BrokerError as err:
+        except TransportError as err:
             log.warning("dead-letter queue refused a record; will retry", error=str(err))
             raise MessageRejected("dead-letter queue unavailable") from err
         self._metrics.record_dead_letter(exc.reason)
@@ -78,7 +78,7 @@ class DecodeStep:
             return True
         try:
             self._dlq.flush(timeout)
-        except BrokerError as err:
+        except TransportError as err:
             log.warning("dead-letter flush failed; will retry", error=str(err))
             return False
         for message in self._unflushed:

@@ -15,14 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from click.testing import CliRunner
 
 from consumers.tansu import EmbeddedBroker, create_topics, free_port
 from monitor.cli import main
-from monitor.clock import ManualClock
-from monitor.commands.daemon import Pacer, replay
 from monitor.errors import StorageError
 from monitor.settings import load_settings
 from monitor.storage.store import Store
@@ -38,40 +35,6 @@ from tests.monitor.stream.test_daemon import (
     turn_values,
     wait_for,
 )
-
-# ---------------------------------------------------------------- produce: pure parts
-
-
-def _lines(*docs: Any) -> list[bytes]:
-    return [d if isinstance(d, bytes) else json.dumps(d).encode() + b"\n" for d in docs]
-
-
-def test_replay_sends_lines_as_they_are_keyed_by_conversation() -> None:
-    lines = _lines({"event_id": "e1", "conversation_id": "c1"}, b"\n", b"garbage\n")
-    out = list(replay(lambda: lines, loop=False, count=None))
-    assert out == [(b"c1", lines[0].rstrip(b"\n")), (None, b"garbage")]
-
-
-def test_replay_loop_renames_events_per_pass_and_stops_at_count() -> None:
-    lines = _lines({"event_id": "e1", "conversation_id": "c1"}, {"event_id": "e2"})
-    out = list(replay(lambda: lines, loop=True, count=5))
-    ids = [json.loads(v)["event_id"] for _, v in out]
-    assert ids == ["e1", "e2", "e1-r1", "e2-r1", "e1-r2"]
-
-
-def test_replay_of_an_empty_file_ends_even_with_loop() -> None:
-    assert list(replay(lambda: [b"\n"], loop=True, count=None)) == []
-
-
-def test_pacer_spaces_sends_on_the_clock() -> None:
-    clock = ManualClock()
-    pacer = Pacer(4.0, clock)
-    for _ in range(5):
-        pacer.wait()
-    assert clock.monotonic() == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="rate"):
-        Pacer(0, clock)
-
 
 # ---------------------------------------------------------------- produce against Tansu
 

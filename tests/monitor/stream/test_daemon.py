@@ -30,7 +30,7 @@ from monitor.exporter import Metrics
 from monitor.judging.evaluator import build_evaluator
 from monitor.settings import JudgeConfig, KafkaConfig, Settings, load_settings
 from monitor.storage.store import Store
-from monitor.stream.daemon import Daemon, RetentionJob
+from monitor.stream.daemon import Daemon
 from monitor.stream.http import ProbeApp, ProbeServer
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
@@ -602,20 +602,3 @@ def test_judge_endpoint_down_records_judge_failed_and_keeps_consuming(tmp_path: 
         assert h.sample("casewatch_judge_failed_total", failed) == 10
     rows = store.verdicts(limit=100)
     assert {(r["status"], r["failure_reason"]) for r in rows} == {("judge_failed", "connection")}
-
-
-def test_retention_job_purges_old_rows(tmp_path: Path) -> None:
-    from monitor.clock import ManualClock
-    from tests.fixtures.databases import make_verdict
-
-    store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    store.migrate()
-    turn = make_turn("old")
-    store.save(turn, make_verdict(turn))
-    clock = ManualClock(start=time.time())
-    job = RetentionJob(store, retention_days=1, clock=clock)
-    assert job.run_once() == 0
-    clock.advance(2 * 86_400)
-    assert job.run_once() == 1
-    assert store.counts()["verdicts"] == 0
-    store.close()

@@ -1,0 +1,57 @@
+"""Job leases in SQL: which replica runs a scheduled job (one at a time, taken over on expiry).
+
+A lease is a row per job. Taking it is one upsert that only overwrites a row that expired or is
+already ours, so two replicas racing for it cannot both win: the database serialises the upsert
+(a row lock on PostgreSQL, the write lock on SQLite) and each then reads who owns the row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from monitor.storage.store import Store
+from monitor.storage.tables import job_leases
+
+
+class Leases:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def acquire(self, job: str, owner: str, now: datetime, ttl_seconds: float) -> bool:
+        """Take or renew ``job``'s lease until ``now + ttl``; False if another owner holds it."""
+        expires = now + timedelta(seconds=ttl_seconds)
+        dialect = postgresql if self._store.dialect == "postgresql" else sqlite
+        stmt = dialect.insert(job_leases).values(
+            job=job, owner=owner, acquired_at=now, expires_at=expires
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[job_leases.c.job],
+            set_={"owner": owner, "acquired_at": now, "expires_at": expires},
+            where=sa.or_(job_leases.c.expires_at <= now, job_leases.c.owner == owner),
+        )
+        with self._store.transaction(write=True) as conn:
+            conn.execute(stmt)
+            holder = conn.execute(
+                sa.select(job_leases.c.owner).where(job_leases.c.job == job)
+            ).scalar_one()
+        return bool(holder == owner)
+
+    def release(self, job: str, owner: str) -> None:
+        """Give the lease up (on shutdown) so another replica need not wait for it to expire."""
+        with self._store.transaction(write=True) as conn:
+            conn.execute(
+                sa.delete(job_leases).where(job_leases.c.job == job, job_leases.c.owner == owner)
+            )
+
+    def holder(self, job: str, now: datetime) -> str | None:
+        """The owner of an unexpired lease on ``job``, if any."""
+        with self._store.transaction(write=False) as conn:
+            row = conn.execute(
+                sa.select(job_leases.c.owner).where(
+                    job_leases.c.job == job, job_leases.c.expires_at > now
+                )
+            ).first()
+        return None if row is None else str(row.owner)
