@@ -108,7 +108,7 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 
 # No ``*_created`` samples: Prometheus ignores them in the text format, and at the full label
 # set (100 assistants x 8 metrics x bands) they are a fifth of every scrape (bench/scrape.py).
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 OTHER = "__other__"
 DEFAULT_MAX_LABEL_VALUES = 100
