@@ -23,7 +23,7 @@ here; HTTP requests per turn, retries included, for context), turns ending judge
 silent drops (lost turns plus poison records missing from the dead-letter topic), restart to
 first verdict p50 / max, and the broker outage's effect.
 
-    .venv/bin/python bench/chaos.py                    # short: 2,000 turns, 4 kills (~2 min)
+    .venv/bin/python bench/chaos.py                    # short: 600 turns, 3 kills (~2 min)
     .venv/bin/python bench/chaos.py --turns 20000 --kills 20 --max-seconds 1500
     .venv/bin/python bench/chaos.py --static            # kafka.group_instance_id set
 
@@ -538,16 +538,16 @@ def _partition_ends(n_values: int, partitions: int) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--turns", type=int, default=600)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--kills", type=int, default=4)
+    parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--outage", type=float, default=5.0, help="broker down for this long")
     parser.add_argument("--fail", type=float, default=0.3, help="share of judge requests failing")
     parser.add_argument("--latency", type=float, default=0.05, help="judge reply latency, s")
     parser.add_argument("--poison-every", type=int, default=100, help="one poison per N turns")
     parser.add_argument("--static", action="store_true", help="set kafka.group_instance_id")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--serve-judge", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_judge is not None:
