@@ -26,6 +26,7 @@ with warnings.catch_warnings():
     )
     import kafka
     import kafka.errors
+    import kafka.net.inet
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KafkaTopicPartition
     from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
@@ -153,6 +154,37 @@ def _fallback(workaround: str, attribute: str) -> None:
             attribute=attribute,
             kafka_python=kafka.__version__,
         )
+
+
+def _close_failed_connects() -> None:
+    """Close the socket of a failed connection attempt.
+
+    kafka-python 3.0.12's ``KafkaNetSocket.sock_connect`` raises on a refused or timed-out
+    connect without closing the socket it was given, so while a broker is down every retry
+    leaves a socket to the garbage collector (a ResourceWarning each). Applied once, at import.
+    """
+    cls = getattr(kafka.net.inet, "KafkaNetSocket", None)
+    original = getattr(cls, "sock_connect", None)
+    if cls is None or original is None:
+        _fallback("close_failed_connects", "kafka.net.inet.KafkaNetSocket.sock_connect")
+        return
+    if getattr(original, "closes_on_failure", False):
+        return
+
+    async def sock_connect(
+        self: Any, net: Any, sock: Any, sockaddr: Any, timeout_at: Any = None
+    ) -> Any:
+        try:
+            return await original(self, net, sock, sockaddr, timeout_at=timeout_at)
+        except BaseException:
+            sock.close()
+            raise
+
+    sock_connect.closes_on_failure = True  # type: ignore[attr-defined]
+    cls.sock_connect = sock_connect
+
+
+_close_failed_connects()
 
 
 def finish_pending_join(consumer: Any, timeout_ms: int) -> None:

@@ -149,6 +149,12 @@ class KafkaTurnSource:
     def paused(self) -> set[TopicPartition]:
         return {from_kafka_tp(tp) for tp in self._consumer.paused()}
 
+    @property
+    def member_id(self) -> str:
+        """This consumer's member id in its group ('' before it joined). A static member
+        (``group_instance_id``) gets the same one back when it rejoins under its name."""
+        return str(self._consumer.group_metadata().member_id or "")
+
     def assignment(self) -> set[TopicPartition]:
         return {from_kafka_tp(tp) for tp in self._consumer.assignment()}
 

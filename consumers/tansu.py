@@ -59,6 +59,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the broker binds (SO_REUSEADDR): connections of a broker stopped a moment ago,
+        # still in TIME_WAIT, do not make the port taken; a listener on it does.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

@@ -28,7 +28,6 @@ as the callers' concurrency. Nothing else is shared between calls.
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Mapping, Sequence
 
 import structlog
@@ -41,6 +40,7 @@ from monitor.judging.judge import Judge
 from monitor.judging.verdicts import failed_verdict, scored_verdict, single_judge_verdict
 from monitor.models import JudgeRole, Judgment, TurnEvent, Verdict
 from monitor.settings import PanelConfig, Settings
+from monitor.workers import DaemonThreadPool
 
 PANEL_INSUFFICIENT = "panel_insufficient"
 
@@ -76,9 +76,8 @@ class JudgePanel:
         self._hash = config_hash
         self.on_result = on_result
         # Threads start lazily on the first submit: a single-primary panel never starts one.
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=executor_threads, thread_name_prefix="panel-primary"
-        )
+        # Daemon threads: a call abandoned at shutdown does not hold the process's exit.
+        self._pool = DaemonThreadPool(executor_threads, "panel-primary")
 
     @classmethod
     def from_settings(
@@ -116,7 +115,7 @@ class JudgePanel:
     def close(self) -> None:
         # Not waiting: at a shutdown whose drain timed out, a call in progress may take its whole
         # timeout, and its result is dropped anyway; closing the judges below cuts it short.
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
         for judge in (*self._primaries, *([self._arbiter] if self._arbiter else [])):
             judge.close()
 

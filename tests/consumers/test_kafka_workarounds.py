@@ -57,3 +57,21 @@ def test_a_missing_private_attribute_falls_back_with_a_warning() -> None:
     warnings = [e for e in logs if e["log_level"] == "warning"]
     assert [w["workaround"] for w in warnings] == ["finish_pending_join", "wait_within"]
     assert all("kafka_python" in w for w in warnings)
+
+
+def test_a_refused_connection_leaves_no_socket_open() -> None:
+    # kafka-python 3.0.12 left each failed attempt's socket to the garbage collector (one
+    # ResourceWarning per retry while a broker is down).
+    import socket
+
+    from consumers.tansu import free_port
+
+    connector = _kafka.kafka.net.inet.KafkaNetSocket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    attempt = connector.sock_connect(None, sock, ("127.0.0.1", free_port()))
+    # Refused at once on loopback (or, if it had to wait, failing on the missing I/O loop):
+    # either way the attempt fails, and the socket must be closed.
+    with pytest.raises((_kafka.kafka.errors.KafkaConnectionError, AttributeError)):
+        attempt.send(None)
+    assert sock.fileno() == -1

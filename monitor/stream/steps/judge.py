@@ -19,7 +19,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 from collections import deque
 from collections.abc import Collection, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Protocol
 
 import structlog
@@ -30,6 +30,7 @@ from monitor.errors import MessageRejected, StorageError
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.models import TurnEvent, Verdict
 from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, ProcessingStep
+from monitor.workers import DaemonThreadPool
 
 log = structlog.get_logger(__name__)
 
@@ -84,7 +85,7 @@ class JudgeStep:
         self._budget = budget
         self._max = max_in_flight
         self._clock = clock or SystemClock()
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
+        self._pool = DaemonThreadPool(concurrency, "judge")
         self._running: dict[Future[Verdict], Envelope[TurnEvent]] = {}
         self._ready: deque[Envelope[JudgedTurn]] = deque()
         # Turns of revoked partitions not yet started: judged only if the partition comes back.
@@ -248,7 +249,8 @@ class JudgeStep:
         self._next.join(deadline.remaining())
 
     def close(self) -> None:
-        # Queued calls are cancelled; running ones finish in their threads (judge timeouts
-        # bound them) and their results are dropped: those offsets were never committed.
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # Queued calls are cancelled; running ones finish in their daemon threads (judge
+        # timeouts bound them; process exit does not wait for them) and their results are
+        # dropped: those offsets were never committed.
+        self._pool.shutdown()
         self._next.close()

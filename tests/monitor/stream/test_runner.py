@@ -20,7 +20,7 @@ from monitor.storage.tables import turns, verdicts
 from monitor.stream.runner import DaemonRunner, ListenError, file_sidecars
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn, make_verdict
-from tests.fixtures.judge_server import fake_judge_config
+from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
 from tests.monitor.stream.test_daemon import http_get, rows_per_event, turn_values, wait_for
 
 
@@ -120,3 +120,71 @@ def test_a_started_runner_serves_probes_purges_old_rows_and_stops(tmp_path: Path
     assert runner.stop(timeout_s=30)  # idempotent
     assert store.counts()["turns"] == 3
     store.close()
+
+
+# A process that builds a runner on a file source, starts it, and stops it once told to (the
+# file STOP appears), then returns from main: its exit must not wait for the judge calls the
+# stop abandoned (a ThreadPoolExecutor's workers would be joined at interpreter exit).
+_STOP_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+from prometheus_client import CollectorRegistry
+from monitor.settings import load_settings
+from monitor.stream.runner import DaemonRunner, shutdown_budget_s
+
+config = json.loads(sys.argv[1])
+settings = load_settings(None, **config["settings"])
+runner = DaemonRunner(
+    settings, CollectorRegistry(), file_path=Path(config["data"]), follow=True
+).start()
+stop = Path(config["stop"])
+while not stop.exists():
+    time.sleep(0.05)
+stopped = runner.stop(shutdown_budget_s(settings))
+print(json.dumps({"stopped": stopped, "abandoned": runner.daemon.abandoned_calls}), flush=True)
+"""
+
+# What a process may take beyond its shutdown budget to tear down (interpreter exit): with the
+# budget, a liveness bound (the process ends), not a performance threshold.
+EXIT_SLACK_S = 10.0
+
+
+def test_a_stop_is_bounded_by_the_drain_when_a_judge_call_hangs(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from monitor.stream.runner import shutdown_budget_s
+
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(turn_values(4)) + b"\n")
+    stop = tmp_path / "STOP"
+    with FakeJudgeServer(latency=600) as judge:  # hangs far longer than the test
+        judge_config = fake_judge_config(judge, timeout_seconds=600).model_dump(mode="json")
+        judges = {"remote": {**judge_config, "api_key": FAKE_JUDGE_KEY}}
+        settings = {
+            "judges": judges,
+            "judge": "remote",
+            "storage": {"url": f"sqlite:///{tmp_path / 'db.sqlite'}", "retention_days": None},
+            "server": {"host": "127.0.0.1", "port": 0},
+            "daemon": {"drain_timeout_seconds": 1},
+        }
+        config = {"settings": settings, "data": str(data), "stop": str(stop)}
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _STOP_SCRIPT, json.dumps(config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            wait_for(lambda: judge.request_count >= 1, 60, "a judge call in flight")
+            stop.touch()
+            budget = shutdown_budget_s(load_settings(None, **settings))
+            out, _ = proc.communicate(timeout=budget + EXIT_SLACK_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["stopped"] is True and result["abandoned"] >= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,10 @@ GOOD = make_turn("e1").model_dump_json().encode()
 
 
 @pytest.fixture
-def sink(tmp_path: Path) -> FileDeadLetterSink:
-    return FileDeadLetterSink(tmp_path / "dlq.jsonl")
+def sink(tmp_path: Path) -> Iterator[FileDeadLetterSink]:
+    dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
+    yield dlq
+    dlq.close()
 
 
 def _step(

@@ -1,0 +1,84 @@
+"""A fixed pool of daemon worker threads that returns ``concurrent.futures.Future`` objects.
+
+Why not ``ThreadPoolExecutor``: since Python 3.9 its workers are joined when the interpreter
+exits, so a judge call still running when a stop gives up on it (the drain timed out; its turn
+stays uncommitted and is re-read after a restart) keeps the process alive until the call's own
+timeout, retries included. Here the workers are daemon threads: whoever stops the daemon waits
+at most the drain timeout plus a fixed margin (``monitor.stream.runner.shutdown_budget_s``),
+whatever the judges do. The judge step and the panel (its second primary) run on it.
+Abandoned calls are counted by the owner (``calls_running``).
+
+Futures behave as the executor's do: ``cancel()`` succeeds while the call has not started, and
+a cancelled or shut-down pool never starts it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+_Work = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
+
+
+class DaemonThreadPool:
+    def __init__(self, workers: int, name: str) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self._queue: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
+        self._shutdown = False
+        self._lock = threading.Lock()
+        self._workers = workers
+        self._name = name
+        self._threads: list[threading.Thread] = []  # started on the first submit
+
+    def submit(self, fn: Callable[..., R], *args: Any) -> Future[R]:
+        future: Future[R] = Future()
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to a pool that was shut down")
+            if not self._threads:
+                for i in range(self._workers):
+                    thread = threading.Thread(
+                        target=self._work, name=f"{self._name}_{i}", daemon=True
+                    )
+                    thread.start()
+                    self._threads.append(thread)
+            self._queue.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled while queued
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to whoever reads the future, as executors do
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self) -> None:
+        """Cancel the calls not started; let running ones finish in their (daemon) threads,
+        whose results nobody reads. Returns at once."""
+        with self._lock:
+            if self._shutdown:
+                return
+            self._shutdown = True
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self._threads:
+            self._queue.put(None)

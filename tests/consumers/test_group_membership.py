@@ -1,0 +1,107 @@
+"""Static and dynamic group membership against the embedded broker (Tansu 0.6).
+
+What Tansu does with ``group_instance_id`` (checked here): it keeps a static member's identity.
+A static member that closes stays in the group, and when it rejoins under the same name it gets
+the same member id back with its partitions, without a new member having to wait for the old
+incarnation's session to expire. A dynamic member leaves the group on a clean close (the
+daemon's SIGTERM path ends in ``KafkaTurnSource.close``), so the group is empty at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from consumers._kafka import KafkaAdminClient
+from consumers.kafka_source import KafkaTurnSource
+from consumers.records import TopicPartition
+from consumers.tansu import EmbeddedBroker, create_topics
+from monitor.settings import KafkaConfig
+from tests.monitor.stream.test_daemon import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def two_partitions(tansu_broker: EmbeddedBroker) -> str:
+    topic = f"test.members.{uuid.uuid4().hex[:8]}"
+    create_topics(tansu_broker.bootstrap, [topic], partitions=2)
+    return topic
+
+
+@pytest.fixture
+def sources() -> Iterator[list[KafkaTurnSource]]:
+    opened: list[KafkaTurnSource] = []
+    yield opened
+    for source in opened:
+        source.close()
+
+
+def _config(broker: EmbeddedBroker, topic: str, group: str, **kw: Any) -> KafkaConfig:
+    return KafkaConfig(
+        bootstrap_servers=[broker.bootstrap],
+        topics=[topic],
+        group_id=group,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=1000,
+        max_poll_interval_ms=6000,
+        **kw,
+    )
+
+
+def _joined(source: KafkaTurnSource, topic: str) -> None:
+    every = {TopicPartition(topic, p) for p in (0, 1)}
+
+    def assigned() -> bool:
+        source.poll(0.1, 10)
+        return source.assignment() == every
+
+    wait_for(assigned, timeout=60, what="both partitions assigned")
+
+
+def _members(bootstrap: str, group: str) -> list[str]:
+    """The member ids the broker lists for ``group``."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    # kafka-python 3.0.12 cannot parse the authorized-operations bits Tansu returns
+    # (ValueError: 15 is not a valid ACLOperation); the members do not need them.
+    admin._process_acl_operations = lambda group_dict: group_dict
+    try:
+        description = admin.describe_groups([group])[group]
+    finally:
+        admin.close()
+    return [str(m["member_id"]) for m in description["members"]]
+
+
+def test_a_dynamic_member_leaves_the_group_when_closed(
+    tansu_broker: EmbeddedBroker, two_partitions: str, sources: list[KafkaTurnSource]
+) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    source = KafkaTurnSource(_config(tansu_broker, two_partitions, group))
+    sources.append(source)
+    _joined(source, two_partitions)
+    assert _members(tansu_broker.bootstrap, group) == [source.member_id]
+    source.close()
+    # Gone now, not after its session timeout: the next member need not wait for it.
+    assert _members(tansu_broker.bootstrap, group) == []
+
+
+def test_a_static_member_stays_when_closed_and_rejoins_as_itself(
+    tansu_broker: EmbeddedBroker, two_partitions: str, sources: list[KafkaTurnSource]
+) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    cfg = _config(tansu_broker, two_partitions, group, group_instance_id="casewatch-0")
+    first = KafkaTurnSource(cfg)
+    sources.append(first)
+    _joined(first, two_partitions)
+    member = first.member_id
+    assert member.startswith("casewatch-0")
+    first.close()
+    assert _members(tansu_broker.bootstrap, group) == [member]  # no LeaveGroup: still there
+    second = KafkaTurnSource(cfg)  # the restarted pod, same name
+    sources.append(second)
+    _joined(second, two_partitions)
+    assert second.member_id == member
+    assert _members(tansu_broker.bootstrap, group) == [member]
