@@ -21,9 +21,12 @@ services:
 lint: $(STAMP)
 	$(PY) -m ruff check monitor consumers tests bench examples
 	$(PY) -m ruff format --check monitor consumers tests bench examples
+	$(PY) -m ruff check dashboards && $(PY) -m ruff format --check dashboards
+	$(PY) -m ruff check scripts && $(PY) -m ruff format --check scripts
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
+	$(PY) -m mypy dashboards
 
 test: $(STAMP) services lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -33,3 +36,10 @@ bench: $(STAMP) services
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# Regenerate the chart's files derived from the code: values.schema.json (from the settings) and
+# the values table of helm/casewatch/README.md (tests/helm fail while either is stale).
+.PHONY: chart
+chart: $(STAMP)
+	$(PY) scripts/helm_values_schema.py
+	$(PY) scripts/helm_values_docs.py

@@ -93,6 +93,9 @@ class KafkaTurnSource:
                 max_poll_interval_ms=config.max_poll_interval_ms,
                 max_poll_records=config.max_poll_records,
                 bootstrap_timeout_ms=int(connect_timeout_s * 1000),
+                # None: a dynamic member, which leaves the group on close(); a static one stays
+                # (until its session times out) so its restart takes the partitions back.
+                group_instance_id=config.group_instance_id,
             )
         try:
             with broker_errors("subscribing", self._servers):

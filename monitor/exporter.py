@@ -14,6 +14,7 @@ and read values back with ``registry.get_sample_value(name, labels)``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -30,7 +31,7 @@ from prometheus_client import (
 from monitor import __version__
 from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.judge import FAILURE_REASONS
-from monitor.models import Verdict
+from monitor.models import Band, Verdict
 
 # The exported family names (counters with their ``_total``). Histograms also expose
 # ``_bucket``, ``_sum`` and ``_count`` series; see ``is_declared``.
@@ -124,6 +125,8 @@ _MAX_LABEL_CHARS = 64
 # Sampling counter children kept per (sampled, assistant, reason): every consumed turn is
 # counted, and ``labels()`` costs several microseconds. Bounded, as assistant names are input.
 _SAMPLING_CACHE_MAX = 1024
+# casewatch_turns_skipped_total reason of a sampled turn whose verdict is already stored.
+ALREADY_JUDGED = "already_judged"
 
 
 class Decision(Protocol):
@@ -178,6 +181,7 @@ class Metrics:
         self.registry = registry
         self._assistant = LabelGuard(max_assistants)
         self._sampling_children: dict[tuple[bool, str, str], Any] = {}
+        self._judged_primed: set[str] = set()  # assistants whose band series exist (see below)
         r = registry
 
         # Which build is running: join on it to split any panel by version during a rollout.
@@ -457,6 +461,8 @@ class Metrics:
 
         for outcome in ("inserted", "duplicate"):
             self.stored.labels(outcome=outcome)
+        self._drift_series: dict[str, set[str]] = {}
+        self._drift_lock = threading.Lock()
 
     # ------------------------------------------------------------------ recording helpers
 
@@ -484,6 +490,12 @@ class Metrics:
             if len(self._sampling_children) < _SAMPLING_CACHE_MAX:
                 self._sampling_children[key] = child
         child.inc(count)
+
+    def record_already_judged(self, assistant: str, count: int = 1) -> None:
+        """Sampled turns not judged because the store already holds their verdict under the
+        current judge configuration (a replay after a crash or a rebalance): no judge call."""
+        label = self._assistant(assistant)
+        self.turns_skipped.labels(assistant=label, reason=ALREADY_JUDGED).inc(count)
 
     def record_dead_letter(self, reason: str) -> None:
         self.dead_letter.labels(reason=reason).inc()
@@ -563,6 +575,12 @@ class Metrics:
     def record_verdict(self, verdict: Verdict) -> None:
         """Turn-level, metric-level and per-judge series for one finished verdict."""
         assistant = self._assistant(verdict.assistant.name)
+        if assistant not in self._judged_primed:
+            # Every band of a new assistant starts at 0, so that rate()/increase() in rules/
+            # count its first severe turn (a series born at 1 loses that first increment).
+            self._judged_primed.add(assistant)
+            for band in (*(b.value for b in Band), "judge_failed"):
+                self.turns_judged.labels(assistant=assistant, band=band)
         if verdict.status == "ok" and verdict.turn_band is not None:
             self.turns_judged.labels(assistant=assistant, band=verdict.turn_band.value).inc()
             if verdict.s_final is not None:
@@ -588,3 +606,44 @@ class Metrics:
                 self.judge_tokens.labels(judge=j.judge, kind="output").inc(j.output_tokens)
             if j.cost_usd:
                 self.judge_cost.labels(judge=j.judge).inc(j.cost_usd)
+
+    # ------------------------------------------------------------------ drift (jobs/drift.py)
+
+    def record_drift_signal(
+        self,
+        assistant: str,
+        signal: str,
+        *,
+        q_value: float | None,
+        effect: float | None,
+        detected: bool,
+    ) -> None:
+        """One signal of the last drift run; None (insufficient data) is exported as NaN."""
+        label = self._assistant(assistant)
+        with self._drift_lock:
+            self._drift_series.setdefault(label, set()).add(signal)
+        nan = float("nan")
+        self.drift_pvalue.labels(label, signal).set(nan if q_value is None else q_value)
+        self.drift_effect.labels(label, signal).set(nan if effect is None else effect)
+        self.drift_detected.labels(label, signal).set(1 if detected else 0)
+
+    def record_drift_windows(self, assistant: str, *, recent: int, reference: int) -> None:
+        label = self._assistant(assistant)
+        self.drift_window_turns.labels(label, "recent").set(recent)
+        self.drift_window_turns.labels(label, "reference").set(reference)
+
+    def record_drift_run(self, finished_at: float) -> None:
+        self.drift_last_run.set(finished_at)
+
+    def forget_drift(self, assistant: str) -> None:
+        """Drop an assistant's drift series (it left both windows): no frozen last values."""
+        label = self._assistant(assistant)
+        with self._drift_lock:
+            signals = self._drift_series.pop(label, set())
+        for signal in signals:
+            for gauge in (self.drift_pvalue, self.drift_effect, self.drift_detected):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(label, signal)
+        for window in ("recent", "reference"):
+            with contextlib.suppress(KeyError):
+                self.drift_window_turns.remove(label, window)

@@ -9,6 +9,8 @@ then defaults. Components receive typed sub-objects, never the environment. Secr
 from __future__ import annotations
 
 import os
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -118,9 +120,21 @@ class KafkaConfig(_Section):
     client_id: str = "casewatch"
     dlq_suffix: str = ".dlq"
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    # Defaults for a loop that polls continuously and pauses partitions instead of blocking
+    # (README "Consumer group timing"): a crashed member is replaced within ~10 s, live members
+    # learn of a rebalance within 1 s, and a rebalance never waits more than 30 s for a member.
     session_timeout_ms: int = Field(default=10_000, gt=0)
-    heartbeat_interval_ms: int = Field(default=3_000, gt=0)
-    max_poll_interval_ms: int = Field(default=300_000, gt=0)
+    heartbeat_interval_ms: int = Field(default=1_000, gt=0)
+    max_poll_interval_ms: int = Field(default=30_000, gt=0)
+    # Static membership (KIP-345): a stable name per replica, e.g. the pod name. A restarted
+    # member with the same name takes its partitions back without a rebalance, and a clean stop
+    # does not leave the group (a dynamic member does). Empty means dynamic membership.
+    group_instance_id: str | None = Field(
+        default=None,
+        max_length=249,
+        pattern=r"^[A-Za-z0-9._-]*$",
+        description="Static group membership: a stable name per replica (the pod name).",
+    )
     max_poll_records: int = Field(default=500, gt=0)
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: str | None = None
@@ -130,6 +144,15 @@ class KafkaConfig(_Section):
     ssl_certfile: Path | None = Field(default=None, description="Client certificate (mTLS).")
     ssl_keyfile: Path | None = Field(default=None, description="Client key (mTLS).")
     max_message_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger → dead letter.")
+
+    @model_validator(mode="after")
+    def _static_member_name(self) -> KafkaConfig:
+        # An empty value (an unset environment variable in a chart) means dynamic membership.
+        if self.group_instance_id == "":
+            object.__setattr__(self, "group_instance_id", None)
+        if self.group_instance_id in (".", ".."):
+            raise ValueError("group_instance_id cannot be '.' or '..' (Kafka refuses them)")
+        return self
 
 
 class AlwaysJudgeRule(_Section):
@@ -203,6 +226,88 @@ class RubricConfig(_Section):
         return self
 
 
+class DriftReferencePeriod(_Section):
+    """A pinned reference window (e.g. the week after a known-good release)."""
+
+    start: datetime
+    end: datetime
+
+    @model_validator(mode="after")
+    def _check(self) -> DriftReferencePeriod:
+        start, end = _as_utc(self.start), _as_utc(self.end)
+        if end <= start:
+            raise ValueError(f"end ({end.isoformat()}) must be after start ({start.isoformat()})")
+        return self
+
+    def bounds(self) -> tuple[datetime, datetime]:
+        """(start, end) as aware UTC datetimes (naive values are taken as UTC)."""
+        return _as_utc(self.start), _as_utc(self.end)
+
+
+class DriftMinEffect(_Section):
+    """Smallest effect size that counts as drift, per kind of statistic (a significant but
+    smaller shift is reported, not flagged: a huge window makes any shift significant)."""
+
+    ks_d: float = Field(default=0.1, ge=0, le=1, description="Two-sample KS D (continuous).")
+    cliffs_delta: float = Field(
+        default=0.147, ge=0, le=1, description="|Cliff's delta| (counts; 0.147 = 'small')."
+    )
+    cramers_v: float = Field(default=0.1, ge=0, le=1, description="Cramér's V (shares).")
+    cohens_h: float = Field(default=0.1, ge=0, le=3.15, description="|Cohen's h| (rates).")
+    psi: float = Field(default=0.1, ge=0, description="Population stability index.")
+
+
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+
+
+def drift_label_signal(key: str) -> str:
+    """The bounded signal name of a configured label key (``input_label_<key>``)."""
+    return "input_label_" + re.sub(r"[^a-z0-9_]", "_", key.lower())
+
+
+class DriftConfig(_Section):
+    """Recent window vs reference window, per assistant, read from the SQL store."""
+
+    enabled: bool = True
+    interval_seconds: float = Field(default=300.0, gt=0, description="How often the job runs.")
+    recent_window_seconds: float = Field(default=3600.0, gt=0)
+    reference_window_seconds: float = Field(
+        default=7 * 86400.0, gt=0, description="Length of the window just before the recent one."
+    )
+    reference_period: DriftReferencePeriod | None = Field(
+        default=None, description="Pinned reference [start, end) instead of the sliding one."
+    )
+    min_turns: int = Field(default=30, ge=2, description="Per window and signal, else skipped.")
+    alpha: float = Field(default=0.01, gt=0, lt=1, description="Benjamini-Hochberg FDR level.")
+    min_effect: DriftMinEffect = Field(default_factory=DriftMinEffect)
+    labels: list[str] = Field(
+        default_factory=list, max_length=10, description="Event label keys to test."
+    )
+    max_categories: int = Field(
+        default=20, ge=2, le=200, description="Rarer categories are pooled as __other__."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DriftConfig:
+        signals: dict[str, str] = {}
+        for key in self.labels:
+            if not _LABEL_KEY.match(key):
+                raise ValueError(
+                    f"labels: {key!r} is not a label key (1-40 letters, digits, '_', '.', '-')"
+                )
+            signal = drift_label_signal(key)
+            if signal in signals:
+                raise ValueError(
+                    f"labels: {signals[signal]!r} and {key!r} map to the same signal {signal}"
+                )
+            signals[signal] = key
+        return self
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="CASEWATCH_",
@@ -223,6 +328,7 @@ class Settings(BaseSettings):
     server: ServerConfig = Field(default_factory=ServerConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     rubric: RubricConfig = Field(default_factory=RubricConfig)
+    drift: DriftConfig = Field(default_factory=DriftConfig)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     redact: list[SecretStr] = Field(default_factory=list, description="Extra strings to redact.")
 

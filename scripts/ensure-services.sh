@@ -33,4 +33,33 @@ if pg_up; then
 else
   echo "ensure-services: PostgreSQL not reachable on 127.0.0.1:5432 (PostgreSQL tests will fail under CI=true)" >&2
 fi
+
+# Prometheus, promtool and Alertmanager (Debian's `prometheus`, `prometheus-alertmanager`): the
+# rule tests run promtool, the live alert tests and the demo start their own Prometheus and
+# Alertmanager on free loopback ports. Installed only; never started as system services.
+prom_missing() {
+  for bin in /usr/bin/prometheus /usr/bin/promtool /usr/bin/prometheus-alertmanager; do
+    [ -x "$bin" ] || return 0
+  done
+  return 1
+}
+if prom_missing; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "ensure-services: installing Prometheus and Alertmanager from Debian" >&2
+    # policy-rc.d 101: Debian must not start the packages' own services (tests run their own).
+    prc=/usr/sbin/policy-rc.d
+    own_prc=0
+    if [ ! -e "$prc" ]; then printf '#!/bin/sh\nexit 101\n' >"$prc" && chmod +x "$prc" && own_prc=1; fi
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends prometheus prometheus-alertmanager >/dev/null
+    [ "$own_prc" = 1 ] && rm -f "$prc"
+  else
+    echo "ensure-services: Prometheus is missing; install Debian's 'prometheus' and 'prometheus-alertmanager' packages (as root)" >&2
+  fi
+fi
+if prom_missing; then
+  echo "ensure-services: prometheus/promtool/prometheus-alertmanager not in /usr/bin (rule and alert tests will fail under CI=true)" >&2
+else
+  echo "ensure-services: $(/usr/bin/promtool --version 2>&1 | head -n1)" >&2
+fi
 exit 0

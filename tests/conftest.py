@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fixtures.judge_server",
     "tests.fixtures.broker",
     "tests.fixtures.databases",
+    "tests.fixtures.prometheus",
 ]

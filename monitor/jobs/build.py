@@ -5,6 +5,7 @@ from __future__ import annotations
 from consumers.sampling import Sampler
 from monitor.clock import Clock
 from monitor.exporter import Metrics
+from monitor.jobs.drift import DriftJob
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.rubric import Budget, RubricJob
 from monitor.jobs.scheduler import Job
@@ -45,6 +46,16 @@ def build_jobs(
                 metrics,
                 budget or Sampler(settings.sampling, clock),
                 clock=clock,
+            )
+        )
+    if settings.drift.enabled:
+        jobs.append(
+            DriftJob(
+                settings.drift,
+                store,
+                metrics,
+                clock=clock,
+                retention_days=storage.retention_days,
             )
         )
     return jobs

@@ -181,6 +181,39 @@ AUDIT_TABLES: tuple[sa.Table, ...] = (turns, verdicts, judgments)
 TABLES: tuple[sa.Table, ...] = (*AUDIT_TABLES, job_leases)
 TABLES = (*TABLES, rubric_gradings)
 
+# Drift results (monitor/jobs/drift.py): one row per (run, assistant, signal); the gauges show
+# the last run, this table the history. Pruned by the drift job after storage.retention_days.
+drift_results = sa.Table(
+    "drift_results",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("run_at", UTCDateTime, nullable=False, index=True),
+    sa.Column("assistant", sa.String(256), nullable=False),
+    sa.Column("signal", sa.String(64), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("test", sa.String(32), nullable=False),
+    sa.Column("status", sa.String(24), nullable=False),
+    sa.Column("statistic", sa.Float),
+    sa.Column("p_value", sa.Float),
+    sa.Column("q_value", sa.Float),
+    sa.Column("effect", sa.Float),
+    sa.Column("effect_name", sa.String(32), nullable=False),
+    sa.Column("min_effect", sa.Float, nullable=False),
+    sa.Column("shift", sa.Float),
+    sa.Column("detected", sa.Boolean, nullable=False),
+    sa.Column("recent_n", sa.Integer, nullable=False),
+    sa.Column("reference_n", sa.Integer, nullable=False),
+    sa.Column("recent_start", UTCDateTime, nullable=False),
+    sa.Column("recent_end", UTCDateTime, nullable=False),
+    sa.Column("reference_start", UTCDateTime, nullable=False),
+    sa.Column("reference_end", UTCDateTime, nullable=False),
+    sa.Column("details", JSONDoc, nullable=False),
+    sa.Column("note", sa.Text, nullable=False),
+    sa.Index(None, "assistant", "signal", "run_at"),
+    sa.CheckConstraint("status IN ('ok', 'insufficient_data')", name="status"),
+)
+TABLES = (*TABLES, drift_results)
+
 
 # ---------------------------------------------------------------- rows from models (pure)
 

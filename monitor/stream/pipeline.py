@@ -60,8 +60,8 @@ class Pipeline:
     # What the loop asks of it.
     @property
     def healthy(self) -> bool:
-        """False while verdict writes fail (for /readyz)."""
-        return self._store.healthy
+        """False while verdict writes (or look-ups of existing verdicts) fail (for /readyz)."""
+        return self._store.healthy and self._judge.healthy
 
     @property
     def calls_running(self) -> int:
@@ -118,6 +118,8 @@ def build_pipeline(
         concurrency=cfg.concurrency,
         max_in_flight=cfg.max_in_flight,
         clock=clock,
+        judged=store,  # a replayed turn costs a database read, not a judge call
+        done=commit,
     )
     sample = SampleStep(judge, commit, sampler, metrics)
     first = DecodeStep(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 import pytest
@@ -113,6 +114,27 @@ def test_record_verdict_scored(registry: CollectorRegistry) -> None:
     assert get("casewatch_judge_tokens_total", {"judge": "primary", "kind": "output"}) == 20
     assert get("casewatch_judge_cost_usd_total", {"judge": "primary"}) == 0.25
     assert get("casewatch_judge_latency_seconds_sum", {"judge": "primary"}) == 1.5
+
+
+def test_a_new_assistant_starts_every_band_at_zero(registry: CollectorRegistry) -> None:
+    """rules/ compute band shares with rate(): a band series must exist before its first
+    increment, or Prometheus never sees that increment."""
+    metrics = Metrics(registry)
+    verdict = single_judge_verdict(
+        _turn("fresh"),
+        _judgment(0.95),
+        weights=DEFAULT_PROFILE,
+        weight_profile="default",
+        critical=DEFAULT_CRITICAL_METRICS,
+    )
+    metrics.record_verdict(verdict)
+    metrics.record_verdict(verdict)
+    get = registry.get_sample_value
+    bands = {
+        b: get("casewatch_turns_judged_total", {"assistant": "fresh", "band": b})
+        for b in ("severe", "moderate", "minor", "none", "judge_failed")
+    }
+    assert bands == {"severe": 0, "moderate": 0, "minor": 0, "none": 2, "judge_failed": 0}
 
 
 def test_record_verdict_failed(registry: CollectorRegistry) -> None:
@@ -281,3 +303,30 @@ def test_record_rubric_grading(registry: CollectorRegistry) -> None:
     assert is_declared("casewatch_rubric_coverage_bucket")
     assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "unparseable"}) == 1
     assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "number"}) is None
+
+
+def test_drift_series_nan_for_insufficient_data_and_forgotten_assistants(
+    registry: CollectorRegistry,
+) -> None:
+    m = Metrics(registry)
+    m.record_drift_signal("helpdesk", "score_final", q_value=0.001, effect=0.4, detected=True)
+    m.record_drift_signal("helpdesk", "band_shares", q_value=None, effect=None, detected=False)
+    m.record_drift_windows("helpdesk", recent=12, reference=340)
+    m.record_drift_run(1_700_000_000.0)
+    labels = {"assistant": "helpdesk", "signal": "score_final"}
+    assert registry.get_sample_value("casewatch_drift_pvalue", labels) == 0.001
+    assert registry.get_sample_value("casewatch_drift_effect", labels) == 0.4
+    assert registry.get_sample_value("casewatch_drift_detected", labels) == 1
+    short = {"assistant": "helpdesk", "signal": "band_shares"}
+    assert math.isnan(registry.get_sample_value("casewatch_drift_pvalue", short) or 0.0)
+    assert registry.get_sample_value("casewatch_drift_detected", short) == 0
+    window = {"assistant": "helpdesk", "window": "reference"}
+    assert registry.get_sample_value("casewatch_drift_window_turns", window) == 340
+    assert registry.get_sample_value("casewatch_drift_last_run_timestamp_seconds") == 1.7e9
+
+    m.forget_drift("helpdesk")
+    for name in ("casewatch_drift_pvalue", "casewatch_drift_effect", "casewatch_drift_detected"):
+        assert registry.get_sample_value(name, labels) is None
+        assert registry.get_sample_value(name, short) is None
+    assert registry.get_sample_value("casewatch_drift_window_turns", window) is None
+    m.forget_drift("never-seen")  # no series: nothing to do, no error

@@ -70,3 +70,59 @@ def test_judge_config_hash_changes_with_the_judge_but_not_the_key() -> None:
     c = load_settings(judges={"j": {"model": "m2", "api_key": "k1"}}, judge="j")
     assert judge_config_hash(a) == judge_config_hash(b)
     assert judge_config_hash(a) != judge_config_hash(c)
+
+
+def test_group_instance_id_from_the_environment_and_empty_means_dynamic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A chart passes the pod name; an unset value (empty string) keeps dynamic membership.
+    assert load_settings().kafka.group_instance_id is None
+    monkeypatch.setenv("CASEWATCH_KAFKA__GROUP_INSTANCE_ID", "casewatch-0")
+    assert load_settings().kafka.group_instance_id == "casewatch-0"
+    monkeypatch.setenv("CASEWATCH_KAFKA__GROUP_INSTANCE_ID", "")
+    assert load_settings().kafka.group_instance_id is None
+
+
+@pytest.mark.parametrize("bad", ["pod 0", "pod/0", ".", "..", "x" * 250])
+def test_a_group_instance_id_kafka_would_refuse_is_a_config_error(bad: str) -> None:
+    with pytest.raises(ConfigError, match=r"kafka(\.|: .*)group_instance_id"):
+        load_settings(kafka={"group_instance_id": bad})
+
+
+# ---------------------------------------------------------------- drift
+
+
+def test_drift_defaults_and_a_pinned_reference_period() -> None:
+    s = load_settings(
+        drift={
+            "reference_period": {"start": "2026-03-01T00:00:00", "end": "2026-03-08T00:00:00Z"},
+            "labels": ["channel"],
+        }
+    )
+    assert s.drift.recent_window_seconds == 3600
+    assert s.drift.reference_window_seconds == 7 * 86400
+    assert s.drift.reference_period is not None
+    start, end = s.drift.reference_period.bounds()
+    assert start.tzinfo is not None and (end - start).days == 7  # naive start taken as UTC
+
+
+@pytest.mark.parametrize(
+    ("drift", "needle"),
+    [
+        (
+            {"reference_period": {"start": "2026-03-08T00:00:00Z", "end": "2026-03-01T00:00:00Z"}},
+            r"end \(2026-03-01T00:00:00\+00:00\) must be after start",
+        ),
+        ({"reference_period": {"start": "2026-03-01T00:00:00Z"}}, "reference_period.end"),
+        ({"alpha": 1.5}, r"drift\.alpha"),
+        ({"min_turns": 1}, r"drift\.min_turns"),
+        ({"labels": ["bad key!"]}, "is not a label key"),
+        ({"labels": ["a-b", "a_b"]}, "map to the same signal input_label_a_b"),
+        ({"min_effect": {"ks_d": 2}}, r"drift\.min_effect\.ks_d"),
+    ],
+)
+def test_bad_drift_config_is_refused_with_a_clear_message(
+    drift: dict[str, object], needle: str
+) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        load_settings(drift=drift)

@@ -5,28 +5,37 @@ Finished verdicts are collected on the caller's thread in ``poll`` (metrics, bud
 all stay single-threaded) and may complete out of order: the offset tracker handles that.
 When ``max_in_flight`` turns are held (running, queued, or finished but refused by the store
 step), ``submit`` raises MessageRejected and the daemon pauses its partitions.
+
+A replay never pays twice: with a ``judged`` lookup (the store), submitted turns wait for the next
+``poll``, which asks the store in one query which of them already have a verdict under the
+evaluator's configuration hash. Those go straight to the ``done`` step (their offsets become
+committable), are counted ``casewatch_turns_skipped_total{reason="already_judged"}`` and get back
+the budget the sampler charged for them; only the rest are judged. A failing lookup is retried
+with backoff (the turns wait, counted in flight): judging them blind could pay twice.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 import structlog
 
 from consumers.records import TopicPartition
-from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import MessageRejected
+from monitor.clock import Backoff, Clock, Deadline, SystemClock
+from monitor.errors import MessageRejected, StorageError
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.models import TurnEvent, Verdict
-from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep
+from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, ProcessingStep
 
 log = structlog.get_logger(__name__)
 
 _WAIT_SLICE_S = 0.1  # join re-checks the downstream step this often while waiting
+# Retries of a failed look-up of existing verdicts: a read is cheap, so they stay frequent.
+LOOKUP_BACKOFF = Backoff(initial_s=0.5, max_s=5.0)
 
 
 class CostRecorder(Protocol):
@@ -39,6 +48,16 @@ class CostRecorder(Protocol):
 class JudgeMetrics(Protocol):
     def record_verdict(self, verdict: Verdict) -> None: ...
 
+    def record_already_judged(self, assistant: str, count: int = 1) -> None: ...
+
+    def record_storage_error(self) -> None: ...
+
+
+class JudgedLookup(Protocol):
+    def existing(self, event_ids: Iterable[str], judge_config_hash: str) -> set[str]:
+        """The subset of ``event_ids`` that already have a verdict under the hash."""
+        ...
+
 
 class JudgeStep:
     def __init__(
@@ -50,9 +69,15 @@ class JudgeStep:
         concurrency: int,
         max_in_flight: int,
         clock: Clock | None = None,
+        *,
+        judged: JudgedLookup | None = None,
+        done: DoneStep | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         if concurrency < 1 or max_in_flight < 1:
             raise ValueError("concurrency and max_in_flight must be >= 1")
+        if (judged is None) != (done is None):
+            raise ValueError("judged and done go together: skipped turns need a done step")
         self._next = next_step
         self._evaluator = evaluator
         self._metrics = metrics
@@ -64,10 +89,22 @@ class JudgeStep:
         self._ready: deque[Envelope[JudgedTurn]] = deque()
         # Turns of revoked partitions not yet started: judged only if the partition comes back.
         self._held: list[Envelope[TurnEvent]] = []
+        # Turns submitted since the last lookup of existing verdicts (with ``judged`` only).
+        self._judged = judged
+        self._done = done
+        self._unchecked: list[Envelope[TurnEvent]] = []
+        self._backoff = backoff or LOOKUP_BACKOFF
+        self._lookup_failures = 0
+        self._lookup_retry_at = 0.0
+
+    @property
+    def healthy(self) -> bool:
+        """False from a failed look-up of existing verdicts until the next successful one."""
+        return self._lookup_failures == 0
 
     @property
     def in_flight(self) -> int:
-        return len(self._running) + len(self._ready) + len(self._held)
+        return len(self._running) + len(self._ready) + len(self._held) + len(self._unchecked)
 
     @property
     def calls_running(self) -> int:
@@ -78,8 +115,52 @@ class JudgeStep:
     def submit(self, message: Envelope[TurnEvent]) -> None:
         if self.in_flight >= self._max:
             raise MessageRejected(f"{self.in_flight} turns are being judged (max_in_flight)")
+        if self._judged is None:
+            self._start(message)
+        else:
+            self._unchecked.append(message)  # looked up, in one batch, on the next poll
+
+    def _start(self, message: Envelope[TurnEvent]) -> None:
         future = self._pool.submit(evaluate_guarded, self._evaluator, message.payload)
         self._running[future] = message
+
+    def _check(self) -> None:
+        """Judge the unchecked turns that have no verdict yet; finish the others."""
+        if not self._unchecked or self._judged is None or self._done is None:
+            return
+        if self._lookup_failures and self._clock.monotonic() < self._lookup_retry_at:
+            return
+        batch = self._unchecked
+        try:
+            found = self._judged.existing(
+                {m.payload.event_id for m in batch}, self._evaluator.config_hash
+            )
+        except StorageError as exc:
+            self._lookup_failures += 1
+            delay = self._backoff.delay(self._lookup_failures)
+            self._lookup_retry_at = self._clock.monotonic() + delay
+            self._metrics.record_storage_error()
+            log.warning(
+                "looking up existing verdicts failed; retrying",
+                error=str(exc),
+                failures=self._lookup_failures,
+                retry_in_s=round(delay, 2),
+                held=len(batch),
+            )
+            return
+        self._unchecked = []
+        self._lookup_failures = 0
+        skipped: dict[str, int] = {}
+        for message in batch:
+            if message.payload.event_id in found:
+                self._done.submit(message)
+                name = message.payload.assistant.name
+                skipped[name] = skipped.get(name, 0) + 1
+                self._budget.record_cost(0.0, calls=0)  # charged when sampled, never spent
+            else:
+                self._start(message)
+        for assistant, n in skipped.items():
+            self._metrics.record_already_judged(assistant, n)
 
     def running_in(self, tps: Collection[TopicPartition]) -> int:
         """Judge calls under way for turns of these partitions (queued ones not counted)."""
@@ -92,6 +173,8 @@ class JudgeStep:
             if message.tp in tps and future.cancel():
                 del self._running[future]
                 self._held.append(message)
+        self._held.extend(m for m in self._unchecked if m.tp in tps)
+        self._unchecked = [m for m in self._unchecked if m.tp not in tps]
         return len(self._held)
 
     def release(self, owned: Collection[TopicPartition]) -> None:
@@ -100,12 +183,15 @@ class JudgeStep:
         held, self._held = self._held, []
         for message in held:
             if message.tp in owned:
-                future = self._pool.submit(evaluate_guarded, self._evaluator, message.payload)
-                self._running[future] = message
+                if self._judged is None:
+                    self._start(message)
+                else:  # checked again: it may have been judged elsewhere meanwhile
+                    self._unchecked.append(message)
 
     def discard(self, tps: Collection[TopicPartition]) -> None:
         """Drop queued and held turns of partitions this consumer re-reads or no longer owns."""
         self._held = [m for m in self._held if m.tp not in tps]
+        self._unchecked = [m for m in self._unchecked if m.tp not in tps]
         for future, message in list(self._running.items()):
             if message.tp in tps and future.cancel():
                 del self._running[future]
@@ -138,13 +224,14 @@ class JudgeStep:
             self._ready.popleft()
 
     def poll(self) -> None:
+        self._check()
         self._collect()
         self._forward()
         self._next.poll()
 
     def join(self, timeout: float | None = None) -> None:
         deadline = Deadline(timeout, self._clock)
-        while self._running or self._ready:
+        while self._running or self._ready or self._unchecked:
             remaining = deadline.remaining()
             if remaining is not None and remaining <= 0:
                 log.warning("drain timed out; unfinished turns stay uncommitted", n=self.in_flight)
@@ -153,8 +240,8 @@ class JudgeStep:
                 wait = _WAIT_SLICE_S if remaining is None else min(_WAIT_SLICE_S, remaining)
                 cf.wait(list(self._running), timeout=wait, return_when=cf.FIRST_COMPLETED)
             self.poll()
-            if not self._running and self._ready:
-                # Only the downstream step holds us up (e.g. a database retry backoff).
+            if not self._running and (self._ready or self._unchecked):
+                # Only the database holds us up (e.g. a retry backoff).
                 self._clock.sleep(
                     _WAIT_SLICE_S if remaining is None else min(_WAIT_SLICE_S, remaining)
                 )

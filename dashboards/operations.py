@@ -1,0 +1,419 @@
+"""The operations dashboards: judge health and cost, and the pipeline."""
+
+from __future__ import annotations
+
+from dashboards.model import (
+    ASSISTANT,
+    JUDGE,
+    RANGE,
+    RI,
+    A,
+    DashboardSpec,
+    J,
+    PanelSpec,
+    Query,
+    RowSpec,
+    share,
+)
+
+JUDGE_REQ = f"casewatch_judge_requests_total{{{J}}}"
+
+JUDGES = DashboardSpec(
+    uid="casewatch-judges",
+    title="casewatch / Judge health and cost",
+    description="Judge latency, failures, retries, tokens and dollars; in panel mode, how often "
+    "the arbiter is called and whom it sides with.",
+    variables=(JUDGE, ASSISTANT),
+    rows=(
+        RowSpec(
+            "Health",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Judge latency",
+                    "p50 / p90 / p99 wall time of one judge request, retries included.",
+                    tuple(
+                        Query(
+                            f"histogram_quantile({q}, sum by (le, judge) "
+                            f"(rate(casewatch_judge_latency_seconds_bucket{{{J}}}{RI})))",
+                            f"{{{{judge}}}} p{round(q * 100)}",
+                        )
+                        for q in (0.5, 0.9, 0.99)
+                    ),
+                    unit="s",
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Requests by outcome",
+                    "Judge requests per second, ok or failed (one request = one logical "
+                    "judging of a turn, retries included).",
+                    (
+                        Query(
+                            f"sum by (judge, outcome) (rate({JUDGE_REQ}{RI}))",
+                            "{{judge}} {{outcome}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Failure ratio",
+                    "Share of judge requests that ended judge_failed.",
+                    (
+                        Query(
+                            share(
+                                f'casewatch_judge_requests_total{{{J}, outcome="failed"}}',
+                                JUDGE_REQ,
+                                "judge",
+                            ),
+                            "{{judge}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Failures by reason",
+                    "Why judging failed: invalid output after retries, timeouts, rate limits, "
+                    "server errors, ...",
+                    (
+                        Query(
+                            "sum by (judge, reason) "
+                            f"(rate(casewatch_judge_failed_total{{{J}}}{RI}))",
+                            "{{judge}} {{reason}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Retries",
+                    "Judge attempts beyond the first per second: rising retries warn before "
+                    "failures do.",
+                    (
+                        Query(
+                            f"sum by (judge) (rate(casewatch_judge_retries_total{{{J}}}{RI}))",
+                            "{{judge}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    width=24,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Cost",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Tokens per second",
+                    "Tokens used by each judge, input and output.",
+                    (
+                        Query(
+                            f"sum by (judge, kind) (rate(casewatch_judge_tokens_total{{{J}}}{RI}))",
+                            "{{judge}} {{kind}}",
+                        ),
+                    ),
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "USD per hour",
+                    "Judge spend rate, per judge, in US dollars per hour.",
+                    (
+                        Query(
+                            "3600 * sum by (judge) "
+                            f"(rate(casewatch_judge_cost_usd_total{{{J}}}{RI}))",
+                            "{{judge}}",
+                        ),
+                    ),
+                    unit="currencyUSD",
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "stat",
+                    "USD over the range",
+                    "Judge spend over the dashboard's time range, all judges.",
+                    (
+                        Query(
+                            f"sum(increase(casewatch_judge_cost_usd_total{{{J}}}{RANGE}))",
+                            "USD",
+                            True,
+                        ),
+                    ),
+                    unit="currencyUSD",
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "USD per hour by panel role",
+                    "Spend of the primaries and of the arbiter (panel mode): the arbiter "
+                    "budget is the point of arbitration.",
+                    (
+                        Query(
+                            "3600 * sum by (role) "
+                            f"(rate(casewatch_judge_cost_usd_by_role_total{RI}))",
+                            "{{role}}",
+                        ),
+                    ),
+                    unit="currencyUSD",
+                    stacked=True,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Panel and arbiter",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Arbiter share",
+                    "Share of panel turns sent to the arbiter because the two primaries disagreed.",
+                    (
+                        Query(
+                            share(
+                                f"casewatch_arbiter_calls_total{{{A}}}",
+                                f"casewatch_panel_turns_total{{{A}}}",
+                                "assistant",
+                            ),
+                            "{{assistant}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Panel agreement",
+                    "Panel turns per second: agreed, disagreed (arbitrated) or a primary failed.",
+                    (
+                        Query(
+                            "sum by (assistant, agreement) "
+                            f"(rate(casewatch_panel_turns_total{{{A}}}{RI}))",
+                            "{{assistant}} {{agreement}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "piechart",
+                    "Arbiter sided with",
+                    "Which primary the arbiter sided with over the range: a primary it keeps "
+                    "overruling is the weaker judge.",
+                    (
+                        Query(
+                            "sum by (sided_with) "
+                            f"(increase(casewatch_arbitration_outcome_total{{{A}}}{RANGE}))",
+                            "{{sided_with}}",
+                            True,
+                        ),
+                    ),
+                    width=24,
+                ),
+            ),
+        ),
+    ),
+)
+
+PIPELINE = DashboardSpec(
+    uid="casewatch-pipeline",
+    title="casewatch / Pipeline",
+    description="The stream: intake, sampling, backpressure, lag, dead letters, storage, "
+    "scheduled jobs and drift signals.",
+    variables=(ASSISTANT,),
+    rows=(
+        RowSpec(
+            "Intake and sampling",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Consumed per second",
+                    "Records read from the broker, per topic.",
+                    (
+                        Query(
+                            f"sum by (topic) (rate(casewatch_turns_consumed_total{RI}))",
+                            "{{topic}}",
+                        ),
+                    ),
+                    unit="reqps",
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Sampled per second by reason",
+                    "Turns selected for judging: by sampling rate or an always-judge rule.",
+                    (
+                        Query(
+                            "sum by (assistant, reason) "
+                            f"(rate(casewatch_turns_sampled_total{{{A}}}{RI}))",
+                            "{{assistant}} {{reason}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Skipped per second by reason",
+                    "Valid turns not judged: sampled out, or the hourly budget exhausted.",
+                    (
+                        Query(
+                            "sum by (assistant, reason) "
+                            f"(rate(casewatch_turns_skipped_total{{{A}}}{RI}))",
+                            "{{assistant}} {{reason}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Dead letters by reason",
+                    "Records sent to the dead-letter topic: a producer shipping a bad schema "
+                    "shows up here first.",
+                    (
+                        Query(
+                            f"sum by (reason) (rate(casewatch_dead_letter_total{RI}))", "{{reason}}"
+                        ),
+                    ),
+                    unit="reqps",
+                    stacked=True,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Backpressure and delivery",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Consumer lag",
+                    "Records behind the end of each partition.",
+                    (
+                        Query(
+                            "max by (topic, partition) (casewatch_consumer_lag)",
+                            "{{topic}}/{{partition}}",
+                        ),
+                    ),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Paused partitions and in-flight turns",
+                    "Partitions paused because the judge queue is full, and turns consumed but "
+                    "not finished.",
+                    (
+                        Query("sum(casewatch_paused_partitions)", "paused partitions"),
+                        Query("sum(casewatch_in_flight)", "in flight"),
+                    ),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Offset commits and failures",
+                    "Successful offset commits per topic and commits the broker refused.",
+                    (
+                        Query(
+                            f"sum by (topic) (rate(casewatch_offsets_committed_total{RI}))",
+                            "commits {{topic}}",
+                        ),
+                        Query(f"sum(rate(casewatch_commit_failures_total{RI}))", "failures"),
+                    ),
+                    unit="reqps",
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Verdicts stored",
+                    "Verdict rows written (inserted) or recognised as replays (duplicate), and "
+                    "failed writes (retried).",
+                    (
+                        Query(
+                            f"sum by (outcome) (rate(casewatch_stored_total{RI}))",
+                            "{{outcome}}",
+                        ),
+                        Query(f"sum(rate(casewatch_storage_errors_total{RI}))", "errors"),
+                        Query(
+                            f"sum(rate(casewatch_revoke_abandoned_total{RI}))",
+                            "abandoned on revoke",
+                        ),
+                    ),
+                    unit="reqps",
+                ),
+            ),
+        ),
+        RowSpec(
+            "Jobs and drift",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Scheduled job runs",
+                    "Runs per job and outcome (skipped: another replica holds the lease).",
+                    (
+                        Query(
+                            f"sum by (job, outcome) (increase(casewatch_job_runs_total{RI}))",
+                            "{{job}} {{outcome}}",
+                        ),
+                    ),
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "stat",
+                    "Since the last drift run",
+                    "Seconds since the drift analysis last completed (the newest replica).",
+                    (
+                        Query(
+                            "time() - max(casewatch_drift_last_run_timestamp_seconds)",
+                            "drift",
+                        ),
+                    ),
+                    unit="s",
+                ),
+                PanelSpec(
+                    "table",
+                    "Drift signals now",
+                    "Per assistant and signal: detected (0/1), adjusted p-value and effect "
+                    "size of the latest drift run.",
+                    (
+                        Query(
+                            f"max by (assistant, signal) (casewatch_drift_detected{{{A}}})",
+                            instant=True,
+                        ),
+                        Query(
+                            f"max by (assistant, signal) (casewatch_drift_pvalue{{{A}}})",
+                            instant=True,
+                        ),
+                        Query(
+                            f"max by (assistant, signal) (casewatch_drift_effect{{{A}}})",
+                            instant=True,
+                        ),
+                    ),
+                    width=24,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Drift p-values",
+                    "Benjamini-Hochberg adjusted p-value per signal (lower = stronger "
+                    "evidence of drift).",
+                    (
+                        Query(
+                            f"max by (assistant, signal) (casewatch_drift_pvalue{{{A}}})",
+                            "{{assistant}} {{signal}}",
+                        ),
+                    ),
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Drift window sizes",
+                    "Judged turns in the recent and the reference window: tests need a "
+                    "minimum count in both.",
+                    (
+                        Query(
+                            f"max by (assistant, window) (casewatch_drift_window_turns{{{A}}})",
+                            "{{assistant}} {{window}}",
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)

@@ -1,0 +1,293 @@
+"""The quality dashboards: the overview and the per-metric drill-down."""
+
+from __future__ import annotations
+
+from dashboards.model import (
+    ASSISTANT,
+    METRIC,
+    OBJECTIVE,
+    RANGE,
+    RI,
+    A,
+    DashboardSpec,
+    M,
+    PanelSpec,
+    Query,
+    RowSpec,
+    quantiles,
+    share,
+)
+
+JUDGED_OK = f'casewatch_turns_judged_total{{{A}, band!="judge_failed"}}'
+SEVERE = f'casewatch_turns_judged_total{{{A}, band="severe"}}'
+
+
+OVERVIEW = DashboardSpec(
+    uid="casewatch-overview",
+    title="casewatch / Overview",
+    description="Judged quality of each assistant: bands over time, S_final quantiles, the "
+    "severe share against its objective, and the alerts Prometheus evaluates.",
+    variables=(ASSISTANT, OBJECTIVE),
+    rows=(
+        RowSpec(
+            "Quality",
+            (
+                PanelSpec(
+                    "stat",
+                    "Severe share, last hour",
+                    "Share of judged turns whose turn band is severe over the last hour "
+                    "(judge_failed turns excluded).",
+                    (Query(share(SEVERE, JUDGED_OK, "assistant", "[1h]"), "{{assistant}}", True),),
+                    unit="percentunit",
+                    width=8,
+                    height=6,
+                ),
+                PanelSpec(
+                    "stat",
+                    "Judged turns per second",
+                    "Turns scored by the judges, all bands.",
+                    (
+                        Query(
+                            f"sum by (assistant) (rate(casewatch_turns_judged_total{{{A}}}{RI}))",
+                            "{{assistant}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    width=8,
+                    height=6,
+                ),
+                PanelSpec(
+                    "stat",
+                    "Mean S_final, last hour",
+                    "Mean weighted score of judged turns over the last hour.",
+                    (
+                        Query(
+                            f"sum by (assistant) (rate(casewatch_score_final_sum{{{A}}}[1h]))\n/\n"
+                            f"sum by (assistant) (rate(casewatch_score_final_count{{{A}}}[1h]))",
+                            "{{assistant}}",
+                            True,
+                        ),
+                    ),
+                    unit="percentunit",
+                    width=8,
+                    height=6,
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Turns per band",
+                    "Judged turns per second by turn band (the worse of band(S_final) and the "
+                    "worst critical metric), and turns no judge could score (judge_failed).",
+                    (
+                        Query(
+                            "sum by (assistant, band) "
+                            f"(rate(casewatch_turns_judged_total{{{A}}}{RI}))",
+                            "{{assistant}} {{band}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    width=24,
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "S_final quantiles",
+                    "p10 / p50 / p90 of S_final from the histogram (buckets at the band edges "
+                    "0.3 / 0.6 / 0.85, so values are interpolated within a band).",
+                    quantiles(f"casewatch_score_final_bucket{{{A}}}", "assistant", "{{assistant}}"),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Severe share vs objective",
+                    "Severe share per assistant (over the rate interval) and the objective of "
+                    "the burn-rate alerts ($objective): sustained time above the line burns "
+                    "the error budget.",
+                    (
+                        Query(share(SEVERE, JUDGED_OK, "assistant"), "{{assistant}}"),
+                        Query("vector($objective)", "objective"),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Alerts",
+            (
+                PanelSpec(
+                    "table",
+                    "Alerts now",
+                    "Alerts Prometheus evaluates now (pending or firing), from its ALERTS "
+                    "series; rules/RUNBOOK.md has a section for each.",
+                    (
+                        Query(
+                            "sum by (alertname, alertstate, severity, assistant) (ALERTS)",
+                            instant=True,
+                        ),
+                    ),
+                    width=12,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Alerts over time",
+                    "Pending and firing alerts by name.",
+                    (
+                        Query(
+                            "count by (alertname, alertstate) (ALERTS)",
+                            "{{alertname}} {{alertstate}}",
+                        ),
+                    ),
+                    width=12,
+                    stacked=True,
+                ),
+            ),
+        ),
+    ),
+)
+
+METRIC_BAND = f"casewatch_metric_band_total{{{A}, {M}}}"
+METRIC_BAD = f'casewatch_metric_band_total{{{A}, {M}, band=~"severe|moderate"}}'
+
+METRICS = DashboardSpec(
+    uid="casewatch-metrics",
+    title="casewatch / Metric drill-down",
+    description="The eight case-aware metrics of seed 004 one by one: band rates, scores, and "
+    "which metric drives a regression.",
+    variables=(ASSISTANT, METRIC),
+    rows=(
+        RowSpec(
+            "Which metric drives it",
+            (
+                PanelSpec(
+                    "bargauge",
+                    "Severe+moderate share by metric, last hour",
+                    "Share of judged turns where the metric scored severe or moderate.",
+                    (Query(share(METRIC_BAD, METRIC_BAND, "metric", "[1h]"), "{{metric}}", True),),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "bargauge",
+                    "Shift: last hour minus the whole range",
+                    "Severe+moderate share of the last hour minus that of the dashboard's time "
+                    "range: the metric with the largest positive shift drives the regression.",
+                    (
+                        Query(
+                            f"({share(METRIC_BAD, METRIC_BAND, 'metric', '[1h]')})\n-\n"
+                            f"({share(METRIC_BAD, METRIC_BAND, 'metric', RANGE)})",
+                            "{{metric}}",
+                            True,
+                        ),
+                    ),
+                    unit="percentunit",
+                ),
+            ),
+        ),
+        RowSpec(
+            "Band rates",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Severe share by metric",
+                    "Share of judged turns with the metric in the severe band (0.00-0.30).",
+                    (
+                        Query(
+                            share(
+                                f'casewatch_metric_band_total{{{A}, {M}, band="severe"}}',
+                                METRIC_BAND,
+                                "assistant, metric",
+                            ),
+                            "{{assistant}} {{metric}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Moderate share by metric",
+                    "Share of judged turns with the metric in the moderate band (0.31-0.60).",
+                    (
+                        Query(
+                            share(
+                                f'casewatch_metric_band_total{{{A}, {M}, band="moderate"}}',
+                                METRIC_BAND,
+                                "assistant, metric",
+                            ),
+                            "{{assistant}} {{metric}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                ),
+                PanelSpec(
+                    "table",
+                    "Bands per metric over the range",
+                    "Judged turns per metric and band over the dashboard's time range.",
+                    (
+                        Query(
+                            f"sum by (metric, band) (increase({METRIC_BAND}{RANGE}))", instant=True
+                        ),
+                    ),
+                    width=24,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Scores",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Mean score by metric",
+                    "Mean per-metric score of judged turns (0 worst, 1 best).",
+                    (
+                        Query(
+                            f"sum by (metric) (rate(casewatch_metric_score_sum{{{A}, {M}}}{RI}))"
+                            f"\n/\nsum by (metric) "
+                            f"(rate(casewatch_metric_score_count{{{A}, {M}}}{RI}))",
+                            "{{metric}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Median score by metric",
+                    "p50 of each metric's score from its histogram.",
+                    (
+                        Query(
+                            "histogram_quantile(0.5, sum by (le, metric) "
+                            f"(rate(casewatch_metric_score_bucket{{{A}, {M}}}{RI})))",
+                            "{{metric}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Judge disagreements by metric",
+                    "Metrics whose bands differed between the two primary judges (panel mode "
+                    "only): a metric that keeps splitting the judges is ill-defined.",
+                    (
+                        Query(
+                            "sum by (metric) "
+                            f"(rate(casewatch_disagreements_total{{{A}, {M}}}{RI}))",
+                            "{{metric}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    width=24,
+                ),
+            ),
+        ),
+    ),
+)
