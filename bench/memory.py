@@ -20,7 +20,7 @@ for context, the RSS of an idle ``python -c "import monitor.stream.daemon"``. Wi
 allocation sites that grew most between a snapshot at ``--snapshot-at`` messages and one at
 the end.
 
-    .venv/bin/python bench/memory.py [--backlog 200000] [--timeout 900] [--tracemalloc]
+    .venv/bin/python bench/memory.py [--backlog 200000] [--timeout 540] [--tracemalloc]
 
 Prints a readable report, then one JSON line of results.
 """
@@ -70,9 +70,9 @@ TARGET_PEAK_MB = 200
 TRACED = Path(__file__).with_name("_traced_daemon.py")
 
 
-def idle_rss_mb() -> float:
-    """RSS of a Python process that has only imported the daemon module."""
-    code = "import sys, monitor.stream.daemon; print('ready', flush=True); sys.stdin.read()"
+def idle_rss_mb(module: str = "monitor.stream.daemon") -> float:
+    """RSS of a Python process that has only imported ``module``."""
+    code = f"import sys, {module}; print('ready', flush=True); sys.stdin.read()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=ROOT,
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         "--duration",
         dest="timeout",
         type=float,
-        default=900.0,
+        default=540.0,
         help="seconds of sampling at most; the run normally ends when the backlog is done",
     )
     parser.add_argument("--latency", type=float, default=0.01, help="judge latency (s)")
@@ -256,7 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging("warning")
     idle = idle_rss_mb()
-    print(f"idle `import monitor.stream.daemon` process: {idle:.0f} MB RSS")
+    # What `casewatch run` imports before reading a message: the CLI registers every command.
+    idle_cli = idle_rss_mb("monitor.cli")
+    print(
+        f"idle `import monitor.stream.daemon` process: {idle:.0f} MB RSS; "
+        f"idle `import monitor.cli`: {idle_cli:.0f} MB"
+    )
     server, base_url = start_server(args.latency)
     try:
         with (
@@ -308,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         "judge_concurrency": args.concurrency,
         "sampling_rate": args.rate,
         "idle_import_rss_mb": round(idle, 1),
+        "idle_cli_import_rss_mb": round(idle_cli, 1),
         **{k: round(v, 3 if k.endswith(("_10k", "_share")) else 1) for k, v in r.items()},
         "in_flight_bound": MAX_IN_FLIGHT + MAX_POLL_RECORDS,
         "peak_ratio_to_idle": round(r["peak_rss_mb"] / idle, 2),
