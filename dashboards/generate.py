@@ -164,6 +164,14 @@ def build_dashboard(spec: DashboardSpec) -> dict[str, Any]:
         .time("now-6h", "now")
         .refresh("30s")
         .tooltip(dash_m.DashboardCursorSync.CROSSHAIR)
+        .link(
+            dash_b.DashboardLink("casewatch")
+            .type(dash_m.DashboardLinkType.DASHBOARDS)
+            .tags(["casewatch"])
+            .as_dropdown(True)
+            .include_vars(True)
+            .keep_time(True)
+        )
         .with_variable(
             dash_b.DatasourceVariable("datasource")
             .label("Data source")

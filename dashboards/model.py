@@ -83,10 +83,14 @@ RANGE = "[$__range]"
 
 
 def share(numerator: str, denominator: str, by: str, window: str = RI) -> str:
-    """``sum by (by)(rate(num)) / sum by (by)(rate(den))`` over ``window``."""
-    return (
-        f"sum by ({by}) (rate({numerator}{window}))\n/\nsum by ({by}) (rate({denominator}{window}))"
-    )
+    """``sum by (by)(rate(num)) / sum by (by)(rate(den))`` over ``window``.
+
+    A counter series appears only with its first event: an assistant that never had a severe
+    turn has no ``band="severe"`` series at all. ``or 0 * den`` makes its share 0 instead of
+    no data (which Grafana would draw as a gap, or "No data", for a perfectly healthy one).
+    """
+    den = f"sum by ({by}) (rate({denominator}{window}))"
+    return f"(\n  sum by ({by}) (rate({numerator}{window}))\n  or 0 * {den}\n)\n/\n{den}"
 
 
 def quantiles(bucket: str, by: str, legend: str) -> tuple[Query, ...]:

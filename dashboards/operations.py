@@ -357,10 +357,11 @@ PIPELINE = DashboardSpec(
                 PanelSpec(
                     "stat",
                     "Since the last drift run",
-                    "Seconds since the drift analysis last completed (the newest replica).",
+                    "Seconds since the drift analysis last completed (the newest replica); no data "
+                    "until it has run once.",
                     (
                         Query(
-                            "time() - max(casewatch_drift_last_run_timestamp_seconds)",
+                            "time() - (max(casewatch_drift_last_run_timestamp_seconds) > 0)",
                             "drift",
                         ),
                     ),

@@ -18,6 +18,9 @@ from dashboards.model import (
     share,
 )
 
+# The rules of rules/ are all named Casewatch*: other applications' alerts on a shared
+# Prometheus stay off these panels.
+CASEWATCH_ALERTS = 'alertname=~"Casewatch.+"'
 JUDGED_OK = f'casewatch_turns_judged_total{{{A}, band!="judge_failed"}}'
 SEVERE = f'casewatch_turns_judged_total{{{A}, band="severe"}}'
 
@@ -121,11 +124,12 @@ OVERVIEW = DashboardSpec(
                 PanelSpec(
                     "table",
                     "Alerts now",
-                    "Alerts Prometheus evaluates now (pending or firing), from its ALERTS "
-                    "series; rules/RUNBOOK.md has a section for each.",
+                    "casewatch alerts Prometheus evaluates now (pending or firing), from its "
+                    "ALERTS series; rules/RUNBOOK.md has a section for each.",
                     (
                         Query(
-                            "sum by (alertname, alertstate, severity, assistant) (ALERTS)",
+                            "sum by (alertname, alertstate, severity, assistant) "
+                            f"(ALERTS{{{CASEWATCH_ALERTS}}})",
                             instant=True,
                         ),
                     ),
@@ -137,12 +141,77 @@ OVERVIEW = DashboardSpec(
                     "Pending and firing alerts by name.",
                     (
                         Query(
-                            "count by (alertname, alertstate) (ALERTS)",
+                            f"count by (alertname, alertstate) (ALERTS{{{CASEWATCH_ALERTS}}})",
                             "{{alertname}} {{alertstate}}",
                         ),
                     ),
                     width=12,
                     stacked=True,
+                ),
+            ),
+        ),
+        RowSpec(
+            "Baseline tiers (seed 000)",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Win rate against each baseline tier",
+                    "Mean pairwise score of the assistant against the High, Medium and Low "
+                    "baseline answers of the probe set in the last baseline_tiers run (ties "
+                    "count half; 0.5 = as good as the tier).",
+                    (
+                        Query(
+                            f"casewatch_baseline_win_rate{{{A}}}",
+                            "{{assistant}} vs {{tier}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Losses against the Low tier",
+                    "Answers judged worse than the Low baseline (a known bad answer) per "
+                    "hour: should stay at zero.",
+                    (
+                        Query(
+                            "sum by (assistant) (increase(casewatch_baseline_outcomes_total"
+                            f'{{{A}, tier="low", outcome="loss"}}[1h]))',
+                            "{{assistant}}",
+                        ),
+                    ),
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Elo among the tiers",
+                    "Seed 000 Elo of the assistant after playing the Low, Medium and High "
+                    "tiers from 1500 in each run.",
+                    (Query(f"casewatch_elo_rating{{{A}}}", "{{assistant}}"),),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Pairwise judge: position bias and confidence",
+                    "Mean |score with the assistant shown first - shown second| (position "
+                    "bias) and the share of decisions without logprobs (confidence unknown).",
+                    (
+                        Query(
+                            f"casewatch_pairwise_position_disagreement{{{A}}}",
+                            "{{assistant}} position disagreement",
+                        ),
+                        Query(
+                            share(
+                                f'casewatch_pairwise_confidence_total{{{A}, kind="unknown"}}',
+                                f"casewatch_pairwise_confidence_total{{{A}}}",
+                                "assistant",
+                                "[6h]",
+                            ),
+                            "{{assistant}} unknown-confidence share",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
                 ),
             ),
         ),

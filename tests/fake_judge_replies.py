@@ -5,6 +5,12 @@ Factories: ``scores`` (valid), ``content`` (any text), ``malformed``, ``missing_
 ``out_of_range``, ``extra_keys``, ``http_error``, ``rate_limited`` (429 + Retry-After),
 ``server_error``, ``auth_error``, ``slow`` (a client timeout), ``disconnect``,
 ``reject_json_schema`` (400 only to json_schema requests) and ``with_logprobs``.
+
+Pairwise (seed 000): ``pairwise(decide)`` answers stage-1 requests with an analysis and
+stage-2 requests (those asking for logprobs or carrying the single-token instruction) with
+whatever ``decide(pair)`` returns: a ``{token: logprob}`` map (a logprob reply), a bare label
+(no logprobs) or a whole ``Reply``. ``pair`` is the fenced pair data of the request
+(``answer_a``, ``answer_b``, ``query``, ...), so a responder can decide by content.
 """
 
 from __future__ import annotations
@@ -181,6 +187,43 @@ def case_data_of(request: Mapping[str, Any]) -> dict[str, Any] | None:
             except ValueError:
                 return None
     return None
+
+
+def is_decision_request(request: Mapping[str, Any]) -> bool:
+    """A pairwise stage-2 request: asks for logprobs or ends with the one-token question."""
+    from monitor.judging.pairwise_prompt import STAGE2_INSTRUCTION
+
+    if request.get("logprobs"):
+        return True
+    messages = request.get("messages", [])
+    return any(m.get("content") == STAGE2_INSTRUCTION for m in messages)
+
+
+def pair_data_of(request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The fenced pair data (question and both answers) of a pairwise request."""
+    return case_data_of(request)
+
+
+PairDecision = Mapping[str, float] | str | Reply
+
+
+def pairwise(
+    decide: Callable[[dict[str, Any]], PairDecision],
+    analysis: str = "A: fully correct.\nB: partially correct.\nFinal judgment: A",
+) -> Responder:
+    """A responder for the two-stage pairwise judge (see the module docstring)."""
+
+    def respond(request: dict[str, Any]) -> Reply:
+        if not is_decision_request(request):
+            return content(analysis)
+        decision = decide(pair_data_of(request) or {})
+        if isinstance(decision, Reply):
+            return decision
+        if isinstance(decision, str):
+            return content(decision)
+        return with_logprobs(decision)
+
+    return respond
 
 
 def default_responder(request: dict[str, Any]) -> Reply:

@@ -31,6 +31,12 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
               help="SQLite file to keep the verdicts in (default: a temporary file).")  # fmt: skip
 @click.option("--examples", type=_FILE, default=None,
               help="Turns to replay (default: examples/turns.jsonl of the checkout).")  # fmt: skip
+@click.option("--alerts/--no-alerts", default=True, show_default=True,
+              help="Prometheus + Alertmanager with rules/ loaded (if installed).")  # fmt: skip
+@click.option("--regression-after", type=click.FloatRange(min=0), default=90.0,
+              show_default=True, help="Seconds until the canary regresses.")  # fmt: skip
+@click.option("--no-regression", is_flag=True, default=False,
+              help="Never inject the canary regression.")  # fmt: skip
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="warning", show_default=True, help="Daemon log level (stderr).")  # fmt: skip
 def demo(
@@ -40,12 +46,17 @@ def demo(
     duration: float | None,
     db_path: Path | None,
     examples: Path | None,
+    alerts: bool,
+    regression_after: float,
+    no_regression: bool,
     log_level: str,
 ) -> None:
     """Run the daemon against an embedded Kafka broker fed with the example turns.
 
     Uses the heuristic judge unless --config names judges (or a panel). Kafka, storage and
-    server settings of the config are replaced by the demo's own.
+    server settings of the config are replaced by the demo's own. When Prometheus and
+    Alertmanager are installed (`make services`), starts them with rules/ loaded; the canary of
+    the examples regresses after --regression-after seconds, and the summary shows the alerts.
     """
     from monitor.logs import configure_logging
     from monitor.stream.demo import Demo, DemoOptions
@@ -56,7 +67,14 @@ def demo(
     except CasewatchError as exc:
         fail(str(exc), prog="casewatch demo")
     configure_logging(log_level, settings.secret_values())
-    options = DemoOptions(rate=rate, port=port, db_path=db_path, examples=examples)
+    options = DemoOptions(
+        rate=rate,
+        port=port,
+        db_path=db_path,
+        examples=examples,
+        alerts=alerts,
+        regression_after_s=None if no_regression else regression_after,
+    )
     runner = Demo(settings, options, echo=click.echo)
     try:
         runner.start()

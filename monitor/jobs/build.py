@@ -58,4 +58,12 @@ def build_jobs(
                 retention_days=storage.retention_days,
             )
         )
+    if settings.baseline.enabled:
+        from monitor.jobs.baseline_tiers import build_baseline_job
+
+        jobs.append(
+            build_baseline_job(
+                settings, store, metrics, clock, budget or Sampler(settings.sampling, clock)
+            )
+        )
     return jobs

@@ -176,10 +176,40 @@ rubric_gradings = sa.Table(
 )
 
 # The audit trail that `casewatch db` counts and retention purges.
+# Pairwise matches of an assistant against a baseline tier (seed 000), one row per probe and
+# tier per run, with both judged orders' raw outputs (analysis, decision, top logprobs).
+matches = sa.Table(
+    "matches",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("run_id", sa.String(64), nullable=False, index=True),
+    sa.Column("assistant", sa.String(256), nullable=False),
+    sa.Column("opponent", sa.String(64), nullable=False),  # the tier: high | medium | low
+    sa.Column("probe_id", sa.String(256), nullable=False),
+    sa.Column("source", sa.String(16), nullable=False),  # endpoint | turns
+    sa.Column("event_id", sa.String(256)),  # the stored turn the answer came from, if any
+    sa.Column("answer", sa.Text, nullable=False),
+    sa.Column("judge", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("prompt_version", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("failure_reason", sa.Text),
+    sa.Column("score", sa.Float),  # the assistant's score, averaged over both orders
+    sa.Column("outcome", sa.String(8)),  # win | tie | loss
+    sa.Column("disagreement", sa.Float),  # |score in one order - score in the other|
+    sa.Column("forward", JSONDoc, nullable=False),  # assistant shown as A
+    sa.Column("swapped", JSONDoc),  # assistant shown as B; NULL when not swapped
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index(None, "assistant", "created_at"),
+    sa.CheckConstraint("status IN ('ok', 'judge_failed')", name="status"),
+)
+
 AUDIT_TABLES: tuple[sa.Table, ...] = (turns, verdicts, judgments)
 # Everything the migrations create (other features append their tables here).
 TABLES: tuple[sa.Table, ...] = (*AUDIT_TABLES, job_leases)
 TABLES = (*TABLES, rubric_gradings)
+TABLES = (*TABLES, matches)
 
 # Drift results (monitor/jobs/drift.py): one row per (run, assistant, signal); the gauges show
 # the last run, this table the history. Pruned by the drift job after storage.retention_days.

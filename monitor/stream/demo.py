@@ -32,7 +32,10 @@ from consumers.replay import Pacer, PublishStats, publish
 from monitor.clock import SystemClock
 from monitor.errors import CasewatchError
 from monitor.settings import Settings
+from monitor.stream.demo_alerts import DemoAlerts, find_rules
+from monitor.stream.demo_regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
 from monitor.stream.demo_summary import Snapshot, format_summary
+from monitor.stream.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
 from monitor.stream.runner import DaemonRunner, ListenError, shutdown_budget_s
 
 if TYPE_CHECKING:
@@ -45,6 +48,7 @@ DEMO_PARTITIONS = 2
 DEFAULT_RATE = 20.0
 DEFAULT_PORT = 9464
 SUMMARY_INTERVAL_S = 10.0
+REGRESSION_AFTER_S = 90.0  # the canary turns bad this long after the start
 EXAMPLES = Path("examples") / "turns.jsonl"
 # One of each kind of poison the decoder tells apart, spread through every loop.
 MALFORMED: tuple[bytes, ...] = (
@@ -159,10 +163,17 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
 
 def stop_budget_s(settings: Settings) -> float:
     """The longest ``Demo.stop()`` takes, broker alive or dead: the replay producer, the
-    daemon's shutdown budget, then the broker (terminated, killed if it lingers)."""
+    daemon's shutdown budget, Prometheus and Alertmanager, then the broker (each terminated,
+    killed if it lingers)."""
     from consumers.tansu import STOP_TIMEOUT_S
+    from monitor.stream.prometheus_stack import STOP_TIMEOUT_S as PROMETHEUS_STOP_S
 
-    return PRODUCER_STOP_S + shutdown_budget_s(settings) + 2 * STOP_TIMEOUT_S
+    return (
+        PRODUCER_STOP_S
+        + shutdown_budget_s(settings)
+        + 2 * 2 * PROMETHEUS_STOP_S
+        + 2 * STOP_TIMEOUT_S
+    )
 
 
 def fresh_registry() -> CollectorRegistry:
@@ -197,6 +208,12 @@ class ReplayProducer:
         self._thread.start()
         return self
 
+    def replace_docs(self, docs: list[dict[str, Any]]) -> None:
+        """Replay ``docs`` from the next record on (the loop in progress is cut short)."""
+        if not docs:
+            raise ValueError("replace_docs needs at least one document")
+        self._docs = docs
+
     def stop(self, timeout_s: float = PRODUCER_STOP_S) -> None:
         self._stop.set()
         if self._thread.is_alive():
@@ -205,7 +222,11 @@ class ReplayProducer:
     def _messages(self) -> Iterator[tuple[bytes | None, bytes]]:
         n_loop = 0
         while self._docs:  # endless, paced and stopped by publish()
-            yield from demo_messages(self._docs, n_loop, lambda: datetime.now(UTC))
+            docs = self._docs
+            for message in demo_messages(docs, n_loop, lambda: datetime.now(UTC)):
+                if self._docs is not docs:  # replaced: start a loop of the new ones
+                    break
+                yield message
             n_loop += 1
 
     def _run(self) -> None:
@@ -246,6 +267,13 @@ class DemoOptions:
     db_path: Path | None = None  # None: a temporary file, removed by cleanup()
     examples: Path | None = None
     summary_interval_s: float = SUMMARY_INTERVAL_S
+    # Prometheus + Alertmanager with rules/ loaded, when the binaries are installed.
+    alerts: bool = True
+    rules: Path | None = None  # None: rules/casewatch.rules.yml of the checkout
+    prometheus_bin: Path = PROMETHEUS_BIN
+    alertmanager_bin: Path = ALERTMANAGER_BIN
+    # The canary regresses this long after the start (None: never); see demo_regression.
+    regression_after_s: float | None = REGRESSION_AFTER_S
 
 
 class Demo:
@@ -269,6 +297,9 @@ class Demo:
         self._broker: EmbeddedBroker | None = None
         self._runner: DaemonRunner | None = None
         self._producer: ReplayProducer | None = None
+        self._alerts: DemoAlerts | None = None
+        self._regression: RegressionPlan | None = None
+        self.regressed = False
         self._started_at = 0.0
         self.settings: Settings | None = None
 
@@ -309,8 +340,19 @@ class Demo:
                 bootstrap, [DEMO_TOPIC], DEMO_PARTITIONS, dlq_suffix=settings.kafka.dlq_suffix
             )
             self._runner = DaemonRunner(settings, self.registry).start()
-            self._producer = ReplayProducer(bootstrap, DEMO_TOPIC, docs, self.options.rate)
+            if self.options.regression_after_s is not None:
+                self._regression = plan_regression(docs, load_flaws(examples.parent / FLAWS_FILE))
+            replayed = self._regression.healthy if self._regression is not None else docs
+            self._producer = ReplayProducer(bootstrap, DEMO_TOPIC, replayed, self.options.rate)
             self._producer.start()
+            alerting = "  alerts:   off (--no-alerts)"
+            if self.options.alerts:
+                self._alerts = DemoAlerts(
+                    find_rules(self.options.rules),
+                    prometheus_bin=self.options.prometheus_bin,
+                    alertmanager_bin=self.options.alertmanager_bin,
+                )
+                alerting = self._alerts.start(self._runner.url)
         except ListenError as exc:
             self.stop()
             raise DemoError(f"{exc}; pick another --port") from exc
@@ -330,9 +372,41 @@ class Demo:
             f"  judges:   {describe_judges(settings)}\n"
             f"  metrics:  {self.metrics_url}   (also /healthz and /readyz)\n"
             f"  database: {self.db_path}\n"
+            f"{alerting}\n"
+            f"{self._describe_regression()}\n"
             f"  Ctrl-C to stop; a summary every {self.options.summary_interval_s:g} s"
         )
         return self
+
+    def _describe_regression(self) -> str:
+        plan, after = self._regression, self.options.regression_after_s
+        if after is None:
+            return "  regression: none injected (--no-regression)"
+        if plan is None:
+            return "  regression: none (the examples have no <name>-canary/-stable pair with flaws)"
+        return (
+            f"  regression: {plan.canary} starts healthy ({plan.swapped} flawed answers swapped "
+            f"for {plan.stable}'s) and turns bad after {after:g} s ({plan.flawed} flawed answers)"
+        )
+
+    @property
+    def prometheus_url(self) -> str | None:
+        """Where the alerts and the rules' graphs are; None when alerting is off."""
+        return None if self._alerts is None else self._alerts.prometheus_url
+
+    def inject_regression(self) -> str | None:
+        """Switch the canary to its flawed answers now; the line to print, None if there is
+        no regression to inject (or it already was)."""
+        plan, producer = self._regression, self._producer
+        if plan is None or producer is None or self.regressed:
+            return None
+        producer.replace_docs(plan.regressed)
+        self.regressed = True
+        elapsed = time.monotonic() - self._started_at
+        return (
+            f"[{elapsed:5.0f}s] regression injected: {plan.canary} now answers with its flawed "
+            f"answers only; {plan.stable} stays healthy"
+        )
 
     def snapshot(self) -> Snapshot:
         return Snapshot.of(self.registry)
@@ -340,11 +414,15 @@ class Demo:
     def summary(self) -> str:
         produced = self._producer.sent if self._producer is not None else 0
         elapsed = time.monotonic() - self._started_at
-        return format_summary(self.snapshot(), elapsed, produced)
+        line = format_summary(self.snapshot(), elapsed, produced)
+        alerts = self._alerts.summary() if self._alerts is not None else None
+        return line if alerts is None else f"{line}\n{alerts}"
 
     def kill_broker(self) -> None:
         """End the embedded broker at once, for a demo killed by a second signal: the broker
         runs in a session of its own and would outlive it. Safe in a signal handler."""
+        if self._alerts is not None:
+            self._alerts.kill()
         if self._broker is not None:
             self._broker.kill()
 
@@ -360,12 +438,18 @@ class Demo:
         OffsetsNotCommitted when the final commit failed (the broker died first)."""
         deadline = None if duration_s is None else time.monotonic() + duration_s
         next_summary = time.monotonic() + self.options.summary_interval_s
+        after = self.options.regression_after_s
+        regress_at = None if after is None else self._started_at + after
         try:
             while not self._stop_requested.is_set():
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 if self._runner is None or not self._runner.alive:
                     break
+                if regress_at is not None and time.monotonic() >= regress_at:
+                    regress_at = None
+                    if (line := self.inject_regression()) is not None:
+                        self._echo(line)
                 if time.monotonic() >= next_summary:
                     self._echo(self.summary())
                     next_summary += self.options.summary_interval_s
@@ -397,6 +481,8 @@ class Demo:
             stopped = runner is None or settings is None or runner.stop(shutdown_budget_s(settings))
             if not stopped:
                 log.warning("the daemon did not finish draining in time")
+            if self._alerts is not None:
+                self._alerts.stop()
             if self._broker is not None:
                 self._broker.stop()
 

@@ -64,3 +64,24 @@ def format_summary(snap: Snapshot, elapsed_s: float, produced: int) -> str:
         f"judged {snap.judged:.0f} ({bands}) | dead-lettered {snap.dead_lettered:.0f} | "
         f"judge_failed {snap.judge_failed:.0f} | mean S_final: {means}"
     )
+
+
+@dataclass(frozen=True)
+class AlertState:
+    """One alert as the summary shows it (from Prometheus' ``/api/v1/alerts``)."""
+
+    name: str
+    state: str  # pending | firing
+    assistant: str | None = None
+
+
+def format_alerts(alerts: Iterable[AlertState], prometheus_url: str) -> str:
+    """``alerts: firing A [assistant]; pending B`` with where to see them, sorted, each
+    (name, assistant) once."""
+    by_state: dict[str, set[str]] = {"firing": set(), "pending": set()}
+    for a in alerts:
+        shown = f"{a.name} [{a.assistant}]" if a.assistant else a.name
+        by_state.setdefault(a.state, set()).add(shown)
+    parts = [f"{state} {', '.join(sorted(names))}" for state, names in by_state.items() if names]
+    body = "; ".join(parts) if parts else "none pending or firing"
+    return f"  alerts: {body}   ({prometheus_url}/alerts)"

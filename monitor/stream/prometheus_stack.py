@@ -164,6 +164,13 @@ class _Server:
             self._log = None
         self.port = None
 
+    def kill(self) -> None:
+        """SIGKILL without waiting (safe in a signal handler); see ``PrometheusStack.kill``."""
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+
     def log_tail(self, lines: int = 20) -> str:
         with contextlib.suppress(OSError):
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -334,6 +341,14 @@ class PrometheusStack:
             shutil.rmtree(self._dir, ignore_errors=True)
         self._dir = None if self._given_dir is None else self._dir
         self._prometheus = self._alertmanager = None
+
+    def kill(self) -> None:
+        """End both processes at once (SIGKILL) without waiting or cleaning up: for an owner
+        about to die (the demo's second Ctrl-C), whose servers run in sessions of their own and
+        would otherwise outlive it. Safe in a signal handler."""
+        for server in (self._prometheus, self._alertmanager):
+            if server is not None:
+                server.kill()
 
     def __enter__(self) -> PrometheusStack:
         return self.start()

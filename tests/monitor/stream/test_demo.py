@@ -47,7 +47,7 @@ from monitor.stream.demo_summary import Snapshot, format_summary
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "turns.jsonl"
-DEADLINE_S = 60.0
+DEADLINE_S = 240.0  # generous: a loaded machine; passing tests end as soon as the condition holds
 
 
 @pytest.fixture
@@ -174,7 +174,7 @@ def test_cli_reports_missing_examples_and_exits_2(tmp_path: Path) -> None:
 def test_demo_judges_turns_and_stops_cleanly(tansu: None, tmp_path: Path) -> None:
     lines: list[str] = []
     db = tmp_path / "demo.db"
-    options = DemoOptions(rate=100, port=0, db_path=db, summary_interval_s=0.5)
+    options = DemoOptions(rate=100, port=0, db_path=db, summary_interval_s=0.5, alerts=False)
     demo = Demo(load_settings(), options, registry=CollectorRegistry(), echo=lines.append)
     demo.start()
     try:
@@ -237,7 +237,7 @@ def test_demo_exits_1_in_bounded_time_when_its_broker_dies_with_the_interrupt(
     daemon = {"drain_timeout_seconds": 3, "commit_interval_seconds": 3600}
     config.write_text(yaml.safe_dump({"daemon": daemon}))
     cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0", "--rate", "100"]
-    cmd += ["--db", str(tmp_path / "demo.db"), "--config", str(config)]
+    cmd += ["--db", str(tmp_path / "demo.db"), "--config", str(config), "--no-alerts"]
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -283,11 +283,12 @@ def test_a_second_interrupt_ends_the_demo_and_its_broker_at_once(
         cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0", "--rate", "100"]
         cmd += ["--db", str(tmp_path / "demo.db"), "--config", str(config)]
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
-        brokers: list[psutil.Process] = []
+        children: list[psutil.Process] = []
         try:
             assert proc.stdout is not None
             url = _metrics_url(proc.stdout)
-            brokers = [p for p in psutil.Process(proc.pid).children() if p.name() == "tansu"]
+            children = psutil.Process(proc.pid).children()
+            brokers = [p for p in children if p.name() == "tansu"]
             assert len(brokers) == 1
             deadline = time.monotonic() + DEADLINE_S
             while not re.search(r"^casewatch_in_flight [1-9]", scrape(url), re.MULTILINE):
@@ -299,14 +300,16 @@ def test_a_second_interrupt_ends_the_demo_and_its_broker_at_once(
                     break
             proc.send_signal(signal.SIGINT)
             assert proc.wait(10.0) == -signal.SIGINT  # liveness, not speed: the drain has 300 s
-            _wait_gone(brokers[0])
+            # The broker, and Prometheus + Alertmanager when installed: none outlives the demo.
+            for child in children:
+                _wait_gone(child)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            for broker in brokers:  # never leak one, even when the test fails
-                if broker.is_running():
-                    broker.kill()
+            for child in children:  # never leak one, even when the test fails
+                if child.is_running():
+                    child.kill()
 
 
 def _wait_gone(process: psutil.Process, timeout_s: float = 10.0) -> None:
@@ -327,7 +330,7 @@ def _metrics_url(stdout: Iterator[str]) -> str:
 
 @pytest.mark.integration
 def test_duration_stops_the_demo_by_itself(tansu: None, tmp_path: Path) -> None:
-    args = ["demo", "--port", "0", "--duration", "1", "--db", str(tmp_path / "d.db")]
+    args = ["demo", "--port", "0", "--duration", "1", "--db", str(tmp_path / "d.db"), "--no-alerts"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()

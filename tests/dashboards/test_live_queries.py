@@ -1,0 +1,261 @@
+"""Every query of every committed dashboard returns data from a real Prometheus scraping a real
+daemon (DESIGN.md: "the test fails on an empty result").
+
+The daemon is ``DaemonRunner`` (what ``casewatch run`` runs) on a topic of the embedded Tansu
+broker, fed by the demo's replay producer with the example turns of ``examples/`` in a loop (the
+canary's flawed answers included) and the demo's malformed records (dead letters). Its judge
+panel is the offline heuristic judge and a judge on the fake OpenAI-compatible server (so
+tokens, dollars, retries and failures exist), with an arbiter on the same server; half of the
+conversations are sampled (so ``skipped`` exists) plus an always-judge rule; the retention job
+runs every second (so ``casewatch_job_runs_total`` exists). Prometheus (Debian's package, via
+``monitor.stream.prometheus_stack``) scrapes it every second with ``rules/`` loaded.
+
+Each query runs with the dashboard's variables at their defaults ("All" for the multi-value
+ones, whose label_values queries must themselves return values), and those using
+``$assistant`` again with one assistant picked (the canary), ``$__rate_interval`` = 1m and
+``$__range`` = 1h: range queries over the last minutes, instant ones now. A query passes when it
+returns at least one finite value; the test waits (with a deadline) until all pass, then names
+any that never did.
+
+Excluded, each for a reason the test states:
+- the drift panels, while the daemon has no drift job (``monitor/jobs/build.py`` builds none
+  for these settings): their series appear only after a drift run. With a drift job the test
+  runs it every few seconds (``run_once``) and the drift p-value and effect queries count a
+  NaN series as data (NaN is the exporter's insufficient_data, all a few minutes of traffic
+  against an empty reference window can give).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from consumers.tansu import EmbeddedBroker, create_topics
+from monitor.models import METRICS
+from monitor.settings import Settings, load_settings
+from monitor.stream.demo import ReplayProducer, find_examples, load_examples
+from monitor.stream.prometheus_stack import PrometheusStack
+from monitor.stream.runner import DaemonRunner
+from tests.dashboards.queries import (
+    ROOT,
+    PanelQuery,
+    dashboard_files,
+    default_values,
+    load,
+    queries,
+    substitute,
+    variables,
+)
+from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, malformed, scores
+from tests.fixtures.broker import DLQ_SUFFIX
+from tests.fixtures.judge_server import fake_judge_config
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 600.0  # generous: a busy 2-core machine; the test ends as soon as all pass
+RANGE_S = 300.0  # range queries look at the last five minutes
+STEP_S = 5.0
+
+DRIFT_SERIES = (
+    "casewatch_drift_pvalue",
+    "casewatch_drift_effect",
+    "casewatch_drift_detected",
+    "casewatch_drift_window_turns",
+    "casewatch_drift_last_run_timestamp_seconds",
+)
+# NaN is what the drift gauges hold for insufficient_data (monitor/exporter.py), which is what
+# a few minutes of traffic against an empty reference window gives: a series counts as data.
+NAN_MEANS_INSUFFICIENT = ("casewatch_drift_pvalue", "casewatch_drift_effect")
+DRIFT_EXCLUSION = "needs a drift run, and the daemon schedules no drift job (monitor/jobs/build.py)"
+DRIFT_RUN_EVERY_S = 5.0
+# Queries run with every variable at "All", and those using $assistant again with this one
+# picked (an assistant of examples/ whose flawed answers make the judges disagree).
+PICKED_ASSISTANT = "acme-support-canary"
+
+# A rule of the test's own, loaded beside rules/ (named like them, so the panels' alertname
+# filter keeps it): the ALERTS panels are proven against a live ALERTS series whichever
+# casewatch alerts the example traffic happens to trigger.
+ALWAYS_PENDING = {
+    "groups": [
+        {
+            "name": "dashboard-test",
+            "rules": [
+                {
+                    "alert": "CasewatchDashboardTestAlwaysPending",
+                    "expr": "vector(1)",
+                    "for": "1h",
+                    "labels": {"severity": "info"},
+                    "annotations": {"summary": "keeps ALERTS non-empty for the dashboard test"},
+                }
+            ],
+        }
+    ]
+}
+
+
+def _respond_factory() -> Any:
+    """judge-a scores 0.9 everywhere, so it disagrees with the heuristic judge on flawed
+    answers; the arbiter then scores 0.25, so the median of the three is the heuristic judge's
+    score and flawed answers end severe. Except: queries in one bucket always get truncated
+    JSON (judge_failed, invalid_output, after a retry) and those of another get it once (a
+    retry, then valid scores)."""
+    attempts: dict[str, int] = {}
+
+    def respond(request: dict[str, Any]) -> Reply:
+        data = case_data_of(request) or {}
+        query = str(data.get("query", ""))
+        if request["model"] == "judge-arbiter":
+            return scores(0.25)
+        bucket = sum(query.encode()) % 7
+        attempts[query] = attempts.get(query, 0) + 1
+        if bucket == 0 or (bucket == 1 and attempts[query] % 2 == 1):
+            return malformed()
+        return scores({m: 0.9 for m in METRICS})
+
+    return respond
+
+
+def _settings(tmp_path: Path, bootstrap: str, topic: str, judge: FakeJudgeServer) -> Settings:
+    priced = {
+        "transport_retries": 0,
+        "output_retries": 1,
+        "price_input_per_mtok": 1.0,
+        "price_output_per_mtok": 2.0,
+    }
+    return load_settings(
+        None,
+        judges={
+            "judge-a": fake_judge_config(judge, model="judge-a", **priced),
+            "judge-arbiter": fake_judge_config(judge, model="judge-arbiter", **priced),
+        },
+        panel={"primaries": ["heuristic", "judge-a"], "arbiter": "judge-arbiter"},
+        kafka={
+            "bootstrap_servers": [bootstrap],
+            "topics": [topic],
+            "group_id": f"dashboards-{uuid.uuid4().hex[:8]}",
+            "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 1000,
+            "max_poll_interval_ms": 6000,
+        },
+        sampling={
+            "default_rate": 0.5,
+            "always_judge": [{"name": "error_code", "field": "answer", "pattern": r"\bE\d{4}\b"}],
+        },
+        storage={
+            "url": f"sqlite:///{tmp_path / 'casewatch.db'}",
+            "retention_days": 30,
+            "retention_interval_seconds": 1,
+        },
+        server={"host": "127.0.0.1", "port": 0},
+    )
+
+
+@pytest.fixture
+def live_stack(
+    tansu_broker: EmbeddedBroker, prometheus_bins: None, tmp_path: Path
+) -> Iterator[tuple[PrometheusStack, DaemonRunner]]:
+    topic = f"dash.{uuid.uuid4().hex[:10]}"
+    create_topics(tansu_broker.bootstrap, [topic], 2, dlq_suffix=DLQ_SUFFIX)
+    extra_rules = tmp_path / "always-pending.yml"
+    extra_rules.write_text(yaml.safe_dump(ALWAYS_PENDING))
+    rule_files = [*sorted((ROOT / "rules").glob("*.yml")), extra_rules]
+    with FakeJudgeServer(responder=_respond_factory()) as judge:
+        settings = _settings(tmp_path, tansu_broker.bootstrap, topic, judge)
+        runner = DaemonRunner(settings, CollectorRegistry()).start()
+        producer = ReplayProducer(
+            tansu_broker.bootstrap, topic, load_examples(find_examples()), rate=40.0
+        ).start()
+        stack = PrometheusStack([runner.url], rule_files=rule_files, scrape_interval_s=1.0)
+        try:
+            stack.start()
+            yield stack, runner
+        finally:
+            stack.stop()
+            producer.stop()
+            runner.stop(60.0)
+
+
+def _excluded(query: PanelQuery, job_names: list[str]) -> str | None:
+    if "drift" not in job_names and any(name in query.expr for name in DRIFT_SERIES):
+        return DRIFT_EXCLUSION
+    return None
+
+
+def _has_data(stack: PrometheusStack, expr: str, instant: bool) -> bool:
+    """At least one finite value (any value, NaN included, for the drift gauges whose NaN
+    means insufficient data); an invalid query raises (PrometheusStackError)."""
+    nan_ok = any(name in expr for name in NAN_MEANS_INSUFFICIENT)
+
+    def data(values: list[float]) -> bool:
+        return bool(values) if nan_ok else any(math.isfinite(v) for v in values)
+
+    if instant:
+        return data([s.value for s in stack.query(expr)])
+    now = time.time()
+    series = stack.query_range(expr, now - RANGE_S, now, STEP_S)
+    return any(data([v for _, v in points]) for _, points in series)
+
+
+def test_every_dashboard_query_returns_data_from_a_live_daemon(
+    live_stack: tuple[PrometheusStack, DaemonRunner],
+) -> None:
+    stack, runner = live_stack
+    job_names = runner._jobs.job_names if runner._jobs is not None else []
+    docs = [load(p) for p in dashboard_files()]
+    pending: dict[str, tuple[str, bool]] = {}
+    excluded: dict[str, str] = {}
+    for doc in docs:
+        values = default_values(doc)
+        for query in queries(doc):
+            reason = _excluded(query, job_names)
+            if reason is not None:
+                excluded[query.where] = reason
+                continue
+            pending[query.where] = (substitute(query.expr, values), query.instant)
+            if "$assistant" in query.expr:  # and as when one assistant is picked
+                one = {**values, "assistant": PICKED_ASSISTANT}
+                where = f"{query.where} [assistant={PICKED_ASSISTANT}]"
+                pending[where] = (substitute(query.expr, one), query.instant)
+    label_queries = {
+        f"{doc['uid']} variable {name}": var["query"]
+        for doc in docs
+        for name, var in variables(doc).items()
+        if var["type"] == "query"
+    }
+    total = len(pending)
+    assert total >= 60, f"only {total} queries found in {len(docs)} dashboards"
+
+    deadline = time.monotonic() + DEADLINE_S
+    next_drift = time.monotonic()
+    while pending or label_queries:
+        if "drift" in job_names and time.monotonic() >= next_drift and runner._jobs is not None:
+            runner._jobs.run_once("drift")  # its own interval may be long: run it now
+            next_drift = time.monotonic() + DRIFT_RUN_EVERY_S
+        for where, (expr, instant) in list(pending.items()):
+            if _has_data(stack, expr, instant):
+                del pending[where]
+        for where, query in list(label_queries.items()):
+            metric, label = query.removeprefix("label_values(").rstrip(")").split(", ")
+            if stack.query(f"count by ({label}) ({metric})"):
+                del label_queries[where]
+        if not (pending or label_queries) or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+
+    assert not label_queries, f"variables without values: {sorted(label_queries)}"
+    assert not pending, (
+        f"{len(pending)} of {total} dashboard queries returned no data within {DEADLINE_S:g} s:\n"
+        + "\n".join(f"  {w}: {e}" for w, (e, _) in sorted(pending.items()))
+    )
+    # Every exclusion is the drift one, and only while no drift job exists.
+    assert set(excluded.values()) <= {DRIFT_EXCLUSION}
+    if "drift" in job_names:
+        assert not excluded

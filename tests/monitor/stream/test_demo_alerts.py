@@ -1,0 +1,125 @@
+"""What `make run` shows of the alerting loop: the pure parts (the alerts line, finding
+rules/), the demo without Prometheus (it runs and says how to get it), and the demo with
+Prometheus and Alertmanager (Debian's packages): the injected canary regression makes the
+severe-share burn-rate alert pending (then firing) for the canary, never for its stable sibling,
+and the periodic summary says so."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.settings import load_settings
+from monitor.stream.demo import Demo, DemoOptions
+from monitor.stream.demo_alerts import RULES, DemoAlerts, find_rules
+from monitor.stream.demo_summary import AlertState, format_alerts
+
+ROOT = Path(__file__).resolve().parents[3]
+DEADLINE_S = 240.0  # generous: a busy 2-core machine; the test ends as soon as it sees it
+BURN = "CasewatchSevereShareBurnRateHigh"
+
+
+def test_alerts_line_names_each_alert_once_by_state() -> None:
+    alerts = [
+        AlertState("B", "pending", "acme-canary"),
+        AlertState("A", "firing"),
+        AlertState("B", "pending", "acme-canary"),
+        AlertState("B", "firing", "other"),
+    ]
+    assert format_alerts(alerts, "http://p:9") == (
+        "  alerts: firing A, B [other]; pending B [acme-canary]   (http://p:9/alerts)"
+    )
+    assert format_alerts([], "http://p:9") == (
+        "  alerts: none pending or firing   (http://p:9/alerts)"
+    )
+
+
+def test_rules_are_found_from_any_working_directory(tmp_path: Path) -> None:
+    assert find_rules(cwd=tmp_path) == ROOT / RULES  # falls back to the checkout
+    assert find_rules(tmp_path / "missing.yml") is None
+    local = tmp_path / RULES
+    local.parent.mkdir()
+    local.write_text("groups: []\n")
+    assert find_rules(cwd=tmp_path) == local
+
+
+def test_without_binaries_or_rules_alerting_is_off_and_says_how_to_get_it(
+    tmp_path: Path,
+) -> None:
+    missing = DemoAlerts(ROOT / RULES, prometheus_bin=tmp_path / "prometheus")
+    line = missing.start("127.0.0.1:1")
+    assert "not installed" in line and "`make services`" in line
+    assert missing.summary() is None and missing.prometheus_url is None
+    missing.kill()  # nothing to kill: no error
+    missing.stop()
+    assert "no rules/casewatch.rules.yml" in DemoAlerts(None).start("127.0.0.1:1")
+
+
+@pytest.mark.integration
+def test_demo_without_prometheus_runs_and_says_how_to_get_it(
+    tansu_broker: object, tmp_path: Path
+) -> None:
+    lines: list[str] = []
+    options = DemoOptions(
+        rate=100,
+        port=0,
+        db_path=tmp_path / "demo.db",
+        summary_interval_s=0.5,
+        prometheus_bin=tmp_path / "no-prometheus",
+    )
+    demo = Demo(load_settings(), options, registry=CollectorRegistry(), echo=lines.append)
+    demo.start()
+    try:
+        assert demo.prometheus_url is None
+        assert "`make services`" in lines[0]
+        deadline = time.monotonic() + DEADLINE_S
+        while demo.snapshot().judged == 0:
+            assert time.monotonic() < deadline, "nothing judged"
+            time.sleep(0.2)
+        assert "alerts:" not in demo.summary()  # no alerts line without Prometheus
+    finally:
+        demo.stop()
+        demo.cleanup()
+
+
+@pytest.mark.integration
+def test_demo_shows_the_canary_regression_as_alerts(
+    tansu_broker: object, prometheus_bins: None, tmp_path: Path
+) -> None:
+    lines: list[str] = []
+    options = DemoOptions(
+        rate=100,
+        port=0,
+        db_path=tmp_path / "demo.db",
+        summary_interval_s=1.0,
+        regression_after_s=5.0,
+    )
+    demo = Demo(load_settings(), options, registry=CollectorRegistry(), echo=lines.append)
+    demo.start()
+    runner = threading.Thread(target=demo.run, daemon=True)
+    runner.start()
+    try:
+        url = demo.prometheus_url
+        assert url is not None and f"Prometheus {url}/alerts" in lines[0]
+        assert "regression: acme-support-canary starts healthy" in lines[0]
+        deadline = time.monotonic() + DEADLINE_S
+        wanted = f"{BURN} [acme-support-canary]"
+        while not any(wanted in line for line in lines):
+            assert time.monotonic() < deadline, "\n".join(lines[-5:])
+            assert runner.is_alive(), "\n".join(lines)
+            time.sleep(0.5)
+        assert any("regression injected: acme-support-canary" in line for line in lines)
+        summary = next(line for line in lines if wanted in line)
+        assert f"({url}/alerts)" in summary
+        # The healthy sibling pages for nothing at any point.
+        assert not any(f"{BURN} [acme-support-stable]" in line for line in lines)
+    finally:
+        demo.request_stop()
+        runner.join(120)
+        demo.cleanup()
+    assert not runner.is_alive()
+    assert demo.prometheus_url is None  # stopped with the demo
