@@ -51,10 +51,14 @@ def _judging(r: dict[str, Any]) -> Row:
 
 
 def _memory(r: dict[str, Any]) -> Row:
+    done = "worked through" if r.get("worked_through") else "NOT worked through"
+    low, high = r["slope_ci95_low_mb_per_10k"], r["slope_ci95_high_mb_per_10k"]
+    ci = f" (95 % CI {low:+.3f} to {high:+.3f})"
     return (
         f"peak {r['peak_rss_mb']:.0f} MB (idle {r['idle_import_rss_mb']:.0f}), "
-        f"{r['slope_mb_per_10k']:+.2f} MB/10k msgs over {r['consumed']:,.0f} msgs",
-        "< 300 MB",
+        f"{r['slope_mb_per_10k']:+.3f} MB/10k msgs{ci} over {r['consumed']:,.0f} of "
+        f"{r['backlog_messages']:,} msgs, {done}",
+        "< 200 MB, CI low <= 0",
         _yes(r["meets_target"]),
     )
 

@@ -33,12 +33,15 @@ def decode_turn(msg: RawMessage, max_bytes: int) -> TurnEvent:
     if len(value) > max_bytes:
         raise InvalidEvent("too_large", f"{len(value)} bytes > limit {max_bytes}")
     try:
-        text = value.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidEvent("bad_utf8", f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
-    try:
-        return TurnEvent.model_validate_json(text)
+        # Straight from bytes: pydantic's parser checks UTF-8 itself, without a str copy.
+        return TurnEvent.model_validate_json(value)
     except ValidationError as exc:
+        # Invalid UTF-8 fails the parse; only then is the record decoded, to name the byte.
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            detail = f"invalid UTF-8 at byte {bad.start}: {bad.reason}"
+            raise InvalidEvent("bad_utf8", detail) from None
         raise _classify(exc) from None
 
 

@@ -14,15 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sklearn.metrics import (
-    accuracy_score,
-    cohen_kappa_score,
-    confusion_matrix,
-    f1_score,
-)
-
 from monitor.models import METRICS, Band, Verdict
+from monitor.reporting.lazy import LazyModule
 from monitor.reporting.stats import Correlation, by_conversation, finite, quiet, rank_correlation
+
+_metrics = LazyModule("sklearn.metrics")  # imported on first use: see monitor.reporting.lazy
 
 BANDS: tuple[str, ...] = tuple(b.value for b in Band)  # severe .. none
 TURN_KEY = "turn_band"  # a human label for the whole turn, compared with Verdict.turn_band
@@ -69,20 +65,22 @@ def band_agreement(metric: str, human: list[str], judge: list[str]) -> BandAgree
         kappa = None
         notes.append(f"only the band {present[0]!r} occurs: kappa undefined")
     else:
-        k = quiet("kappa", lambda: cohen_kappa_score(human, judge, labels=list(BANDS)), notes)
+        k = quiet(
+            "kappa", lambda: _metrics.cohen_kappa_score(human, judge, labels=list(BANDS)), notes
+        )
         kappa = finite(k)
     f1 = quiet(
         "macro-F1",
         # Macro over the bands that occur: a band nobody used would count as F1 = 0.
-        lambda: f1_score(human, judge, labels=present, average="macro", zero_division=0),
+        lambda: _metrics.f1_score(human, judge, labels=present, average="macro", zero_division=0),
         notes,
     )
     problem = sum((h in _PROBLEM) == (j in _PROBLEM) for h, j in zip(human, judge, strict=True))
-    matrix = confusion_matrix(human, judge, labels=list(BANDS))
+    matrix = _metrics.confusion_matrix(human, judge, labels=list(BANDS))
     return BandAgreement(
         metric,
         n,
-        accuracy=finite(accuracy_score(human, judge)),
+        accuracy=finite(_metrics.accuracy_score(human, judge)),
         kappa=kappa,
         macro_f1=finite(f1),
         problem_accuracy=problem / n,

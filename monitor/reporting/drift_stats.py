@@ -17,9 +17,11 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-from scipy import stats as st
 
+from monitor.reporting.lazy import LazyModule
 from monitor.settings import DriftConfig
+
+st = LazyModule("scipy.stats")  # imported on first use: see monitor.reporting.lazy
 
 T = TypeVar("T")
 

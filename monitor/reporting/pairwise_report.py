@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import bootstrap
 
 from monitor.judging.pairwise_judge import PairwiseJudgment
+from monitor.reporting.lazy import LazyModule
+
+st = LazyModule("scipy.stats")  # imported on first use: see monitor.reporting.lazy
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def summarise(
     if scores:
         summary.win_rate = float(np.mean(scores))
     if len(set(scores)) > 1:
-        result = bootstrap(
+        result = st.bootstrap(
             (np.asarray(scores),),
             np.mean,
             confidence_level=0.95,

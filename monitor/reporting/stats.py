@@ -20,10 +20,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as st
 
 from monitor import scoring
 from monitor.models import METRICS, Verdict
+from monitor.reporting.lazy import LazyModule
+
+st = LazyModule("scipy.stats")  # imported on first use: see monitor.reporting.lazy
 
 T = TypeVar("T")
 

@@ -56,6 +56,27 @@ def test_bad_utf8_names_the_byte() -> None:
     assert "byte 14" in err.detail
 
 
+def test_bad_utf8_inside_an_otherwise_valid_turn_is_bad_utf8_not_schema() -> None:
+    # Parsed straight from bytes: the parser's failure is re-examined to name the bad byte.
+    value = turn_bytes().replace(b'"evt-1"', b'"evt-\xc3\x28"')
+    err = reason_of(value)
+    assert err.reason == "bad_utf8"
+    assert f"byte {value.index(bytes([0xC3]))}" in err.detail
+
+
+@pytest.mark.parametrize("encoded", [b"\xed\xa0\x80", b"\xf4\x90\x80\x80"])
+def test_encoded_surrogate_or_out_of_range_code_point_is_bad_utf8(encoded: bytes) -> None:
+    # Python's decoder rejects both; the bytes parser must not let them through either.
+    assert (
+        reason_of(turn_bytes().replace(b'"evt-1"', b'"evt-' + encoded + b'"')).reason == "bad_utf8"
+    )
+
+
+@pytest.mark.parametrize("value", [b"\xff{}", b'{"a": 1}\xfe', b"\xc3"])
+def test_bad_utf8_outside_strings_is_bad_utf8(value: bytes) -> None:
+    assert reason_of(value).reason == "bad_utf8"
+
+
 @pytest.mark.parametrize("value", [b"{not json", b'{"a": 1} trailing', b"\x00"])
 def test_not_json(value: bytes) -> None:
     assert reason_of(value).reason == "not_json"

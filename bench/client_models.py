@@ -1,0 +1,138 @@
+"""Which way of driving the openai client gets closest to the concurrency limit here?
+
+Against the fake judge server (its own process) at ``--latency``, ``--requests`` calls at
+``--concurrency``, three ways, alternated ``--rounds`` (3) times in the same run: N threads
+sharing one ``openai.OpenAI`` client (what the judge does), N threads with a client each (no
+shared httpx connection-pool lock), and one asyncio loop with ``openai.AsyncOpenAI`` and N
+tasks. Each client warms its connections first; the figure is requests per second as a share
+of the ideal concurrency / latency, median over the rounds. Not part of ``run_all.py``: it is
+the evidence for the "asyncio or not" question in bench/README.md.
+
+    .venv/bin/python bench/client_models.py [--requests 480] [--concurrency 16] [--latency 0.1]
+
+Prints a readable report, then one JSON line of results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import queue
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import openai
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.batch_throughput import KEY, MODEL, start_server  # noqa: E402
+
+MESSAGES: Any = [{"role": "user", "content": "x" * 2000}]
+
+
+def threads(base_url: str, n: int, concurrency: int, per_thread: bool) -> float:
+    shared = openai.OpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
+    work: queue.Queue[int] = queue.Queue()
+    for i in range(n):
+        work.put(i)
+    ready = threading.Barrier(concurrency + 1)
+
+    def worker() -> None:
+        client = (
+            openai.OpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
+            if per_thread
+            else shared
+        )
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
+        ready.wait()
+        while True:
+            try:
+                work.get_nowait()
+            except queue.Empty:
+                return
+            client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
+
+    pool = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in pool:
+        t.start()
+    ready.wait()
+    started = time.perf_counter()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - started
+    shared.close()
+    return n / elapsed
+
+
+def asyncio_tasks(base_url: str, n: int, concurrency: int) -> float:
+    async def run() -> float:
+        client = openai.AsyncOpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
+        warm = [
+            client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
+            for _ in range(concurrency)
+        ]
+        await asyncio.gather(*warm)
+        left = [n]
+
+        async def worker() -> None:
+            while left[0] > 0:
+                left[0] -= 1
+                await client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+        await client.close()
+        return n / elapsed
+
+    return asyncio.run(run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=480)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    ideal = args.concurrency / args.latency
+    ways: dict[str, Callable[[str], float]] = {
+        "threads_shared_client": lambda u: threads(u, args.requests, args.concurrency, False),
+        "threads_client_per_thread": lambda u: threads(u, args.requests, args.concurrency, True),
+        "asyncio_one_loop": lambda u: asyncio_tasks(u, args.requests, args.concurrency),
+    }
+    server, base_url = start_server(args.latency)
+    try:
+        rounds: dict[str, list[float]] = {k: [] for k in ways}
+        for _ in range(args.rounds):
+            for name, way in ways.items():
+                rounds[name].append(way(base_url) / ideal)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    result: dict[str, Any] = {
+        "bench": "client_models",
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "latency_seconds": args.latency,
+        "ideal_per_second": ideal,
+    }
+    for name, values in rounds.items():
+        median = statistics.median(values)
+        result[f"{name}_ratio_to_ideal"] = round(median, 3)
+        result[f"{name}_rounds"] = [round(v, 3) for v in values]
+        print(f"{name:28s} {median:.3f} of ideal {ideal:.0f}/s (rounds {result[name + '_rounds']})")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
