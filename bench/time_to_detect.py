@@ -1,13 +1,13 @@
 """Time to detect a severe-share regression on a real Prometheus with rules/ loaded.
 
-Per judged-turn rate (default 0.5, 2 and 10 judged turns/s: turn volume x sample rate), two
+Per judged-turn rate (default 0.5, 2 and 10 judged turns/s: turn volume x sample rate), several
 assistants are streamed: ``step-<rate>``, whose severe rate steps from ``--p0`` (5 %) to
-``--p1`` (15 %) at a known moment, and ``flat-<rate>``, which stays at 5 % throughout (the
-false-alarm control). Each judged turn is a Bernoulli draw (severe or not), counted on
-``casewatch_turns_judged_total{assistant,band}`` of the real exporter (``monitor.exporter``),
-served over HTTP and scraped by Debian's Prometheus, which evaluates rules/ (the quality
-groups: objective, severe-share recording rules and burn-rate alerts) and sends alerts to
-Alertmanager. Measured: wall time from the step to the first severe-share alert seen
+``--p1`` (15 %) at a known moment, and ``--controls`` (5) ``flat-<rate>-<i>``, which stay at
+5 % throughout (the false-alarm control). Each judged turn is a Bernoulli draw (severe or not),
+counted on ``casewatch_turns_judged_total{assistant,band}`` of the real exporter
+(``monitor.exporter``), served over HTTP and scraped by Debian's Prometheus, which evaluates
+rules/ (the quality groups: objective, severe-share recording rules and burn-rate alerts) and
+sends alerts to Alertmanager. Measured: wall time from the step to the first severe-share alert seen
 ``firing`` in Prometheus (polled every 0.1 s), and how many alerts ever fire for the flat
 streams (and for the step streams before their step).
 
@@ -199,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-wait-h", type=float, default=4.0, help="production hours to wait for detection"
     )
+    parser.add_argument(
+        "--controls", type=int, default=5, help="flat (no-regression) streams per rate"
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     k = args.factor
@@ -214,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     baseline_wall = longest / k + 4 * SCRAPE_S
 
     streams = [
-        Stream(f"{kind}-{r:g}", r, kind == "step") for r in rates for kind in ("step", "flat")
+        Stream(name, r, name.startswith("step"))
+        for r in rates
+        for name in (f"step-{r:g}", *(f"flat-{r:g}-{i}" for i in range(args.controls)))
     ]
     by_name = {s.name: s for s in streams}
     registry = CollectorRegistry()
@@ -283,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                 "delay_s": None if measured is None else round(measured),
                 "cusum_delay_s": round(optimum, 1),
                 "ratio_to_cusum": None if measured is None else round(measured / optimum, 1),
-                "judged_turns": s.judged + by_name[f"flat-{r:g}"].judged,
+                "judged_turns": sum(x.judged for x in streams if x.rate == r),
             }
         )
 
