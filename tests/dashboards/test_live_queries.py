@@ -204,6 +204,7 @@ def _has_data(stack: PrometheusStack, expr: str, instant: bool) -> bool:
     return any(data([v for _, v in points]) for _, points in series)
 
 
+@pytest.mark.timeout(1500)  # its own condition deadlines (600 s each) bound it, not pytest's 300 s
 def test_every_dashboard_query_returns_data_from_a_live_daemon(
     live_stack: tuple[PrometheusStack, DaemonRunner],
 ) -> None:

@@ -102,6 +102,7 @@ def daemon(
         assert runner.stop(timeout_s=60)
 
 
+@pytest.mark.timeout(1500)  # its own condition deadlines (600 s each) bound it, not pytest's 300 s
 def test_a_canary_regression_pages_through_alertmanager_and_the_stable_stays_silent(
     prometheus_bins: None,
     tansu_broker: EmbeddedBroker,
