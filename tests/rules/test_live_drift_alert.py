@@ -105,6 +105,7 @@ def daemon(
         assert runner.stop(timeout_s=60)
 
 
+@pytest.mark.timeout(3300)  # its own condition deadlines (5 x 600 s) bound it, not pytest's 300 s
 def test_a_canary_regression_fires_the_drift_alert_through_alertmanager(
     prometheus_bins: None,
     tansu_broker: EmbeddedBroker,
