@@ -109,6 +109,22 @@ def _scrape(r: dict[str, Any]) -> Row:
     )
 
 
+def _time_to_detect(r: dict[str, Any]) -> Row:
+    delays = ", ".join(
+        f"{row['judged_per_s']:g}/s not fired"
+        if row["delay_s"] is None
+        else f"{row['judged_per_s']:g}/s {row['delay_s'] / 60:.0f} min "
+        f"({row['ratio_to_cusum']}x CUSUM)"
+        for row in r["rows"]
+    )
+    return (
+        f"5 % -> 15 % severe detected after {delays}; "
+        f"false alarms {r['false_alarms_per_day']}/day (K = {r['factor']:g})",
+        "all detected",
+        _yes(r["all_detected"]),
+    )
+
+
 @dataclass(frozen=True)
 class Bench:
     name: str
@@ -124,6 +140,7 @@ BENCHES = (
     Bench("arbitration_cost", "arbitration_cost.py", _arbitration),
     Bench("offline_judge", "offline_judge.py", _offline_judge),
     Bench("scrape", "scrape.py", _scrape),
+    Bench("time_to_detect", "time_to_detect.py", _time_to_detect),
 )
 
 

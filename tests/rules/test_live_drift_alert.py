@@ -1,0 +1,183 @@
+"""The drift alert on live components: a real casewatch daemon (DaemonRunner: Kafka source from
+the embedded Tansu broker, heuristic judge, SQLite store) whose scheduler runs the real drift
+job, scraped by Prometheus (Debian's package) with rules/ loaded, alerting through
+Alertmanager to a webhook this test owns.
+
+The drift job's windows are on the events' own timestamps, so the test writes history: the
+reference window gets both assistants' flawless answers of examples/ stamped 30 minutes ago;
+then the canary's flawed answers (twice over, fresh event ids) and the stable's flawless
+ones arrive stamped now. ``CasewatchQualityDriftDetected`` must fire for the canary and reach
+the webhook; no drift alert may fire for the stable (same answers in both windows).
+
+Honest about time: rules are the production rules with every ``for:`` capped at 5 s
+(``tune_rules(max_for_s=5)``); the drift job runs every 2 s over a 10-minute recent window and
+the hour before it, with ``min_turns: 10`` (production: every 5 min, 1 h vs 7 days, 30 turns).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from consumers.tansu import EmbeddedBroker
+from monitor.stream.prometheus_config import tune_rules
+from monitor.stream.prometheus_stack import PrometheusStack
+from monitor.stream.runner import DaemonRunner
+from tests.fixtures.broker import produce
+from tests.fixtures.prometheus import AlertWebhook
+from tests.monitor.stream.test_daemon import kafka_settings
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "rules" / "casewatch.rules.yml"
+EXAMPLES = ROOT / "examples"
+STABLE, CANARY = "acme-support-stable", "acme-support-canary"
+DRIFT_ALERT = "CasewatchQualityDriftDetected"
+DEADLINE_S = 600.0  # generous: a loaded 2-core machine
+MIN_TURNS = 10
+
+
+def examples() -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Flawless turns per assistant, and the canary's flawed turns."""
+    flaw = {
+        d["event_id"]: d["flaw"]
+        for d in map(json.loads, (EXAMPLES / "flaws.jsonl").read_text().splitlines())
+    }
+    docs = [json.loads(line) for line in (EXAMPLES / "turns.jsonl").read_text().splitlines()]
+    healthy: dict[str, list[dict[str, Any]]] = {STABLE: [], CANARY: []}
+    flawed = []
+    for doc in docs:
+        if flaw[doc["event_id"]] == "none":
+            healthy[doc["assistant"]["name"]].append(doc)
+        elif doc["assistant"]["name"] == CANARY:
+            flawed.append(doc)
+    return healthy, flawed
+
+
+def values(docs: list[dict[str, Any]], tag: str, at: datetime) -> list[bytes]:
+    """The docs as fresh events: a unique event id per ``tag``, timestamp ``at``."""
+    stamp = at.isoformat().replace("+00:00", "Z")
+    return [
+        json.dumps({**d, "event_id": f"{d['event_id']}#{tag}", "timestamp": stamp}).encode()
+        for d in docs
+    ]
+
+
+def wait_for(cond: Callable[[], bool], what: str, timeout_s: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.25)
+
+
+@pytest.fixture
+def daemon(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
+) -> Iterator[DaemonRunner]:
+    settings = kafka_settings(
+        tansu_broker.bootstrap,
+        kafka_topic,
+        f"sqlite:///{tmp_path / 'casewatch.db'}",
+        server={"host": "127.0.0.1", "port": 0},
+        sampling={"default_rate": 1.0},
+        drift={
+            "enabled": True,
+            "interval_seconds": 2.0,
+            "recent_window_seconds": 600.0,
+            "reference_window_seconds": 3600.0,
+            "min_turns": MIN_TURNS,
+        },
+    )
+    runner = DaemonRunner(settings, CollectorRegistry()).start()
+    try:
+        yield runner
+    finally:
+        assert runner.stop(timeout_s=60)
+
+
+@pytest.mark.timeout(3300)  # its own condition deadlines (5 x 600 s) bound it, not pytest's 300 s
+def test_a_canary_regression_fires_the_drift_alert_through_alertmanager(
+    prometheus_bins: None,
+    tansu_broker: EmbeddedBroker,
+    kafka_topic: str,
+    daemon: DaemonRunner,
+    alert_webhook: AlertWebhook,
+    tmp_path: Path,
+) -> None:
+    rules = tmp_path / "casewatch.rules.yml"
+    rules.write_text(yaml.safe_dump(tune_rules(yaml.safe_load(RULES.read_text()), max_for_s=5)))
+    healthy, flawed = examples()
+    assert min(len(healthy[STABLE]), len(healthy[CANARY]), len(flawed)) >= MIN_TURNS
+
+    with PrometheusStack(
+        [daemon.url],
+        rule_files=[rules],
+        webhook_url=alert_webhook.url,
+        scrape_interval_s=1,
+        evaluation_interval_s=1,
+    ) as stack:
+
+        def judged() -> float:
+            return sum(
+                s.value
+                for s in stack.query('sum(casewatch_turns_judged_total{band!="judge_failed"})')
+            )
+
+        def drift_runs() -> float:
+            return sum(s.value for s in stack.query("casewatch_drift_last_run_timestamp_seconds"))
+
+        bootstrap = tansu_broker.bootstrap
+        # The reference window: both assistants healthy, 30 minutes ago.
+        reference = healthy[STABLE] + healthy[CANARY]
+        past = datetime.now(UTC) - timedelta(minutes=30)
+        produce(bootstrap, kafka_topic, values(reference, "ref", past))
+        wait_for(lambda: judged() == len(reference), "the reference turns judged and scraped")
+        # A drift run over the reference alone (nothing recent: insufficient data, no drift).
+        first_run = time.time()
+        wait_for(lambda: drift_runs() > first_run, "a drift run after the reference turns")
+        assert not any(s.value for s in stack.query("casewatch_drift_detected"))
+
+        # The recent window: the canary's answers turn bad, the stable keeps answering well.
+        now = datetime.now(UTC)
+        # Two copies of the flawed answers, each with its own event ids (a repeated id is a
+        # duplicate delivery, judged at most once).
+        recent = [
+            *values(flawed, "p2-0", now),
+            *values(flawed, "p2-1", now),
+            *values(healthy[STABLE], "p2", now),
+        ]
+        produce(bootstrap, kafka_topic, recent)
+        alert_webhook.wait_for(
+            lambda: any(
+                a["labels"].get("assistant") == CANARY for a in alert_webhook.firing(DRIFT_ALERT)
+            ),
+            DEADLINE_S,
+            f"{DRIFT_ALERT} for the canary at the webhook",
+        )
+        drift = alert_webhook.firing(DRIFT_ALERT)[0]
+        assert drift["labels"]["severity"] == "ticket"
+        assert drift["labels"]["signal"]
+        assert drift["annotations"]["runbook_url"].endswith("#casewatchqualitydriftdetected")
+        wait_for(lambda: judged() == len(reference) + len(recent), "the recent turns judged")
+        # A drift run that saw every recent turn, and the rules evaluated after it.
+        all_seen = time.time()
+        wait_for(lambda: drift_runs() > all_seen, "a drift run over every recent turn")
+        detected = {s.labels["assistant"] for s in stack.query("casewatch_drift_detected == 1")}
+        assert detected == {CANARY}
+        for alert in [
+            *(a.labels for a in stack.alerts()),
+            *(a["labels"] for a in alert_webhook.alerts()),
+        ]:
+            if alert["alertname"] == DRIFT_ALERT:
+                assert alert.get("assistant") == CANARY, alert
+        assert {r.health for r in stack.rules()} == {"ok"}
