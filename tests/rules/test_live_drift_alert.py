@@ -16,12 +16,10 @@ the hour before it, with ``min_turns: 10`` (production: every 5 min, 1 h vs 7 da
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -34,50 +32,12 @@ from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook
 from tests.monitor.stream.test_daemon import kafka_settings
+from tests.rules.live import CANARY, DEADLINE_S, RULES, STABLE, examples, values, wait_for
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "rules" / "casewatch.rules.yml"
-EXAMPLES = ROOT / "examples"
-STABLE, CANARY = "acme-support-stable", "acme-support-canary"
 DRIFT_ALERT = "CasewatchQualityDriftDetected"
-DEADLINE_S = 600.0  # generous: a loaded 2-core machine
 MIN_TURNS = 10
-
-
-def examples() -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
-    """Flawless turns per assistant, and the canary's flawed turns."""
-    flaw = {
-        d["event_id"]: d["flaw"]
-        for d in map(json.loads, (EXAMPLES / "flaws.jsonl").read_text().splitlines())
-    }
-    docs = [json.loads(line) for line in (EXAMPLES / "turns.jsonl").read_text().splitlines()]
-    healthy: dict[str, list[dict[str, Any]]] = {STABLE: [], CANARY: []}
-    flawed = []
-    for doc in docs:
-        if flaw[doc["event_id"]] == "none":
-            healthy[doc["assistant"]["name"]].append(doc)
-        elif doc["assistant"]["name"] == CANARY:
-            flawed.append(doc)
-    return healthy, flawed
-
-
-def values(docs: list[dict[str, Any]], tag: str, at: datetime) -> list[bytes]:
-    """The docs as fresh events: a unique event id per ``tag``, timestamp ``at``."""
-    stamp = at.isoformat().replace("+00:00", "Z")
-    return [
-        json.dumps({**d, "event_id": f"{d['event_id']}#{tag}", "timestamp": stamp}).encode()
-        for d in docs
-    ]
-
-
-def wait_for(cond: Callable[[], bool], what: str, timeout_s: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.25)
 
 
 @pytest.fixture
