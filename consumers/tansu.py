@@ -23,6 +23,7 @@ import structlog
 
 from consumers._kafka import KafkaAdminClient, broker_errors, kafka
 from monitor.errors import BrokerError, ConfigError
+from monitor.processes import stop_process
 
 log = structlog.get_logger(__name__)
 
@@ -178,13 +179,8 @@ class EmbeddedBroker:
 
     def _terminate(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(STOP_TIMEOUT_S)
+        if proc is not None:
+            stop_process(proc, STOP_TIMEOUT_S)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None

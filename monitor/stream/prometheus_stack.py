@@ -37,6 +37,7 @@ import structlog
 import yaml
 
 from monitor.errors import CasewatchError, ConfigError
+from monitor.processes import stop_process
 from monitor.stream.prometheus_config import (
     ScrapeTarget,
     alertmanager_config,
@@ -152,13 +153,8 @@ class _Server:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(STOP_TIMEOUT_S)
+        if proc is not None:
+            stop_process(proc, STOP_TIMEOUT_S)
         if self._log is not None:
             self._log.close()
             self._log = None
