@@ -28,12 +28,14 @@ def schema() -> None:
 
 
 def _register() -> None:
-    # Command modules are imported here, not at the top, so `casewatch schema` stays fast and
-    # each group can be read (and tested) on its own.
-    from monitor.commands import COMMANDS
+    # Command modules are imported when a command is looked up, not here, so `casewatch schema`
+    # and `casewatch run` stay fast and each group can be read (and tested) on its own.
+    from monitor.commands import CommandTable
 
-    for command in COMMANDS:
-        main.add_command(command)
+    table = CommandTable()
+    for name, command in main.commands.items():  # the ones defined in this module
+        table[name] = command
+    main.commands = table
 
 
 _register()
