@@ -8,7 +8,6 @@ import sys
 import click
 
 from monitor import __version__
-from monitor.models import TurnEvent
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,6 +19,8 @@ def main() -> None:
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of the turn event (v1) for producers to validate against."""
+    from monitor.models import TurnEvent  # here: `casewatch run` needs it only once started
+
     doc = TurnEvent.model_json_schema()
     doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     doc["title"] = "casewatch TurnEvent v1"
