@@ -30,7 +30,9 @@ MILESTONES: tuple[tuple[str, str], ...] = (
     ("kafka.sync_received", "SyncGroup (broker round)"),
     ("kafka.offset_fetch_received", "OffsetFetch"),
     ("kafka.fetch_sent", "to first fetch sent"),
-    ("first records polled", "first fetch answered"),
+    ("kafka.records_returned", "first fetch answered (maybe empty)"),
+    ("kafka.records_nonempty", "first fetch answered with records"),
+    ("first records polled", "records handed to the daemon"),
     ("judge_request", "to first judge request"),
     ("first_verdict", "judged + stored (first verdict)"),
 )

@@ -17,8 +17,10 @@ T0 = time.time()  # before anything else is imported
 import json  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -44,6 +46,8 @@ MILESTONES: dict[str, str] = {
     "SyncGroup for group": "kafka.sync_failed",
 }
 ONCE = {"kafka.fetch_sent", "kafka.records_returned"}  # per process: only the first
+SAMPLE_EVERY_S = 0.5  # after the first fetched records: where the main thread is
+SAMPLE_FOR_S = 60.0
 
 
 def emit(event: str, at: float | None = None, **fields: object) -> None:
@@ -58,8 +62,29 @@ class _Milestones(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self._seen: set[str] = set()
+        self._fetches = 0
+        self._returned: dict[object, int] = {}  # partition -> offset of its last fetch answer
+
+    def _nonempty(self, record: logging.LogRecord) -> None:
+        """A fetch answer may hold no records ("Returning fetched records" is logged either
+        way): the first one that moved a position is the first with records."""
+        template = str(record.msg)
+        args: tuple[Any, ...] = record.args if isinstance(record.args, tuple) else ()
+        if template.startswith("Sending FetchRequest"):
+            self._fetches += 1
+        elif template.startswith("Returning fetched records") and len(args) == 2:
+            offset, tp = args
+            self._returned[tp] = int(offset)
+        elif template.startswith("Updating fetch position") and len(args) >= 2:
+            tp, position = args[0], args[1]
+            before = self._returned.get(tp)
+            if before is not None and int(position) > before:
+                self._seen.add("kafka.records_nonempty")
+                emit("kafka.records_nonempty", record.created, fetches=self._fetches)
 
     def emit(self, record: logging.LogRecord) -> None:
+        if "kafka.records_nonempty" not in self._seen:
+            self._nonempty(record)
         template = str(record.msg)
         for prefix, name in MILESTONES.items():
             if template.startswith(prefix):
@@ -68,7 +93,32 @@ class _Milestones(logging.Handler):
                         return
                     self._seen.add(name)
                 emit(name, record.created, detail=record.getMessage()[:200])
+                if name == "kafka.records_returned":
+                    threading.Thread(target=_sample_main, daemon=True).start()
                 return
+
+
+def _sample_main() -> None:
+    """Where the main thread (the daemon's loop) spends the time after the first records
+    came back: its innermost frame and casewatch frames, emitted when they change."""
+    main = threading.main_thread().ident
+    last: list[str] = []
+    end = time.monotonic() + SAMPLE_FOR_S
+    while time.monotonic() < end:
+        frame = sys._current_frames().get(main or -1)
+        where: list[str] = []
+        innermost = True
+        while frame is not None and len(where) < 8:
+            code = frame.f_code
+            ours = "/monitor/" in code.co_filename or "/consumers/" in code.co_filename
+            if ours or innermost:
+                where.append(f"{Path(code.co_filename).name}:{frame.f_lineno}:{code.co_name}")
+            innermost = False
+            frame = frame.f_back
+        if where != last:
+            emit("main_thread_sample", stack=where)
+            last = where
+        time.sleep(SAMPLE_EVERY_S)
 
 
 def main() -> int:

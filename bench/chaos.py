@@ -23,9 +23,18 @@ here; HTTP requests per turn, retries included, for context), turns ending judge
 silent drops (lost turns plus poison records missing from the dead-letter topic), restart to
 first verdict p50 / max, and the broker outage's effect.
 
+Each restart's time is split into phases (``bench/_restart_phases.py``): the daemon runs under
+``bench/_timeline_daemon.py``, which adds kafka-python's group-protocol steps (coordinator,
+JoinGroup, SyncGroup, OffsetFetch, first fetch) to the daemon's own startup lines ("settings
+loaded", "startup: ...", "daemon started", "first records polled"); the bench adds the first
+judge request and the first new verdict. ``--storage memory`` runs the broker on its memory
+engine instead (no broker outage then: that engine forgets everything), to tell the s3
+engine's share from the group protocol's.
+
     .venv/bin/python bench/chaos.py                    # short: 600 turns, 3 kills (~2 min)
     .venv/bin/python bench/chaos.py --turns 20000 --kills 20 --max-seconds 1500
     .venv/bin/python bench/chaos.py --static            # kafka.group_instance_id set
+    .venv/bin/python bench/chaos.py --static --storage memory --kills 6
 
 Prints a readable report, then one JSON line of results.
 """
