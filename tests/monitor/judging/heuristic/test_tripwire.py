@@ -8,6 +8,7 @@ import pytest
 
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
+from tests.monitor.judging.heuristic.tripwire_corpus import EXPECTED, decisions
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 CONTEXT = (
@@ -81,3 +82,13 @@ def test_it_agrees_with_the_identifier_labels_of_the_calibration_set() -> None:
         turns = [TurnEvent.model_validate_json(line) for line in f]
     tripped = {t.event_id: bool(identifier_tripwire(t)) for t in turns if t.event_id in severe}
     assert tripped == severe
+
+
+def test_its_decisions_on_the_examples_and_their_corruptions_are_unchanged() -> None:
+    """The near misses found on every example turn and ~1,000 corrupted copies are the ones
+    recorded before the tripwire was made faster (tripwire_expected.json)."""
+    expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
+    checked, hits = decisions()
+    assert checked == expected["checked"]
+    assert hits.keys() == expected["hits"].keys()
+    assert hits == expected["hits"]
