@@ -92,3 +92,28 @@ def test_its_decisions_on_the_examples_and_their_corruptions_are_unchanged() -> 
     assert checked == expected["checked"]
     assert hits.keys() == expected["hits"].keys()
     assert hits == expected["hits"]
+
+
+def test_an_ordinary_turn_is_checked_whole() -> None:
+    assert not identifier_tripwire(turn("Open port 9443.")).truncated
+    assert not identifier_tripwire(turn("Open outbound TCP 9434.")).truncated
+
+
+def test_a_turn_past_its_bounds_is_checked_in_part_and_says_so() -> None:
+    """Hundreds of corrupted keys over a ~1 MB context: it still trips, on the first ones in
+    sorted order, and marks the turn truncated instead of comparing every pair."""
+    keys = [f"cfg_key_{i:06d}" for i in range(40_000)]
+    contexts = [{"id": f"kb-{j}", "text": " ".join(keys[j::40])} for j in range(40)]
+    answer = " ".join(f"{k}x" for k in keys[:500])  # each one insertion away from a key
+    hit = identifier_tripwire(turn(answer, contexts=contexts))
+    assert hit.truncated
+    assert hit.kinds == ("config_key",)
+    assert hit.misses[0].expected.raw == "cfg_key_000000"
+    assert 0 < len(hit.misses) < 500
+
+
+def test_a_huge_answer_is_read_up_to_its_bound() -> None:
+    answer = "Open outbound TCP 9434. " + "Nothing to see here. " * 5_000
+    hit = identifier_tripwire(turn(answer))
+    assert hit.truncated
+    assert hit.kinds == ("port",)
