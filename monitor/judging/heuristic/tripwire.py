@@ -75,6 +75,8 @@ class TripwireHit:
     @property
     def kinds(self) -> tuple[str, ...]:
         """Each kind once, for bounded metric labels."""
+        if not self.misses:
+            return ()
         return tuple(sorted({m.found.kind.value for m in self.misses}))
 
     def __bool__(self) -> bool:
@@ -187,9 +189,7 @@ def _part(text: str) -> _Part:
 
 def _near(token: str, parts: list[_Part]) -> list[str]:
     """Evidence identifiers within two edits of ``token``, the first three in sorted order."""
-    found: set[str] = set()
-    for part in parts:
-        found.update(part.near(token))
+    found = set().union(*[part.near(token) for part in parts])
     return sorted(found)[:_NEIGHBOURS]
 
 
@@ -240,6 +240,20 @@ def _head(text: str, limit: int) -> str:
     return head[:cut] if cut > 0 else head
 
 
+def _pool_parts(texts: list[str]) -> list[_Part]:
+    """The parts of an evidence larger than the near search's bound, up to the bound."""
+    parts: list[_Part] = []
+    pooled = 0
+    for text in texts:
+        head = _head(text, _MAX_POOL_CHARS - pooled)
+        if head:
+            parts.append(_part(head))
+            pooled += len(head)
+        if len(head) < len(text):
+            break
+    return parts
+
+
 def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
     """Near misses of evidence identifiers in the answer of ``turn``."""
     answer = turn.answer
@@ -252,23 +266,18 @@ def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
     if len(candidates) * len(evidence) > _MAX_SCANNED_CHARS:
         truncated = True
         candidates = set(sorted(candidates)[: max(1, _MAX_SCANNED_CHARS // len(evidence))])
-    missing = sorted(c for c in candidates if c not in evidence)
+    missing = [c for c in candidates if c not in evidence]
+    if not missing:
+        return _CLEAN_TRUNCATED if truncated else _CLEAN
+    missing.sort()
     if len(missing) > _MAX_NEAR_SEARCHES:
         truncated = True
         del missing[_MAX_NEAR_SEARCHES:]
-    if not missing:
-        return _CLEAN_TRUNCATED if truncated else _CLEAN
-    parts: list[_Part] = []
-    pooled = 0
-    for text in texts:
-        if pooled + len(text) > _MAX_POOL_CHARS:
-            truncated = True
-            text = _head(text, _MAX_POOL_CHARS - pooled)
-        pooled += len(text)
-        if text:
-            parts.append(_part(text))
-        if pooled >= _MAX_POOL_CHARS:
-            break
+    if len(evidence) <= _MAX_POOL_CHARS:
+        parts = list(map(_part, texts))
+    else:
+        truncated = True
+        parts = _pool_parts(texts)
     misses: dict[tuple[IdKind, str], NearMiss] = {}
     for token in missing:
         near = _near(token, parts)
