@@ -86,6 +86,7 @@ METRIC_NAMES: tuple[str, ...] = (
     # Identifier tripwire (monitor/judging/heuristic/tripwire.py), on every consumed turn.
     "casewatch_tripwire_checked_total",
     "casewatch_identifier_mismatch_total",
+    "casewatch_tripwire_truncated_total",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -477,6 +478,12 @@ class Metrics:
             ["assistant", "kind"],
             registry=r,
         )
+        self.tripwire_truncated = Counter(
+            "casewatch_tripwire_truncated",
+            "Turns larger than the identifier tripwire's bounds, checked only in part",
+            ["assistant"],
+            registry=r,
+        )
 
         for outcome in ("inserted", "duplicate"):
             self.stored.labels(outcome=outcome)
@@ -511,11 +518,18 @@ class Metrics:
         child.inc(count)
 
     def record_tripwire(
-        self, assistant: str, checked: int, mismatches: Iterable[tuple[str, int]] = ()
+        self,
+        assistant: str,
+        checked: int,
+        mismatches: Iterable[tuple[str, int]] = (),
+        truncated: int = 0,
     ) -> None:
-        """``checked`` turns of ``assistant``; ``mismatches``: (identifier kind, turns)."""
+        """``checked`` turns of ``assistant``; ``mismatches``: (identifier kind, turns);
+        ``truncated``: turns checked only as far as the tripwire's bounds."""
         label = self._assistant(assistant)
         self.tripwire_checked.labels(assistant=label).inc(checked)
+        if truncated:
+            self.tripwire_truncated.labels(assistant=label).inc(truncated)
         for kind, n in mismatches:
             self.identifier_mismatch.labels(assistant=label, kind=kind).inc(n)
 

@@ -20,7 +20,6 @@ from monitor.errors import TransportError
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import TurnEvent
 from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.stream.steps.base import Envelope
@@ -98,10 +97,6 @@ class Pipeline:
         return self._commit.final_error
 
 
-def _tripwire_kinds(turn: TurnEvent) -> tuple[str, ...]:
-    return identifier_tripwire(turn).kinds
-
-
 def build_pipeline(
     settings: Settings,
     source: TurnSource,
@@ -132,7 +127,7 @@ def build_pipeline(
         commit,
         sampler,
         metrics,
-        tripwire=_tripwire_kinds if settings.sampling.identifier_tripwire else None,
+        tripwire=identifier_tripwire if settings.sampling.identifier_tripwire else None,
     )
     first = DecodeStep(
         sample,
