@@ -2,22 +2,34 @@
 
 Every series the exporter declares is filled at the worst case its labels allow: assistants up
 to the exporter's cap (plus ``__other__``), the 8 metrics × 5 bands, three judges with every
-failure reason, the drift signals, the baseline tiers, ... — then ``generate_latest`` (what the
-``/metrics`` handler returns) is timed over several renders. Reported: the median render time,
-the payload size, the number of samples, and as a same-run baseline the render time of one
-plain counter holding the same number of samples (prometheus_client's own floor per sample).
+failure reason, the drift signals, the baseline tiers, ... Then, over ``--rounds`` interleaved
+rounds, each of which first changes EVERY series (counters +1, a new observation in every
+histogram, every gauge set to a new value: the worst case between two scrapes):
 
-    .venv/bin/python bench/scrape.py [--repeat 15]
+- old: prometheus_client's ``generate_latest`` (what ``/metrics`` served before ``Exposition``);
+- new: ``monitor.exposition.Exposition.render`` with every series changed, then again with
+  nothing changed; the body is checked byte for byte against ``generate_latest``;
+- cold: a fresh ``Exposition``'s first render (once per process and per new series);
+- gzip of the body at level 1 (``/metrics`` now) and 9 (prometheus_client's);
+- the same-run baseline: ``generate_latest`` of one plain counter holding as many samples
+  (prometheus_client's own floor per sample).
+
+Reported: medians over the rounds, the payload size, the number of samples.
+
+    .venv/bin/python bench/scrape.py [--rounds 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import itertools
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +41,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest  # noq
 from prometheus_client.metrics import MetricWrapperBase  # noqa: E402
 
 from monitor.exporter import DEFAULT_MAX_LABEL_VALUES, Metrics  # noqa: E402
+from monitor.exposition import Exposition  # noqa: E402
 from monitor.judging.judge import FAILURE_REASONS  # noqa: E402
 from monitor.models import METRICS, Band  # noqa: E402
 
@@ -57,73 +70,118 @@ def label_domain(label: str) -> list[str]:
     return domains.get(label, ["a", "b", "c"])
 
 
-def fill(metrics: Metrics) -> int:
-    """Create every label combination of every declared metric; returns how many series."""
+def fill(metrics: Metrics, value: float = 1.0) -> int:
+    """Create (or change) every label combination of every declared metric; returns how many
+    series. Gauges are set to ``value``: pass a new one to change them all."""
     series = 0
-    for value in vars(metrics).values():
-        if not isinstance(value, MetricWrapperBase):
+    for wrapper in vars(metrics).values():
+        if not isinstance(wrapper, MetricWrapperBase):
             continue
-        names = value._labelnames
+        names = wrapper._labelnames
         if not names:
             continue
         for combo in itertools.product(*(label_domain(n) for n in names)):
-            child: Any = value.labels(*combo)
-            kind = value._type
+            child: Any = wrapper.labels(*combo)
+            kind = wrapper._type
             if kind == "histogram":
                 child.observe(0.5)
             elif kind == "counter":
                 child.inc()
             elif kind == "gauge":
-                child.set(1.0)
+                child.set(value)
             series += 1
     return series
 
 
-def median_render_ms(registry: CollectorRegistry, repeat: int) -> tuple[float, int]:
-    times = []
-    size = 0
-    for _ in range(repeat):
-        start = time.perf_counter()
-        size = len(generate_latest(registry))
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times), size
+def timed(render: Callable[[], bytes]) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    body = render()
+    return (time.perf_counter() - start) * 1000, body
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args(argv)
 
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     series = fill(metrics)
     samples = sum(len(m.samples) for m in registry.collect())
-    render_ms, size = median_render_ms(registry, args.repeat)
-
     baseline_registry = CollectorRegistry()
     plain = Counter("plain", "baseline", ["i"], registry=baseline_registry)
     for i in range(samples):
         plain.labels(str(i)).inc()
-    baseline_ms, _ = median_render_ms(baseline_registry, args.repeat)
+
+    exposition = Exposition(registry)
+    exposition.render()
+    times: dict[str, list[float]] = {
+        k: [] for k in ("old", "new", "unchanged", "cold", "baseline", "gzip1", "gzip9")
+    }
+    size = gzip1_size = gzip9_size = 0
+    for round_no in range(args.rounds):
+        fill(metrics, value=round_no + 0.25)  # every series changes
+        ms, old_body = timed(lambda: generate_latest(registry))
+        times["old"].append(ms)
+        ms, body = timed(exposition.render)
+        times["new"].append(ms)
+        if body != old_body:
+            raise SystemExit("Exposition.render differs from generate_latest: not a valid bench")
+        times["unchanged"].append(timed(exposition.render)[0])
+        times["cold"].append(timed(Exposition(registry).render)[0])
+        times["baseline"].append(timed(lambda: generate_latest(baseline_registry))[0])
+        ms, zipped = timed(partial(gzip.compress, body, compresslevel=1))
+        times["gzip1"].append(ms)
+        gzip1_size = len(zipped)
+        ms, zipped = timed(partial(gzip.compress, body, compresslevel=9))
+        times["gzip9"].append(ms)
+        gzip9_size = len(zipped)
+        size = len(body)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    base = med["baseline"]
 
     print(f"series (label combinations): {series:,}")
     print(f"samples rendered:            {samples:,}")
-    print(f"/metrics payload:            {size / 1024:,.0f} KiB")
-    print(f"render (median of {args.repeat}):       {render_ms:.1f} ms (target < {TARGET_MS:g} ms)")
     print(
-        f"plain counter, same samples: {baseline_ms:.1f} ms -> ratio {render_ms / baseline_ms:.2f}"
+        f"/metrics payload:            {size / 1024:,.0f} KiB (gzip -1: {gzip1_size / 1024:,.0f}"
+        f" KiB, gzip -9: {gzip9_size / 1024:,.0f} KiB)"
+    )
+    print(f"medians of {args.rounds} interleaved rounds; ratios to the plain counter:")
+    print(f"  plain counter, same samples (generate_latest): {base:8.1f} ms  1.000")
+    for key, label in (
+        ("old", "old: generate_latest"),
+        ("new", "new: every series changed"),
+        ("unchanged", "new: nothing changed"),
+        ("cold", "new: first render (cold)"),
+        ("gzip1", "gzip level 1 of the body"),
+        ("gzip9", "gzip level 9 of the body"),
+    ):
+        print(f"  {label:<46} {med[key]:8.1f} ms  {med[key] / base:.3f}")
+    print(
+        f"target: render < {TARGET_MS:g} ms (every series changed): "
+        f"{'met' if med['new'] < TARGET_MS else 'NOT met'}"
     )
     print(
         json.dumps(
             {
                 "bench": "scrape",
+                "rounds": args.rounds,
                 "series": series,
                 "samples": samples,
                 "payload_bytes": size,
-                "render_ms": round(render_ms, 2),
-                "baseline_render_ms": round(baseline_ms, 2),
-                "ratio_to_baseline": round(render_ms / baseline_ms, 3),
-                "meets_target": render_ms < TARGET_MS,
+                "gzip1_bytes": gzip1_size,
+                "gzip9_bytes": gzip9_size,
+                "render_ms": round(med["new"], 2),
+                "render_unchanged_ms": round(med["unchanged"], 2),
+                "render_cold_ms": round(med["cold"], 2),
+                "old_render_ms": round(med["old"], 2),
+                "gzip1_ms": round(med["gzip1"], 2),
+                "gzip9_ms": round(med["gzip9"], 2),
+                "baseline_render_ms": round(base, 2),
+                "ratio_to_baseline": round(med["new"] / base, 4),
+                "old_ratio_to_baseline": round(med["old"] / base, 3),
+                "speedup": round(med["old"] / med["new"], 1),
+                "meets_target": med["new"] < TARGET_MS,
             }
         )
     )
