@@ -30,7 +30,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from itertools import accumulate
+from itertools import accumulate, chain, compress, repeat
+from operator import attrgetter, contains, is_not, mod
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -50,6 +51,14 @@ _SAME_LINES_ESCAPINGS = frozenset(
     {openmetrics.UNDERSCORES, openmetrics.ALLOWUTF8, openmetrics.VALUES}
 )
 _EOF = b"# EOF\n"
+_VALUE = attrgetter("_value")  # a MutexValue's float, read as its get() would (sans lock)
+_VALUE_OF_VALUE = attrgetter("_value._value")
+_DICT = attrgetter("__dict__")
+_EXEMPLAR = attrgetter("_exemplar")
+_BUCKETS = attrgetter("_buckets")
+_EXEMPLAR_OF_VALUE = attrgetter("_value._exemplar")
+_FLOAT = frozenset({float})
+_NEVER = object()  # the "last rendered value" of a new series: equal to no value
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,14 @@ def _value_text(v: float) -> str:
     return floatToGoString(v)
 
 
+def _plain(values: list[Any]) -> bool:
+    """Whether every value is a finite float below 1e6, whose ``%s`` (its repr) is then
+    floatToGoString's text. Checked without a Python-level loop: a finite sum means no NaN
+    and no infinity (an overflow to inf only sends the values the slow way), then max works."""
+    total = sum(values)
+    return total - total == 0.0 and max(values) < 1e6 and set(map(type, values)) <= _FLOAT
+
+
 def _label_value(v: str) -> str:
     return v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
@@ -114,9 +131,8 @@ class _Family:
         self.labelnames: tuple[str, ...] = tuple(wrapper._labelnames)
         self.histogram = metric.type == "histogram"
         self.gauge = metric.type == "gauge"
-        doc = metric.documentation
         text_name = metric.name + "_total" if metric.type == "counter" else metric.name
-        text_doc = doc.replace("\\", r"\\").replace("\n", r"\n")
+        text_doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         self.text_header = (
             f"# HELP {text_name} {text_doc}\n# TYPE {text_name} {metric.type}\n".encode()
         )
@@ -129,81 +145,127 @@ class _Family:
         if self.histogram:
             self.bounds_text = [floatToGoString(b) for b in wrapper._upper_bounds]
             self.with_sum = wrapper._upper_bounds[0] >= 0
-        # labelvalues -> [child, value object(s) it was rendered from, rendered text]
-        self.series: dict[tuple[str, ...], list[Any]] = {}
+        # Aligned by index, in the wrapper's series order: the children, the value object(s)
+        # each was last rendered from (histograms: (bucket values, sum)), the series' lines as
+        # a %-template (``name{labels} %s\n``; a histogram's buckets, count and sum: % is
+        # twice as fast as str.format here)
+        # and its rendered text.
+        self.children: list[Any] = []
+        self.values: list[Any] = []
+        self.templates: list[str] = []
+        self.texts: list[str] = []
         self.chunk = b""
 
     def render(self) -> bytes:
+        """The family's sample lines, re-rendering only the series whose values changed."""
         wrapper = self.wrapper
         if wrapper._is_parent():
             with wrapper._lock:
-                items = list(wrapper._metrics.items())
+                children = list(wrapper._metrics.values())
         else:
-            items = [((), wrapper)]
-        series = self.series
-        changed = len(series) != len(items)
-        texts: list[str] = []
-        append = texts.append
+            children = [wrapper]
+        values: list[Any]
         if self.histogram:
-            for key, child in items:
-                entry = series.get(key)
-                raw = [b._value for b in child._buckets]
-                total = child._sum._value
-                if entry is None or entry[0] is not child:
-                    entry = series[key] = [child, None, None, "", self._histogram_template(key)]
-                if entry[2] is not total or entry[1] != raw:
-                    entry[3] = self._histogram_text(child, entry[4], raw, total)
-                    entry[1], entry[2] = raw, total
-                    changed = True
-                append(entry[3])
+            values = [(list(map(_VALUE, c._buckets)), c._sum._value) for c in children]
         else:
-            gauge = self.gauge
-            for key, child in items:
-                if gauge and "_child_samples" in child.__dict__:
-                    raise _Unsupported(self.name)  # set_function(): the value is computed
-                entry = series.get(key)
-                value = child._value._value
-                if entry is None or entry[0] is not child:
-                    entry = series[key] = [child, None, "", self._prefix(key)]
-                if entry[1] is not value:
-                    if child._value._exemplar is not None:
-                        raise _Unsupported(self.name)
-                    # _value_text inlined: this line runs for every changed series.
-                    if type(value) is float and value - value == 0.0 and value < 1e6:
-                        entry[2] = entry[3] + repr(value) + "\n"
-                    else:
-                        entry[2] = entry[3] + floatToGoString(value) + "\n"
-                    entry[1] = value
-                    changed = True
-                append(entry[2])
-        if changed:
-            if len(series) != len(items):  # series removed since the last render
-                self.series = {key: series[key] for key, _ in items}
-            self.chunk = "".join(texts).encode()
+            values = list(map(_VALUE_OF_VALUE, children))
+            # set_function() makes a gauge compute its value at collect time.
+            if self.gauge and any(map(contains, map(_DICT, children), repeat("_child_samples"))):
+                raise _Unsupported(self.name)
+        realigned = children != self.children  # identity per element: added or removed
+        if realigned:
+            self._realign(children)
+        # By identity: every inc/set/observe stores a new float, and equal values may still
+        # render differently (0.0 and -0.0). Histogram buckets by value (lists are rebuilt
+        # here; a count is a sum of 1.0s from 0.0, never -0.0), their _sum by identity.
+        if self.histogram:
+            changed = [
+                i
+                for i, (now, before) in enumerate(zip(values, self.values, strict=True))
+                if now[1] is not before[1] or now[0] != before[0]
+            ]
+        else:
+            changed = list(compress(range(len(values)), map(is_not, values, self.values)))
+        if not changed:
+            if realigned:  # series removed, none changed
+                self.chunk = "".join(self.texts).encode()
+            return self.chunk
+        everything = len(changed) == len(children)
+        kids = children if everything else [children[i] for i in changed]
+        vals = values if everything else [values[i] for i in changed]
+        templates = self.templates if everything else [self.templates[i] for i in changed]
+        if self.histogram:
+            rendered = self._histogram_texts(kids, templates, vals)
+        else:
+            if any(map(_EXEMPLAR_OF_VALUE, kids)):
+                raise _Unsupported(self.name)
+            # Any value but a finite float below 1e6 goes through floatToGoString itself.
+            rendered = list(map(mod, templates, vals if _plain(vals) else map(_value_text, vals)))
+        if everything:
+            self.texts = rendered
+        else:
+            texts = self.texts
+            for i, text in zip(changed, rendered, strict=True):
+                texts[i] = text
+        self.values = values
+        self.chunk = "".join(self.texts).encode()
         return self.chunk
 
-    def _prefix(self, key: tuple[str, ...]) -> str:
-        return _prefix(self.sample_name, dict(zip(self.labelnames, key, strict=True)))
-
-    def _histogram_template(self, key: tuple[str, ...]) -> str:
-        """The series' lines with a ``{}`` per value: buckets, count, then sum (if any)."""
-        labels = dict(zip(self.labelnames, key, strict=True))
-        names = [_prefix(self.name + "_bucket", {**labels, "le": le}) for le in self.bounds_text]
-        names.append(_prefix(self.name + "_count", labels))
-        if self.with_sum:
-            names.append(_prefix(self.name + "_sum", labels))
-        return "".join(n.replace("{", "{{").replace("}", "}}") + "{}\n" for n in names)
-
-    def _histogram_text(self, child: Any, template: str, raw: list[float], total: float) -> str:
-        if any(b._exemplar is not None for b in child._buckets):
-            raise _Unsupported(self.name)
-        # Cumulative counts summed in prometheus_client's order (0.0 + b0 + b1 ...), so the
-        # floats, hence their text, are identical.
-        cumulative = list(accumulate(raw, initial=0.0))[1:]
-        values = (
-            [*cumulative, cumulative[-1], total] if self.with_sum else [*cumulative, cumulative[-1]]
+    def _realign(self, children: list[Any]) -> None:
+        """Series were added or removed: carry the known ones over, template the new ones."""
+        known = dict(
+            zip(
+                self.children,
+                zip(self.values, self.templates, self.texts, strict=True),
+                strict=True,
+            )
         )
-        return template.format(*map(_value_text, values))
+        values, templates, texts = [], [], []
+        for child in children:
+            cached = known.get(child)
+            if cached is None:
+                never = (None, _NEVER) if self.histogram else _NEVER
+                cached = (never, self._template(child._labelvalues), "")
+            values.append(cached[0])
+            templates.append(cached[1])
+            texts.append(cached[2])
+        self.children, self.values, self.templates, self.texts = children, values, templates, texts
+
+    def _template(self, key: tuple[str, ...]) -> str:
+        labels = dict(zip(self.labelnames, key, strict=True))
+        if not self.histogram:
+            prefixes = [_prefix(self.sample_name, labels)]
+        else:
+            prefixes = [
+                _prefix(self.name + "_bucket", {**labels, "le": le}) for le in self.bounds_text
+            ]
+            prefixes.append(_prefix(self.name + "_count", labels))
+            if self.with_sum:
+                prefixes.append(_prefix(self.name + "_sum", labels))
+        lines = "".join(p.replace("%", "%%") + "%s\n" for p in prefixes)
+        if not self.histogram:
+            return lines
+        if not self.with_sum:  # a histogram with negative buckets has no _sum line
+            lines += "%.0s"
+        return "%.0s" + lines
+
+    def _histogram_texts(
+        self, kids: list[Any], templates: list[str], values: list[tuple[list[float], float]]
+    ) -> list[str]:
+        if any(map(_EXEMPLAR, chain.from_iterable(map(_BUCKETS, kids)))):
+            raise _Unsupported(self.name)
+        rows = []
+        for raw, total in values:
+            # Cumulative counts summed in prometheus_client's order (0.0 + b0 + b1 ...), so
+            # the floats, hence their text, are identical. The leading 0.0 is consumed by the
+            # template's "%.0s"; then the buckets, _count (the last bucket) and _sum.
+            row = list(accumulate(raw, initial=0.0))
+            row.append(row[-1])
+            row.append(total)
+            rows.append(row)
+        if not _plain(list(chain.from_iterable(rows))):
+            rows = [list(map(_value_text, row)) for row in rows]
+        return list(map(mod, templates, map(tuple, rows)))
 
 
 class _Families:
