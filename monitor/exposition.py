@@ -43,6 +43,7 @@ from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.utils import floatToGoString
 
 Encoder = Callable[[Any], bytes]
+_go_float: Callable[[float], str] = floatToGoString  # how prometheus_client writes a value
 
 # Legacy names (no colon: OpenMetrics' underscore escaping rewrites ':' in sample names) render
 # identically under every escaping scheme except ``dots``.
@@ -98,7 +99,7 @@ def _value_text(v: float) -> str:
     # finite float below 1e6 (from 1e6 on, Go writes an exponent where Python does not).
     if type(v) is float and v - v == 0.0 and v < 1e6:
         return repr(v)
-    return floatToGoString(v)
+    return _go_float(v)
 
 
 def _plain(values: list[Any]) -> bool:
@@ -143,7 +144,7 @@ class _Family:
         self.om_header = om_header.encode()
         self.sample_name = self.name + "_total" if metric.type == "counter" else self.name
         if self.histogram:
-            self.bounds_text = [floatToGoString(b) for b in wrapper._upper_bounds]
+            self.bounds_text = [_go_float(b) for b in wrapper._upper_bounds]
             self.with_sum = wrapper._upper_bounds[0] >= 0
         # Aligned by index, in the wrapper's series order: the children, the value object(s)
         # each was last rendered from (histograms: (bucket values, sum)), the series' lines as
@@ -254,7 +255,7 @@ class _Family:
     ) -> list[str]:
         if any(map(_EXEMPLAR, chain.from_iterable(map(_BUCKETS, kids)))):
             raise _Unsupported(self.name)
-        rows = []
+        rows: list[list[Any]] = []
         for raw, total in values:
             # Cumulative counts summed in prometheus_client's order (0.0 + b0 + b1 ...), so
             # the floats, hence their text, are identical. The leading 0.0 is consumed by the
