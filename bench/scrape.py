@@ -3,8 +3,8 @@
 Every series the exporter declares is filled at the worst case its labels allow: assistants up
 to the exporter's cap (plus ``__other__``), the 8 metrics × 5 bands, three judges with every
 failure reason, the drift signals, the baseline tiers, ... Then, over ``--rounds`` interleaved
-rounds, each of which first changes EVERY series (counters +1, a new observation in every
-histogram, every gauge set to a new value: the worst case between two scrapes):
+rounds, each of which first changes EVERY series (counters + 1..3, a new observation in every
+histogram, every gauge set to a new random value: the worst case between two scrapes):
 
 - old: prometheus_client's ``generate_latest`` (what ``/metrics`` served before ``Exposition``);
 - new: ``monitor.exposition.Exposition.render`` with every series changed, then again with
@@ -25,6 +25,8 @@ import argparse
 import gzip
 import itertools
 import json
+import math
+import random
 import statistics
 import sys
 import time
@@ -70,9 +72,11 @@ def label_domain(label: str) -> list[str]:
     return domains.get(label, ["a", "b", "c"])
 
 
-def fill(metrics: Metrics, value: float = 1.0) -> int:
+def fill(metrics: Metrics, rng: random.Random) -> int:
     """Create (or change) every label combination of every declared metric; returns how many
-    series. Gauges are set to ``value``: pass a new one to change them all."""
+    series. Values as a live daemon would hold them: counters grow by small integers, every
+    histogram gets an observation in [0, 1), gauges are arbitrary floats (NaN sometimes, as
+    the drift p-values are with too little data)."""
     series = 0
     for wrapper in vars(metrics).values():
         if not isinstance(wrapper, MetricWrapperBase):
@@ -84,11 +88,11 @@ def fill(metrics: Metrics, value: float = 1.0) -> int:
             child: Any = wrapper.labels(*combo)
             kind = wrapper._type
             if kind == "histogram":
-                child.observe(0.5)
+                child.observe(rng.random())
             elif kind == "counter":
-                child.inc()
+                child.inc(rng.randint(1, 3))
             elif kind == "gauge":
-                child.set(value)
+                child.set(math.nan if rng.random() < 0.05 else rng.random() * 100)
             series += 1
     return series
 
@@ -106,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
 
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    series = fill(metrics)
+    rng = random.Random(12)
+    series = fill(metrics, rng)
     samples = sum(len(m.samples) for m in registry.collect())
     baseline_registry = CollectorRegistry()
     plain = Counter("plain", "baseline", ["i"], registry=baseline_registry)
@@ -119,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         k: [] for k in ("old", "new", "unchanged", "cold", "baseline", "gzip1", "gzip9")
     }
     size = gzip1_size = gzip9_size = 0
-    for round_no in range(args.rounds):
-        fill(metrics, value=round_no + 0.25)  # every series changes
+    for _ in range(args.rounds):
+        fill(metrics, rng)  # every series changes
         ms, old_body = timed(lambda: generate_latest(registry))
         times["old"].append(ms)
         ms, body = timed(exposition.render)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, chain, compress, repeat
-from operator import attrgetter, contains, is_not, mod
+from operator import attrgetter, contains, is_not, not_
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -54,12 +54,13 @@ _SAME_LINES_ESCAPINGS = frozenset(
 _EOF = b"# EOF\n"
 _VALUE = attrgetter("_value")  # a MutexValue's float, read as its get() would (sans lock)
 _VALUE_OF_VALUE = attrgetter("_value._value")
+_VALUE_OF_SUM = attrgetter("_sum._value")
 _DICT = attrgetter("__dict__")
 _EXEMPLAR = attrgetter("_exemplar")
 _BUCKETS = attrgetter("_buckets")
 _EXEMPLAR_OF_VALUE = attrgetter("_value._exemplar")
 _FLOAT = frozenset({float})
-_NEVER = object()  # the "last rendered value" of a new series: equal to no value
+_BELOW_1E6 = (1e6).__gt__  # False for NaN and +Inf too; applied to abs() for -Inf
 
 
 @dataclass(frozen=True)
@@ -102,12 +103,20 @@ def _value_text(v: float) -> str:
     return _go_float(v)
 
 
-def _plain(values: list[Any]) -> bool:
-    """Whether every value is a finite float below 1e6, whose ``%s`` (its repr) is then
-    floatToGoString's text. Checked without a Python-level loop: a finite sum means no NaN
-    and no infinity (an overflow to inf only sends the values the slow way), then max works."""
-    total = sum(values)
-    return total - total == 0.0 and max(values) < 1e6 and set(map(type, values)) <= _FLOAT
+def _formattable(values: list[Any]) -> list[Any]:
+    """``values`` ready for a ``%s`` template: a finite float below 1e6 as itself (its ``%s`` is
+    its repr, floatToGoString's text), anything else (NaN, infinities, 1e6 and above, which Go
+    writes with an exponent) as floatToGoString's text. Without a Python-level loop over the
+    values, unless they are not all floats."""
+    if not set(map(type, values)) <= _FLOAT:
+        return list(map(_value_text, values))
+    odd = list(compress(range(len(values)), map(not_, map(_BELOW_1E6, map(abs, values)))))
+    if not odd:
+        return values
+    values = list(values)
+    for i in odd:
+        values[i] = _go_float(values[i])
+    return values
 
 
 def _label_value(v: str) -> str:
@@ -147,18 +156,18 @@ class _Family:
             self.bounds_text = [_go_float(b) for b in wrapper._upper_bounds]
             self.with_sum = wrapper._upper_bounds[0] >= 0
         # Aligned by index, in the wrapper's series order: the children, the value object(s)
-        # each was last rendered from (histograms: (bucket values, sum)), the series' lines as
-        # a %-template (``name{labels} %s\n``; a histogram's buckets, count and sum: % is
-        # twice as fast as str.format here)
-        # and its rendered text.
+        # each was last rendered from (histograms: (bucket values, sum)) and its lines as a
+        # %-template (``name{labels} %s\n``; a histogram's buckets, _count and _sum).
         self.children: list[Any] = []
         self.values: list[Any] = []
         self.templates: list[str] = []
-        self.texts: list[str] = []
+        self.template = ""  # all of them joined: one % renders the family
         self.chunk = b""
 
     def render(self) -> bytes:
-        """The family's sample lines, re-rendering only the series whose values changed."""
+        """The family's sample lines: the cached ones unless a value changed, else all of
+        them again with a single % (one C call for thousands of values: formatting only the
+        changed series, one Python-level step each, costs more once a few hundred changed)."""
         wrapper = self.wrapper
         if wrapper._is_parent():
             with wrapper._lock:
@@ -167,70 +176,51 @@ class _Family:
             children = [wrapper]
         values: list[Any]
         if self.histogram:
-            values = [(list(map(_VALUE, c._buckets)), c._sum._value) for c in children]
+            # [([bucket values], sum), ...] without a Python-level loop.
+            buckets = map(list, map(map, repeat(_VALUE), map(_BUCKETS, children)))
+            values = list(zip(buckets, map(_VALUE_OF_SUM, children), strict=True))
         else:
             values = list(map(_VALUE_OF_VALUE, children))
             # set_function() makes a gauge compute its value at collect time.
             if self.gauge and any(map(contains, map(_DICT, children), repeat("_child_samples"))):
                 raise _Unsupported(self.name)
-        realigned = children != self.children  # identity per element: added or removed
-        if realigned:
+        if children != self.children:  # identity per element: series added or removed
             self._realign(children)
-        # By identity: every inc/set/observe stores a new float, and equal values may still
-        # render differently (0.0 and -0.0). Histogram buckets by value (lists are rebuilt
-        # here; a count is a sum of 1.0s from 0.0, never -0.0), their _sum by identity.
-        if self.histogram:
-            changed = [
-                i
-                for i, (now, before) in enumerate(zip(values, self.values, strict=True))
-                if now[1] is not before[1] or now[0] != before[0]
-            ]
-        else:
-            changed = list(compress(range(len(values)), map(is_not, values, self.values)))
-        if not changed:
-            if realigned:  # series removed, none changed
-                self.chunk = "".join(self.texts).encode()
+        elif self._unchanged(values):
             return self.chunk
-        everything = len(changed) == len(children)
-        kids = children if everything else [children[i] for i in changed]
-        vals = values if everything else [values[i] for i in changed]
-        templates = self.templates if everything else [self.templates[i] for i in changed]
         if self.histogram:
-            rendered = self._histogram_texts(kids, templates, vals)
-        else:
-            if any(map(_EXEMPLAR_OF_VALUE, kids)):
+            if any(map(_EXEMPLAR, chain.from_iterable(map(_BUCKETS, children)))):
                 raise _Unsupported(self.name)
-            # Any value but a finite float below 1e6 goes through floatToGoString itself.
-            rendered = list(map(mod, templates, vals if _plain(vals) else map(_value_text, vals)))
-        if everything:
-            self.texts = rendered
+            flat: list[Any] = []
+            for raw, total in values:
+                # Cumulative counts summed in prometheus_client's order (0.0 + b0 + b1 ...),
+                # so the floats, hence their text, are identical. The leading 0.0 goes to the
+                # template's "%.0s"; then the buckets, _count (the last bucket) and _sum.
+                flat += accumulate(raw, initial=0.0)
+                flat.append(flat[-1])
+                flat.append(total)
         else:
-            texts = self.texts
-            for i, text in zip(changed, rendered, strict=True):
-                texts[i] = text
+            if any(map(_EXEMPLAR_OF_VALUE, children)):
+                raise _Unsupported(self.name)
+            flat = values
+        self.chunk = (self.template % tuple(_formattable(flat))).encode()
         self.values = values
-        self.chunk = "".join(self.texts).encode()
         return self.chunk
+
+    def _unchanged(self, values: list[Any]) -> bool:
+        # By identity: every inc/set/observe stores a new float, and equal values may still
+        # render differently (0.0 and -0.0). Histograms by value (their tuples are rebuilt
+        # here), which is as good: their counts and _sum are sums from +0.0, never -0.0, and
+        # a NaN _sum equals itself only as the same object (tuples compare identity first).
+        if self.histogram:
+            return values == self.values
+        return not any(map(is_not, values, self.values))
 
     def _realign(self, children: list[Any]) -> None:
         """Series were added or removed: carry the known ones over, template the new ones."""
-        known = dict(
-            zip(
-                self.children,
-                zip(self.values, self.templates, self.texts, strict=True),
-                strict=True,
-            )
-        )
-        values, templates, texts = [], [], []
-        for child in children:
-            cached = known.get(child)
-            if cached is None:
-                never = (None, _NEVER) if self.histogram else _NEVER
-                cached = (never, self._template(child._labelvalues), "")
-            values.append(cached[0])
-            templates.append(cached[1])
-            texts.append(cached[2])
-        self.children, self.values, self.templates, self.texts = children, values, templates, texts
+        known = dict(zip(self.children, self.templates, strict=True))
+        templates = [known.get(c) or self._template(c._labelvalues) for c in children]
+        self.children, self.templates, self.template = children, templates, "".join(templates)
 
     def _template(self, key: tuple[str, ...]) -> str:
         labels = dict(zip(self.labelnames, key, strict=True))
@@ -249,24 +239,6 @@ class _Family:
         if not self.with_sum:  # a histogram with negative buckets has no _sum line
             lines += "%.0s"
         return "%.0s" + lines
-
-    def _histogram_texts(
-        self, kids: list[Any], templates: list[str], values: list[tuple[list[float], float]]
-    ) -> list[str]:
-        if any(map(_EXEMPLAR, chain.from_iterable(map(_BUCKETS, kids)))):
-            raise _Unsupported(self.name)
-        rows: list[list[Any]] = []
-        for raw, total in values:
-            # Cumulative counts summed in prometheus_client's order (0.0 + b0 + b1 ...), so
-            # the floats, hence their text, are identical. The leading 0.0 is consumed by the
-            # template's "%.0s"; then the buckets, _count (the last bucket) and _sum.
-            row = list(accumulate(raw, initial=0.0))
-            row.append(row[-1])
-            row.append(total)
-            rows.append(row)
-        if not _plain(list(chain.from_iterable(rows))):
-            rows = [list(map(_value_text, row)) for row in rows]
-        return list(map(mod, templates, map(tuple, rows)))
 
 
 class _Families:
