@@ -110,6 +110,9 @@ def _formattable(values: list[Any]) -> list[Any]:
     values, unless they are not all floats."""
     if not set(map(type, values)) <= _FLOAT:
         return list(map(_value_text, values))
+    total = sum(values)  # finite: no NaN, no infinity (an overflow only takes the long way)
+    if total - total == 0.0 and (not values or max(values) < 1e6):
+        return values
     odd = list(compress(range(len(values)), map(not_, map(_BELOW_1E6, map(abs, values)))))
     if not odd:
         return values
