@@ -54,7 +54,7 @@ _SAME_LINES_ESCAPINGS = frozenset(
 _EOF = b"# EOF\n"
 _VALUE = attrgetter("_value")  # a MutexValue's float, read as its get() would (sans lock)
 _VALUE_OF_VALUE = attrgetter("_value._value")
-_VALUE_OF_SUM = attrgetter("_sum._value")
+_SUM = attrgetter("_sum")
 _DICT = attrgetter("__dict__")
 _EXEMPLAR = attrgetter("_exemplar")
 _BUCKETS = attrgetter("_buckets")
@@ -158,9 +158,9 @@ class _Family:
         if self.histogram:
             self.bounds_text = [_go_float(b) for b in wrapper._upper_bounds]
             self.with_sum = wrapper._upper_bounds[0] >= 0
-        # Aligned by index, in the wrapper's series order: the children, the value object(s)
-        # each was last rendered from (histograms: (bucket values, sum)) and its lines as a
-        # %-template (``name{labels} %s\n``; a histogram's buckets, _count and _sum).
+        # In the wrapper's series order: the children, the value objects the chunk was rendered
+        # from (see render) and each series' lines as a %-template (``name{labels} %s\n``; a
+        # histogram's buckets, _count and _sum).
         self.children: list[Any] = []
         self.values: list[Any] = []
         self.templates: list[str] = []
@@ -177,11 +177,10 @@ class _Family:
                 children = list(wrapper._metrics.values())
         else:
             children = [wrapper]
-        values: list[Any]
+        # The value objects: a series' float (a histogram's: every bucket's, then every _sum).
         if self.histogram:
-            # [([bucket values], sum), ...] without a Python-level loop.
-            buckets = map(list, map(map, repeat(_VALUE), map(_BUCKETS, children)))
-            values = list(zip(buckets, map(_VALUE_OF_SUM, children), strict=True))
+            value_holders = chain(chain.from_iterable(map(_BUCKETS, children)), map(_SUM, children))
+            values = list(map(_VALUE, value_holders))
         else:
             values = list(map(_VALUE_OF_VALUE, children))
             # set_function() makes a gauge compute its value at collect time.
@@ -189,17 +188,21 @@ class _Family:
                 raise _Unsupported(self.name)
         if children != self.children:  # identity per element: series added or removed
             self._realign(children)
-        elif self._unchanged(values):
+        # By identity: every inc/set/observe stores a new float, and equal values may still
+        # render differently (0.0 and -0.0).
+        elif not any(map(is_not, values, self.values)):
             return self.chunk
         if self.histogram:
             if any(map(_EXEMPLAR, chain.from_iterable(map(_BUCKETS, children)))):
                 raise _Unsupported(self.name)
+            width = len(self.bounds_text)
+            counts = width * len(children)
             flat: list[Any] = []
-            for raw, total in values:
+            for start, total in zip(range(0, counts, width), values[counts:], strict=True):
                 # Cumulative counts summed in prometheus_client's order (0.0 + b0 + b1 ...),
                 # so the floats, hence their text, are identical. The leading 0.0 goes to the
                 # template's "%.0s"; then the buckets, _count (the last bucket) and _sum.
-                flat += accumulate(raw, initial=0.0)
+                flat += accumulate(values[start : start + width], initial=0.0)
                 flat.append(flat[-1])
                 flat.append(total)
         else:
@@ -209,15 +212,6 @@ class _Family:
         self.chunk = (self.template % tuple(_formattable(flat))).encode()
         self.values = values
         return self.chunk
-
-    def _unchanged(self, values: list[Any]) -> bool:
-        # By identity: every inc/set/observe stores a new float, and equal values may still
-        # render differently (0.0 and -0.0). Histograms by value (their tuples are rebuilt
-        # here), which is as good: their counts and _sum are sums from +0.0, never -0.0, and
-        # a NaN _sum equals itself only as the same object (tuples compare identity first).
-        if self.histogram:
-            return values == self.values
-        return not any(map(is_not, values, self.values))
 
     def _realign(self, children: list[Any]) -> None:
         """Series were added or removed: carry the known ones over, template the new ones."""
