@@ -53,12 +53,11 @@ _SAME_LINES_ESCAPINGS = frozenset(
 )
 _EOF = b"# EOF\n"
 _VALUE = attrgetter("_value")  # a MutexValue's float, read as its get() would (sans lock)
-_VALUE_OF_VALUE = attrgetter("_value._value")
+_HOLDER = attrgetter("_value")  # a Counter's or Gauge's MutexValue
 _SUM = attrgetter("_sum")
 _DICT = attrgetter("__dict__")
 _EXEMPLAR = attrgetter("_exemplar")
 _BUCKETS = attrgetter("_buckets")
-_EXEMPLAR_OF_VALUE = attrgetter("_value._exemplar")
 _FLOAT = frozenset({float})
 _BELOW_1E6 = (1e6).__gt__  # False for NaN and +Inf too; applied to abs() for -Inf
 
@@ -162,6 +161,7 @@ class _Family:
         # from (see render) and each series' lines as a %-template (``name{labels} %s\n``; a
         # histogram's buckets, _count and _sum).
         self.children: list[Any] = []
+        self.holders: list[Any] = []  # a series' MutexValue (histograms: buckets, then sums)
         self.values: list[Any] = []
         self.templates: list[str] = []
         self.template = ""  # all of them joined: one % renders the family
@@ -177,24 +177,20 @@ class _Family:
                 children = list(wrapper._metrics.values())
         else:
             children = [wrapper]
-        # The value objects: a series' float (a histogram's: every bucket's, then every _sum).
-        if self.histogram:
-            value_holders = chain(chain.from_iterable(map(_BUCKETS, children)), map(_SUM, children))
-            values = list(map(_VALUE, value_holders))
-        else:
-            values = list(map(_VALUE_OF_VALUE, children))
-            # set_function() makes a gauge compute its value at collect time.
-            if self.gauge and any(map(contains, map(_DICT, children), repeat("_child_samples"))):
-                raise _Unsupported(self.name)
-        if children != self.children:  # identity per element: series added or removed
+        if self.gauge and any(map(contains, map(_DICT, children), repeat("_child_samples"))):
+            raise _Unsupported(self.name)  # set_function(): the value is computed on collect
+        realigned = children != self.children  # identity per element: added or removed
+        if realigned:
             self._realign(children)
+        values = list(map(_VALUE, self.holders))
         # By identity: every inc/set/observe stores a new float, and equal values may still
         # render differently (0.0 and -0.0).
-        elif not any(map(is_not, values, self.values)):
+        if not realigned and not any(map(is_not, values, self.values)):
             return self.chunk
+        # Exemplars (Counter.inc / Histogram.observe only) are written in OpenMetrics.
+        if not self.gauge and any(map(_EXEMPLAR, self.holders)):
+            raise _Unsupported(self.name)
         if self.histogram:
-            if any(map(_EXEMPLAR, chain.from_iterable(map(_BUCKETS, children)))):
-                raise _Unsupported(self.name)
             width = len(self.bounds_text)
             counts = width * len(children)
             flat: list[Any] = []
@@ -206,8 +202,6 @@ class _Family:
                 flat.append(flat[-1])
                 flat.append(total)
         else:
-            if any(map(_EXEMPLAR_OF_VALUE, children)):
-                raise _Unsupported(self.name)
             flat = values
         self.chunk = (self.template % tuple(_formattable(flat))).encode()
         self.values = values
@@ -218,6 +212,12 @@ class _Family:
         known = dict(zip(self.children, self.templates, strict=True))
         templates = [known.get(c) or self._template(c._labelvalues) for c in children]
         self.children, self.templates, self.template = children, templates, "".join(templates)
+        # The MutexValues holding the floats (never replaced for the life of a child).
+        if self.histogram:
+            buckets = chain.from_iterable(map(_BUCKETS, children))
+            self.holders = [*buckets, *map(_SUM, children)]
+        else:
+            self.holders = list(map(_HOLDER, children))
 
     def _template(self, key: tuple[str, ...]) -> str:
         labels = dict(zip(self.labelnames, key, strict=True))
