@@ -2,18 +2,18 @@
 
 At the full label set (``bench/scrape.py``: ~17k series, ~31k samples) prometheus_client spends
 over half a second per scrape building a ``Sample`` namedtuple and a labels dict for every
-sample, then formatting each one again (its ``collect()`` and ``generate_latest`` are about half
-each). The text of one sample is ``name{labels} value``, and only the value ever changes, so
-``Exposition`` keeps, per series, its rendered line(s) next to the value object they were
-rendered from:
+sample, then validating, escaping and formatting each one again (``collect()`` and the text
+formatting are about half each). The text of a sample is ``name{labels} value`` and only the
+value ever changes, so ``Exposition`` keeps, per family, each series' lines as a %-template
+(labels escaped and sorted once), the MutexValues holding its floats, and the value objects
+its cached chunk was rendered from:
 
-- a series whose value object is still the one it was rendered from (``is``: prometheus_client
-  replaces the float on every ``inc``/``set``/``observe``) reuses its line; a changed one
-  re-renders only its value (the ``name{labels} `` prefix is built once per series);
-- a family none of whose series changed reuses its whole encoded chunk.
+- a family whose value objects are all still the ones it was rendered from (``is``:
+  prometheus_client stores a new float on every ``inc``/``set``/``observe``) reuses its chunk;
+- any other family is rendered again with one ``%`` over all its values (a single C call).
 
-Nothing is cached across a value change, so every render reads every current value: a scrape
-never sees an older value than prometheus_client's own render would.
+Every render reads every current value: a scrape never sees an older value than
+prometheus_client's own render would, and no update path needs to flag anything.
 
 The fast path covers plain ``Counter``, ``Gauge`` and ``Histogram`` wrappers (every metric of
 ``monitor.exporter``) in the single-process value mode, without exemplars, in the text format
