@@ -8,7 +8,9 @@ histogram, every gauge set to a new random value: the worst case between two scr
 
 - old: prometheus_client's ``generate_latest`` (what ``/metrics`` served before ``Exposition``);
 - new: ``monitor.exposition.Exposition.render`` with every series changed, then again with
-  nothing changed; the body is checked byte for byte against ``generate_latest``;
+  nothing changed (the body is checked byte for byte against ``generate_latest``), then with
+  only the families live traffic updates changed (``TRAFFIC``: per turn and per verdict; the
+  drift, baseline and rubric families change when their jobs run);
 - cold: a fresh ``Exposition``'s first render (once per process and per new series);
 - gzip of the body at level 1 (``/metrics`` now) and 9 (prometheus_client's);
 - the same-run baseline: ``generate_latest`` of one plain counter holding as many samples
@@ -72,17 +74,43 @@ def label_domain(label: str) -> list[str]:
     return domains.get(label, ["a", "b", "c"])
 
 
-def fill(metrics: Metrics, rng: random.Random) -> int:
-    """Create (or change) every label combination of every declared metric; returns how many
-    series. Values as a live daemon would hold them: counters grow by small integers, every
-    histogram gets an observation in [0, 1), gauges are arbitrary floats (NaN sometimes, as
-    the drift p-values are with too little data)."""
+# What a scrape interval of live traffic changes: the families recorded per consumed turn and
+# per verdict. The drift, baseline-tier and rubric families change when their jobs run (hourly).
+TRAFFIC = frozenset(
+    {
+        "casewatch_turns_sampled",
+        "casewatch_turns_skipped",
+        "casewatch_turns_judged",
+        "casewatch_metric_band",
+        "casewatch_score_final",
+        "casewatch_metric_score",
+        "casewatch_judge_requests",
+        "casewatch_judge_retries",
+        "casewatch_judge_failed",
+        "casewatch_judge_latency_seconds",
+        "casewatch_judge_tokens",
+        "casewatch_judge_cost_usd",
+        "casewatch_panel_turns",
+        "casewatch_disagreements",
+        "casewatch_arbiter_calls",
+        "casewatch_arbitration_outcome",
+        "casewatch_tripwire_checked",
+        "casewatch_identifier_mismatch",
+    }
+)
+
+
+def fill(metrics: Metrics, rng: random.Random, only: frozenset[str] | None = None) -> int:
+    """Create (or change) every label combination of every declared metric (of ``only``'s
+    families, if given); returns how many series. Values as a live daemon would hold them:
+    counters grow by small integers, every histogram gets an observation in [0, 1), gauges
+    are arbitrary floats (NaN sometimes, as the drift p-values are with too little data)."""
     series = 0
     for wrapper in vars(metrics).values():
         if not isinstance(wrapper, MetricWrapperBase):
             continue
         names = wrapper._labelnames
-        if not names:
+        if not names or (only is not None and wrapper._name not in only):
             continue
         for combo in itertools.product(*(label_domain(n) for n in names)):
             child: Any = wrapper.labels(*combo)
@@ -102,6 +130,7 @@ STEPS = (
     ("old", "old: generate_latest"),
     ("new", "new: every series changed"),
     ("unchanged", "new: nothing changed"),
+    ("traffic", "new: traffic families changed (TRAFFIC)"),
     ("cold", "new: first render (cold)"),
     ("gzip1", "gzip level 1 of the body"),
     ("gzip9", "gzip level 9 of the body"),
@@ -152,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         if body != old_body:
             raise SystemExit("Exposition.render differs from generate_latest: not a valid bench")
         t.run("unchanged", exposition.render)
+        fill(metrics, rng, only=TRAFFIC)
+        t.run("traffic", exposition.render)
         t.run("cold", Exposition(registry).render)
         t.run("baseline", lambda: generate_latest(baseline_registry))
         gzip1_size = len(t.run("gzip1", partial(gzip.compress, body, compresslevel=1)))
