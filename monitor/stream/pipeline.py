@@ -94,9 +94,16 @@ class Pipeline:
             self._screen.discard(tps)
         self._judge.discard(tps)
 
-    def wait_progress(self, timeout: float) -> None:
-        """Block until a judge call finishes (or ``timeout``): something may then move on."""
-        self._judge.wait_any(timeout)
+    def wait_progress(self, timeout: float) -> bool:
+        """Block until a screening batch or a judge call finishes (or ``timeout``): something
+        may then move on. False at once when nothing is running to wait for."""
+        if self._screen is not None and self._screen.screening:
+            self._screen.wait_any(timeout)
+            return True
+        if self._judge.calls_running:
+            self._judge.wait_any(timeout)
+            return True
+        return False
 
     def commit(self) -> bool:
         return self._commit.commit()

@@ -45,9 +45,13 @@ from monitor.stream.steps.sample import SamplingMetrics
 log = structlog.get_logger(__name__)
 
 DEFAULT_BATCH = 256
+# Consecutive failed batches after which screening is switched off for the rest of the run
+# (e.g. processes cannot start here): every record then takes the in-process path.
+MAX_FAILURES = 3
 _WAIT_SLICE_S = 0.05
 
 Mark = str | None  # the assistant of a turn finished by screening; None: goes on
+_Flight = tuple[list[Envelope[RawMessage]], "cf.Future[list[Mark]]", int]
 
 
 class Screener:
@@ -111,14 +115,19 @@ class ScreenStep:
         self._init_args = (max_bytes, sampling)
         self._tripwire = sampling.identifier_tripwire
         self._batch_size = batch_size
-        self._max_batches = 2 * processes  # one being screened and one queued per process
+        # A few batches queued per process, so a process never waits for the consumer's thread.
+        self._max_batches = 4 * processes
         self._clock = clock or SystemClock()
         self._pool: cf.ProcessPoolExecutor | None = None
         self._batch: list[Envelope[RawMessage]] = []
-        self._flight: deque[tuple[list[Envelope[RawMessage]], cf.Future[list[Mark]]]] = deque()
+        # (batch, its marks to come, the pool generation that screens it)
+        self._flight: deque[_Flight] = deque()
+        self._generation = 0  # a new pool is a new generation
         self._ready: deque[Envelope[RawMessage]] = deque()  # refused by the next step
         self._skipped: dict[str, int] = {}  # assistant -> turns finished since the last flush
         self.fallbacks = 0  # batches handed on unscreened because a process failed
+        self._failures = 0  # in a row; at MAX_FAILURES screening is off for this run
+        self.disabled = False
 
     def _executor(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
@@ -133,6 +142,9 @@ class ScreenStep:
         return self._pool
 
     def submit(self, message: Envelope[RawMessage]) -> None:
+        if self.disabled and not (self._batch or self._flight or self._ready):
+            self._next.submit(message)
+            return
         if self._ready:
             raise MessageRejected("the next step refuses screened turns")
         if len(self._batch) >= self._batch_size:
@@ -144,16 +156,19 @@ class ScreenStep:
     def _dispatch(self) -> None:
         batch, self._batch = self._batch, []
         values = [m.payload.value for m in batch]
+        future: cf.Future[list[Mark]]
         try:
+            if self.disabled:
+                raise RuntimeError("screening is off")
             future = self._executor().submit(_screen, values)
-        except (BrokenProcessPool, RuntimeError) as exc:  # a dead pool refuses new work
+        except (BrokenProcessPool, RuntimeError, OSError) as exc:  # cannot start or send work
             future = cf.Future()
             future.set_exception(exc)
-        self._flight.append((batch, future))
+        self._flight.append((batch, future, self._generation))
 
     def _collect(self, wait_s: float = 0.0) -> None:
         while self._flight:
-            batch, future = self._flight[0]
+            batch, future, generation = self._flight[0]
             if not future.done():
                 if wait_s <= 0:
                     return
@@ -164,8 +179,10 @@ class ScreenStep:
             try:
                 marks = future.result()
             except Exception as exc:  # a process died or failed: decide in this process
-                self._fall_back(exc)
+                self._fall_back(exc, generation)
                 marks = [None] * len(batch)
+            else:
+                self._failures = 0
             skipped = self._skipped
             for message, mark in zip(batch, marks, strict=True):
                 if mark is None:
@@ -174,12 +191,32 @@ class ScreenStep:
                     self._done.submit(message)
                     skipped[mark] = skipped.get(mark, 0) + 1
 
-    def _fall_back(self, exc: BaseException) -> None:
+    @property
+    def screening(self) -> bool:
+        """Whether a batch is in a screening process now."""
+        return bool(self._flight)
+
+    def wait_any(self, timeout: float) -> None:
+        """Block until the oldest batch in flight is screened, or ``timeout`` passes."""
+        if self._flight:
+            cf.wait([self._flight[0][1]], timeout=timeout)
+
+    def _fall_back(self, exc: BaseException, generation: int) -> None:
         self.fallbacks += 1
+        if self.disabled or generation != self._generation:
+            return  # the other batches of a pool already given up count as one failure
+        self._failures += 1
+        self._generation += 1
         log.warning("a screening process failed; its batch is decoded here", error=repr(exc))
-        if isinstance(exc, BrokenProcessPool) and self._pool is not None:
+        if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None  # rebuilt for the next batch; batches in flight fail over too
+        if self._failures >= MAX_FAILURES:
+            self.disabled = True
+            log.error(
+                "screening processes keep failing; screening is off until restart",
+                failures=self._failures,
+            )
 
     def _forward(self) -> None:
         ready, submit = self._ready, self._next.submit
@@ -222,10 +259,14 @@ class ScreenStep:
         self._batch = [m for m in self._batch if m.tp not in owned]
         self._ready = deque(m for m in self._ready if m.tp not in owned)
         self._flight = deque(
-            (batch, future)
+            (batch, future, generation)
             if not any(m.tp in owned for m in batch)
-            else ([m for m in batch if m.tp not in owned], _unscreened(batch, owned, future))
-            for batch, future in self._flight
+            else (
+                [m for m in batch if m.tp not in owned],
+                _unscreened(batch, owned, future),
+                generation,
+            )
+            for batch, future, generation in self._flight
         )
 
     def join(self, timeout: float | None = None) -> None:

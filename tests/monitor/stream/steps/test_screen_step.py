@@ -203,3 +203,21 @@ def test_join_hands_on_everything_then_joins_the_next_step(make_step: Any) -> No
     step.join(DEADLINE_S)
     assert done.offsets == [0, 2] and nxt.offsets == [1]
     assert nxt.joins and nxt.joins[-1] is not None
+
+
+def test_screening_that_cannot_start_is_switched_off_and_nothing_is_lost(
+    make_step: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step, nxt, done, _ = make_step(batch_size=2)
+
+    def cannot_start() -> None:
+        raise OSError("no processes here")  # e.g. a sandbox without /dev/shm
+
+    monkeypatch.setattr(step, "_executor", cannot_start)
+    # Batches given up together count as one failure; three new starts fail in a row.
+    submit_all(step, records([value(f"v{i}") for i in range(40)]))
+    wait_for(lambda: len(nxt.items) == 40, step)
+    assert step.disabled and step.fallbacks >= 3
+    assert done.items == []  # every record went to the in-process steps, which decide as usual
+    step.submit(env(raw(value("after"), offset=40), offset=40))
+    assert nxt.offsets[-1] == 40  # straight through now
