@@ -10,9 +10,10 @@ of record values goes out, one mark per record comes back:
 - the assistant's name: a valid turn that no configured rule selects, whose tripwire is clean
   and that the rate does not sample. It is finished here and counted exactly as the sample
   step would count it (``not_sampled``; tripwire-checked);
-- None: anything else (invalid, oversized, selected by a rule or the rate, tripwire hit). The
-  record goes on unchanged to the in-process decode → sample steps, which decide as they do
-  without screening: dead-letter reasons, rule reasons and the budget stay in one code path.
+- None: anything else (invalid, oversized, selected by a rule or the rate, a tripwire hit or a
+  turn the tripwire could check only in part). The record goes on unchanged to the in-process
+  decode → sample steps, which decide as they do without screening: dead-letter reasons, rule
+  reasons, tripwire counts and the budget stay in one code path.
 
 So screening never changes an outcome; it only moves the common case off the consumer's
 thread. A batch whose process fails or dies (``BrokenProcessPool``) goes on whole to the
@@ -69,8 +70,10 @@ class Screener:
             turn = TurnEvent.model_validate_json(value)
         except ValidationError:
             return None  # dead-lettered with its reason by the decode step
-        if self._tripwire and identifier_tripwire(turn):
-            return None
+        if self._tripwire:
+            hit = identifier_tripwire(turn)
+            if hit or hit.truncated:  # counted (mismatch kinds, truncation) by the sample step
+                return None
         if self._sampler.reason_for(turn) is not None:
             return None
         return turn.assistant.name
