@@ -1,12 +1,17 @@
 """Which way of driving the openai client gets closest to the concurrency limit here?
 
 Against the fake judge server (its own process) at ``--latency``, ``--requests`` calls at
-``--concurrency``, three ways, alternated ``--rounds`` (3) times in the same run: N threads
-sharing one ``openai.OpenAI`` client (what the judge does), N threads with a client each (no
-shared httpx connection-pool lock), and one asyncio loop with ``openai.AsyncOpenAI`` and N
-tasks. Each client warms its connections first; the figure is requests per second as a share
-of the ideal concurrency / latency, median over the rounds. Not part of ``run_all.py``: it is
-the evidence for the "asyncio or not" question in bench/README.md.
+``--concurrency``, five ways, alternated ``--rounds`` (3) times in the same run: N threads
+sharing one ``openai.OpenAI`` client calling ``chat.completions.create`` (the judge until
+this bench), N threads with a client each (no shared httpx connection-pool lock), one asyncio
+loop with ``openai.AsyncOpenAI`` and N tasks, N threads through casewatch's own transport
+(``monitor.judging.chat_endpoint.ChatEndpoint``: a client per thread sharing one TLS context,
+requests sent with the client's generic ``post`` so the SDK's request transform is skipped),
+and N threads with the standard library's ``http.client`` on a keep-alive connection each: no
+SDK at all, the ceiling the fake server allows. Each warms its connections first; the figure
+is requests per second as a share of the ideal concurrency / latency, median over the rounds.
+Not part of ``run_all.py``: it is the evidence for the "asyncio or not" question and for where
+the bare client's distance from the ideal goes, in bench/README.md.
 
     .venv/bin/python bench/client_models.py [--requests 480] [--concurrency 16] [--latency 0.1]
 
@@ -72,6 +77,86 @@ def threads(base_url: str, n: int, concurrency: int, per_thread: bool) -> float:
     return n / elapsed
 
 
+def _drain(work: queue.Queue[int], call: Callable[[], object]) -> None:
+    while True:
+        try:
+            work.get_nowait()
+        except queue.Empty:
+            return
+        call()
+
+
+def _timed(n: int, concurrency: int, worker: Callable[[threading.Barrier], None]) -> float:
+    ready = threading.Barrier(concurrency + 1)
+    pool = [threading.Thread(target=worker, args=(ready,)) for _ in range(concurrency)]
+    for t in pool:
+        t.start()
+    ready.wait()
+    started = time.perf_counter()
+    for t in pool:
+        t.join()
+    return n / (time.perf_counter() - started)
+
+
+def chat_endpoint(base_url: str, n: int, concurrency: int) -> float:
+    """casewatch's judge transport, as the judge calls it."""
+    from pydantic import SecretStr
+
+    from monitor.judging.chat_endpoint import CallStats, ChatEndpoint
+    from monitor.settings import JudgeConfig
+
+    config = JudgeConfig(
+        kind="openai", base_url=base_url, model=MODEL, api_key=SecretStr(KEY), timeout_seconds=30
+    )
+    endpoint = ChatEndpoint("bench", config)
+    work: queue.Queue[int] = queue.Queue()
+    for i in range(n):
+        work.put(i)
+
+    def worker(ready: threading.Barrier) -> None:
+        def call() -> object:
+            return endpoint.send(MESSAGES, CallStats(), max_tokens=10)
+
+        call()
+        ready.wait()
+        _drain(work, call)
+
+    try:
+        return _timed(n, concurrency, worker)
+    finally:
+        endpoint.close()
+
+
+def raw_http(base_url: str, n: int, concurrency: int) -> float:
+    """No SDK: one keep-alive ``http.client`` connection per thread (the server's ceiling)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(base_url)
+    path = url.path.rstrip("/") + "/chat/completions"
+    body = json.dumps({"model": MODEL, "messages": MESSAGES, "max_tokens": 10}).encode()
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
+    work: queue.Queue[int] = queue.Queue()
+    for i in range(n):
+        work.put(i)
+
+    def worker(ready: threading.Barrier) -> None:
+        conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=30)
+
+        def call() -> object:
+            conn.request("POST", path, body, headers)
+            return conn.getresponse().read()
+
+        try:
+            call()
+            ready.wait()
+            _drain(work, call)
+        finally:
+            conn.close()
+
+    return _timed(n, concurrency, worker)
+
+
 def asyncio_tasks(base_url: str, n: int, concurrency: int) -> float:
     async def run() -> float:
         client = openai.AsyncOpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
@@ -108,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         "threads_shared_client": lambda u: threads(u, args.requests, args.concurrency, False),
         "threads_client_per_thread": lambda u: threads(u, args.requests, args.concurrency, True),
         "asyncio_one_loop": lambda u: asyncio_tasks(u, args.requests, args.concurrency),
+        "casewatch_chat_endpoint": lambda u: chat_endpoint(u, args.requests, args.concurrency),
+        "raw_http_client": lambda u: raw_http(u, args.requests, args.concurrency),
     }
     server, base_url = start_server(args.latency)
     try:

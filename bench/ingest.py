@@ -7,10 +7,14 @@ processes), then alternates, ``--rounds`` times, between
   does nothing with the records;
 - casewatch: the real daemon (``KafkaTurnSource`` → decode + validate → sample → offset
   commit, the code ``casewatch run`` runs) with sampling rate 0, so every turn is decoded,
-  validated and sampled out and nothing is judged; done when every turn is counted skipped.
+  validated, checked by the identifier tripwire and sampled out and nothing is judged; done
+  when every turn is counted skipped;
+- casewatch with ``daemon.screen_processes: 1``: the same, with validation and the tripwire of
+  the turns that are not judged moved to a screening process (monitor/stream/steps/screen.py).
 Rates are steady-state: from the first delivered batch to the last record, so the consumer
-group join (~3 s on Tansu) is excluded from both. The figure is casewatch / baseline (best
-round of each); the target is >= 0.7.
+group join (~3 s on Tansu) is excluded. Each round runs the three back to back, and each
+casewatch figure is a ratio to that round's plain consumer; reported is the median ratio over
+the rounds. The target is >= 0.9 (issue 12).
 
     .venv/bin/python bench/ingest.py [--messages 50000] [--rounds 2]
 
@@ -24,6 +28,7 @@ import argparse
 import importlib.util
 import json
 import multiprocessing
+import statistics
 import sys
 import tempfile
 import time
@@ -203,13 +208,18 @@ def plain_consumer(bootstrap: str, n: int, timeout_s: float) -> dict[str, float]
     return {"steady": (n - first[1]) / (done - first[0]), "wall": n / (done - started)}
 
 
-def casewatch_pipeline(bootstrap: str, n: int, timeout_s: float, workdir: Path) -> dict[str, float]:
+def casewatch_pipeline(
+    bootstrap: str, n: int, timeout_s: float, workdir: Path, screen_processes: int = 0
+) -> dict[str, float]:
     from prometheus_client import CollectorRegistry
 
     from monitor.stream.runner import DaemonRunner
 
     settings = bench_settings(
-        bootstrap, workdir / f"{uuid.uuid4().hex[:8]}.db", sampling={"default_rate": 0.0}
+        bootstrap,
+        workdir / f"{uuid.uuid4().hex[:8]}.db",
+        sampling={"default_rate": 0.0},
+        daemon={"screen_processes": screen_processes},
     )
     # No process collectors: they read /proc on every collect(), and this loop polls.
     registry = CollectorRegistry()
@@ -240,31 +250,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--size", type=int, default=1000, help="bytes per turn event")
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     configure_logging("warning")
     n, timeout = args.messages, 60 + args.messages / 1000
-    plain: list[dict[str, float]] = []
-    ours: list[dict[str, float]] = []
+    plain: list[float] = []
+    ours: list[float] = []
+    screened: list[float] = []
     with broker_with_topic(args.partitions) as broker, tempfile.TemporaryDirectory() as tmp:
         produced = fill_topic(broker.bootstrap, TOPIC, n, partitions=args.partitions)
         print(f"produced {n} turn events of ~{args.size} B at {produced:,.0f} msgs/s")
         for r in range(args.rounds):
-            plain.append(plain_consumer(broker.bootstrap, n, timeout))
-            ours.append(casewatch_pipeline(broker.bootstrap, n, timeout, Path(tmp)))
-            print(
-                f"  round {r + 1}: plain KafkaConsumer {plain[-1]['steady']:8,.0f} msgs/s | "
-                f"casewatch decode+validate+sample {ours[-1]['steady']:8,.0f} msgs/s "
-                f"(with group join: {plain[-1]['wall']:,.0f} vs {ours[-1]['wall']:,.0f})"
+            plain.append(plain_consumer(broker.bootstrap, n, timeout)["steady"])
+            ours.append(casewatch_pipeline(broker.bootstrap, n, timeout, Path(tmp))["steady"])
+            screened.append(
+                casewatch_pipeline(broker.bootstrap, n, timeout, Path(tmp), 1)["steady"]
             )
-    best_plain = max(p["steady"] for p in plain)
-    best_ours = max(o["steady"] for o in ours)
-    ratio = best_ours / best_plain
-    overhead_us = (1 / best_ours - 1 / best_plain) * 1e6
+            print(
+                f"  round {r + 1}: plain KafkaConsumer {plain[-1]:8,.0f} msgs/s | casewatch "
+                f"{ours[-1]:8,.0f} ({ours[-1] / plain[-1]:.2f}) | casewatch, "
+                f"screen_processes 1 {screened[-1]:8,.0f} ({screened[-1] / plain[-1]:.2f})"
+            )
+    ratios = [o / p for o, p in zip(ours, plain, strict=True)]
+    screened_ratios = [o / p for o, p in zip(screened, plain, strict=True)]
+    ratio, screened_ratio = statistics.median(ratios), statistics.median(screened_ratios)
+    rate_plain, rate_ours = statistics.median(plain), statistics.median(ours)
+    overhead_us = (1 / rate_ours - 1 / rate_plain) * 1e6
     print(
-        f"best of {args.rounds}: casewatch {best_ours:,.0f} msgs/s = {ratio:.0%} of the plain "
-        f"consumer's {best_plain:,.0f} msgs/s (target >= 70%); casewatch adds "
-        f"{overhead_us:.0f} us/msg; kafka-python CRC-32C: {crc32c_impl()}"
+        f"median of {args.rounds} rounds: casewatch {ratio:.2f} of the plain consumer, with "
+        f"one screening process {screened_ratio:.2f} (target >= 0.9); casewatch adds "
+        f"{overhead_us:.0f} us/msg on its thread; kafka-python CRC-32C: {crc32c_impl()}"
     )
     result = {
         "bench": "ingest",
@@ -273,15 +288,20 @@ def main(argv: list[str] | None = None) -> int:
         "partitions": args.partitions,
         "rounds": args.rounds,
         "produce_msgs_per_second": round(produced),
-        "plain_consumer_msgs_per_second": round(best_plain),
-        "casewatch_msgs_per_second": round(best_ours),
+        "plain_consumer_msgs_per_second": round(rate_plain),
+        "casewatch_msgs_per_second": round(rate_ours),
         "casewatch_ratio_to_plain_consumer": round(ratio, 3),
+        "screened_msgs_per_second": round(statistics.median(screened)),
+        "screened_ratio_to_plain_consumer": round(screened_ratio, 3),
         "casewatch_overhead_us_per_msg": round(overhead_us, 1),
         "crc32c": crc32c_impl(),
-        "target_ratio": 0.7,
-        "meets_target": ratio >= 0.7,
-        "rounds_plain": [round(p["steady"]) for p in plain],
-        "rounds_casewatch": [round(o["steady"]) for o in ours],
+        "target_ratio": 0.9,
+        "meets_target": max(ratio, screened_ratio) >= 0.9,
+        "rounds_plain": [round(p) for p in plain],
+        "rounds_casewatch": [round(o) for o in ours],
+        "rounds_screened": [round(o) for o in screened],
+        "rounds_ratio": [round(x, 3) for x in ratios],
+        "rounds_screened_ratio": [round(x, 3) for x in screened_ratios],
     }
     print(json.dumps(result))
     return 0

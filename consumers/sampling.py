@@ -40,7 +40,7 @@ class SampleDecision:
 
 
 # Decisions are immutable: the per-turn refusals are shared rather than built each time.
-_NOT_SAMPLED = SampleDecision(False, "not_sampled")
+NOT_SAMPLED = SampleDecision(False, "not_sampled")
 _OVER_CALLS = SampleDecision(False, "budget_calls")
 _OVER_USD = SampleDecision(False, "budget_usd")
 
@@ -153,22 +153,27 @@ class Sampler:
     def rate_for(self, assistant: str) -> float:
         return self._config.rates.get(assistant, self._config.default_rate)
 
+    def reason_for(self, turn: TurnEvent, *, rule: str | None = None) -> str | None:
+        """Why ``turn`` would be judged if the budget allows (None: it is not sampled,
+        whatever the budget). Pure: no budget is charged, so screening processes can ask it
+        (``monitor.stream.steps.screen``)."""
+        for configured in self._rules:
+            if configured.matches(turn):
+                return configured.reason
+        if rule is not None:
+            return rule
+        rate = self.rate_for(turn.assistant.name)
+        # The point is in [0, 1): at rate 0 or 1 the hash cannot change the outcome.
+        if rate <= 0.0 or (rate < 1.0 and sample_point(turn.conversation_id) >= rate):
+            return None
+        return RATE_REASON
+
     def decide(self, turn: TurnEvent, *, rule: str | None = None) -> SampleDecision:
         """``rule``: a rule the caller found matching (e.g. ``rule:identifier_tripwire``);
         the configured rules come first, and the budget applies to it like to any rule."""
-        reason: str | None = None
-        for configured in self._rules:
-            if configured.matches(turn):
-                reason = configured.reason
-                break
+        reason = self.reason_for(turn, rule=rule)
         if reason is None:
-            reason = rule
-        if reason is None:
-            rate = self.rate_for(turn.assistant.name)
-            # The point is in [0, 1): at rate 0 or 1 the hash cannot change the outcome.
-            if rate <= 0.0 or (rate < 1.0 and sample_point(turn.conversation_id) >= rate):
-                return _NOT_SAMPLED
-            reason = RATE_REASON
+            return NOT_SAMPLED
         with self._lock:
             if self._calls is not None and self._calls.level < self._calls_per_turn:
                 return _OVER_CALLS

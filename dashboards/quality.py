@@ -367,7 +367,8 @@ METRICS = DashboardSpec(
                     "Share of consumed turns (sampled or not) whose answer nearly matches an "
                     "identifier of the evidence (a swapped digit, a mistyped key or host, two "
                     "swapped URL path segments), by identifier kind: the identifier tripwire "
-                    "checks every turn at no judge cost, and the turns it catches are judged.",
+                    "checks every turn at no judge cost, and the turns it catches are judged. "
+                    "'checked only in part': turns larger than its bounds.",
                     (
                         Query(
                             "sum by (assistant, kind) "
@@ -375,6 +376,14 @@ METRICS = DashboardSpec(
                             "/ ignoring (kind) group_left\nsum by (assistant) "
                             f"(rate(casewatch_tripwire_checked_total{{{A}}}{RI}))",
                             "{{assistant}} {{kind}}",
+                        ),
+                        # Turns larger than the tripwire's bounds, checked only in part.
+                        Query(
+                            "sum by (assistant) "
+                            f"(rate(casewatch_tripwire_truncated_total{{{A}}}{RI}))\n"
+                            "/ sum by (assistant) "
+                            f"(rate(casewatch_tripwire_checked_total{{{A}}}{RI}))",
+                            "{{assistant}} checked only in part",
                         ),
                     ),
                     unit="percentunit",

@@ -86,6 +86,7 @@ METRIC_NAMES: tuple[str, ...] = (
     # Identifier tripwire (monitor/judging/heuristic/tripwire.py), on every consumed turn.
     "casewatch_tripwire_checked_total",
     "casewatch_identifier_mismatch_total",
+    "casewatch_tripwire_truncated_total",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -183,6 +184,7 @@ class Metrics:
     ) -> None:
         self.registry = registry
         self._assistant = LabelGuard(max_assistants)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._sampling_children: dict[tuple[bool, str, str], Any] = {}
         self._judged_primed: set[str] = set()  # assistants whose band series exist (see below)
         r = registry
@@ -477,6 +479,12 @@ class Metrics:
             ["assistant", "kind"],
             registry=r,
         )
+        self.tripwire_truncated = Counter(
+            "casewatch_tripwire_truncated",
+            "Turns larger than the identifier tripwire's bounds, checked only in part",
+            ["assistant"],
+            registry=r,
+        )
 
         for outcome in ("inserted", "duplicate"):
             self.stored.labels(outcome=outcome)
@@ -511,11 +519,18 @@ class Metrics:
         child.inc(count)
 
     def record_tripwire(
-        self, assistant: str, checked: int, mismatches: Iterable[tuple[str, int]] = ()
+        self,
+        assistant: str,
+        checked: int,
+        mismatches: Iterable[tuple[str, int]] = (),
+        truncated: int = 0,
     ) -> None:
-        """``checked`` turns of ``assistant``; ``mismatches``: (identifier kind, turns)."""
+        """``checked`` turns of ``assistant``; ``mismatches``: (identifier kind, turns);
+        ``truncated``: turns checked only as far as the tripwire's bounds."""
         label = self._assistant(assistant)
         self.tripwire_checked.labels(assistant=label).inc(checked)
+        if truncated:
+            self.tripwire_truncated.labels(assistant=label).inc(truncated)
         for kind, n in mismatches:
             self.identifier_mismatch.labels(assistant=label, kind=kind).inc(n)
 
@@ -600,40 +615,52 @@ class Metrics:
             if usd > 0:
                 self.judge_cost_by_role.labels(role=role).inc(usd)
 
+    def _child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, remembered: the verdict path records ~25 series per turn
+        and prometheus_client's ``labels()`` validates and locks on every call (about 5 % of the
+        daemon's CPU at 150 judged turns/s, bench/judging.py). Only series never removed go
+        through here."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def record_verdict(self, verdict: Verdict) -> None:
         """Turn-level, metric-level and per-judge series for one finished verdict."""
         assistant = self._assistant(verdict.assistant.name)
+        child = self._child
         if assistant not in self._judged_primed:
             # Every band of a new assistant starts at 0, so that rate()/increase() in rules/
             # count its first severe turn (a series born at 1 loses that first increment).
             self._judged_primed.add(assistant)
             for band in (*(b.value for b in Band), "judge_failed"):
-                self.turns_judged.labels(assistant=assistant, band=band)
+                child(self.turns_judged, assistant, band)
         if verdict.status == "ok" and verdict.turn_band is not None:
-            self.turns_judged.labels(assistant=assistant, band=verdict.turn_band.value).inc()
+            child(self.turns_judged, assistant, str(verdict.turn_band)).inc()
             if verdict.s_final is not None:
-                self.score_final.labels(assistant=assistant).observe(verdict.s_final)
+                child(self.score_final, assistant).observe(verdict.s_final)
             for metric, score in verdict.metric_scores.items():
-                self.metric_score.labels(assistant=assistant, metric=metric).observe(score)
+                child(self.metric_score, assistant, metric).observe(score)
             for metric, band in verdict.metric_bands.items():
-                self.metric_band.labels(assistant=assistant, metric=metric, band=band.value).inc()
+                child(self.metric_band, assistant, metric, str(band)).inc()
         else:
-            self.turns_judged.labels(assistant=assistant, band="judge_failed").inc()
+            child(self.turns_judged, assistant, "judge_failed").inc()
         for j in verdict.judgments:
-            outcome = "ok" if j.ok else "failed"
-            self.judge_requests.labels(judge=j.judge, outcome=outcome).inc()
+            judge = j.judge
+            child(self.judge_requests, judge, "ok" if j.ok else "failed").inc()
             if not j.ok:
                 reason = j.failure_reason if j.failure_reason in FAILURE_REASONS else "internal"
-                self.judge_failed.labels(judge=j.judge, reason=reason).inc()
+                child(self.judge_failed, judge, reason).inc()
             if j.attempts > 1:
-                self.judge_retries.labels(judge=j.judge).inc(j.attempts - 1)
-            self.judge_latency.labels(judge=j.judge).observe(j.latency_seconds)
+                child(self.judge_retries, judge).inc(j.attempts - 1)
+            child(self.judge_latency, judge).observe(j.latency_seconds)
             if j.input_tokens:
-                self.judge_tokens.labels(judge=j.judge, kind="input").inc(j.input_tokens)
+                child(self.judge_tokens, judge, "input").inc(j.input_tokens)
             if j.output_tokens:
-                self.judge_tokens.labels(judge=j.judge, kind="output").inc(j.output_tokens)
+                child(self.judge_tokens, judge, "output").inc(j.output_tokens)
             if j.cost_usd:
-                self.judge_cost.labels(judge=j.judge).inc(j.cost_usd)
+                child(self.judge_cost, judge).inc(j.cost_usd)
 
     # ------------------------------------------------------------------ drift (jobs/drift.py)
 

@@ -192,6 +192,16 @@ class ServerConfig(_Section):
 class DaemonConfig(_Section):
     concurrency: int = Field(default=8, gt=0, le=1024, description="Judge calls in flight.")
     max_in_flight: int = Field(default=256, gt=0, description="Turns held before pausing.")
+    screen_processes: int = Field(
+        default=0,
+        ge=0,
+        le=32,
+        description=(
+            "Worker processes that recognise the turns not to be judged (valid, not sampled, "
+            "tripwire clean) off the consumer's thread; 0 does it on that thread. 1 when "
+            "ingest is the bottleneck and a core is free."
+        ),
+    )
     drain_timeout_seconds: float = Field(default=30.0, gt=0)
     commit_interval_seconds: float = Field(default=1.0, gt=0)
     # On a rebalance, turns of revoked partitions still being judged are waited for this long

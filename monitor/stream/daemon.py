@@ -176,7 +176,10 @@ class Daemon:
         self._apply_backpressure()
         self._update_status()
         if self._backlog:
-            self._stop.wait(BACKLOG_WAIT_S)
+            # Offered again as soon as the pipeline makes progress (a judge call or a
+            # screening batch finishes), at the latest after BACKLOG_WAIT_S.
+            if not self._pipeline.wait_progress(BACKLOG_WAIT_S):
+                self._stop.wait(BACKLOG_WAIT_S)  # nothing running to wait for (e.g. a DB retry)
             return False
         return self._exit_when_idle and not records and self.tracker.pending_count() == 0
 

@@ -20,15 +20,18 @@ from monitor.errors import TransportError
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import TurnEvent
 from monitor.settings import Settings
 from monitor.storage.store import Store
-from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S, DecodeStep
 from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.steps.sample import SampleStep
+from monitor.stream.steps.screen import ScreenStep
 from monitor.stream.steps.store import StoreStep
+
+# Screening a batch takes milliseconds; a revoke waits at most this long for those in flight.
+SCREEN_FINISH_S = 5.0
 
 
 class Pipeline:
@@ -36,12 +39,15 @@ class Pipeline:
 
     def __init__(
         self,
-        first: DecodeStep,
+        first: ProcessingStep[RawMessage],
         judge: JudgeStep,
         store: StoreStep,
         commit: CommitStep,
+        *,
+        screen: ScreenStep | None = None,
     ) -> None:
         self._first = first
+        self._screen = screen
         self._judge = judge
         self._store = store
         self._commit = commit
@@ -75,17 +81,28 @@ class Pipeline:
 
     def hold(self, tps: Collection[TopicPartition]) -> None:
         """Revoked: do not start judging these partitions' queued turns until ``release``."""
+        if self._screen is not None:  # nothing stays in flight in the screening processes
+            self._screen.finish(SCREEN_FINISH_S)
         self._judge.hold(tps)
 
     def release(self, owned: Collection[TopicPartition]) -> None:
         self._judge.release(owned)
 
     def discard(self, tps: Collection[TopicPartition]) -> None:
+        if self._screen is not None:
+            self._screen.discard(tps)
         self._judge.discard(tps)
 
-    def wait_progress(self, timeout: float) -> None:
-        """Block until a judge call finishes (or ``timeout``): something may then move on."""
-        self._judge.wait_any(timeout)
+    def wait_progress(self, timeout: float) -> bool:
+        """Block until a screening batch or a judge call finishes (or ``timeout``): something
+        may then move on. False at once when nothing is running to wait for."""
+        if self._screen is not None and self._screen.screening:
+            self._screen.wait_any(timeout)
+            return True
+        if self._judge.calls_running:
+            self._judge.wait_any(timeout)
+            return True
+        return False
 
     def commit(self) -> bool:
         return self._commit.commit()
@@ -96,10 +113,6 @@ class Pipeline:
     @property
     def final_commit_error(self) -> TransportError | None:
         return self._commit.final_error
-
-
-def _tripwire_kinds(turn: TurnEvent) -> tuple[str, ...]:
-    return identifier_tripwire(turn).kinds
 
 
 def build_pipeline(
@@ -132,7 +145,7 @@ def build_pipeline(
         commit,
         sampler,
         metrics,
-        tripwire=_tripwire_kinds if settings.sampling.identifier_tripwire else None,
+        tripwire=identifier_tripwire if settings.sampling.identifier_tripwire else None,
     )
     first = DecodeStep(
         sample,
@@ -144,4 +157,15 @@ def build_pipeline(
         flush_timeout_s=min(DEFAULT_FLUSH_TIMEOUT_S, cfg.drain_timeout_seconds),
         clock=clock,
     )
-    return Pipeline(first, judge, store_step, commit)
+    if cfg.screen_processes == 0:
+        return Pipeline(first, judge, store_step, commit)
+    screen = ScreenStep(
+        first,
+        commit,
+        metrics,
+        processes=cfg.screen_processes,
+        max_bytes=settings.kafka.max_message_bytes,
+        sampling=settings.sampling,
+        clock=clock,
+    )
+    return Pipeline(screen, judge, store_step, commit, screen=screen)

@@ -9,7 +9,8 @@ a Prometheus increment takes a lock, and on the ingest path it was a per-record 
 With a ``tripwire`` (the identifier tripwire, ``monitor.judging.heuristic.tripwire``) every
 turn is checked before the decision, sampled or not, and counted; a turn that trips it is
 sampled with the reason ``rule:identifier_tripwire`` (configured always-judge rules keep their
-own reason; the hourly budget applies either way).
+own reason; the hourly budget applies either way). A turn larger than the tripwire's bounds is
+checked as far as they go and counted as truncated.
 """
 
 from __future__ import annotations
@@ -23,15 +24,31 @@ from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
 
 TRIPWIRE_REASON = "rule:identifier_tripwire"
 
-# The identifier kinds a turn's answer nearly mismatches (empty: the turn is clean).
-Tripwire = Callable[[TurnEvent], Sequence[str]]
+
+class TripwireResult(Protocol):
+    @property
+    def kinds(self) -> Sequence[str]:
+        """The identifier kinds the answer nearly mismatches (empty: the turn is clean)."""
+        ...
+
+    @property
+    def truncated(self) -> bool:
+        """The turn was larger than the tripwire checks."""
+        ...
+
+
+Tripwire = Callable[[TurnEvent], TripwireResult]
 
 
 class SamplingMetrics(Protocol):
     def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None: ...
 
     def record_tripwire(
-        self, assistant: str, checked: int, mismatches: Iterable[tuple[str, int]] = ()
+        self,
+        assistant: str,
+        checked: int,
+        mismatches: Iterable[tuple[str, int]] = (),
+        truncated: int = 0,
     ) -> None: ...
 
 
@@ -59,6 +76,7 @@ class SampleStep:
         self._tripwire = tripwire
         self._checked: dict[str, int] = {}  # assistant -> turns checked since the last flush
         self._mismatches: dict[tuple[str, str], int] = {}  # (assistant, kind) -> turns
+        self._truncated: dict[str, int] = {}  # assistant -> turns checked only in part
 
     def submit(self, message: Envelope[TurnEvent]) -> None:
         held = self._held
@@ -80,9 +98,12 @@ class SampleStep:
         counts[key] = counts.get(key, 0) + 1
 
     def _trip(self, tripwire: Tripwire, turn: TurnEvent) -> str | None:
-        kinds = tripwire(turn)
+        result = tripwire(turn)
+        kinds = result.kinds
         assistant = turn.assistant.name
         self._checked[assistant] = self._checked.get(assistant, 0) + 1
+        if result.truncated:
+            self._truncated[assistant] = self._truncated.get(assistant, 0) + 1
         for kind in kinds:
             key = (assistant, kind)
             self._mismatches[key] = self._mismatches.get(key, 0) + 1
@@ -95,9 +116,10 @@ class SampleStep:
         if self._checked:
             checked, self._checked = self._checked, {}
             mismatches, self._mismatches = self._mismatches, {}
+            truncated, self._truncated = self._truncated, {}
             for assistant, n in checked.items():
                 kinds = [(k, m) for (a, k), m in mismatches.items() if a == assistant]
-                self._metrics.record_tripwire(assistant, n, kinds)
+                self._metrics.record_tripwire(assistant, n, kinds, truncated.get(assistant, 0))
 
     def poll(self) -> None:
         self._flush_counts()

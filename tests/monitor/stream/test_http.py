@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
 from monitor.clock import ManualClock
 from monitor.exporter import Metrics
+from monitor.exposition import negotiate
 from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
 
 
@@ -124,3 +128,67 @@ def test_close_without_start_does_not_hang() -> None:
 def test_heartbeat_rejects_bad_age() -> None:
     with pytest.raises(ValueError, match="max_age_seconds"):
         Heartbeat(0)
+
+
+def _request(url: str, headers: dict[str, str], method: str = "GET") -> tuple[int, Any, bytes]:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)
+    try:
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn.request(method, path, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.headers, resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def busy_server() -> Iterator[tuple[ProbeServer, CollectorRegistry]]:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.record_consumed("turns", 4)
+    metrics.record_tripwire('quote"d\nname', checked=3)
+    metrics.judge_latency.labels("primary-a").observe(1e9)
+    metrics.record_drift_signal("a", "s_final", q_value=None, effect=0.5, detected=False)
+    with ProbeServer(ProbeApp(registry, Heartbeat(), {}), "127.0.0.1", 0) as srv:
+        yield srv, registry
+
+
+def test_metrics_negotiates_openmetrics_and_gzip_as_prometheus_client(
+    busy_server: tuple[ProbeServer, CollectorRegistry],
+) -> None:
+    srv, registry = busy_server
+    accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+    status, headers, body = _request(
+        f"{srv.url}/metrics", {"Accept": accept, "Accept-Encoding": "gzip"}
+    )
+    assert status == 200
+    assert headers["Content-Encoding"] == "gzip"
+    fmt = negotiate(accept)
+    assert headers["Content-Type"] == fmt.content_type
+    assert fmt.openmetrics
+    assert gzip.decompress(body) == openmetrics_latest(registry)
+
+
+def test_metrics_without_accept_is_the_plain_text_format(
+    busy_server: tuple[ProbeServer, CollectorRegistry],
+) -> None:
+    srv, registry = busy_server
+    status, headers, body = _request(f"{srv.url}/metrics", {})
+    assert status == 200
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "Content-Encoding" not in headers
+    assert body == generate_latest(registry)
+
+
+def test_metrics_name_filter_and_other_methods_are_prometheus_clients(
+    busy_server: tuple[ProbeServer, CollectorRegistry],
+) -> None:
+    srv, _ = busy_server
+    status, _, body = _request(f"{srv.url}/metrics?name[]=casewatch_turns_consumed_total", {})
+    assert status == 200
+    assert body.decode().splitlines()[-1] == 'casewatch_turns_consumed_total{topic="turns"} 4.0'
+    assert b"casewatch_in_flight" not in body
+    status, headers, _ = _request(f"{srv.url}/metrics", {}, method="POST")
+    assert status == 405
+    assert headers["Allow"] == "OPTIONS,GET"

@@ -4,6 +4,7 @@ taken port is a clear error, and a started runner serves its probes and stops cl
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -188,3 +189,54 @@ def test_a_stop_is_bounded_by_the_drain_when_a_judge_call_hangs(tmp_path: Path) 
     assert proc.returncode == 0
     result = json.loads(out.strip().splitlines()[-1])
     assert result["stopped"] is True and result["abandoned"] >= 1
+
+
+def _run_file(tmp_path: Path, data: Path, name: str, screen_processes: int) -> dict[str, object]:
+    url = f"sqlite:///{tmp_path / f'{name}.sqlite'}"
+    registry = CollectorRegistry()
+    rule = {"name": "negative", "field": "feedback", "equals": "negative"}
+    settings = load_settings(
+        None,
+        storage={"url": url},
+        server={"port": 0},
+        sampling={"default_rate": 0.3, "always_judge": [rule]},
+        daemon={"screen_processes": screen_processes},
+    )
+    copy = tmp_path / f"{name}.jsonl"  # its own offsets and dead-letter sidecars
+    copy.write_bytes(data.read_bytes())
+    DaemonRunner(settings, registry, file_path=copy).run_foreground(install_signals=False)
+    counters = {
+        (family.name, tuple(sorted(s.labels.items()))): s.value
+        for family in registry.collect()
+        if family.name.startswith(("casewatch_turns_", "casewatch_dead_letter", "casewatch_trip"))
+        and family.type == "counter"
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+    store = Store(url)
+    try:
+        with store.transaction(write=False) as conn:
+            stored = sorted(conn.execute(sa.select(verdicts.c.event_id)).scalars())
+    finally:
+        store.close()
+    dlq_path, _ = file_sidecars(copy)
+    dead = sorted(json.loads(line)["reason"] for line in dlq_path.read_text().splitlines())
+    return {"counters": counters, "stored": stored, "dead": dead}
+
+
+def test_screening_processes_change_no_outcome(tmp_path: Path) -> None:
+    """The same stream with and without ``daemon.screen_processes``: the same verdicts stored,
+    the same dead letters with the same reasons, the same counters (sampled, skipped by reason,
+    tripwire checked and tripped, dead letters)."""
+    examples = Path(__file__).resolve().parents[3] / "examples" / "turns.jsonl"
+    lines = examples.read_bytes().splitlines()
+    poison = [b"{oops", b"[1, 2]", b'{"event_id": "no-rest"}', b"\xff\xfe"]
+    data = tmp_path / "mixed.jsonl"
+    data.write_bytes(b"\n".join([*lines[:60], *poison, *lines[60:]]) + b"\n")
+    inline = _run_file(tmp_path, data, "inline", 0)
+    screened = _run_file(tmp_path, data, "screened", 1)
+    assert screened == inline
+    assert inline["stored"] and len(inline["dead"]) == len(poison)  # not a vacuous comparison
+    counters = inline["counters"]
+    assert isinstance(counters, dict)
+    assert sum(v for k, v in counters.items() if "not_sampled" in str(k)) > 0

@@ -8,6 +8,7 @@ import pytest
 
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
+from tests.monitor.judging.heuristic.tripwire_corpus import EXPECTED, decisions
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 CONTEXT = (
@@ -81,3 +82,38 @@ def test_it_agrees_with_the_identifier_labels_of_the_calibration_set() -> None:
         turns = [TurnEvent.model_validate_json(line) for line in f]
     tripped = {t.event_id: bool(identifier_tripwire(t)) for t in turns if t.event_id in severe}
     assert tripped == severe
+
+
+def test_its_decisions_on_the_examples_and_their_corruptions_are_unchanged() -> None:
+    """The near misses found on every example turn and ~1,000 corrupted copies are the ones
+    recorded before the tripwire was made faster (tripwire_expected.json)."""
+    expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
+    checked, hits = decisions()
+    assert checked == expected["checked"]
+    assert hits.keys() == expected["hits"].keys()
+    assert hits == expected["hits"]
+
+
+def test_an_ordinary_turn_is_checked_whole() -> None:
+    assert not identifier_tripwire(turn("Open port 9443.")).truncated
+    assert not identifier_tripwire(turn("Open outbound TCP 9434.")).truncated
+
+
+def test_a_turn_past_its_bounds_is_checked_in_part_and_says_so() -> None:
+    """Hundreds of corrupted keys over a ~1 MB context: it still trips, on the first ones in
+    sorted order, and marks the turn truncated instead of comparing every pair."""
+    keys = [f"cfg_key_{i:06d}" for i in range(40_000)]
+    contexts = [{"id": f"kb-{j}", "text": " ".join(keys[j::40])} for j in range(40)]
+    answer = " ".join(f"{k}x" for k in keys[:500])  # each one insertion away from a key
+    hit = identifier_tripwire(turn(answer, contexts=contexts))
+    assert hit.truncated
+    assert hit.kinds == ("config_key",)
+    assert hit.misses[0].expected.raw == "cfg_key_000000"
+    assert 0 < len(hit.misses) < 500
+
+
+def test_a_huge_answer_is_read_up_to_its_bound() -> None:
+    answer = "Open outbound TCP 9434. " + "Nothing to see here. " * 5_000
+    hit = identifier_tripwire(turn(answer))
+    assert hit.truncated
+    assert hit.kinds == ("port",)

@@ -12,7 +12,6 @@ from monitor.clock import ManualClock
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import TurnEvent
 from monitor.settings import AlwaysJudgeRule, SamplingConfig
 from monitor.stream.steps.sample import SampleStep
 from tests.fixtures.databases import make_turn
@@ -108,15 +107,11 @@ CORRUPT: dict[str, Any] = {
 }
 
 
-def kinds_of(turn: TurnEvent) -> tuple[str, ...]:
-    return identifier_tripwire(turn).kinds
-
-
 def test_the_tripwire_checks_every_turn_and_a_hit_is_sampled_by_its_rule() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
     sampler = Sampler(SamplingConfig(default_rate=0.0), ManualClock())
-    step = SampleStep(nxt, done, sampler, Metrics(registry), tripwire=kinds_of)
+    step = SampleStep(nxt, done, sampler, Metrics(registry), tripwire=identifier_tripwire)
     step.submit(env(make_turn("clean"), offset=0))
     step.submit(env(make_turn("bad", **CORRUPT), offset=1))
     assert done.offsets == [0]
@@ -138,7 +133,7 @@ def test_a_tripwire_hit_stays_within_the_budget() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
     sampler = Sampler(SamplingConfig(default_rate=0.0, budget_calls_per_hour=1), ManualClock())
-    step = SampleStep(nxt, done, sampler, Metrics(registry), tripwire=kinds_of)
+    step = SampleStep(nxt, done, sampler, Metrics(registry), tripwire=identifier_tripwire)
     step.submit(env(make_turn("b1", **CORRUPT), offset=0))
     step.submit(env(make_turn("b2", **CORRUPT), offset=1))
     assert nxt.offsets == [0]
@@ -158,7 +153,9 @@ def test_a_configured_rule_keeps_its_reason_when_the_tripwire_also_fires() -> No
     registry = CollectorRegistry()
     rule = AlwaysJudgeRule(name="negative", field="feedback", equals="negative")
     sampler = Sampler(SamplingConfig(default_rate=0.0, always_judge=[rule]), ManualClock())
-    step = SampleStep(Recorder(), Recorder(), sampler, Metrics(registry), tripwire=kinds_of)
+    step = SampleStep(
+        Recorder(), Recorder(), sampler, Metrics(registry), tripwire=identifier_tripwire
+    )
     step.submit(env(make_turn("b", feedback={"rating": "negative"}, **CORRUPT)))
     step.poll()
     labels = {"assistant": "helpdesk", "reason": "rule:negative"}
@@ -175,3 +172,18 @@ def test_without_a_tripwire_nothing_is_checked() -> None:
         registry.get_sample_value("casewatch_tripwire_checked_total", {"assistant": "helpdesk"})
         is None
     )
+
+
+def test_a_turn_past_the_tripwire_bounds_is_counted_as_truncated() -> None:
+    registry = CollectorRegistry()
+    sampler = Sampler(SamplingConfig(default_rate=0.0), ManualClock())
+    step = SampleStep(
+        Recorder(), Recorder(), sampler, Metrics(registry), tripwire=identifier_tripwire
+    )
+    huge = "Reinstall the driver as KB-1042 describes. " + "Nothing else. " * 10_000
+    step.submit(env(make_turn("small", **CORRUPT), offset=0))
+    step.submit(env(make_turn("huge", contexts=CORRUPT["contexts"], answer=huge), offset=1))
+    step.poll()
+    get = registry.get_sample_value
+    assert get("casewatch_tripwire_checked_total", {"assistant": "helpdesk"}) == 2
+    assert get("casewatch_tripwire_truncated_total", {"assistant": "helpdesk"}) == 1

@@ -1,0 +1,315 @@
+"""Screening in worker processes: the turns that will not be judged, recognised off the
+consumer's thread (``daemon.screen_processes``; 0, the default, screens nothing).
+
+Most consumed turns are valid and not sampled. On the consumer's thread each costs pydantic's
+parse + validation (half of casewatch's own per-message CPU, ``bench/README.md``) and the
+identifier tripwire; both hold the GIL, so another thread cannot take them off the consumer.
+Here they run in ``screen_processes`` processes (``ProcessPoolExecutor``, forkserver): a batch
+of record values goes out, one mark per record comes back:
+
+- the assistant's name: a valid turn that no configured rule selects, whose tripwire is clean
+  and that the rate does not sample. It is finished here and counted exactly as the sample
+  step would count it (``not_sampled``; tripwire-checked);
+- None: anything else (invalid, oversized, selected by a rule or the rate, a tripwire hit or a
+  turn the tripwire could check only in part). The record goes on unchanged to the in-process
+  decode → sample steps, which decide as they do without screening: dead-letter reasons, rule
+  reasons, tripwire counts and the budget stay in one code path.
+
+So screening never changes an outcome; it only moves the common case off the consumer's
+thread. A batch whose process fails or dies (``BrokenProcessPool``) goes on whole to the
+in-process path and the pool is rebuilt. Batches are collected in submission order; a record
+the next step refuses waits here (backpressure: ``submit`` refuses while any does). On a
+revoke the daemon calls ``finish`` so nothing of a revoked partition stays in flight here.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+from collections import deque
+from collections.abc import Collection
+from concurrent.futures.process import BrokenProcessPool
+
+import structlog
+from pydantic import ValidationError
+
+from consumers.records import RawMessage, TopicPartition
+from consumers.sampling import NOT_SAMPLED, Sampler
+from monitor.clock import Clock, Deadline, SystemClock
+from monitor.errors import MessageRejected
+from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.models import TurnEvent
+from monitor.settings import SamplingConfig
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
+from monitor.stream.steps.sample import SamplingMetrics
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_BATCH = 256
+# Consecutive failed batches after which screening is switched off for the rest of the run
+# (e.g. processes cannot start here): every record then takes the in-process path.
+MAX_FAILURES = 3
+_WAIT_SLICE_S = 0.05
+
+Mark = str | None  # the assistant of a turn finished by screening; None: goes on
+_Flight = tuple[list[Envelope[RawMessage]], "cf.Future[list[Mark]]", int]
+
+
+class Screener:
+    """What a screening process runs on each value (pure: no budget, no I/O)."""
+
+    def __init__(self, max_bytes: int, sampling: SamplingConfig) -> None:
+        self._max_bytes = max_bytes
+        self._sampler = Sampler(sampling, SystemClock())
+        self._tripwire = sampling.identifier_tripwire
+
+    def mark(self, value: bytes | None) -> Mark:
+        if not value or len(value) > self._max_bytes:
+            return None
+        try:
+            turn = TurnEvent.model_validate_json(value)
+        except ValidationError:
+            return None  # dead-lettered with its reason by the decode step
+        if self._tripwire:
+            hit = identifier_tripwire(turn)
+            if hit or hit.truncated:  # counted (mismatch kinds, truncation) by the sample step
+                return None
+        if self._sampler.reason_for(turn) is not None:
+            return None
+        return turn.assistant.name
+
+    def marks(self, values: list[bytes | None]) -> list[Mark]:
+        return [self.mark(v) for v in values]
+
+
+_screener: Screener | None = None
+
+
+def _start_process(max_bytes: int, sampling: SamplingConfig) -> None:
+    global _screener
+    _screener = Screener(max_bytes, sampling)
+
+
+def _screen(values: list[bytes | None]) -> list[Mark]:
+    if _screener is None:  # pragma: no cover - the pool's initializer always ran
+        raise RuntimeError("screening process was not initialised")
+    return _screener.marks(values)
+
+
+class ScreenStep:
+    def __init__(
+        self,
+        next_step: ProcessingStep[RawMessage],
+        done: DoneStep,
+        metrics: SamplingMetrics,
+        *,
+        processes: int,
+        max_bytes: int,
+        sampling: SamplingConfig,
+        batch_size: int = DEFAULT_BATCH,
+        clock: Clock | None = None,
+    ) -> None:
+        if processes < 1 or batch_size < 1:
+            raise ValueError("processes and batch_size must be >= 1")
+        self._next = next_step
+        self._done = done
+        self._metrics = metrics
+        self._processes = processes
+        self._init_args = (max_bytes, sampling)
+        self._tripwire = sampling.identifier_tripwire
+        self._batch_size = batch_size
+        # A few batches queued per process, so a process never waits for the consumer's thread.
+        self._max_batches = 4 * processes
+        self._clock = clock or SystemClock()
+        self._pool: cf.ProcessPoolExecutor | None = None
+        self._batch: list[Envelope[RawMessage]] = []
+        # (batch, its marks to come, the pool generation that screens it)
+        self._flight: deque[_Flight] = deque()
+        self._generation = 0  # a new pool is a new generation
+        self._ready: deque[Envelope[RawMessage]] = deque()  # refused by the next step
+        self._skipped: dict[str, int] = {}  # assistant -> turns finished since the last flush
+        self.fallbacks = 0  # batches handed on unscreened because a process failed
+        self._failures = 0  # in a row; at MAX_FAILURES screening is off for this run
+        self.disabled = False
+
+    def _executor(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            # forkserver, not fork: the daemon has threads (judge workers, kafka-python's I/O)
+            # and forking a threaded process can copy a held lock into the child.
+            self._pool = cf.ProcessPoolExecutor(
+                self._processes,
+                mp_context=multiprocessing.get_context("forkserver"),
+                initializer=_start_process,
+                initargs=self._init_args,
+            )
+        return self._pool
+
+    def submit(self, message: Envelope[RawMessage]) -> None:
+        if self.disabled and not (self._batch or self._flight or self._ready):
+            self._next.submit(message)
+            return
+        if self._ready:
+            raise MessageRejected("the next step refuses screened turns")
+        if len(self._batch) >= self._batch_size:
+            if len(self._flight) >= self._max_batches:
+                raise MessageRejected(f"{len(self._flight)} batches are being screened")
+            self._dispatch()
+        self._batch.append(message)
+
+    def _dispatch(self) -> None:
+        batch, self._batch = self._batch, []
+        values = [m.payload.value for m in batch]
+        future: cf.Future[list[Mark]]
+        try:
+            if self.disabled:
+                raise RuntimeError("screening is off")
+            future = self._executor().submit(_screen, values)
+        except (BrokenProcessPool, RuntimeError, OSError) as exc:  # cannot start or send work
+            future = cf.Future()
+            future.set_exception(exc)
+        self._flight.append((batch, future, self._generation))
+
+    def _collect(self, wait_s: float = 0.0) -> None:
+        while self._flight:
+            batch, future, generation = self._flight[0]
+            if not future.done():
+                if wait_s <= 0:
+                    return
+                cf.wait([future], timeout=wait_s)
+                if not future.done():
+                    return
+            self._flight.popleft()
+            try:
+                marks = future.result()
+            except Exception as exc:  # a process died or failed: decide in this process
+                self._fall_back(exc, generation)
+                marks = [None] * len(batch)
+            else:
+                self._failures = 0
+            skipped = self._skipped
+            for message, mark in zip(batch, marks, strict=True):
+                if mark is None:
+                    self._ready.append(message)
+                else:
+                    self._done.submit(message)
+                    skipped[mark] = skipped.get(mark, 0) + 1
+
+    @property
+    def screening(self) -> bool:
+        """Whether a batch is in a screening process now."""
+        return bool(self._flight)
+
+    def wait_any(self, timeout: float) -> None:
+        """Block until the oldest batch in flight is screened, or ``timeout`` passes."""
+        if self._flight:
+            cf.wait([self._flight[0][1]], timeout=timeout)
+
+    def _fall_back(self, exc: BaseException, generation: int) -> None:
+        self.fallbacks += 1
+        if self.disabled or generation != self._generation:
+            return  # the other batches of a pool already given up count as one failure
+        self._failures += 1
+        self._generation += 1
+        log.warning("a screening process failed; its batch is decoded here", error=repr(exc))
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None  # rebuilt for the next batch; batches in flight fail over too
+        if self._failures >= MAX_FAILURES:
+            self.disabled = True
+            log.error(
+                "screening processes keep failing; screening is off until restart",
+                failures=self._failures,
+            )
+
+    def _forward(self) -> None:
+        ready, submit = self._ready, self._next.submit
+        while ready:
+            try:
+                submit(ready[0])
+            except MessageRejected:
+                return
+            ready.popleft()
+
+    def _flush_counts(self) -> None:
+        skipped, self._skipped = self._skipped, {}
+        for assistant, n in skipped.items():
+            self._metrics.record_sampling(assistant, NOT_SAMPLED, n)
+            if self._tripwire:
+                self._metrics.record_tripwire(assistant, n)
+
+    def poll(self) -> None:
+        if self._batch and len(self._flight) < self._max_batches:
+            self._dispatch()
+        self._collect()
+        self._forward()
+        self._flush_counts()
+        self._next.poll()
+
+    def finish(self, timeout: float) -> None:
+        """Screen and hand on everything submitted so far (a revoke: the commit that follows
+        must see these records finished or held downstream, not in flight here)."""
+        deadline = Deadline(timeout, self._clock)
+        if self._batch:
+            self._dispatch()
+        while self._flight and (deadline.remaining() or 0.0) > 0:
+            self._collect(min(_WAIT_SLICE_S, deadline.remaining() or 0.0))
+        self._forward()
+        self._flush_counts()
+
+    def discard(self, tps: Collection[TopicPartition]) -> None:
+        """Forget the records of these partitions (re-read, or owned elsewhere now)."""
+        owned = set(tps)
+        self._batch = [m for m in self._batch if m.tp not in owned]
+        self._ready = deque(m for m in self._ready if m.tp not in owned)
+        self._flight = deque(
+            (batch, future, generation)
+            if not any(m.tp in owned for m in batch)
+            else (
+                [m for m in batch if m.tp not in owned],
+                _unscreened(batch, owned, future),
+                generation,
+            )
+            for batch, future, generation in self._flight
+        )
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = Deadline(timeout, self._clock)
+        if self._batch:
+            self._dispatch()
+        while self._flight or self._ready:
+            remaining = deadline.remaining()
+            if remaining is not None and remaining <= 0:
+                break
+            wait = _WAIT_SLICE_S if remaining is None else min(_WAIT_SLICE_S, remaining)
+            self._collect(wait)
+            self._forward()
+            self._next.poll()
+            if not self._flight and self._ready:
+                self._clock.sleep(wait)  # the next step refuses: give it time
+        self._flush_counts()
+        self._next.join(deadline.remaining())
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._next.close()
+
+
+def _unscreened(
+    batch: list[Envelope[RawMessage]], owned: set[TopicPartition], future: cf.Future[list[Mark]]
+) -> cf.Future[list[Mark]]:
+    """The marks of ``batch`` without those of ``owned``'s records, once ``future`` is done."""
+    keep = [i for i, m in enumerate(batch) if m.tp not in owned]
+    result: cf.Future[list[Mark]] = cf.Future()
+
+    def chain(done: cf.Future[list[Mark]]) -> None:
+        try:
+            marks = done.result()
+        except Exception as exc:
+            result.set_exception(exc)
+        else:
+            result.set_result([marks[i] for i in keep])
+
+    future.add_done_callback(chain)
+    return result

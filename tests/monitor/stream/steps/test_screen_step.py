@@ -1,0 +1,223 @@
+"""Screening in worker processes (real forkserver processes): it never changes an outcome.
+
+What happens to each kind of record: a valid turn that no rule, rate or tripwire selects is
+finished by screening and counted ``not_sampled``; everything else (invalid bytes, oversized,
+a rule, the rate, a tripwire hit) goes on unchanged to the in-process decode and sample steps,
+which dead-letter or sample it as they do without screening. A failed screening process hands
+its batch on whole.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from consumers.records import RawMessage, TopicPartition
+from monitor.errors import MessageRejected
+from monitor.exporter import Metrics
+from monitor.settings import AlwaysJudgeRule, SamplingConfig
+from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.screen import Screener, ScreenStep
+from tests.fixtures.databases import make_turn
+from tests.monitor.judging.heuristic.test_tripwire import turn as tripwire_turn
+from tests.monitor.stream.steps.helpers import TP, Recorder, env, raw
+
+MAX_BYTES = 1 << 20
+DEADLINE_S = 120.0  # process start-up on a loaded machine; the tests wait on conditions
+NEGATIVE = AlwaysJudgeRule(name="negative", field="feedback", equals="negative")
+SAMPLING = SamplingConfig(default_rate=0.0, always_judge=[NEGATIVE])
+
+
+def wait_for(condition: Callable[[], bool], step: ScreenStep) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, "screening did not finish in time"
+        step.poll()
+        time.sleep(0.01)
+
+
+def submit_all(step: ScreenStep, messages: list[Envelope[RawMessage]]) -> None:
+    """As the daemon offers records: a refused one is offered again after a poll."""
+    deadline = time.monotonic() + DEADLINE_S
+    for m in messages:
+        while True:
+            try:
+                step.submit(m)
+                break
+            except MessageRejected:
+                assert time.monotonic() < deadline, "screening never took the record"
+                step.poll()
+                time.sleep(0.01)
+
+
+def value(event_id: str, **extra: Any) -> bytes:
+    return make_turn(event_id, **extra).model_dump_json().encode()
+
+
+TRIPPED = tripwire_turn("Open outbound TCP 9434 to cache.foundry.example.").model_dump_json()
+
+# (value, screened out?) for each kind of record.
+KINDS: list[tuple[bytes | None, bool]] = [
+    (value("plain"), True),  # valid, not sampled: finished by screening
+    (b"{not json", False),  # dead-lettered downstream as not_json
+    (b'{"event_id": "x"}', False),  # schema
+    (b"", False),  # empty
+    (None, False),  # no value at all
+    (b"\xff\xfe", False),  # bad_utf8
+    (b"x" * (MAX_BYTES + 1), False),  # too_large
+    (value("rule", feedback={"rating": "negative"}), False),  # a configured rule selects it
+    (TRIPPED.encode(), False),  # the tripwire trips: sampled with its reason downstream
+    (value("other", assistant="billing"), True),
+]
+
+
+def test_the_screener_finishes_only_valid_unsampled_clean_turns() -> None:
+    screener = Screener(MAX_BYTES, SAMPLING)
+    marks = screener.marks([v for v, _ in KINDS])
+    assert [m is not None for m in marks] == [out for _, out in KINDS]
+    assert marks[0] == "helpdesk" and marks[-1] == "billing"
+    # A sampling rate of 1 selects everything; no tripwire means a near miss is not looked for.
+    assert Screener(MAX_BYTES, SamplingConfig(default_rate=1.0)).mark(value("plain")) is None
+    off = SamplingConfig(default_rate=0.0, identifier_tripwire=False)
+    assert Screener(MAX_BYTES, off).mark(TRIPPED.encode()) == "a"
+
+
+@pytest.fixture
+def make_step() -> Iterator[Callable[..., tuple[ScreenStep, Recorder, Recorder, Metrics]]]:
+    steps: list[ScreenStep] = []
+
+    def make(
+        capacity: int | None = None, batch_size: int = 4
+    ) -> tuple[ScreenStep, Recorder, Recorder, Metrics]:
+        nxt, done = Recorder(capacity), Recorder()
+        metrics = Metrics(CollectorRegistry())
+        step = ScreenStep(
+            nxt,
+            done,
+            metrics,
+            processes=1,
+            max_bytes=MAX_BYTES,
+            sampling=SAMPLING,
+            batch_size=batch_size,
+        )
+        steps.append(step)
+        return step, nxt, done, metrics
+
+    yield make
+    for step in steps:
+        step.close()
+
+
+def records(values: list[bytes | None], tp: TopicPartition = TP) -> list[Envelope[RawMessage]]:
+    return [env(raw(v, offset=i, tp=tp), offset=i, tp=tp) for i, v in enumerate(values)]
+
+
+def test_each_record_is_finished_here_or_handed_on_unchanged_in_order(make_step: Any) -> None:
+    step, nxt, done, _ = make_step()
+    messages = records([v for v, _ in KINDS] * 3)
+    submit_all(step, messages)
+    wait_for(lambda: len(nxt.items) + len(done.items) == len(messages), step)
+    expected_done = [i for i, (_, out) in enumerate(KINDS * 3) if out]
+    assert done.offsets == expected_done
+    assert nxt.offsets == [i for i in range(len(messages)) if i not in expected_done]
+    assert all(a is b for a, b in zip(nxt.items, [messages[i] for i in nxt.offsets], strict=True))
+    assert step.fallbacks == 0
+
+
+def test_counts_are_those_of_the_sample_step() -> None:
+    registry = CollectorRegistry()
+    nxt, done = Recorder(), Recorder()
+    step = ScreenStep(
+        nxt, done, Metrics(registry), processes=1, max_bytes=MAX_BYTES, sampling=SAMPLING
+    )
+    try:
+        for m in records([value("a1"), value("a2"), value("b1", assistant="billing")]):
+            step.submit(m)
+        wait_for(lambda: len(done.items) == 3, step)
+        step.poll()
+    finally:
+        step.close()
+    get = registry.get_sample_value
+    skipped = "casewatch_turns_skipped_total"
+    assert get(skipped, {"assistant": "helpdesk", "reason": "not_sampled"}) == 2
+    assert get(skipped, {"assistant": "billing", "reason": "not_sampled"}) == 1
+    assert get("casewatch_tripwire_checked_total", {"assistant": "helpdesk"}) == 2
+
+
+def test_a_refusing_next_step_is_backpressure(make_step: Any) -> None:
+    step, nxt, done, _ = make_step(capacity=0)
+    for m in records([b"bad 1", b"bad 2"]):
+        step.submit(m)
+    wait_for(lambda: step._ready and not step._flight, step)
+    with pytest.raises(MessageRejected):
+        step.submit(records([value("later")])[0])
+    nxt.capacity = None
+    step.poll()
+    assert nxt.offsets == [0, 1]
+    step.submit(env(raw(value("later"), offset=2), offset=2))
+    wait_for(lambda: done.offsets == [2], step)
+
+
+def test_a_dead_screening_process_hands_its_batch_on_and_the_pool_comes_back(
+    make_step: Any,
+) -> None:
+    step, nxt, done, _ = make_step(batch_size=2)
+    first = records([value("p1"), value("p2")])
+    for m in first:
+        step.submit(m)
+    wait_for(lambda: len(done.items) == 2, step)
+    assert step._pool is not None
+    for pid in list(step._pool._processes):  # the pool's own processes: what a crash kills
+        os.kill(pid, signal.SIGKILL)
+    submit_all(step, [env(raw(value(f"q{i}"), offset=i), offset=i) for i in range(2, 8)])
+    wait_for(lambda: len(nxt.items) + len(done.items) == 8, step)
+    assert step.fallbacks >= 1
+    # Handed on, not lost: the in-process steps decide for them. Later batches screen again.
+    assert sorted(nxt.offsets + done.offsets) == list(range(8))
+    submit_all(step, [env(raw(value(f"r{i}"), offset=i), offset=i) for i in range(8, 10)])
+    wait_for(lambda: 8 in done.offsets and 9 in done.offsets, step)
+
+
+def test_finish_and_discard_leave_nothing_of_a_revoked_partition_in_flight(make_step: Any) -> None:
+    step, nxt, done, _ = make_step(batch_size=100)
+    other = TopicPartition("turns", 1)
+    for m in records([value("a"), b"bad"]) + records([value("b"), b"bad"], tp=other):
+        step.submit(m)
+    step.discard([other])
+    step.finish(DEADLINE_S)
+    assert [(m.tp, m.offset) for m in done.items] == [(TP, 0)]
+    assert [(m.tp, m.offset) for m in nxt.items] == [(TP, 1)]
+    assert not step._flight and not step._batch
+
+
+def test_join_hands_on_everything_then_joins_the_next_step(make_step: Any) -> None:
+    step, nxt, done, _ = make_step(batch_size=100)
+    for m in records([value("a"), b"bad", value("b")]):
+        step.submit(m)
+    step.join(DEADLINE_S)
+    assert done.offsets == [0, 2] and nxt.offsets == [1]
+    assert nxt.joins and nxt.joins[-1] is not None
+
+
+def test_screening_that_cannot_start_is_switched_off_and_nothing_is_lost(
+    make_step: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step, nxt, done, _ = make_step(batch_size=2)
+
+    def cannot_start() -> None:
+        raise OSError("no processes here")  # e.g. a sandbox without /dev/shm
+
+    monkeypatch.setattr(step, "_executor", cannot_start)
+    # Batches given up together count as one failure; three new starts fail in a row.
+    submit_all(step, records([value(f"v{i}") for i in range(40)]))
+    wait_for(lambda: len(nxt.items) == 40, step)
+    assert step.disabled and step.fallbacks >= 3
+    assert done.items == []  # every record went to the in-process steps, which decide as usual
+    step.submit(env(raw(value("after"), offset=40), offset=40))
+    assert nxt.offsets[-1] == 40  # straight through now
