@@ -23,9 +23,18 @@ here; HTTP requests per turn, retries included, for context), turns ending judge
 silent drops (lost turns plus poison records missing from the dead-letter topic), restart to
 first verdict p50 / max, and the broker outage's effect.
 
+Each restart's time is split into phases (``bench/_restart_phases.py``): the daemon runs under
+``bench/_timeline_daemon.py``, which adds kafka-python's group-protocol steps (coordinator,
+JoinGroup, SyncGroup, OffsetFetch, first fetch) to the daemon's own startup lines ("settings
+loaded", "startup: ...", "daemon started", "first records polled"); the bench adds the first
+judge request and the first new verdict. ``--storage memory`` runs the broker on its memory
+engine instead (no broker outage then: that engine forgets everything), to tell the s3
+engine's share from the group protocol's.
+
     .venv/bin/python bench/chaos.py                    # short: 600 turns, 3 kills (~2 min)
     .venv/bin/python bench/chaos.py --turns 20000 --kills 20 --max-seconds 1500
     .venv/bin/python bench/chaos.py --static            # kafka.group_instance_id set
+    .venv/bin/python bench/chaos.py --static --storage memory --kills 6
 
 Prints a readable report, then one JSON line of results.
 """
@@ -54,8 +63,9 @@ if str(ROOT) not in sys.path:
 
 import yaml  # noqa: E402
 
+from bench import _restart_phases as restart_phases  # noqa: E402
 from consumers._kafka import KafkaConsumer, KafkaProducer, KafkaTopicPartition  # noqa: E402
-from consumers.tansu import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from consumers.tansu import MEMORY_STORAGE, EmbeddedBroker, create_topics, free_port  # noqa: E402
 from monitor.stream.demo import load_examples  # noqa: E402
 
 TOPIC = "chaos.turns"
@@ -119,7 +129,7 @@ def serve_judge(log_path: Path, fail: float, latency: float, seed: int) -> int:
                     break
                 x -= share
         with lock:
-            out.write(f"{event}\t{kind}\n")
+            out.write(f"{event}\t{kind}\t{time.time():.3f}\n")
         return reply
 
     stop = threading.Event()
@@ -272,7 +282,7 @@ def daemon_config(workdir: Path, bootstrap: str, judge_url: str, static: bool, g
         "storage": {"url": f"sqlite:///{workdir / 'chaos.db'}", "retention_days": None},
         "server": {"host": "127.0.0.1", "port": 0},
         "daemon": {"concurrency": 16, "max_in_flight": 64, "drain_timeout_seconds": 10},
-        "log_level": "warning",
+        "log_level": "info",  # the startup milestones are info lines
     }
     path = workdir / "casewatch.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -280,8 +290,8 @@ def daemon_config(workdir: Path, bootstrap: str, judge_url: str, static: bool, g
 
 
 def casewatch_cmd() -> list[str]:
-    script = Path(sys.executable).with_name("casewatch")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "monitor.cli"]
+    # ``casewatch`` with kafka-python's group-protocol milestones on stderr (the timeline).
+    return [sys.executable, str(ROOT / "bench" / "_timeline_daemon.py")]
 
 
 class Db:
@@ -388,12 +398,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     deadline = started + args.max_seconds
     workdir = Path(tempfile.mkdtemp(prefix="casewatch-chaos-"))
     print(f"work directory: {workdir}", flush=True)
-    moto, s3_env = start_s3(workdir)
+    s3 = args.storage == "s3"
+    moto, s3_env = start_s3(workdir) if s3 else (None, {})
     broker_port = free_port()
 
     def new_broker() -> EmbeddedBroker:
         b = EmbeddedBroker(
-            port=broker_port, storage=f"s3://{BUCKET}/", env=s3_env, log_path=workdir / "tansu.log"
+            port=broker_port,
+            storage=f"s3://{BUCKET}/" if s3 else MEMORY_STORAGE,
+            env=s3_env,
+            log_path=workdir / "tansu.log",
         )
         b.start()
         return b
@@ -416,17 +430,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         group = f"casewatch-chaos-{uuid.uuid4().hex[:6]}"
         config = daemon_config(workdir, broker.bootstrap, judge_url, args.static, group)
         db = Db(workdir / "chaos.db")
-        logs = workdir / "daemon.log"
         life = 0
         while True:
             before = db.verdicts()
-            with logs.open("ab") as fh:
+            with (workdir / f"daemon-{life}.log").open("ab") as fh:
+                spawned = time.time()
                 proc = subprocess.Popen(
                     [*casewatch_cmd(), "run", "--config", str(config)], stdout=fh, stderr=fh
                 )
             left = max(1.0, deadline - time.monotonic())
             ttfv = wait_until(lambda b=before: db.verdicts() > b or db.verdicts() >= len(ids), left)
-            lives.append({"life": life, "first_verdict_s": ttfv, "verdicts_before": before})
+            lives.append(
+                {
+                    "life": life,
+                    "first_verdict_s": ttfv,
+                    "verdicts_before": before,
+                    "spawned": spawned,
+                    "verdict_at": None if ttfv is None else spawned + ttfv,
+                }
+            )
             print(
                 f"life {life}: first new verdict after "
                 f"{ttfv if ttfv is None else round(ttfv, 1)} s "
@@ -490,20 +512,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             judge.kill()
         broker.stop()
-        moto.terminate()
-        moto.wait(10)
+        if moto is not None:
+            moto.terminate()
+            moto.wait(10)
 
     summary = db.summary()
     requests = collections.Counter()
     ok_replies: collections.Counter[str] = collections.Counter()
+    request_times: list[float] = []
     for line in judge_log.read_text().splitlines():
-        event, kind = line.split("\t")
+        event, kind, at = line.split("\t")
+        request_times.append(float(at))
         requests[kind] += 1
         if kind == "ok":
             ok_replies[event] += 1
     lost = [e for e in ids if e not in summary["events"]]
     ok_turns = len(summary["ok_events"])
     restarts = [lv["first_verdict_s"] for lv in lives[1:] if lv["first_verdict_s"] is not None]
+    timelines = [_timeline(workdir, lv, request_times) for lv in lives[1:]]
     return {
         "turns": len(ids),
         "poison": poison,
@@ -525,11 +551,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "restart_to_first_verdict_p50_s": pct(restarts, 0.5),
         "restart_to_first_verdict_max_s": max(restarts) if restarts else None,
         "restarts_measured": len(restarts),
+        "storage": args.storage,
+        "restart_phases": restart_phases.summarize(timelines),
+        "join_rounds_per_restart": sorted(int(t.get("join_rounds", 0)) for t in timelines),
         "broker_outage": outage,
         "committed_at_end": final_commits,
         "elapsed_s": round(time.monotonic() - started, 1),
         "workdir": str(workdir),
     }
+
+
+def _timeline(workdir: Path, life: dict[str, Any], request_times: list[float]) -> dict[str, float]:
+    spawned = life["spawned"]
+    # The first judge request after the spawn (the previous life's may still be running: the
+    # SIGKILL does not stop its sockets' far ends at once, but it sends nothing new).
+    first_request = min((t for t in request_times if t >= spawned), default=None)
+    lines = (workdir / f"daemon-{life['life']}.log").read_text(errors="replace").splitlines()
+    return restart_phases.milestones(
+        lines, spawned, {"judge_request": first_request, "first_verdict": life["verdict_at"]}
+    )
 
 
 def _partition_ends(n_values: int, partitions: int) -> list[int]:
@@ -546,17 +586,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.05, help="judge reply latency, s")
     parser.add_argument("--poison-every", type=int, default=100, help="one poison per N turns")
     parser.add_argument("--static", action="store_true", help="set kafka.group_instance_id")
+    parser.add_argument(
+        "--storage",
+        choices=("s3", "memory"),
+        default="s3",
+        help="the broker's engine; memory forgets everything when stopped (no --outage then)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--serve-judge", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.storage == "memory":
+        args.outage = 0.0
     if args.serve_judge is not None:
         return serve_judge(args.serve_judge, args.fail, args.latency, args.seed)
     result = run(args)
     print()
     for key, value in result.items():
-        if key not in ("workdir",):
+        if key not in ("workdir", "restart_phases"):
             print(f"{key:36s} {value}")
+    print("\nrestart timeline (seconds, median over the restarts):")
+    print(restart_phases.render(result["restart_phases"]))
     print(json.dumps(result))
     ok = result["turns_lost"] == 0 and result["verdict_rows_duplicated"] == 0
     return 0 if ok and result["silent_drops"] == 0 else 1

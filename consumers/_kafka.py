@@ -49,6 +49,7 @@ __all__ = [
     "close_producer",
     "finish_pending_join",
     "from_kafka_tp",
+    "join_group",
     "kafka",
     "require_reachable",
     "to_kafka_tp",
@@ -139,6 +140,7 @@ def require_reachable(servers: list[str], timeout_s: float) -> None:
 # they still exist, and a fallback taken at run time is logged once per workaround.
 PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator.need_rejoin",
+    "KafkaConsumer._coordinator.poll",
     "KafkaConsumer._coordinator._manager.wait_for",
     "KafkaProducer._sender.force_close",
 )
@@ -202,6 +204,21 @@ def finish_pending_join(consumer: Any, timeout_ms: int) -> None:
         return
     if not coordinator.coordinator_unknown() and coordinator.need_rejoin():
         coordinator.poll(timeout_ms=timeout_ms)
+
+
+def join_group(consumer: Any, timeout_ms: int) -> bool:
+    """Find the coordinator and join the group (JoinGroup, SyncGroup, assignment) in one call,
+    without fetching; False when that did not finish within ``timeout_ms`` or is not possible.
+
+    ``KafkaConsumer`` joins only inside ``poll()``, which also fetches and returns records; this
+    lets a caller join first (on a thread of its own, while it gets everything else ready) and
+    poll later. One call for the whole round, as ``finish_pending_join`` explains.
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not hasattr(coordinator, "poll"):
+        _fallback("join_group", "KafkaConsumer._coordinator.poll")
+        return False
+    return bool(coordinator.poll(timeout_ms=timeout_ms))
 
 
 async def wait_within(consumer: Any, future: Any, timeout_s: float) -> Any:

@@ -34,6 +34,7 @@ from consumers._kafka import (
     client_options,
     finish_pending_join,
     from_kafka_tp,
+    join_group,
     require_reachable,
     to_kafka_tp,
     wait_within,
@@ -80,6 +81,8 @@ class KafkaTurnSource:
         self._ping: tuple[float, bool] | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._joiner: threading.Thread | None = None
+        self._unannounced: set[TopicPartition] = set()  # assigned before a listener was set
         # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
         require_reachable(self._servers, connect_timeout_s)
         with broker_errors("connecting the consumer", self._servers):
@@ -104,9 +107,44 @@ class KafkaTurnSource:
             self._consumer.close(autocommit=False, timeout_ms=int(close_timeout_s * 1000))
             raise
 
+    def start_join(self) -> None:
+        """Join the group now, on a thread, while the caller gets the rest ready.
+
+        A join round is the broker's to time (on Tansu 0.6 a static member's takes half the
+        session timeout plus 3 s), so a restarted daemon that joins first and opens its store,
+        judge clients and probe server meanwhile reaches its first verdict that much sooner.
+        Every other method waits for the join to end before touching the consumer (it is not
+        thread-safe); a join that fails or times out is simply redone by the next ``poll()``.
+        """
+        if self._joiner is not None or self._closed:
+            return
+        self._joiner = threading.Thread(target=self._join, name="kafka-join", daemon=True)
+        self._joiner.start()
+
+    def _join(self) -> None:
+        try:
+            with broker_errors("joining the group", self._servers):
+                joined = join_group(self._consumer, self._join_timeout_ms)
+            log.info("joined the consumer group" if joined else "group join not finished yet")
+        except Exception as exc:  # the loop's first poll joins again and reports failures
+            log.warning("joining the consumer group failed; retrying on poll", error=str(exc))
+
+    def _settle(self) -> None:
+        """Wait for an early join; then tell the listener about partitions it missed."""
+        if self._listener_thread == threading.get_ident():
+            return  # a callback on the I/O thread, which the join itself may be waiting for
+        joiner = self._joiner
+        if joiner is not None and joiner is not threading.current_thread():
+            joiner.join()  # bounded: the join has its timeout
+            self._joiner = None
+        if self._unannounced and self._on_assigned is not None:
+            tps, self._unannounced = self._unannounced, set()
+            self._run_callback(self._on_assigned, tps & self.assignment())
+
     # ------------------------------------------------------------------ TurnSource
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+        self._settle()
         with broker_errors("polling", self._servers):
             # During a rebalance this may block past timeout_s (bounded by the join timeout).
             finish_pending_join(self._consumer, self._join_timeout_ms)
@@ -132,6 +170,7 @@ class KafkaTurnSource:
             with broker_errors("committing offsets", self._servers):
                 self._deferred_commits.append(self._consumer.commit_async(offsets=payload))
             return
+        self._settle()
         timeout_ms = int(1000 * (self._commit_timeout_s if timeout_s is None else timeout_s))
         with broker_errors("committing offsets", self._servers):
             self._consumer.commit(offsets=payload, timeout_ms=max(1, timeout_ms))
@@ -139,23 +178,28 @@ class KafkaTurnSource:
     def pause(self, tps: Iterable[TopicPartition]) -> None:
         ktps = [to_kafka_tp(tp) for tp in tps]
         if ktps:
+            self._settle()
             self._consumer.pause(*ktps)
 
     def resume(self, tps: Iterable[TopicPartition]) -> None:
         ktps = [to_kafka_tp(tp) for tp in tps]
         if ktps:
+            self._settle()
             self._consumer.resume(*ktps)
 
     def paused(self) -> set[TopicPartition]:
+        self._settle()
         return {from_kafka_tp(tp) for tp in self._consumer.paused()}
 
     @property
     def member_id(self) -> str:
         """This consumer's member id in its group ('' before it joined). A static member
         (``group_instance_id``) gets the same one back when it rejoins under its name."""
+        self._settle()
         return str(self._consumer.group_metadata().member_id or "")
 
     def assignment(self) -> set[TopicPartition]:
+        self._settle()
         return {from_kafka_tp(tp) for tp in self._consumer.assignment()}
 
     def lag(self) -> dict[TopicPartition, int]:
@@ -181,6 +225,7 @@ class KafkaTurnSource:
         if self._closed:
             return
         self._closed = True  # from now on, revocation commits wait close_timeout_s at most
+        self._settle()
         try:
             with broker_errors("closing the consumer", self._servers):
                 # The limit covers leaving the group; the revocation commit has its own.
@@ -232,6 +277,8 @@ class KafkaTurnSource:
         if not tps:
             return
         log.info("partitions assigned", partitions=_names(tps))
+        if self._on_assigned is None:  # an early join (start_join) ended before the listener
+            self._unannounced |= tps
         self._run_callback(self._on_assigned, tps)
 
     def _revoked(self, ktps: Iterable[Any], lost: bool) -> list[Any]:

@@ -8,7 +8,6 @@ import sys
 import click
 
 from monitor import __version__
-from monitor.models import TurnEvent
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,6 +19,8 @@ def main() -> None:
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of the turn event (v1) for producers to validate against."""
+    from monitor.models import TurnEvent  # here: `casewatch run` needs it only once started
+
     doc = TurnEvent.model_json_schema()
     doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     doc["title"] = "casewatch TurnEvent v1"
@@ -28,12 +29,14 @@ def schema() -> None:
 
 
 def _register() -> None:
-    # Command modules are imported here, not at the top, so `casewatch schema` stays fast and
-    # each group can be read (and tested) on its own.
-    from monitor.commands import COMMANDS
+    # Command modules are imported when a command is looked up, not here, so `casewatch schema`
+    # and `casewatch run` stay fast and each group can be read (and tested) on its own.
+    from monitor.commands import CommandTable
 
-    for command in COMMANDS:
-        main.add_command(command)
+    table = CommandTable()
+    for name, command in main.commands.items():  # the ones defined in this module
+        table[name] = command
+    main.commands = table
 
 
 _register()

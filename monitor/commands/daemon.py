@@ -58,6 +58,7 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
     except CasewatchError as exc:
         fail(str(exc))
     configure_logging(settings.log_level, settings.secret_values())
+    log.info("settings loaded")
     try:
         runner = DaemonRunner(settings, REGISTRY, file_path=file_path, follow=follow)
     except ListenError as exc:

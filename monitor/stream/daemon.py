@@ -103,6 +103,7 @@ class Daemon:
         self._next_lag = 0.0
         self._backlog_since: float | None = None
         self._holding = False  # a revoke held queued judge work back until the next poll
+        self._first_records = True  # logs the first records read: a restart's milestone
         # Polling stops while a backlog waits, so pausing must come before the consumer's
         # max.poll.interval would expel it from the group.
         self._pause_after = min(PAUSE_AFTER_S, settings.kafka.max_poll_interval_ms / 4000)
@@ -192,6 +193,9 @@ class Daemon:
             self._stop.wait(1.0)
             return []
         self._forget_unowned()
+        if records and self._first_records:
+            self._first_records = False
+            log.info("first records polled", n=len(records))
         if self._holding:  # a revoke held queued turns back: the assignment is known now
             self._holding = False
             self._pipeline.release(self._source.assignment())

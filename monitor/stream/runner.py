@@ -123,10 +123,12 @@ def _source_and_dlq(
         dlq = FileDeadLetterSink(dlq_path)
     else:
         call_s = broker_call_timeout_s(settings)
-        source = KafkaTurnSource(
+        kafka_source = KafkaTurnSource(
             settings.kafka, commit_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
         )
-        closers.append(source.close)
+        closers.append(kafka_source.close)
+        kafka_source.start_join()
+        source = kafka_source
         dlq = KafkaDeadLetterQueue(
             settings.kafka, send_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
         )
@@ -139,9 +141,10 @@ class DaemonRunner:
     appended to with ``follow``) instead of Kafka when given. ``exit_when_idle`` (default: a
     file without ``follow``) ends the run once the source is exhausted and all work finished.
 
-    Building connects to the store (and migrates it), the source and the dead-letter sink and
-    binds the probe port; anything failing closes what was opened and raises (``ListenError``
-    for the port, another ``CasewatchError`` for operator errors). Then either ``start()`` (a
+    Building connects the source (a Kafka consumer starts joining its group at once, on a
+    thread) and the dead-letter sink, then the store (and migrates it), and binds the probe
+    port; anything failing closes what was opened and raises (``ListenError`` for the port,
+    another ``CasewatchError`` for operator errors). Then either ``start()`` (a
     thread; ``stop()`` drains and closes) or ``run_foreground()`` (blocks; closes when done).
     """
 
@@ -154,16 +157,6 @@ class DaemonRunner:
         follow: bool = False,
         exit_when_idle: bool | None = None,
     ) -> None:
-        from consumers.sampling import Sampler
-        from monitor.clock import SystemClock
-        from monitor.exporter import Metrics
-        from monitor.jobs.build import build_jobs
-        from monitor.jobs.scheduler import JobScheduler
-        from monitor.judging.evaluator import build_evaluator
-        from monitor.storage.store import Store
-        from monitor.stream.daemon import Daemon
-        from monitor.stream.http import ProbeApp, ProbeServer
-
         if follow and file_path is None:
             raise ValueError("follow needs a file_path")
         if exit_when_idle is None:
@@ -175,14 +168,29 @@ class DaemonRunner:
         self._stopped = False
         closers: list[Callable[[], None]] = []
         try:
+            # The source first: a Kafka consumer joins its group on a thread while the rest is
+            # imported and opened (the join round is mostly the broker's waiting).
+            source, dlq = _source_and_dlq(settings, file_path, follow, closers)
+            log.info("startup: source and dead-letter sink ready")
+            from consumers.sampling import Sampler
+            from monitor.clock import SystemClock
+            from monitor.exporter import Metrics
+            from monitor.jobs.build import build_jobs
+            from monitor.jobs.scheduler import JobScheduler
+            from monitor.judging.evaluator import build_evaluator
+            from monitor.storage.store import Store
+            from monitor.stream.daemon import Daemon
+            from monitor.stream.http import ProbeApp, ProbeServer
+
             store = Store.from_config(settings.storage)
             closers.append(store.close)
             store.migrate()
-            source, dlq = _source_and_dlq(settings, file_path, follow, closers)
+            log.info("startup: store ready")
             # Metrics first: a panel evaluator reports every outcome to them.
             self.metrics = Metrics(registry)
             evaluator = build_evaluator(settings, on_panel_result=self.metrics.record_panel)
             closers.append(evaluator.close)
+            log.info("startup: judge ready")
             self.store = store
             # One hourly budget for the stream and the jobs that call judges (rubric grading).
             sampler = Sampler(

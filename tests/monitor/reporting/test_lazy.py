@@ -24,11 +24,14 @@ def test_unknown_module_fails_on_use_with_the_import_error() -> None:
 
 
 def test_the_cli_does_not_import_scipy_or_sklearn_until_a_statistic_is_computed() -> None:
-    # `casewatch run` imports every command: scipy.stats + scikit-learn would be ~85 MB of RSS
-    # in a daemon that never computes a report. A fresh interpreter, so nothing is cached.
+    # Every command module imported (as `casewatch --help` does): scipy.stats + scikit-learn
+    # would be ~85 MB of RSS in a process that never computes a report. A fresh interpreter,
+    # so nothing is cached.
     code = (
         "import sys, json\n"
         "import monitor.cli\n"
+        "from monitor.commands import collect\n"
+        "collect()\n"
         "before = sorted(m for m in ('scipy', 'sklearn') if m in sys.modules)\n"
         "from monitor.reporting.agreement import band_agreement\n"
         "from monitor.reporting.stats import rank_correlation\n"

@@ -1,0 +1,83 @@
+"""KafkaTurnSource.start_join: the group join runs on a thread while the daemon starts.
+
+Against the embedded broker. What matters: the records come through as without the early join;
+the listener set after the join ended still hears of the partitions; every other call waits
+for the join instead of using the consumer concurrently; close() during the join returns.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from consumers.kafka_source import KafkaTurnSource
+from consumers.records import TopicPartition
+from consumers.tansu import EmbeddedBroker
+from tests.consumers.test_kafka_integration import config, poll_until
+from tests.fixtures.broker import produce
+from tests.monitor.stream.test_daemon import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def sources() -> Iterator[list[KafkaTurnSource]]:
+    opened: list[KafkaTurnSource] = []
+    yield opened
+    for source in opened:
+        source.close()
+
+
+def _joined(source: KafkaTurnSource) -> bool:
+    # The join thread is done once _settle would not wait (read-only peek for the test).
+    joiner = source._joiner
+    return joiner is None or not joiner.is_alive()
+
+
+def test_an_early_join_assigns_and_the_records_follow(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, sources: list[KafkaTurnSource]
+) -> None:
+    produce(tansu_broker.bootstrap, kafka_topic, [b"v%d" % i for i in range(5)])
+    source = KafkaTurnSource(config(tansu_broker, kafka_topic))
+    sources.append(source)
+    source.start_join()
+    wait_for(lambda: _joined(source), timeout=60, what="the early join to end")
+    tp = TopicPartition(kafka_topic, 0)
+    # The listener comes after the join (as the daemon's does when the join is quick).
+    assigned: list[set[TopicPartition]] = []
+    source.set_rebalance_listener(lambda tps: assigned.append(set(tps)), lambda tps: None)
+    assert source.assignment() == {tp}
+    assert [m.value for m in poll_until(source, 5)] == [b"v%d" % i for i in range(5)]
+    assert assigned == [{tp}]  # told once, on the caller's thread
+
+
+def test_calls_during_an_early_join_wait_for_it(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, sources: list[KafkaTurnSource]
+) -> None:
+    source = KafkaTurnSource(config(tansu_broker, kafka_topic))
+    sources.append(source)
+    source.start_join()
+    seen: dict[str, Any] = {}
+
+    def ask() -> None:
+        seen["assignment"] = source.assignment()
+        seen["joined"] = _joined(source)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    asker.join(60)
+    # The answer came only after the join: the partition is already there.
+    assert seen == {"assignment": {TopicPartition(kafka_topic, 0)}, "joined": True}
+
+
+def test_close_during_an_early_join_returns(tansu_broker: EmbeddedBroker, kafka_topic: str) -> None:
+    source = KafkaTurnSource(config(tansu_broker, kafka_topic))
+    source.start_join()
+    closer = threading.Thread(target=source.close)
+    closer.start()
+    closer.join(90)
+    assert not closer.is_alive()
+    assert _joined(source)

@@ -1,0 +1,41 @@
+"""The CLI's command table (monitor/commands/__init__.py): lazy for the commands in FAST."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+
+from monitor.cli import main
+from monitor.commands import FAST, CommandTable, collect, module_commands
+
+
+def test_every_fast_entry_names_the_module_defining_the_command() -> None:
+    for name, module in FAST.items():
+        assert name in {c.name for c in module_commands(module)}, (name, module)
+
+
+def test_the_table_lists_every_command_of_every_module() -> None:
+    expected = {c.name for c in collect()} | {"schema"}
+    assert set(main.commands) == expected
+    assert set(main.list_commands(click.Context(main))) == expected
+
+
+def test_looking_up_a_fast_command_imports_its_module_only() -> None:
+    # A fresh interpreter: this one has imported everything already.
+    code = (
+        "import sys; from monitor.cli import main; "
+        "assert main.commands.get('run') is not None; "
+        "print(sorted(m for m in sys.modules if m.startswith('monitor.commands.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "['monitor.commands.daemon', 'monitor.commands.usage']"
+
+
+def test_an_unlisted_or_unknown_name_collects_everything() -> None:
+    table = CommandTable()
+    assert table.get("no-such-command") is None
+    assert "run" in table and len(table) == len(collect())
