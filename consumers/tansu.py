@@ -157,16 +157,21 @@ class EmbeddedBroker:
         ]
         env = {**os.environ, **(self._env or {})}
         self._log_file = log_path.open("ab")
-        # A session of its own: Ctrl-C in the terminal signals the whole foreground process
-        # group, and the broker must outlive the daemon's drain and final commit; stop() ends it.
-        self._proc = subprocess.Popen(  # noqa: S603 -- fixed argv, no shell
-            cmd,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+        try:
+            # A session of its own: Ctrl-C in the terminal signals the whole foreground process
+            # group, and the broker must outlive the daemon's drain and final commit; stop() ends
+            # it.
+            self._proc = subprocess.Popen(  # noqa: S603 -- fixed argv, no shell
+                cmd,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        except BaseException:
+            self._terminate()  # closes the log file: no caller's stop() follows a failed start
+            raise
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

@@ -258,10 +258,11 @@ def run_batch(
     existing = existing_event_ids(out_path, evaluator.config_hash)
     seen: set[str] = set()
     rejects_path = rejects_path or default_rejects_path(out_path)
-    writer = _Writer(out_path, compact_path, rejects_path)
     show = progress and sys.stderr.isatty()
+    total = _count_lines(input_path) if show else None  # before opening the outputs: may raise
+    writer = _Writer(out_path, compact_path, rejects_path)
     bar = tqdm(
-        total=_count_lines(input_path) if show else None,
+        total=total,
         disable=not show,
         unit="turn",
         file=sys.stderr,

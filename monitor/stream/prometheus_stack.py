@@ -127,14 +127,18 @@ class _Server:
             port = _free_port(self.host)
             argv = [str(self.binary), *args_for_port(f"{self.host}:{port}")]
             self._log = self.log_path.open("ab")
-            self._proc = subprocess.Popen(  # noqa: S603 -- fixed argv, no shell
-                argv,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.workdir,
-                start_new_session=True,  # Ctrl-C reaches the owner, which stops it in order
-            )
+            try:
+                self._proc = subprocess.Popen(  # noqa: S603 -- fixed argv, no shell
+                    argv,
+                    stdout=self._log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.workdir,
+                    start_new_session=True,  # Ctrl-C reaches the owner, which stops it in order
+                )
+            except BaseException:
+                self.stop()  # closes the log file: no caller's stop() follows a failed start
+                raise
             self.port = port
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and self.running:

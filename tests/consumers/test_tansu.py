@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import uuid
 from pathlib import Path
@@ -51,6 +52,16 @@ def test_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
         with pytest.raises(BrokerError, match=f"port {port} is in use"):
             broker.start()
         assert not broker.running
+
+
+def test_a_binary_that_cannot_run_leaves_no_log_file_open(tmp_path: Path) -> None:
+    broker = EmbeddedBroker(binary=tmp_path / "no-such-tansu", log_path=tmp_path / "t.log")
+    with pytest.raises(FileNotFoundError):
+        broker.start()
+    assert not broker.running
+    # An open log file would be a ResourceWarning here, an error in this suite.
+    del broker
+    gc.collect()
 
 
 def test_create_topics_is_idempotent_and_adds_dead_letter_topics(

@@ -39,7 +39,8 @@ def respond(request: dict[str, Any]) -> Reply:
 
 def test_panel_judge_then_agreement_reports_before_and_after(tmp_path: Path) -> None:
     turns = [json.loads(line) for line in (EXAMPLES / "turns.jsonl").read_text().splitlines()]
-    labelled = {json.loads(x)["event_id"] for x in (EXAMPLES / "human_labels.jsonl").open()}
+    label_lines = (EXAMPLES / "human_labels.jsonl").read_text().splitlines()
+    labelled = {json.loads(x)["event_id"] for x in label_lines}
     sample = [t for t in turns if t["event_id"] in labelled][:24]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(t) + "\n" for t in sample))
     expected_disputes = sum(disputed(t["query"]) for t in sample)

@@ -209,17 +209,17 @@ def test_demo_process_drains_and_exits_0_on_sigterm(tansu: None, tmp_path: Path)
     cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0"]
     cmd += ["--rate", "100"]
     cmd += ["--db", str(tmp_path / "demo.db")]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        url = _metrics_url(proc.stdout)
-        wait_until_judged(url)
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=DEADLINE_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    # The with block closes the pipe and reaps the process on every path.
+    with subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            url = _metrics_url(proc.stdout)
+            wait_until_judged(url)
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=DEADLINE_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 0, out
     assert out.rstrip().endswith("casewatch demo: stopped")
 
@@ -238,22 +238,21 @@ def test_demo_exits_1_in_bounded_time_when_its_broker_dies_with_the_interrupt(
     config.write_text(yaml.safe_dump({"daemon": daemon}))
     cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0", "--rate", "100"]
     cmd += ["--db", str(tmp_path / "demo.db"), "--config", str(config), "--no-alerts"]
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        wait_until_judged(_metrics_url(proc.stdout))
-        brokers = [p for p in psutil.Process(proc.pid).children() if p.name() == "tansu"]
-        assert len(brokers) == 1
-        brokers[0].kill()
-        proc.send_signal(signal.SIGINT)
-        budget = stop_budget_s(load_settings(config))
-        out, err = proc.communicate(timeout=budget + 10.0)  # + interpreter exit: liveness
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            wait_until_judged(_metrics_url(proc.stdout))
+            brokers = [p for p in psutil.Process(proc.pid).children() if p.name() == "tansu"]
+            assert len(brokers) == 1
+            brokers[0].kill()
+            proc.send_signal(signal.SIGINT)
+            budget = stop_budget_s(load_settings(config))
+            out, err = proc.communicate(timeout=budget + 10.0)  # + interpreter exit: liveness
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 1, (out, err)
     last = err.rstrip().splitlines()[-1]
     assert last.startswith("casewatch demo: offsets were not committed ("), err
@@ -282,37 +281,38 @@ def test_a_second_interrupt_ends_the_demo_and_its_broker_at_once(
         )
         cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0", "--rate", "100"]
         cmd += ["--db", str(tmp_path / "demo.db"), "--config", str(config)]
-        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
         children: list[psutil.Process] = []
-        try:
-            assert proc.stdout is not None
-            url = _metrics_url(proc.stdout)
-            children = psutil.Process(proc.pid).children()
-            brokers = [p for p in children if p.name() == "tansu"]
-            assert len(brokers) == 1
-            deadline = time.monotonic() + DEADLINE_S
-            while not re.search(r"^casewatch_in_flight [1-9]", scrape(url), re.MULTILINE):
-                assert time.monotonic() < deadline, "no judge call in flight"
-                time.sleep(0.2)
-            proc.send_signal(signal.SIGINT)
-            for line in proc.stdout:
-                if line.startswith("stopping:"):
-                    break
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(10.0) == -signal.SIGINT  # liveness, not speed: the drain has 300 s
-            # The broker, and Prometheus + Alertmanager when installed: none outlives the demo.
-            for child in children:
-                _wait_gone(child)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            for child in children:  # never leak one, even when the test fails
-                if child.is_running():
-                    child.kill()
+        # The with block closes the pipe and reaps the process on every path.
+        with subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True) as proc:
+            try:
+                assert proc.stdout is not None
+                url = _metrics_url(proc.stdout)
+                children = psutil.Process(proc.pid).children()
+                brokers = [p for p in children if p.name() == "tansu"]
+                assert len(brokers) == 1
+                deadline = time.monotonic() + DEADLINE_S
+                while not re.search(r"^casewatch_in_flight [1-9]", scrape(url), re.MULTILINE):
+                    assert time.monotonic() < deadline, "no judge call in flight"
+                    time.sleep(0.2)
+                proc.send_signal(signal.SIGINT)
+                for line in proc.stdout:
+                    if line.startswith("stopping:"):
+                        break
+                proc.send_signal(signal.SIGINT)
+                # Liveness, not speed: far below the drain's 300 s, however loaded the machine.
+                assert proc.wait(60.0) == -signal.SIGINT
+                # The broker, and Prometheus + Alertmanager when installed: none outlives the demo.
+                for child in children:
+                    _wait_gone(child)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                for child in children:  # never leak one, even when the test fails
+                    if child.is_running():
+                        child.kill()
 
 
-def _wait_gone(process: psutil.Process, timeout_s: float = 10.0) -> None:
+def _wait_gone(process: psutil.Process, timeout_s: float = 60.0) -> None:
     """Wait until ``process`` is dead (a zombie counts: its parent is gone, nobody reaps it)."""
     deadline = time.monotonic() + timeout_s
     while process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
