@@ -43,27 +43,29 @@ from bench.batch_throughput import KEY, MODEL, start_server  # noqa: E402
 MESSAGES: Any = [{"role": "user", "content": "x" * 2000}]
 
 
-def threads(base_url: str, n: int, concurrency: int, per_thread: bool) -> float:
-    shared = openai.OpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
+def _threads(
+    n: int, concurrency: int, start: Callable[[], tuple[Callable[[], object], Callable[[], None]]]
+) -> float:
+    """``n`` calls on ``concurrency`` threads; ``start()`` runs in each thread and gives its
+    call and its clean-up. Each thread makes one warm-up call before the clock starts."""
     work: queue.Queue[int] = queue.Queue()
     for i in range(n):
         work.put(i)
     ready = threading.Barrier(concurrency + 1)
 
     def worker() -> None:
-        client = (
-            openai.OpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
-            if per_thread
-            else shared
-        )
-        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
-        ready.wait()
-        while True:
-            try:
-                work.get_nowait()
-            except queue.Empty:
-                return
-            client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
+        call, cleanup = start()
+        try:
+            call()
+            ready.wait()
+            while True:
+                try:
+                    work.get_nowait()
+                except queue.Empty:
+                    return
+                call()
+        finally:
+            cleanup()
 
     pool = [threading.Thread(target=worker) for _ in range(concurrency)]
     for t in pool:
@@ -72,30 +74,32 @@ def threads(base_url: str, n: int, concurrency: int, per_thread: bool) -> float:
     started = time.perf_counter()
     for t in pool:
         t.join()
-    elapsed = time.perf_counter() - started
-    shared.close()
-    return n / elapsed
-
-
-def _drain(work: queue.Queue[int], call: Callable[[], object]) -> None:
-    while True:
-        try:
-            work.get_nowait()
-        except queue.Empty:
-            return
-        call()
-
-
-def _timed(n: int, concurrency: int, worker: Callable[[threading.Barrier], None]) -> float:
-    ready = threading.Barrier(concurrency + 1)
-    pool = [threading.Thread(target=worker, args=(ready,)) for _ in range(concurrency)]
-    for t in pool:
-        t.start()
-    ready.wait()
-    started = time.perf_counter()
-    for t in pool:
-        t.join()
     return n / (time.perf_counter() - started)
+
+
+def _nothing() -> None:
+    return None
+
+
+def threads(base_url: str, n: int, concurrency: int, per_thread: bool) -> float:
+    shared = openai.OpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
+
+    def start() -> tuple[Callable[[], object], Callable[[], None]]:
+        client = (
+            openai.OpenAI(api_key=KEY, base_url=base_url, max_retries=0, timeout=30)
+            if per_thread
+            else shared
+        )
+
+        def call() -> object:
+            return client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
+
+        return call, client.close if per_thread else _nothing
+
+    try:
+        return _threads(n, concurrency, start)
+    finally:
+        shared.close()
 
 
 def chat_endpoint(base_url: str, n: int, concurrency: int) -> float:
@@ -109,20 +113,12 @@ def chat_endpoint(base_url: str, n: int, concurrency: int) -> float:
         kind="openai", base_url=base_url, model=MODEL, api_key=SecretStr(KEY), timeout_seconds=30
     )
     endpoint = ChatEndpoint("bench", config)
-    work: queue.Queue[int] = queue.Queue()
-    for i in range(n):
-        work.put(i)
 
-    def worker(ready: threading.Barrier) -> None:
-        def call() -> object:
-            return endpoint.send(MESSAGES, CallStats(), max_tokens=10)
-
-        call()
-        ready.wait()
-        _drain(work, call)
+    def start() -> tuple[Callable[[], object], Callable[[], None]]:
+        return (lambda: endpoint.send(MESSAGES, CallStats(), max_tokens=10)), _nothing
 
     try:
-        return _timed(n, concurrency, worker)
+        return _threads(n, concurrency, start)
     finally:
         endpoint.close()
 
@@ -136,25 +132,17 @@ def raw_http(base_url: str, n: int, concurrency: int) -> float:
     path = url.path.rstrip("/") + "/chat/completions"
     body = json.dumps({"model": MODEL, "messages": MESSAGES, "max_tokens": 10}).encode()
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
-    work: queue.Queue[int] = queue.Queue()
-    for i in range(n):
-        work.put(i)
 
-    def worker(ready: threading.Barrier) -> None:
+    def start() -> tuple[Callable[[], object], Callable[[], None]]:
         conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=30)
 
         def call() -> object:
             conn.request("POST", path, body, headers)
             return conn.getresponse().read()
 
-        try:
-            call()
-            ready.wait()
-            _drain(work, call)
-        finally:
-            conn.close()
+        return call, conn.close
 
-    return _timed(n, concurrency, worker)
+    return _threads(n, concurrency, start)
 
 
 def asyncio_tasks(base_url: str, n: int, concurrency: int) -> float:

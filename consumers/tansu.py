@@ -23,7 +23,7 @@ import structlog
 
 from consumers._kafka import KafkaAdminClient, broker_errors, kafka
 from monitor.errors import BrokerError, ConfigError
-from monitor.processes import stop_process
+from monitor.processes import spawn_logged, stop_process
 
 log = structlog.get_logger(__name__)
 
@@ -155,20 +155,9 @@ class EmbeddedBroker:
             "--storage-engine",
             self._storage,
         ]
-        env = {**os.environ, **(self._env or {})}
         self._log_file = log_path.open("ab")
         try:
-            # A session of its own: Ctrl-C in the terminal signals the whole foreground process
-            # group, and the broker must outlive the daemon's drain and final commit; stop() ends
-            # it.
-            self._proc = subprocess.Popen(  # noqa: S603 -- fixed argv, no shell
-                cmd,
-                stdout=self._log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
+            self._proc = spawn_logged(cmd, self._log_file, env=self._env or {})
         except BaseException:
             self._terminate()  # closes the log file: no caller's stop() follows a failed start
             raise

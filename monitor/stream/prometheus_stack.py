@@ -37,7 +37,7 @@ import structlog
 import yaml
 
 from monitor.errors import CasewatchError, ConfigError
-from monitor.processes import stop_process
+from monitor.processes import spawn_logged, stop_process
 from monitor.stream.prometheus_config import (
     ScrapeTarget,
     alertmanager_config,
@@ -128,14 +128,7 @@ class _Server:
             argv = [str(self.binary), *args_for_port(f"{self.host}:{port}")]
             self._log = self.log_path.open("ab")
             try:
-                self._proc = subprocess.Popen(  # noqa: S603 -- fixed argv, no shell
-                    argv,
-                    stdout=self._log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    cwd=self.workdir,
-                    start_new_session=True,  # Ctrl-C reaches the owner, which stops it in order
-                )
+                self._proc = spawn_logged(argv, self._log, cwd=self.workdir)
             except BaseException:
                 self.stop()  # closes the log file: no caller's stop() follows a failed start
                 raise

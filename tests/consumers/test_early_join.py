@@ -8,7 +8,6 @@ for the join instead of using the consumer concurrently; close() during the join
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,14 +20,6 @@ from tests.fixtures.broker import produce
 from tests.monitor.stream.test_daemon import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def sources() -> Iterator[list[KafkaTurnSource]]:
-    opened: list[KafkaTurnSource] = []
-    yield opened
-    for source in opened:
-        source.close()
 
 
 def _joined(source: KafkaTurnSource) -> bool:

@@ -10,7 +10,6 @@ daemon's SIGTERM path ends in ``KafkaTurnSource.close``), so the group is empty 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,14 +29,6 @@ def two_partitions(tansu_broker: EmbeddedBroker) -> str:
     topic = f"test.members.{uuid.uuid4().hex[:8]}"
     create_topics(tansu_broker.bootstrap, [topic], partitions=2)
     return topic
-
-
-@pytest.fixture
-def sources() -> Iterator[list[KafkaTurnSource]]:
-    opened: list[KafkaTurnSource] = []
-    yield opened
-    for source in opened:
-        source.close()
 
 
 def _config(broker: EmbeddedBroker, topic: str, group: str, **kw: Any) -> KafkaConfig:
