@@ -529,8 +529,11 @@ class Metrics:
         ``truncated``: turns checked only as far as the tripwire's bounds."""
         label = self._assistant(assistant)
         self.tripwire_checked.labels(assistant=label).inc(checked)
+        # Created at 0 with the first check, so the share on the pipeline dashboard reads 0
+        # (not "no data") and rate() counts the first truncated turn.
+        partial = self.tripwire_truncated.labels(assistant=label)
         if truncated:
-            self.tripwire_truncated.labels(assistant=label).inc(truncated)
+            partial.inc(truncated)
         for kind, n in mismatches:
             self.identifier_mismatch.labels(assistant=label, kind=kind).inc(n)
 
