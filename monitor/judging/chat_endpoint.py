@@ -27,6 +27,7 @@ from __future__ import annotations
 import email.utils
 import random
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -78,7 +79,11 @@ class ChatEndpoint:
         self._key = key or _NO_KEY
         self._local = threading.local()
         self._clients: dict[threading.Thread, openai.OpenAI] = {}
+        # The openai client closes its own default HTTP client when collected; one passed in
+        # (ours, for the shared TLS context) it leaves open. Owners that never call close()
+        # (a scheduled job's judge lives as long as the process) would then leak sockets.
         self._clients_lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._clients, self._clients_lock)
         self._closed = False
         # Building a client loads the CA certificates (~80 ms of CPU here); one TLS context is
         # built once and shared, so a client per thread costs a fraction of a millisecond.
@@ -122,9 +127,7 @@ class ChatEndpoint:
     def close(self) -> None:
         with self._clients_lock:
             self._closed = True
-            clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            client.close()
+        _close_all(self._clients, self._clients_lock)
 
     def send(
         self, conversation: list[dict[str, str]], call: CallStats, **params: Any
@@ -209,6 +212,14 @@ class ChatEndpoint:
         """``text`` on one line, secrets redacted, at most a few hundred characters."""
         text = self._redactor.redact_text(" ".join(text.split()))
         return truncate(text, _MAX_DETAIL_CHARS)
+
+
+def _close_all(clients: dict[threading.Thread, openai.OpenAI], lock: threading.Lock) -> None:
+    with lock:
+        closing = list(clients.values())
+        clients.clear()
+    for client in closing:
+        client.close()
 
 
 def _retry_after(headers: Any) -> float | None:

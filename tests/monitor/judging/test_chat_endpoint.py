@@ -1,5 +1,6 @@
 """ChatEndpoint against the fake judge server: the real openai client over a real socket."""
 
+import gc
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -115,3 +116,15 @@ def test_a_closed_endpoint_refuses_new_calls(fake_judge: FakeJudgeServer) -> Non
         pool.submit(from_a_new_thread).result()
     assert caught.value.reason == "connection"
     assert endpoint.clients == 0
+
+
+def test_an_endpoint_dropped_without_close_closes_its_clients(fake_judge: FakeJudgeServer) -> None:
+    # Scheduled jobs never close their judges; their sockets must not outlive the endpoint.
+    endpoint = ChatEndpoint("primary", fake_judge_config(fake_judge))
+    fake_judge.script([scores()])
+    endpoint.send(CONVERSATION, CallStats())
+    client = endpoint._client()
+    assert not client.is_closed()
+    del endpoint
+    gc.collect()
+    assert client.is_closed()
