@@ -36,7 +36,9 @@ def _ingest(r: dict[str, Any]) -> Row:
         f"{r['casewatch_msgs_per_second']:,} vs plain consumer "
         f"{r['plain_consumer_msgs_per_second']:,} msgs/s = "
         f"{r['casewatch_ratio_to_plain_consumer']:.2f}; with screen_processes 1 "
-        f"{r['screened_ratio_to_plain_consumer']:.2f} (crc32c: {r['crc32c']})",
+        f"{r['screened_ratio_to_plain_consumer']:.2f}; CPU {r['casewatch_cpu_us_per_msg']} vs "
+        f"{r['plain_cpu_us_per_msg']} us/msg, {r['casewatch_cores_at_plain_rate']} cores at the "
+        f"plain rate (fetch wait {r['fetch_max_wait_ms']} ms, crc32c: {r['crc32c']})",
         ">= 0.90",
         _yes(r["meets_target"]),
     )

@@ -95,6 +95,7 @@ class KafkaTurnSource:
                 heartbeat_interval_ms=config.heartbeat_interval_ms,
                 max_poll_interval_ms=config.max_poll_interval_ms,
                 max_poll_records=config.max_poll_records,
+                fetch_max_wait_ms=config.fetch_max_wait_ms,
                 bootstrap_timeout_ms=int(connect_timeout_s * 1000),
                 # None: a dynamic member, which leaves the group on close(); a static one stays
                 # (until its session times out) so its restart takes the partitions back.

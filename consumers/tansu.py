@@ -30,6 +30,12 @@ log = structlog.get_logger(__name__)
 MEMORY_STORAGE = "memory://tansu/"
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 5.0
+# Tansu 0.6 sleeps after every fetch, data or not: half the consumer's fetch_max_wait_ms when
+# that is 250 ms or more, all of it below that (tansu-broker/src/broker/fetch.rs). At Kafka's
+# default of 500 ms each fetch then takes >= 250 ms, and a consumer reading a backlog gets one
+# response (<= 5 MB) per quarter second whatever it does. Consumers of the embedded broker (the
+# demo, the benches) ask for this instead.
+FETCH_MAX_WAIT_MS = 20
 
 
 class TansuNotInstalled(ConfigError):

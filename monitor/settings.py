@@ -136,6 +136,16 @@ class KafkaConfig(_Section):
         description="Static group membership: a stable name per replica (the pod name).",
     )
     max_poll_records: int = Field(default=500, gt=0)
+    # Kafka's default: a broker answers a fetch as soon as it has data and waits this long only
+    # when it has none. Tansu 0.6 (the embedded broker) sleeps half of it (at most 250 ms)
+    # after every fetch, data or not, which paces a consumer of its backlog (bench/README.md,
+    # "ingest.py"): the demo and the benches lower it there.
+    fetch_max_wait_ms: int = Field(
+        default=500,
+        ge=0,
+        le=60_000,
+        description="Longest the broker may hold a fetch when it has no data for it.",
+    )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: str | None = None
     sasl_username: str | None = None

@@ -142,6 +142,8 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
 
     Session timeouts are short: one consumer on a fresh broker joins in ~3 s instead of ~23.
     """
+    from consumers.tansu import FETCH_MAX_WAIT_MS
+
     kafka = base.kafka.model_copy(
         update={
             "bootstrap_servers": [bootstrap],
@@ -150,6 +152,7 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
             "session_timeout_ms": 6000,
             "heartbeat_interval_ms": 1000,
             "max_poll_interval_ms": 6000,
+            "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
         }
     )
     return base.model_copy(

@@ -22,7 +22,7 @@ from consumers.dlq import (
 )
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import RawMessage, TopicPartition
-from consumers.tansu import EmbeddedBroker, create_topics, delete_topics
+from consumers.tansu import FETCH_MAX_WAIT_MS, EmbeddedBroker, create_topics, delete_topics
 from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
 from tests.fixtures.broker import produce
@@ -119,6 +119,23 @@ def test_headers_are_kept(
     produce(tansu_broker.bootstrap, kafka_topic, [b"x"], headers=[("trace", b"abc")])
     (msg,) = poll_until(source_factory(config(tansu_broker, kafka_topic)), 1)
     assert msg.headers == (("trace", b"abc"),)
+
+
+def test_the_fetch_wait_is_the_configured_one(
+    tansu_broker: EmbeddedBroker, kafka_topic: str, source_factory: Any
+) -> None:
+    # Kafka's 500 ms by default; the embedded broker's consumers lower it, because Tansu sleeps
+    # after every fetch (consumers/tansu.py, FETCH_MAX_WAIT_MS).
+    assert KafkaConfig().fetch_max_wait_ms == 500
+    source = source_factory(config(tansu_broker, kafka_topic, fetch_max_wait_ms=FETCH_MAX_WAIT_MS))
+    produce(tansu_broker.bootstrap, kafka_topic, [b"a", b"b"])
+    assert [m.value for m in poll_until(source, 2)] == [b"a", b"b"]
+    assert source._consumer.config["fetch_max_wait_ms"] == FETCH_MAX_WAIT_MS
+
+
+def test_a_negative_fetch_wait_is_refused() -> None:
+    with pytest.raises(ValueError, match="fetch_max_wait_ms"):
+        KafkaConfig(fetch_max_wait_ms=-1)
 
 
 class Member:

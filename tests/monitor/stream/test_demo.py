@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from consumers.decode import decode_turn
 from consumers.records import RawMessage
-from consumers.tansu import TansuNotInstalled, tansu_binary
+from consumers.tansu import FETCH_MAX_WAIT_MS, TansuNotInstalled, tansu_binary
 from monitor.cli import main
 from monitor.errors import InvalidEvent
 from monitor.exporter import Metrics
@@ -157,6 +157,9 @@ def test_demo_settings_keep_the_judges_and_replace_kafka_storage_and_server() ->
     s = demo_settings(base, "127.0.0.1:1234", "sqlite:///x.db", "127.0.0.1", 0)
     assert s.kafka.bootstrap_servers == ["127.0.0.1:1234"]
     assert s.kafka.topics == ["support.turns"]
+    assert (
+        s.kafka.fetch_max_wait_ms == FETCH_MAX_WAIT_MS
+    )  # the embedded broker's (consumers/tansu.py)
     assert (s.storage.url, s.server.port) == ("sqlite:///x.db", 0)
     assert s.sampling.default_rate == 0.5 and s.judge == base.judge
 
