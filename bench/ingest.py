@@ -227,14 +227,21 @@ def plain_consumer(
     )
     consumer.subscribe([TOPIC])
     seen = 0
+    per_partition: dict[int, int] = {}  # for the timeout's message: which partition stalled
     first: tuple[float, int, float] | None = None
     started = time.perf_counter()
     try:
         while seen < n:
             if time.perf_counter() - started > timeout_s:
-                raise SystemExit(f"plain consumer: only {seen}/{n} records in {timeout_s:g} s")
+                raise SystemExit(
+                    f"plain consumer: only {seen}/{n} records in {timeout_s:g} s "
+                    f"(per partition {dict(sorted(per_partition.items()))})"
+                )
             batches = consumer.poll(timeout_ms=200, max_records=MAX_POLL_RECORDS)
-            got = sum(len(records) for records in batches.values())
+            got = 0
+            for tp, records in batches.items():
+                got += len(records)
+                per_partition[tp.partition] = per_partition.get(tp.partition, 0) + len(records)
             seen += got
             if got and first is None:
                 first = (time.perf_counter(), seen, _cpu_s(False))
