@@ -270,6 +270,7 @@ def casewatch_pipeline(
     workdir: Path,
     screen_processes: int = 0,
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
+    tripwire: bool = True,
 ) -> dict[str, float]:
     from prometheus_client import CollectorRegistry
 
@@ -279,7 +280,7 @@ def casewatch_pipeline(
         bootstrap,
         workdir / f"{uuid.uuid4().hex[:8]}.db",
         kafka=kafka_section(bootstrap, fetch_max_wait_ms=fetch_max_wait_ms),
-        sampling={"default_rate": 0.0},
+        sampling={"default_rate": 0.0, "identifier_tripwire": tripwire},
         daemon={"screen_processes": screen_processes},
     )
     # No process collectors: they read /proc on every collect(), and this loop polls.
@@ -326,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
         "after every fetch: see the module docstring)",
     )
     parser.add_argument("--screen-processes", type=int, default=1)
+    parser.add_argument(
+        "--no-tripwire",
+        dest="tripwire",
+        action="store_false",
+        help="casewatch without the identifier tripwire (sampling.identifier_tripwire: false)",
+    )
     args = parser.parse_args(argv)
     configure_logging("warning")
     n, timeout, wait_ms = args.messages, 60 + args.messages / 1000, args.fetch_max_wait_ms
@@ -335,13 +342,21 @@ def main(argv: list[str] | None = None) -> int:
         produced = fill_topic(broker.bootstrap, TOPIC, n, partitions=args.partitions)
         print(
             f"produced {n} turn events of ~{args.size} B at {produced:,.0f} msgs/s; "
-            f"fetch_max_wait_ms {wait_ms}"
+            f"fetch_max_wait_ms {wait_ms}; tripwire {'on' if args.tripwire else 'off'}"
         )
         for r in range(args.rounds):
             plain = plain_consumer(broker.bootstrap, n, timeout, wait_ms)
-            ours = casewatch_pipeline(broker.bootstrap, n, timeout, Path(tmp), 0, wait_ms)
+            ours = casewatch_pipeline(
+                broker.bootstrap, n, timeout, Path(tmp), 0, wait_ms, args.tripwire
+            )
             screened = casewatch_pipeline(
-                broker.bootstrap, n, timeout, Path(tmp), args.screen_processes, wait_ms
+                broker.bootstrap,
+                n,
+                timeout,
+                Path(tmp),
+                args.screen_processes,
+                wait_ms,
+                args.tripwire,
             )
             for name, result in zip(names, (plain, ours, screened), strict=True):
                 result["ratio"] = result["steady"] / plain["steady"]
@@ -380,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "fetch_max_wait_ms": wait_ms,
         "screen_processes": args.screen_processes,
+        "tripwire": args.tripwire,
         "cpu_count": os.cpu_count(),
         "produce_msgs_per_second": round(produced),
         "plain_consumer_msgs_per_second": round(med["plain"]["steady"]),
