@@ -32,7 +32,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import filterfalse
 from operator import attrgetter
 
 from rapidfuzz import process
@@ -263,7 +262,7 @@ def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
     if len(candidates) * len(evidence) > _MAX_SCANNED_CHARS:
         truncated = True
         candidates = frozenset(sorted(candidates)[: max(1, _MAX_SCANNED_CHARS // len(evidence))])
-    missing = list(filterfalse(evidence.__contains__, candidates))
+    missing = [c for c in candidates if c not in evidence]
     if not missing:
         return _CLEAN_TRUNCATED if truncated else _CLEAN
     missing.sort()
