@@ -32,7 +32,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
 from operator import attrgetter
 
 from rapidfuzz import process
@@ -115,16 +114,19 @@ def _tokens(text: str) -> set[str]:
     return _word_tokens(set(text.split()))
 
 
-class _WordTokens(dict[str, tuple[str, ...]]):
+_NO_TOKENS: frozenset[str] = frozenset()
+
+
+class _WordTokens(dict[str, frozenset[str]]):
     """word -> its identifier-like tokens (mostly none), filled on first sight.
 
     Answers are written in a recurring vocabulary, so a word is looked up in C instead of
-    tested in Python (three times the cost). Bounded: cleared when full, a changed vocabulary
-    refills it.
+    tested in Python (three times the cost). Frozensets, so that one C-level ``union`` merges
+    a whole answer's look-ups. Bounded: cleared when full, a changed vocabulary refills it.
     """
 
-    def __missing__(self, word: str) -> tuple[str, ...]:
-        found = tuple(_word_tokens((word,)))
+    def __missing__(self, word: str) -> frozenset[str]:
+        found = frozenset(_word_tokens((word,))) or _NO_TOKENS
         if len(word) <= _MAX_REMEMBERED_WORD:
             if len(self) >= _WORDS_REMEMBERED:
                 self.clear()
@@ -135,46 +137,41 @@ class _WordTokens(dict[str, tuple[str, ...]]):
 _word_lookup = _WordTokens().__getitem__
 
 
-def _answer_tokens(text: str) -> set[str]:
-    return set(chain.from_iterable(map(_word_lookup, text.split())))
+def _answer_tokens(text: str) -> frozenset[str]:
+    return _NO_TOKENS.union(*map(_word_lookup, text.split()))
 
 
-class _Part:
+class _Part(dict[str, tuple[str, ...]]):
     """One piece of evidence, indexed for the near search on first use.
 
     Retrieved chunks (and the history of a conversation) recur across turns, so parts are
     cached: their identifier-like tokens by length (two edits change the length by two at
-    most, so only five buckets are compared) and the neighbours already found among them.
+    most, so only five buckets are compared) and, as the dict itself, the neighbours already
+    found among them (token -> neighbours), so a repeated search is a subscript in C.
     """
 
-    __slots__ = ("_by_length", "_near")
+    __slots__ = ("_by_length",)
 
     def __init__(self, text: str) -> None:
+        super().__init__()
         self._by_length: dict[int, list[str]] = {}
         for w in sorted(_tokens(text)):
             self._by_length.setdefault(len(w), []).append(w)
-        self._near: dict[str, tuple[str, ...]] = {}
 
-    def near(self, token: str) -> tuple[str, ...]:
+    def __missing__(self, token: str) -> tuple[str, ...]:
         """This part's tokens within two edits of ``token`` (OSA distance, in C), first three."""
-        found = self._near.get(token)
-        if found is None:
-            n = len(token)
-            by_length = self._by_length
-            pool = [
-                w for k in range(n - _MAX_EDITS, n + _MAX_EDITS + 1) for w in by_length.get(k, ())
-            ]
-            close = (
-                process.extract(
-                    token, pool, scorer=OSA.distance, score_cutoff=_MAX_EDITS, limit=None
-                )
-                if pool
-                else []
-            )
-            found = tuple(sorted(w for w, _, _ in close if w != token)[:_NEIGHBOURS])
-            if len(self._near) >= _NEAR_REMEMBERED:
-                self._near.clear()
-            self._near[token] = found
+        n = len(token)
+        by_length = self._by_length
+        pool = [w for k in range(n - _MAX_EDITS, n + _MAX_EDITS + 1) for w in by_length.get(k, ())]
+        close = (
+            process.extract(token, pool, scorer=OSA.distance, score_cutoff=_MAX_EDITS, limit=None)
+            if pool
+            else []
+        )
+        found = tuple(sorted(w for w, _, _ in close if w != token)[:_NEIGHBOURS])
+        if len(self) >= _NEAR_REMEMBERED:
+            self.clear()
+        self[token] = found
         return found
 
 
@@ -189,8 +186,7 @@ def _part(text: str) -> _Part:
 
 def _near(token: str, parts: list[_Part]) -> list[str]:
     """Evidence identifiers within two edits of ``token``, the first three in sorted order."""
-    found = set().union(*[part.near(token) for part in parts])
-    return sorted(found)[:_NEIGHBOURS]
+    return sorted({w for part in parts for w in part[token]})[:_NEIGHBOURS]
 
 
 _content = attrgetter("content")
@@ -265,7 +261,7 @@ def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
     evidence = "\n".join(texts)
     if len(candidates) * len(evidence) > _MAX_SCANNED_CHARS:
         truncated = True
-        candidates = set(sorted(candidates)[: max(1, _MAX_SCANNED_CHARS // len(evidence))])
+        candidates = frozenset(sorted(candidates)[: max(1, _MAX_SCANNED_CHARS // len(evidence))])
     missing = [c for c in candidates if c not in evidence]
     if not missing:
         return _CLEAN_TRUNCATED if truncated else _CLEAN
@@ -273,7 +269,10 @@ def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
     if len(missing) > _MAX_NEAR_SEARCHES:
         truncated = True
         del missing[_MAX_NEAR_SEARCHES:]
-    if len(evidence) <= _MAX_POOL_CHARS:
+    if len(evidence) <= _MAX_CACHED_CHARS:
+        # Every part is small enough to cache: the look-ups run in C, without _part's test.
+        parts = list(map(_cached_part, texts))
+    elif len(evidence) <= _MAX_POOL_CHARS:
         parts = list(map(_part, texts))
     else:
         truncated = True
