@@ -22,6 +22,7 @@ Prints a readable report, then one JSON line of results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -170,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.cpus:
                 # Per thread on Linux: every thread so far; those started later inherit it.
                 for tid in os.listdir("/proc/self/task"):
-                    os.sched_setaffinity(int(tid), args.cpus)
+                    with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                        os.sched_setaffinity(int(tid), args.cpus)
             publish(broker.bootstrap, values, args.partitions)
             bares: list[dict[str, float]] = []
             rounds: list[dict[str, float]] = []
