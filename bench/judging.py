@@ -14,7 +14,10 @@ reported too. The ideal is concurrency / latency (32 / 0.2 s = 160 turns/s); the
 casewatch's best round as a ratio of it (target >= 0.9), next to the bare client's, which shows
 how much of any gap the client and this 2-core machine cost before casewatch does anything.
 
-    .venv/bin/python bench/judging.py [--turns 1000] [--concurrency 32] [--rounds 2]
+    .venv/bin/python bench/judging.py [--turns 1000] [--concurrency 32] [--rounds 2] [--cpus 0]
+
+Each phase's process CPU per turn (``time.process_time``, all threads) is reported too, and
+the medians of the rounds next to the best.
 
 Prints a readable report, then one JSON line of results.
 """
