@@ -14,7 +14,10 @@ reported too. The ideal is concurrency / latency (32 / 0.2 s = 160 turns/s); the
 casewatch's best round as a ratio of it (target >= 0.9), next to the bare client's, which shows
 how much of any gap the client and this 2-core machine cost before casewatch does anything.
 
-    .venv/bin/python bench/judging.py [--turns 1000] [--concurrency 32] [--rounds 2]
+    .venv/bin/python bench/judging.py [--turns 1000] [--concurrency 32] [--rounds 2] [--cpus 0]
+
+Each phase's process CPU per turn (``time.process_time``, all threads) is reported too, and
+the medians of the rounds next to the best.
 
 Prints a readable report, then one JSON line of results.
 """
@@ -22,7 +25,10 @@ Prints a readable report, then one JSON line of results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import statistics
 import sys
 import tempfile
 import time
@@ -97,6 +103,7 @@ def casewatch(
         daemon={"concurrency": concurrency, "max_in_flight": max(256, 4 * concurrency)},
     )
     registry = CollectorRegistry()
+    cpu_start = time.process_time()
     runner = DaemonRunner(settings, registry).start()
 
     def count(metric: Any, **labels: str) -> float:
@@ -124,12 +131,19 @@ def casewatch(
         stored_at = wait_until(
             lambda: count(m.stored, outcome="inserted") >= n, 60, "every verdict stored"
         )
+        cpu = time.process_time() - cpu_start
         failed = count(m.turns_judged, band="judge_failed")
         retries = count(m.judge_retries)
     finally:
         runner.stop(timeout_s=30)
     return {**rates(timeline, n), "stored": n / (stored_at - first), "failed": failed,
-            "retries": retries}  # fmt: skip
+            "retries": retries, "cpu_ms_per_turn": cpu * 1000 / n}  # fmt: skip
+
+
+def bare_round(base_url: str, events: list[TurnEvent], concurrency: int) -> dict[str, float]:
+    cpu_start = time.process_time()
+    result = rates(bare_client(base_url, events, concurrency), len(events))
+    return {**result, "cpu_ms_per_turn": (time.process_time() - cpu_start) * 1000 / len(events)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2, help="best round of each is reported")
+    parser.add_argument(
+        "--cpus",
+        type=lambda text: {int(c) for c in text.split(",")},
+        help="run the measured process on these CPUs only, e.g. 0 (the fake judge and the "
+        "broker keep theirs): a busy machine, where CPU per turn decides the throughput",
+    )
     args = parser.parse_args(argv)
     configure_logging("warning")
     ideal = args.concurrency / args.latency
@@ -151,11 +171,16 @@ def main(argv: list[str] | None = None) -> int:
             broker_with_topic(args.partitions) as broker,
             tempfile.TemporaryDirectory(prefix="casewatch-bench-") as tmp,
         ):
+            if args.cpus:
+                # Per thread on Linux: every thread so far; those started later inherit it.
+                for tid in os.listdir("/proc/self/task"):
+                    with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                        os.sched_setaffinity(int(tid), args.cpus)
             publish(broker.bootstrap, values, args.partitions)
             bares: list[dict[str, float]] = []
             rounds: list[dict[str, float]] = []
             for _ in range(args.rounds):  # alternating, so both see the same machine load
-                bares.append(rates(bare_client(base_url, events, args.concurrency), args.turns))
+                bares.append(bare_round(base_url, events, args.concurrency))
                 rounds.append(
                     casewatch(broker.bootstrap, base_url, args.turns, args.concurrency, Path(tmp))
                 )
@@ -165,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     bare = max(bares, key=lambda r: r["steady"])
     ours = max(rounds, key=lambda r: r["steady"])
     steady, whole = ours["steady"], ours["whole"]
+    # Process CPU (all threads) over each phase, per turn: what the GIL contention is about.
+    cpu = statistics.median(r["cpu_ms_per_turn"] for r in rounds)
+    bare_cpu = statistics.median(r["cpu_ms_per_turn"] for r in bares)
+    paired = [r["steady"] / b["steady"] for r, b in zip(rounds, bares, strict=True)]
     result: dict[str, Any] = {
         "bench": "judging",
         "turns": args.turns,
@@ -185,6 +214,14 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "rounds_casewatch_ratio_to_ideal": [round(r["steady"] / ideal, 3) for r in rounds],
         "rounds_bare_client_ratio_to_ideal": [round(r["steady"] / ideal, 3) for r in bares],
+        "median_casewatch_ratio_to_ideal": round(
+            statistics.median(r["steady"] for r in rounds) / ideal, 3
+        ),
+        "median_casewatch_ratio_to_bare_client": round(statistics.median(paired), 3),
+        "casewatch_cpu_ms_per_turn": round(cpu, 2),
+        "bare_client_cpu_ms_per_turn": round(bare_cpu, 2),
+        "rounds_casewatch_cpu_ms_per_turn": [round(r["cpu_ms_per_turn"], 2) for r in rounds],
+        "rounds_bare_client_cpu_ms_per_turn": [round(r["cpu_ms_per_turn"], 2) for r in bares],
         "judge_failed": int(sum(r["failed"] for r in rounds)),
         "judge_retries": int(sum(r["retries"] for r in rounds)),
     }
@@ -196,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         f"({bare['steady'] / ideal:4.0%} of ideal) | {bare['whole']:6.1f} turns/s\n"
         f"  casewatch daemon, Kafka → judge → SQLite: {steady:6.1f} ({steady / ideal:4.0%} of "
         f"ideal) | {whole:6.1f} turns/s; stored {ours['stored']:.1f}/s; "
-        f"judge_failed {result['judge_failed']}"
+        f"judge_failed {result['judge_failed']}\n"
+        f"  process CPU per turn (median of rounds): casewatch {cpu:.2f} ms, bare client "
+        f"{bare_cpu:.2f} ms"
     )
     print(json.dumps(result))
     return 0 if result["judge_failed"] == 0 else 1

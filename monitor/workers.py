@@ -51,6 +51,11 @@ class DaemonThreadPool:
             self._queue.put((future, fn, args))
         return future
 
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a worker (approximate: the queue's size, cancelled ones included)."""
+        return self._queue.qsize()
+
     def _work(self) -> None:
         while True:
             item = self._queue.get()

@@ -181,7 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "body is not JSON", "type": "bad_request"}})
             return
         fake = self.server.fake
-        reply = fake._take_reply(request, dict(self.headers.items()))
+        reply = fake._take_reply(request, dict(self.headers.items()), raw)
         wait = fake.latency + reply.delay
         if (wait > 0 and fake._stopping.wait(wait)) or reply.disconnect:
             self.close_connection = True
@@ -224,6 +224,7 @@ class FakeJudgeServer:
         self._script: collections.deque[ScriptEntry] = collections.deque()
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
+        self._bodies: list[bytes] = []
         self._count = 0
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -301,6 +302,12 @@ class FakeJudgeServer:
             return list(self._headers)
 
     @property
+    def request_bodies(self) -> list[bytes]:
+        """The same requests' bodies as received, byte for byte."""
+        with self._lock:
+            return list(self._bodies)
+
+    @property
     def request_count(self) -> int:
         with self._lock:
             return self._count
@@ -310,14 +317,16 @@ class FakeJudgeServer:
             self._script.clear()
             self._requests.clear()
             self._headers.clear()
+            self._bodies.clear()
             self._count = 0
 
-    def _take_reply(self, request: dict[str, Any], headers: dict[str, str]) -> Reply:
+    def _take_reply(self, request: dict[str, Any], headers: dict[str, str], raw: bytes) -> Reply:
         with self._lock:
             self._count += 1
             if self.record:
                 self._requests.append(request)
                 self._headers.append({k.lower(): v for k, v in headers.items()})
+                self._bodies.append(raw)
             entry: ScriptEntry = self._script.popleft() if self._script else self.responder
         return entry if isinstance(entry, Reply) else entry(request)
 

@@ -35,11 +35,12 @@ from typing import Any, TypeVar
 
 import httpx2
 import openai
+import pydantic
 import structlog
-from openai.types.chat import ChatCompletion
 
 from monitor.clock import Backoff, Clock, SystemClock
 from monitor.errors import JudgeError, JudgeFatalError, JudgeTransientError, truncate
+from monitor.judging.chat_reply import ChatReply, RequestParams, encode_body, encode_model
 from monitor.logs import SecretRedactor
 from monitor.settings import JudgeConfig
 
@@ -77,6 +78,7 @@ class ChatEndpoint:
         key = config.resolve_api_key()
         self._redactor = SecretRedactor([key] if key else [])
         self._key = key or _NO_KEY
+        self._model_member = encode_model(config.model)
         self._local = threading.local()
         self._clients: dict[threading.Thread, openai.OpenAI] = {}
         # The openai client closes its own default HTTP client when collected; one passed in
@@ -130,24 +132,39 @@ class ChatEndpoint:
         _close_all(self._clients, self._clients_lock)
 
     def send(
-        self, conversation: list[dict[str, str]], call: CallStats, **params: Any
-    ) -> ChatCompletion:
-        """One HTTP request (``model`` and ``messages`` filled in). The only place that sees
-        openai exceptions; token usage is added to ``call``.
+        self,
+        conversation: list[dict[str, str]],
+        call: CallStats,
+        params: RequestParams | None = None,
+        **values: Any,
+    ) -> ChatReply:
+        """One HTTP request: ``model``, ``messages`` and ``params`` (encoded once by a caller
+        that sends the same ones every time) or ``values``. The only place that sees openai
+        exceptions; token usage is added to ``call``.
 
         Sent with the client's generic ``post`` (its documented way to call any endpoint)
         rather than ``chat.completions.create``: ``create`` first walks the whole body through
         the SDK's type-driven ``maybe_transform``, which costs ~1.4 ms of CPU per judge request
         here (a long prompt and our JSON schema; openai/openai-python#3616), about 40 % of the
-        client's own cost, and does nothing to a body of plain JSON values like ours. Errors,
-        retries-off, timeouts and response parsing are the client's, as with ``create``.
+        client's own cost, and does nothing to a body of plain JSON values like ours. The body
+        goes as the encoded ``content`` and the reply comes back as the HTTP response, read by
+        ``ChatReply`` (see ``monitor.judging.chat_reply`` for why); errors, retries-off and
+        timeouts are the client's, as with ``create``.
         """
         call.requests += 1
-        body = {"model": self.config.model, "messages": conversation, **params}
+        body = encode_body(self._model_member, conversation, params or RequestParams.of(**values))
         try:
-            response = self._client().post("/chat/completions", body=body, cast_to=ChatCompletion)
+            http = self._client().post("/chat/completions", content=body, cast_to=httpx2.Response)
         except openai.APIError as exc:
             raise self.translate(exc) from exc
+        try:
+            response = ChatReply.model_validate_json(http.content)
+        except pydantic.ValidationError as exc:
+            # A 200 whose body is not a chat completion: a broken or overloaded proxy, retried.
+            detail = self.short(f"{exc.error_count()} errors, first: {exc.errors()[0]['msg']}")
+            raise JudgeTransientError(
+                f"unreadable response: {detail}", reason="server_error"
+            ) from exc
         if response.usage is not None:
             call.input_tokens += response.usage.prompt_tokens or 0
             call.output_tokens += response.usage.completion_tokens or 0

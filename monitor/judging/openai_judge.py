@@ -32,6 +32,7 @@ from openai.types.chat.completion_create_params import ResponseFormat
 from monitor.clock import Clock
 from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint
+from monitor.judging.chat_reply import RequestParams
 from monitor.judging.prompt import PROMPT_VERSION, build_messages, prompt_hash
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema, parse_judge_output
 from monitor.models import MAX_JUSTIFICATION_CHARS, JudgeRole, JudgeScores, Judgment, TurnEvent
@@ -53,7 +54,7 @@ class _Call(CallStats):
     """Bookkeeping of one judge() call; owned by the calling thread."""
 
     # What json_schema mode asks for: the judge's scores, or a caller's schema (``complete``).
-    schema_format: ResponseFormat | None = None
+    schema_params: RequestParams | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,16 @@ class OpenAIJudge:
         self._clock = self._endpoint.clock
         self._use_json_schema = config.response_format != "json_object"
         self._mode_lock = threading.Lock()
+        # Encoded once: the schema is half of what encoding a request body costs.
+        self._schema_params = self._params(_JSON_SCHEMA_FORMAT)
+        self._object_params = self._params(_JSON_OBJECT_FORMAT)
+
+    def _params(self, response_format: ResponseFormat) -> RequestParams:
+        return RequestParams.of(
+            temperature=0,
+            max_tokens=self._config.max_output_tokens,
+            response_format=response_format,
+        )
 
     @property
     def name(self) -> str:
@@ -131,10 +142,12 @@ class OpenAIJudge:
         (callers parse it their own way). Raises ``JudgeTransientError`` or
         ``JudgeFatalError`` once the retries are spent."""
         call = _Call(
-            schema_format={
-                "type": "json_schema",
-                "json_schema": {"name": schema_name, "strict": True, "schema": schema},
-            }
+            schema_params=self._params(
+                {
+                    "type": "json_schema",
+                    "json_schema": {"name": schema_name, "strict": True, "schema": schema},
+                }
+            )
         )
         content = self._complete(messages, call)
         cfg = self._config
@@ -181,11 +194,7 @@ class OpenAIJudge:
             response = self._endpoint.send(
                 conversation,
                 call,
-                temperature=0,
-                max_tokens=self._config.max_output_tokens,
-                response_format=(call.schema_format or _JSON_SCHEMA_FORMAT)
-                if json_schema
-                else _JSON_OBJECT_FORMAT,
+                (call.schema_params or self._schema_params) if json_schema else self._object_params,
             )
         except JudgeFatalError as exc:
             cause = exc.__cause__

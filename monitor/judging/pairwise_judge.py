@@ -27,12 +27,12 @@ from typing import Any, Literal, Protocol
 
 import openai
 import structlog
-from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict
 
 from monitor.clock import Clock
 from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint
+from monitor.judging.chat_reply import ChatReply
 from monitor.judging.pairwise_prompt import (
     PAIRWISE_PROMPT_VERSION,
     PairwiseAnswer,
@@ -294,7 +294,7 @@ class OpenAIPairwiseJudge:
             ]
         raise JudgeOutputInvalid(f"no A, B or Tie decision in {raw[:80]!r}")
 
-    def _ask(self, conversation: list[dict[str, str]], call: CallStats) -> ChatCompletion:
+    def _ask(self, conversation: list[dict[str, str]], call: CallStats) -> ChatReply:
         params: dict[str, Any] = {
             "temperature": 0,
             "max_tokens": self._options.decision_max_tokens,
@@ -353,13 +353,13 @@ _FEEDBACK = (
 )
 
 
-def _content(response: ChatCompletion) -> str:
+def _content(response: ChatReply) -> str:
     if not response.choices:
         return ""
     return response.choices[0].message.content or ""
 
 
-def _decision_top_logprobs(response: ChatCompletion) -> dict[str, float] | None:
+def _decision_top_logprobs(response: ChatReply) -> dict[str, float] | None:
     """{token: logprob} of the first non-blank token of the reply, most likely first; None
     when the endpoint returned no logprobs, or no alternatives (``top_logprobs``) for it."""
     if not response.choices:

@@ -99,10 +99,8 @@ class Pipeline:
         if self._screen is not None and self._screen.screening:
             self._screen.wait_any(timeout)
             return True
-        if self._judge.calls_running:
-            self._judge.wait_any(timeout)
-            return True
-        return False
+        # Not ``calls_running``: that asks every future in flight, on every turn of the loop.
+        return self._judge.wait_any(timeout)
 
     def commit(self) -> bool:
         return self._commit.commit()

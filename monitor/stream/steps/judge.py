@@ -16,7 +16,8 @@ with backoff (the turns wait, counted in flight): judging them blind could pay t
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import threading
+import time
 from collections import deque
 from collections.abc import Collection, Iterable
 from concurrent.futures import Future
@@ -35,6 +36,11 @@ from monitor.workers import DaemonThreadPool
 log = structlog.get_logger(__name__)
 
 _WAIT_SLICE_S = 0.1  # join re-checks the downstream step this often while waiting
+# While turns are queued behind busy judge threads, collecting a verdict at once gains nothing
+# (the thread has already taken the next turn); collecting those finished within this window
+# together makes one store batch and one look-up of them instead of one each (the daemon's
+# loop was ~45 % of the GIL at 160 turns/s, most of it per tick: bench/README.md).
+_BATCH_WINDOW_S = 0.02
 # Retries of a failed look-up of existing verdicts: a read is cheap, so they stay frequent.
 LOOKUP_BACKOFF = Backoff(initial_s=0.5, max_s=5.0)
 
@@ -87,6 +93,10 @@ class JudgeStep:
         self._clock = clock or SystemClock()
         self._pool = DaemonThreadPool(concurrency, "judge")
         self._running: dict[Future[Verdict], Envelope[TurnEvent]] = {}
+        # Filled by the judge threads as calls end, so waiting and collecting cost the same
+        # with 256 turns in flight as with one (no scan of every future, no waiter on each).
+        self._finished: deque[Future[Verdict]] = deque()
+        self._progress = threading.Event()
         self._ready: deque[Envelope[JudgedTurn]] = deque()
         # Turns of revoked partitions not yet started: judged only if the partition comes back.
         self._held: list[Envelope[TurnEvent]] = []
@@ -124,6 +134,12 @@ class JudgeStep:
     def _start(self, message: Envelope[TurnEvent]) -> None:
         future = self._pool.submit(evaluate_guarded, self._evaluator, message.payload)
         self._running[future] = message
+        future.add_done_callback(self._finish)
+
+    def _finish(self, future: Future[Verdict]) -> None:
+        # On the judge thread (or here, for a cancel): deque.append is atomic, no lock needed.
+        self._finished.append(future)
+        self._progress.set()
 
     def _check(self) -> None:
         """Judge the unchecked turns that have no verdict yet; finish the others."""
@@ -197,16 +213,25 @@ class JudgeStep:
             if message.tp in tps and future.cancel():
                 del self._running[future]
 
-    def wait_any(self, timeout: float) -> None:
-        """Block until a running judge call finishes or ``timeout`` passes."""
-        if self._running:
-            cf.wait(list(self._running), timeout=timeout, return_when=cf.FIRST_COMPLETED)
-        else:
-            self._clock.sleep(timeout)
+    def wait_any(self, timeout: float) -> bool:
+        """Block until a judge call finishes or ``timeout`` passes; while more turns wait for
+        a judge thread, also for those finishing within ``_BATCH_WINDOW_S``. False at once when
+        no call is in flight (finished ones not collected yet count: they return at once)."""
+        if not self._running:
+            return False
+        started = time.monotonic()
+        if self._progress.wait(timeout) and self._pool.queued:
+            time.sleep(max(0.0, min(_BATCH_WINDOW_S, started + timeout - time.monotonic())))
+        return True
 
     def _collect(self) -> None:
-        for future in [f for f in self._running if f.done()]:
-            message = self._running.pop(future)
+        # Cleared before draining: a call ending meanwhile sets it again for the next wait.
+        self._progress.clear()
+        while self._finished:
+            future = self._finished.popleft()
+            message = self._running.pop(future, None)
+            if message is None:
+                continue  # cancelled by hold or discard, which took the turn back
             verdict = future.result()
             self._metrics.record_verdict(verdict)
             # Every judgment is one judge call: with a panel, the arbiter's is charged here.
@@ -239,7 +264,7 @@ class JudgeStep:
                 break
             if self._running:
                 wait = _WAIT_SLICE_S if remaining is None else min(_WAIT_SLICE_S, remaining)
-                cf.wait(list(self._running), timeout=wait, return_when=cf.FIRST_COMPLETED)
+                self._progress.wait(wait)
             self.poll()
             if not self._running and (self._ready or self._unchecked):
                 # Only the database holds us up (e.g. a retry backoff).

@@ -6,14 +6,17 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
+import httpx2
 import openai
 import pytest
+from openai._utils._json import openapi_dumps
 from openai.types.chat import ChatCompletionMessageParam
 
 from monitor.errors import JudgeFatalError, JudgeTransientError
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint
+from monitor.judging.chat_reply import RequestParams, encode_body, encode_model
 from monitor.judging.schema import judge_output_json_schema
-from tests.fake_judge_server import FakeJudgeServer, scores, server_error
+from tests.fake_judge_server import FakeJudgeServer, Reply, scores, server_error, with_logprobs
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
 
 CONVERSATION = [
@@ -43,7 +46,7 @@ def test_the_request_body_is_what_chat_completions_create_sends(
         "logprobs": True,
         "top_logprobs": 5,
     }
-    fake_judge.script([scores(usage=(10, 3)), scores(usage=(10, 3))])
+    fake_judge.script([scores(usage=(10, 3)) for _ in range(4)])
     call = CallStats()
     response = endpoint.send(CONVERSATION, call, **params)
     assert response.choices[0].message.content
@@ -58,11 +61,73 @@ def test_the_request_body_is_what_chat_completions_create_sends(
         )
     finally:
         client.close()
-    ours, sdk = fake_judge.requests
+    ours, sdk, *_ = fake_judge.requests
     assert ours == sdk
     ours_headers, sdk_headers = fake_judge.request_headers
     assert ours_headers["authorization"] == sdk_headers["authorization"]
     assert ours_headers["content-type"] == "application/json"
+
+    # Encoded in parts (the constant ones once): byte for byte what the client sends when it
+    # encodes the whole dict, as send() did before, with params given either way.
+    endpoint.send(CONVERSATION, CallStats(), RequestParams.of(**params))
+    client = openai.OpenAI(api_key=FAKE_JUDGE_KEY, base_url=fake_judge.base_url, max_retries=0)
+    try:
+        body = {"model": endpoint.config.model, "messages": CONVERSATION, **params}
+        client.post("/chat/completions", body=body, cast_to=httpx2.Response)
+    finally:
+        client.close()
+    ours_raw, _, prepared_raw, whole_dict_raw = fake_judge.request_bodies
+    assert ours_raw == prepared_raw == whole_dict_raw
+    assert "é ✓".encode() in ours_raw  # UTF-8, not \u escapes, as the client encodes
+
+
+def test_the_body_encoding_matches_the_clients_encoder() -> None:
+    schema = {"type": "json_schema", "json_schema": {"schema": judge_output_json_schema()}}
+    for params in ({}, {"temperature": 0}, {"max_tokens": 5, "response_format": schema}):
+        body = {"model": "m-ü", "messages": CONVERSATION, **params}
+        assert encode_body(encode_model("m-ü"), CONVERSATION, RequestParams.of(**params)) == (
+            openapi_dumps(body)
+        )
+    with pytest.raises(ValueError, match="filled in"):
+        RequestParams.of(model="other")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": "not a list"},
+        {"choices": [{"no_message": 1}]},
+        {"usage": {"prompt_tokens": "x"}},
+    ],
+)
+def test_a_200_that_is_not_a_chat_completion_is_a_server_error(
+    fake_judge: FakeJudgeServer, endpoint: ChatEndpoint, body: dict[str, Any]
+) -> None:
+    fake_judge.script([Reply(body=body)])
+    with pytest.raises(JudgeTransientError) as caught:
+        endpoint.send(CONVERSATION, CallStats())
+    assert caught.value.reason == "server_error"
+    assert "unreadable response" in str(caught.value)
+
+
+def test_what_the_callers_read_comes_back(
+    fake_judge: FakeJudgeServer, endpoint: ChatEndpoint
+) -> None:
+    fake_judge.script(
+        [with_logprobs({"A": -0.1, "B": -2.5}, usage=(7, 1)), Reply(body={"id": "no choices"})]
+    )
+    call = CallStats()
+    reply = endpoint.send(CONVERSATION, call)
+    assert reply.choices and reply.choices[0].message.content == "A"
+    assert reply.choices[0].finish_reason == "stop"
+    logprobs = reply.choices[0].logprobs
+    assert logprobs is not None and logprobs.content
+    assert {t.token: t.logprob for t in logprobs.content[0].top_logprobs or []} == {
+        "A": -0.1,
+        "B": -2.5,
+    }
+    assert (call.input_tokens, call.output_tokens) == (7, 1)
+    assert not endpoint.send(CONVERSATION, call).choices  # callers read that as no content
 
 
 def test_errors_are_translated_as_before(

@@ -17,6 +17,7 @@ from monitor.logs import configure_logging
 from monitor.models import METRICS, Judgment
 from tests.fake_judge_server import (
     FakeJudgeServer,
+    Reply,
     auth_error,
     content,
     disconnect,
@@ -189,6 +190,19 @@ def test_server_errors_until_the_retries_run_out(
     assert len(clock.sleeps) == 3
     for sleep, ceiling in zip(clock.sleeps, (1.0, 2.0, 3.0), strict=True):
         assert ceiling / 2 <= sleep <= ceiling
+
+
+def test_a_200_that_is_not_a_chat_completion_is_retried_as_a_server_error(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    fake_judge.script([Reply(body={"choices": [{"no_message": True}]}), scores()])
+    judgment = make_judge(transport_retries=1).judge(make_turn())
+    assert judgment.ok and judgment.attempts == 2
+
+    fake_judge.responder = lambda _request: Reply(body={"choices": "not a list"})
+    judgment = make_judge(transport_retries=1).judge(make_turn())
+    assert_failed(judgment, "server_error", attempts=2)
+    assert "unreadable response" in (judgment.failure_detail or "")
 
 
 def test_reply_slower_than_the_timeout(fake_judge: FakeJudgeServer, make_judge: MakeJudge) -> None:

@@ -293,3 +293,33 @@ def test_held_turns_of_a_partition_that_comes_back_are_looked_up_again(
 def test_judged_and_done_go_together(registry: CollectorRegistry, store: Store) -> None:
     with pytest.raises(ValueError, match="done"):
         JudgeStep(Recorder(), GatedEvaluator(), Metrics(registry), CostLog(), 1, 1, judged=store)
+
+
+def test_waiting_ends_when_a_call_finishes_and_turns_taken_back_are_not_collected(
+    registry: CollectorRegistry,
+) -> None:
+    downstream = Recorder()
+    evaluator = GatedEvaluator(open_gate=False)
+    step = JudgeStep(
+        downstream, evaluator, Metrics(registry), CostLog(), concurrency=1, max_in_flight=4
+    )
+    try:
+        assert not step.wait_any(5.0)  # nothing in flight: at once
+        step.submit(env(make_turn("a"), offset=0))
+        step.submit(env(make_turn("b"), offset=1))
+        _until(lambda: evaluator.calls == 1, step)  # "a" running, "b" queued behind it
+        started = time.monotonic()
+        assert step.wait_any(0.05)
+        assert time.monotonic() - started >= 0.04  # nothing finished: the whole timeout
+        assert step.hold({TP}) == 1
+        step.poll()  # "b"'s future ended (cancelled) but the turn was taken back: not collected
+        assert downstream.offsets == []
+        evaluator.gate.set()
+        started = time.monotonic()
+        assert step.wait_any(5.0)
+        assert time.monotonic() - started < 2.0
+        step.poll()
+        assert downstream.offsets == [0] and step.in_flight == 1  # "b", held
+    finally:
+        evaluator.gate.set()
+        step.close()
