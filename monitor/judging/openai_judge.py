@@ -15,8 +15,8 @@ One ``judge(turn)`` call is a small state machine over HTTP requests:
 The client, the transport retry loop and the translation of openai exceptions into
 ``monitor.errors`` live in ``monitor.judging.chat_endpoint`` (shared with the pairwise judge);
 this module only looks at an openai error to recognise a json_schema rejection. Thread-safe:
-the openai client (one connection pool) is shared, per-call state lives in a ``_Call`` owned
-by one thread.
+the endpoint gives each calling thread its own openai client, per-call state lives in a
+``_Call`` owned by one thread.
 """
 
 from __future__ import annotations
