@@ -17,7 +17,6 @@ with backoff (the turns wait, counted in flight): judging them blind could pay t
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Collection, Iterable
 from concurrent.futures import Future
@@ -219,9 +218,9 @@ class JudgeStep:
         no call is in flight (finished ones not collected yet count: they return at once)."""
         if not self._running:
             return False
-        started = time.monotonic()
+        deadline = Deadline(timeout, self._clock)
         if self._progress.wait(timeout) and self._pool.queued:
-            time.sleep(max(0.0, min(_BATCH_WINDOW_S, started + timeout - time.monotonic())))
+            self._clock.sleep(min(_BATCH_WINDOW_S, deadline.remaining() or 0.0))
         return True
 
     def _collect(self) -> None:
