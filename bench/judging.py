@@ -11,13 +11,15 @@ prompt sizes) on a topic. Then, alternating ``--rounds`` (2) times, in the same 
 Throughput is steady-state: turns finished per second between 10 % and 90 % done (the ramp-up
 and the last wave left out); the whole run (first record consumed to last turn judged) is
 reported too. The ideal is concurrency / latency (32 / 0.2 s = 160 turns/s); the figure is
-casewatch's best round as a ratio of it (target >= 0.9), next to the bare client's, which shows
-how much of any gap the client and this 2-core machine cost before casewatch does anything.
+casewatch's median round as a ratio of it (target >= 0.95, issue 12), next to the bare
+client's, which shows how much of any gap the client and this 2-core machine cost before
+casewatch does anything, and the median of the paired per-round ratios to the bare client
+(target >= 0.98).
 
-    .venv/bin/python bench/judging.py [--turns 1000] [--concurrency 32] [--rounds 2] [--cpus 0]
+    .venv/bin/python bench/judging.py [--turns 1000] [--concurrency 32] [--rounds 3] [--cpus 0]
 
 Each phase's process CPU per turn (``time.process_time``, all threads) is reported too, and
-the medians of the rounds next to the best.
+the best round next to the median.
 
 Prints a readable report, then one JSON line of results.
 """
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=2, help="best round of each is reported")
+    parser.add_argument("--rounds", type=int, default=3, help="median round of each is reported")
     parser.add_argument(
         "--cpus",
         type=lambda text: {int(c) for c in text.split(",")},
@@ -187,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    bare = max(bares, key=lambda r: r["steady"])
-    ours = max(rounds, key=lambda r: r["steady"])
+    # The headline is the median round (the upper one of an even count), not the best.
+    bare = sorted(bares, key=lambda r: r["steady"])[len(bares) // 2]
+    ours = sorted(rounds, key=lambda r: r["steady"])[len(rounds) // 2]
     steady, whole = ours["steady"], ours["whole"]
     # Process CPU (all threads) over each phase, per turn: what the GIL contention is about.
     cpu = statistics.median(r["cpu_ms_per_turn"] for r in rounds)
@@ -209,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         "bare_client_ratio_to_ideal": round(bare["steady"] / ideal, 3),
         "bare_client_whole_run_ratio_to_ideal": round(bare["whole"] / ideal, 3),
         "casewatch_ratio_to_bare_client": round(steady / bare["steady"], 3),
-        "target_ratio": 0.9,
-        "meets_target": steady / ideal >= 0.9,
+        "best_casewatch_ratio_to_ideal": round(max(r["steady"] for r in rounds) / ideal, 3),
+        "target_ratio": 0.95,
+        "target_ratio_to_bare_client": 0.98,
+        "meets_target": steady / ideal >= 0.95 and statistics.median(paired) >= 0.98,
         "rounds": args.rounds,
         "rounds_casewatch_ratio_to_ideal": [round(r["steady"] / ideal, 3) for r in rounds],
         "rounds_bare_client_ratio_to_ideal": [round(r["steady"] / ideal, 3) for r in bares],
@@ -227,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(
         f"{args.turns} turns via Kafka, concurrency {args.concurrency}, judge latency "
-        f"{args.latency} s: ideal {ideal:.0f} turns/s. Best of {args.rounds} rounds; steady state "
-        f"(10-90 % done) | whole run\n"
+        f"{args.latency} s: ideal {ideal:.0f} turns/s. Median of {args.rounds} rounds; steady "
+        f"state (10-90 % done) | whole run\n"
         f"  bare openai client, {args.concurrency} threads : {bare['steady']:6.1f} "
         f"({bare['steady'] / ideal:4.0%} of ideal) | {bare['whole']:6.1f} turns/s\n"
         f"  casewatch daemon, Kafka → judge → SQLite: {steady:6.1f} ({steady / ideal:4.0%} of "
