@@ -137,12 +137,15 @@ def require_reachable(servers: list[str], timeout_s: float) -> None:
 
 # The private kafka-python attributes the workarounds below use. pyproject pins kafka-python to
 # the minor version they were written against; tests/consumers/test_kafka_workarounds.py checks
-# they still exist, and a fallback taken at run time is logged once per workaround.
+# they still exist, and a fallback taken at run time is logged once per workaround. An entry
+# starts with the client class it is read from, or with ``kafka`` for a module attribute.
+_SOCK_CONNECT = "kafka.net.inet.KafkaNetSocket.sock_connect"
 PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator.need_rejoin",
     "KafkaConsumer._coordinator.poll",
     "KafkaConsumer._coordinator._manager.wait_for",
     "KafkaProducer._sender.force_close",
+    _SOCK_CONNECT,
 )
 _warned: set[str] = set()
 
@@ -168,7 +171,7 @@ def _close_failed_connects() -> None:
     cls = getattr(kafka.net.inet, "KafkaNetSocket", None)
     original = getattr(cls, "sock_connect", None)
     if cls is None or original is None:
-        _fallback("close_failed_connects", "kafka.net.inet.KafkaNetSocket.sock_connect")
+        _fallback("close_failed_connects", _SOCK_CONNECT)
         return
     if getattr(original, "closes_on_failure", False):
         return

@@ -42,6 +42,37 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.utils import floatToGoString
 
+# The private prometheus_client attributes read below, in one place: pyproject pins
+# prometheus-client to the minor version they were written against, the byte-for-byte tests
+# (tests/monitor/test_exposition.py) catch a change of meaning, and a test resolves each one on
+# real objects, so an upgrade that renames one fails there first. An entry starts with a module
+# or the kind of object it is read from (``.child``: a labelled series, ``.function``: a gauge
+# after ``set_function``).
+PRIVATE_ATTRIBUTES: tuple[str, ...] = (
+    "prometheus_client.metrics._use_created",
+    "prometheus_client.values.ValueClass",
+    "prometheus_client.values.MutexValue",
+    "CollectorRegistry._lock",
+    "CollectorRegistry._collector_to_names",
+    "CollectorRegistry._target_info",
+    "CollectorRegistry._target_info_metric",
+    "Counter._name",
+    "Counter._labelnames",
+    "Counter._get_metric",
+    "Counter._is_parent",
+    "Counter._lock",
+    "Counter._metrics",
+    "Counter.child._labelvalues",
+    "Counter.child._value",
+    "Gauge.child._value",
+    "Gauge.function._child_samples",
+    "Histogram._upper_bounds",
+    "Histogram.child._buckets",
+    "Histogram.child._sum",
+    "MutexValue._value",
+    "MutexValue._exemplar",
+)
+
 Encoder = Callable[[Any], bytes]
 _go_float: Callable[[float], str] = floatToGoString  # how prometheus_client writes a value
 

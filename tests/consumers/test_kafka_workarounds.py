@@ -30,13 +30,23 @@ def test_the_private_attributes_the_workarounds_use_still_exist(
     consumer = KafkaConsumer(bootstrap_servers=tansu_broker.bootstrap, group_id="workarounds")
     producer = KafkaProducer(bootstrap_servers=tansu_broker.bootstrap)
     try:
-        clients = {"KafkaConsumer": consumer, "KafkaProducer": producer}
+        clients = {"KafkaConsumer": consumer, "KafkaProducer": producer, "kafka": _kafka.kafka}
         for dotted in _kafka.PRIVATE_ATTRIBUTES:
             owner, *path = dotted.split(".")
             assert callable(_resolve(clients[owner], path)), dotted
     finally:
         consumer.close()
         producer.close(timeout=5)
+
+
+def test_every_patched_module_attribute_exists_and_is_patched() -> None:
+    """The module-level entries need no broker: resolved from ``kafka`` itself, and the
+    ``sock_connect`` patch (applied at import) is in place."""
+    module_level = [d for d in _kafka.PRIVATE_ATTRIBUTES if d.startswith("kafka.")]
+    assert module_level == ["kafka.net.inet.KafkaNetSocket.sock_connect"]
+    for dotted in module_level:
+        assert callable(_resolve(_kafka.kafka, dotted.split(".")[1:])), dotted
+    assert _kafka.kafka.net.inet.KafkaNetSocket.sock_connect.closes_on_failure is True
 
 
 class _Bare:
