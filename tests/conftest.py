@@ -2,6 +2,8 @@
 
 from hypothesis import HealthCheck, settings
 
+from monitor.exporter import disable_created_series
+
 pytest_plugins = [
     "tests.fixtures.judge_server",
     "tests.fixtures.broker",
@@ -13,3 +15,8 @@ pytest_plugins = [
 # loaded machine (or under PYTHONTRACEMALLOC) they fail tests whose logic is fine.
 settings.register_profile("casewatch", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("casewatch")
+
+# The daemon runner turns *_created series off for the whole process (an entrypoint's decision,
+# monitor.exporter.disable_created_series); tests that build a Metrics of their own expose what
+# the daemon would.
+disable_created_series()

@@ -1,9 +1,18 @@
-"""Imports point from the entry points toward the core, never back (DESIGN.md, "Layout").
+"""Imports point from the entry points toward the core, never back (ARCHITECTURE.md, "Layers").
 
-Each package group has a layer; a module may import its own group or any lower layer. Groups
-on one layer are independent of each other (judging, storage and stream intake know nothing of
-one another). Imports under ``TYPE_CHECKING`` and inside functions count too: a lazy import
-is still a dependency.
+Every module of ``monitor`` and ``consumers`` is listed here by name, twice over:
+
+- ``LAYERS`` puts each group (a top-level module, or a package with everything under it) on a
+  layer, lowest first. A module may import its own group or any lower layer; groups on one
+  layer are independent of each other (judging, storage and stream intake know nothing of one
+  another).
+- ``INSIDE`` orders the modules of each package, lowest first: inside a package a module may
+  import only modules of lower sub-layers, so two siblings on one sub-layer (two jobs, two
+  steps) never import each other, and a shared piece moves down to a sub-layer of its own.
+
+A module listed nowhere fails ``test_every_module_has_a_layer``: a new module is placed on
+purpose. Imports under ``TYPE_CHECKING`` and inside functions count too: a lazy import is still
+a dependency.
 """
 
 from __future__ import annotations
@@ -13,13 +22,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Lowest first. A group is a module or a package prefix.
+# Lowest first. "monitor" is the package's __init__ (the version) only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("monitor", "monitor.models", "monitor.errors", "monitor.clock", "monitor.processes"),
-    ("monitor.scoring", "monitor.logs"),
+    (
+        "monitor",
+        "monitor.models",
+        "monitor.errors",
+        "monitor.clock",
+        "monitor.processes",
+        "monitor.workers",
+        "monitor.exposition",
+    ),
+    ("monitor.scoring", "monitor.logs", "monitor.exporter"),
     ("monitor.settings",),
     ("monitor.judging", "monitor.storage", "consumers"),
-    ("monitor.exporter",),
     ("monitor.reporting",),
     ("monitor.jobs",),
     ("monitor.stream",),
@@ -27,17 +43,121 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("monitor.cli",),
 )
 
+# Each package's modules (relative names; "__init__" is the package itself), lowest first.
+INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
+    "consumers": (
+        ("__init__", "records", "replay", "sampling"),
+        ("_kafka", "decode", "offsets", "source"),
+        ("dlq", "file_source", "kafka_source", "tansu"),
+    ),
+    "monitor.judging": (
+        # contracts and pure pieces
+        (
+            "__init__",
+            "arbitration",
+            "chat_reply",
+            "judge",
+            "pairwise_scoring",
+            "passages",
+            "rubric_scoring",
+            "rubric_set",
+            "schema",
+            "verdicts",
+            "heuristic.__init__",
+            "heuristic.kinds",
+            "heuristic.lexicon",
+        ),
+        ("chat_endpoint", "prompt", "recorder", "rubric_match", "heuristic.tokens"),
+        (
+            "config_hash",
+            "openai_judge",
+            "pairwise_prompt",
+            "rubric_prompt",
+            "heuristic.identifiers",
+        ),
+        ("pairwise_judge", "probes", "rubric_grader", "heuristic.evidence", "heuristic.tripwire"),
+        ("heuristic.constraints",),
+        ("heuristic.judge",),
+        # composition: which judge a setting names, the panel, the evaluator
+        ("factory", "pairwise_heuristic"),
+        ("pairwise_factory", "panel"),
+        ("evaluator",),
+    ),
+    "monitor.storage": (
+        ("__init__", "tables"),
+        ("store",),
+        ("drift_queries", "leases", "matches", "rubric_gradings"),
+    ),
+    "monitor.reporting": (
+        ("__init__", "batch", "elo", "lazy", "rubric_runs"),
+        ("drift_stats", "pairwise_report", "stats", "tournament"),
+        ("agreement", "comparison", "drift", "tournament_plot", "trec"),
+        ("panel_report",),
+    ),
+    "monitor.jobs": (
+        ("__init__", "assistant_template", "budget", "recorders"),
+        ("assistant_client",),
+        # the jobs themselves and their scheduler: siblings, none imports another
+        ("baseline_tiers", "drift", "retention", "rubric", "scheduler"),
+        ("build",),
+    ),
+    "monitor.stream": (
+        (
+            "__init__",
+            "http",
+            "readiness",
+            "recorder",
+            "steps.__init__",
+            "steps.base",
+            "demo_regression",
+            "demo_summary",
+            "prometheus_config",
+        ),
+        # the steps: siblings, none imports another (what two share lives in steps.base)
+        (
+            "steps.commit",
+            "steps.decode",
+            "steps.judge",
+            "steps.sample",
+            "steps.screen",
+            "steps.store",
+            "prometheus_stack",
+        ),
+        ("pipeline", "demo_alerts"),
+        ("daemon",),
+        ("runner",),
+        ("demo",),
+    ),
+    "monitor.commands": (
+        ("__init__", "usage", "output"),
+        ("batch", "daemon", "db", "demo", "drift", "pairwise", "rubric"),
+    ),
+}
 
-def group_of(module: str) -> tuple[int, str]:
-    best: tuple[int, str] | None = None
+
+def _index() -> dict[str, tuple[int, str, int]]:
+    """module -> (layer, group, sub-layer inside the group's package)."""
+    found: dict[str, tuple[int, str, int]] = {}
     for layer, groups in enumerate(LAYERS):
         for group in groups:
-            if (module == group or module.startswith(group + ".")) and (
-                best is None or len(group) > len(best[1])
-            ):
-                best = (layer, group)
-    assert best is not None, f"{module} is in no layer: add it to LAYERS"
-    return best
+            if group not in INSIDE:
+                found[group] = (layer, group, 0)
+                continue
+            for sub, names in enumerate(INSIDE[group]):
+                for name in names:
+                    module = group if name == "__init__" else f"{group}.{name}"
+                    module = module.removesuffix(".__init__")
+                    assert module not in found, f"{module} is listed twice"
+                    found[module] = (layer, group, sub)
+    return found
+
+
+INDEX = _index()
+
+
+def place(module: str) -> tuple[int, str, int]:
+    assert module in INDEX, f"{module} is in no layer: add it to LAYERS or INSIDE"
+    return INDEX[module]
 
 
 def module_name(path: Path) -> str:
@@ -70,20 +190,31 @@ def project_module(name: str) -> str:
     raise AssertionError(f"{name} is not a project module")
 
 
-def violations() -> list[str]:
+def project_modules() -> list[tuple[str, Path]]:
     found = []
     for package in ("monitor", "consumers"):
         for path in sorted((ROOT / package).rglob("*.py")):
             if "migrations" in path.parts:
                 continue  # Alembic loads env.py; it may read the tables it migrates
-            here = module_name(path)
-            layer, group = group_of(here)
-            for target in sorted(imported(ast.parse(path.read_text(), str(path)))):
-                target_layer, target_group = group_of(project_module(target))
-                if target_group == group:
-                    continue
-                if target_layer >= layer:
-                    found.append(f"{here} (layer {layer}) imports {target} (layer {target_layer})")
+            found.append((module_name(path), path))
+    return found
+
+
+def violations() -> list[str]:
+    found = []
+    for here, path in project_modules():
+        layer, group, sub = place(here)
+        targets = {project_module(t) for t in imported(ast.parse(path.read_text(), str(path)))}
+        for module in sorted(targets - {here}):
+            target_layer, target_group, target_sub = place(module)
+            if target_group == group:
+                if target_sub >= sub:
+                    found.append(
+                        f"{here} (sub-layer {sub} of {group}) imports {module} "
+                        f"(sub-layer {target_sub})"
+                    )
+            elif target_layer >= layer:
+                found.append(f"{here} (layer {layer}) imports {module} (layer {target_layer})")
     return found
 
 
@@ -92,6 +223,11 @@ def test_imports_point_toward_the_core() -> None:
 
 
 def test_every_module_has_a_layer() -> None:
-    for package in ("monitor", "consumers"):
-        for path in (ROOT / package).rglob("*.py"):
-            group_of(module_name(path))
+    for here, _ in project_modules():
+        place(here)
+
+
+def test_every_listed_module_exists() -> None:
+    """A module moved or deleted leaves no stale entry behind."""
+    present = {here for here, _ in project_modules()}
+    assert sorted(set(INDEX) - present) == []

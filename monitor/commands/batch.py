@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from monitor.commands.output import MISSING, num, p_value, table
 from monitor.commands.usage import fail
 from monitor.errors import ConfigError, InvalidInput
 from monitor.judging.evaluator import build_evaluator
@@ -49,24 +50,6 @@ def _settings(config: Path | None, **overrides: Any) -> Settings:
         fail(str(exc))
 
 
-def _num(x: float | None, digits: int = 4) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
-
-
-def _p(x: float | None) -> str:
-    return "—" if x is None else (f"{x:.2e}" if x < 1e-4 else f"{x:.4f}")
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def fmt(row: Sequence[str]) -> str:
-        cells = zip(row, widths, strict=True)
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(cells))
-
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
-
-
 def _notes(notes: Sequence[str], indent: str = "  ") -> None:
     for note in dict.fromkeys(notes):  # de-duplicated, in order
         click.echo(f"{indent}note: {note}")
@@ -88,13 +71,13 @@ def _print_summary(s: BatchSummary) -> None:
             name,
             str(t.n),
             str(t.judge_failed),
-            _num(t.mean_s_final),
+            num(t.mean_s_final),
             *(str(t.bands.get(b.value, 0)) for b in Band),
         ]
         for name, t in sorted(s.per_assistant.items())
     ]
     header = ["assistant", "n", "judge_failed", "mean S_final", *(b.value for b in Band)]
-    click.echo(_table(header, rows))
+    click.echo(table(header, rows))
 
 
 @click.command("judge")
@@ -172,9 +155,18 @@ def _load(path: Path) -> VerdictFile:
 
 
 def _paired_row(label: str, t: PairedTest) -> list[str]:
-    ci = "—" if t.ci_low is None else f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}]"
-    delta = "—" if t.mean_delta is None else f"{t.mean_delta:+.4f}"
-    return [label, str(t.n), _num(t.mean_a), _num(t.mean_b), delta, _p(t.wilcoxon_p), _p(t.t_p), ci]
+    ci = MISSING if t.ci_low is None else f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}]"
+    delta = MISSING if t.mean_delta is None else f"{t.mean_delta:+.4f}"
+    return [
+        label,
+        str(t.n),
+        num(t.mean_a),
+        num(t.mean_b),
+        delta,
+        p_value(t.wilcoxon_p),
+        p_value(t.t_p),
+        ci,
+    ]
 
 
 def _print_comparison(c: Comparison) -> None:
@@ -194,7 +186,7 @@ def _print_comparison(c: Comparison) -> None:
     ci_head = f"95% CI of Δ ({c.s_final.ci_method or 'n/a'})"
     rows = [_paired_row("S_final", c.s_final)]
     rows += [_paired_row(m.metric, m.test) for m in c.metrics]
-    click.echo(_table([*header, ci_head], rows))
+    click.echo(table([*header, ci_head], rows))
     _notes([*c.notes, *c.s_final.notes], indent="")
     metric_notes = [f"{m.metric}: {n}" for m in c.metrics for n in m.test.notes]
     _notes(metric_notes, indent="")
@@ -265,14 +257,14 @@ def _print_human(h: HumanAgreement) -> None:
         [
             m.metric,
             str(m.n),
-            _num(m.accuracy, 3),
-            _num(m.kappa, 3),
-            _num(m.macro_f1, 3),
-            _num(m.problem_accuracy, 3),
+            num(m.accuracy, 3),
+            num(m.kappa, 3),
+            num(m.macro_f1, 3),
+            num(m.problem_accuracy, 3),
         ]
         for m in h.metrics
     ]
-    click.echo(_table(header, rows))
+    click.echo(table(header, rows))
     click.echo(f"\nconfusion (rows human, columns judge; {' / '.join(BANDS)}):")
     for m in h.metrics:
         cells = " | ".join(" ".join(f"{x:>3}" for x in row) for row in m.confusion)
@@ -283,8 +275,8 @@ def _print_human(h: HumanAgreement) -> None:
 
 
 def _corr_row(label: str, c: Correlation) -> list[str]:
-    rho, tau = _num(c.spearman, 3), _num(c.kendall, 3)
-    return [label, str(c.n), rho, _p(c.spearman_p), tau, _p(c.kendall_p)]
+    rho, tau = num(c.spearman, 3), num(c.kendall, 3)
+    return [label, str(c.n), rho, p_value(c.spearman_p), tau, p_value(c.kendall_p)]
 
 
 def _print_judges(j: JudgeAgreement) -> None:
@@ -297,7 +289,7 @@ def _print_judges(j: JudgeAgreement) -> None:
         _corr_row("S_final (conversations)", j.s_final_conversations),
         *(_corr_row(m, c) for m, c in j.metrics),
     ]
-    click.echo(_table(["score", "n", "Spearman ρ", "p", "Kendall τ", "p"], rows))
+    click.echo(table(["score", "n", "Spearman ρ", "p", "Kendall τ", "p"], rows))
     notes = [*j.s_final.notes, *j.s_final_conversations.notes]
     notes += [f"{m}: {n}" for m, c in j.metrics for n in c.notes]
     _notes(notes, indent="")

@@ -48,8 +48,9 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
     """Run the streaming daemon: consume, sample, judge, store, export metrics."""
     from prometheus_client import REGISTRY
 
+    from monitor.errors import ListenError
     from monitor.logs import configure_logging
-    from monitor.stream.runner import DaemonRunner, ListenError
+    from monitor.stream.runner import DaemonRunner
 
     if follow and file_path is None:
         raise click.UsageError("--follow needs --file")

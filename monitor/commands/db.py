@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.settings import Settings, load_settings
 from monitor.storage.store import Store, redact_url
@@ -24,7 +25,7 @@ _config_option = click.option(
 
 @contextmanager
 def _store(config_file: Path | None) -> Iterator[tuple[Settings, Store]]:
-    # Operator-facing errors (bad config, unreachable database) end as one clear line, exit 1.
+    # Operator-facing errors (bad config, unreachable database) end as one clear line, exit 2.
     try:
         settings = load_settings(config_file)
         store = Store.from_config(settings.storage)
@@ -33,7 +34,7 @@ def _store(config_file: Path | None) -> Iterator[tuple[Settings, Store]]:
         finally:
             store.close()
     except CasewatchError as exc:
-        raise click.ClickException(str(exc)) from exc
+        fail(str(exc))
 
 
 @click.group()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from monitor.commands.output import num, table
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.jobs.drift import AssistantDrift, DriftRun, analyze_store
@@ -31,32 +32,10 @@ def _at(value: str | None) -> datetime:
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
-def _num(x: float | None, digits: int = 3) -> str:
-    if x is None:
-        return "—"
-    if x != 0 and abs(x) < 10 ** (-digits):
-        return f"{x:.1e}"
-    return f"{x:.{digits}f}"
-
-
 def _verdict(r: SignalResult) -> str:
     if r.status == "insufficient_data":
         return "insufficient_data"
     return "DRIFT" if r.detected else "no drift"
-
-
-def _table(rows: list[list[str]], left: frozenset[int]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    for n, row in enumerate(rows):
-        cells = [
-            c.ljust(w) if i in left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 _TEXT_COLUMNS = frozenset({0, 1, 8, 9})
@@ -68,7 +47,8 @@ def _print_assistant(a: AssistantDrift) -> None:
         f"\n{a.assistant}: recent {a.recent_turns} turns, reference {a.reference_turns} turns; "
         f"drift detected: {flagged}"
     )
-    rows = [["signal", "test", "n recent", "n ref", "stat", "p", "q (BH)", "effect", "", "result"]]
+    header = ["signal", "test", "n recent", "n ref", "stat", "p", "q (BH)", "effect", "", "result"]
+    rows = []
     for r in a.results:
         rows.append(
             [
@@ -76,15 +56,15 @@ def _print_assistant(a: AssistantDrift) -> None:
                 r.test,
                 str(r.recent_n),
                 str(r.reference_n),
-                _num(r.statistic),
-                _num(r.p_value),
-                _num(r.q_value),
-                _num(r.effect),
+                num(r.statistic, 3, tiny_exponent=True),
+                num(r.p_value, 3, tiny_exponent=True),
+                num(r.q_value, 3, tiny_exponent=True),
+                num(r.effect, 3, tiny_exponent=True),
                 f"{r.effect_name}>={r.min_effect:g}" if r.status == "ok" else r.effect_name,
                 _verdict(r),
             ]
         )
-    click.echo(_table(rows, _TEXT_COLUMNS))
+    click.echo(table(header, rows, _TEXT_COLUMNS))
     notes = [f"{r.signal}: {r.note}" for r in a.results if r.note]
     for note in notes:
         click.echo(f"  note: {note}")

@@ -20,6 +20,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from monitor.commands.output import num
 from monitor.commands.usage import fail as _fail
 from monitor.errors import ConfigError, validation_error_lines
 from monitor.judging.pairwise_factory import build_pairwise_judge
@@ -119,10 +120,6 @@ def judge_sets(
         return list(pool.map(one, keys))
 
 
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
-
-
 def _row(item: PairwiseItem) -> str:
     j = item.judgment
     if not j.ok:
@@ -130,8 +127,8 @@ def _row(item: PairwiseItem) -> str:
     delta = j.forward.delta_p
     kinds = "/".join(j.kinds)
     return (
-        f"{item.question_id:<40} {j.outcome:<5} score {_fmt(j.score_first)}  {kinds:<12} "
-        f"ΔP {_fmt(delta, 2)}  order gap {_fmt(j.disagreement, 2)}"
+        f"{item.question_id:<40} {j.outcome:<5} score {num(j.score_first, 3)}  {kinds:<12} "
+        f"ΔP {num(delta, 2)}  order gap {num(j.disagreement, 2)}"
     )
 
 
@@ -194,13 +191,13 @@ def pairwise_command(
         f"(unpaired: {len(a) - len(keys)} in A, {len(b) - len(keys)} in B)"
     )
     click.echo(f"A wins {o['win']}, ties {o['tie']}, loses {o['loss']}, failed {o['failed']}")
-    ci = f" (95 % CI {_fmt(summary.ci_low)}–{_fmt(summary.ci_high)})" if summary.ci_low else ""
-    click.echo(f"A's win rate (ties count half): {_fmt(summary.win_rate)}{ci}")
+    ci = f" (95 % CI {num(summary.ci_low, 3)}–{num(summary.ci_high, 3)})" if summary.ci_low else ""
+    click.echo(f"A's win rate (ties count half): {num(summary.win_rate, 3)}{ci}")
     click.echo(f"confidence: {dict(summary.kinds)}")
     if summary.position_disagreement is not None:
         click.echo(
-            f"position disagreement: {_fmt(summary.position_disagreement)} "
-            f"(winner changed with the order on {_fmt(summary.label_flip_rate, 2)} of questions)"
+            f"position disagreement: {num(summary.position_disagreement, 3)} "
+            f"(winner changed with the order on {num(summary.label_flip_rate, 2)} of questions)"
         )
 
 
@@ -322,7 +319,7 @@ def tournament_command(
         low, high = row["ci95"]
         click.echo(
             f"{row['rank']:>4}  {row['system']:<28} {row['rating']:>7.1f}  "
-            f"{low:>7.1f}–{high:<8.1f}  {row['matches']:>7}  {_fmt(row['mean_score'])}"
+            f"{low:>7.1f}–{high:<8.1f}  {row['matches']:>7}  {num(row['mean_score'], 3)}"
         )
     click.echo(
         f"\n{'Swiss' if use_swiss else 'round-robin'}: {len(result.rounds)} rounds, "

@@ -13,9 +13,10 @@ from typing import Any
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from monitor.commands.output import num, table
 from monitor.commands.usage import fail as _fail
-from monitor.errors import ConfigError, InvalidInput
-from monitor.judging.rubric_grader import RubricGrader, RubricGradingFailed
+from monitor.errors import ConfigError, InvalidInput, RubricGradingFailed, TrecFormatError
+from monitor.judging.rubric_grader import RubricGrader
 from monitor.judging.rubric_set import (
     EntryId,
     RubricEntry,
@@ -29,7 +30,6 @@ from monitor.reporting.rubric_runs import grade_responses, read_responses
 from monitor.reporting.stats import Correlation
 from monitor.reporting.trec import (
     DEFAULT_MEASURES,
-    TrecFormatError,
     format_qrels,
     format_run,
     leaderboard,
@@ -65,22 +65,6 @@ def _grader(settings: Settings, judge: str | None, concurrency: int | None) -> R
         )
     except ConfigError as exc:
         _fail(str(exc))
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def fmt(row: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        )
-
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)])
-
-
-def _num(x: float | None, digits: int = 4) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
 
 
 @click.group("rubric")
@@ -239,7 +223,7 @@ def _system_name(path: Path) -> str:
 
 
 def _corr_cells(c: Correlation) -> list[str]:
-    return [str(c.n), _num(c.spearman), _num(c.spearman_p), _num(c.kendall), _num(c.kendall_p)]
+    return [str(c.n), num(c.spearman), num(c.spearman_p), num(c.kendall), num(c.kendall_p)]
 
 
 @rubric_group.command("evaluate")
@@ -316,15 +300,15 @@ def evaluate_command(
     ordered = sorted(board.systems, key=lambda s: -board.scores[s]["ndcg_cut_10"])
     rows = []
     for s in ordered:
-        row = [s, *(_num(board.scores[s][m]) for m in measures)]
+        row = [s, *(num(board.scores[s][m]) for m in measures)]
         if board.reference is not None:
-            row += [_num(board.reference[s][m]) for m in measures]
+            row += [num(board.reference[s][m]) for m in measures]
         rows.append(row)
-    click.echo(_table(header, rows))
+    click.echo(table(header, rows))
     if board.correlations:
         click.echo("\nleaderboard correlation with the reference:")
         corr_rows = [[MEASURE_TITLES[m], *_corr_cells(c)] for m, c in board.correlations.items()]
-        click.echo(_table(["measure", "n", "Spearman ρ", "p", "Kendall τ", "p"], corr_rows))
+        click.echo(table(["measure", "n", "Spearman ρ", "p", "Kendall τ", "p"], corr_rows))
         notes = [n for c in board.correlations.values() for n in c.notes]
         for note in dict.fromkeys(notes):
             click.echo(f"  note: {note}")

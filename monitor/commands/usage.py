@@ -1,4 +1,10 @@
-"""How every command reports a usage or setup problem: one line on stderr, then exit 2."""
+"""How every command reports a usage or setup problem: one line on stderr, then exit 2.
+
+Exit codes, the same for every command: 0 done; 2 the operator has something to fix before
+running again (a bad option or setting, a missing file or binary, an unreachable broker or
+database, a port taken); 1 the work itself failed part-way (offsets not committed, texts that
+could not be graded, the demo failing while it runs), with one line saying what was lost.
+"""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ from typing import Any, cast
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
-from monitor.errors import CasewatchError, ConfigError
-from monitor.jobs.assistant_template import TemplateError, render, select
+from monitor.errors import AssistantError, ConfigError, TemplateError
+from monitor.jobs.assistant_template import render, select
 from monitor.judging.pairwise_prompt import PairwiseQuestion
 from monitor.settings import AssistantEndpointConfig
 
@@ -27,14 +27,6 @@ _NO_KEY = "no-key-configured"
 _MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 # History roles an OpenAI-compatible chat accepts; support-desk agents speak as the assistant.
 _CHAT_ROLES = {"user": "user", "assistant": "assistant", "agent": "assistant", "system": "system"}
-
-
-class AssistantError(CasewatchError):
-    """The assistant gave no usable answer. ``reason`` is a bounded label value."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        self.reason = reason
-        super().__init__(f"{reason}: {detail}")
 
 
 ASSISTANT_FAILURES = ("timeout", "connection", "http_error", "bad_response")

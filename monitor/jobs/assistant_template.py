@@ -15,12 +15,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from monitor.errors import TemplateError
+
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}")
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[['\"]([^'\"]+)['\"]\]")
-
-
-class TemplateError(ValueError):
-    """A template or selector that cannot be applied (names the placeholder or step)."""
 
 
 def render(template: Any, values: Mapping[str, Any]) -> Any:

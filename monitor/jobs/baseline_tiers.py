@@ -28,7 +28,6 @@ is never touched.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -38,19 +37,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from prometheus_client import Gauge
 
 from monitor.clock import Clock, SystemClock
-from monitor.errors import CasewatchError, ConfigError
+from monitor.errors import AssistantError, CasewatchError, ConfigError
 from monitor.exporter import Metrics
-from monitor.jobs.assistant_client import AssistantClient, AssistantError
-from monitor.jobs.rubric import Budget
-from monitor.judging.judge import FAILURE_REASONS
+from monitor.jobs.assistant_client import AssistantClient
+from monitor.jobs.budget import Budget
+from monitor.jobs.recorders import BaselineRecorder
 from monitor.judging.pairwise_factory import build_pairwise_judge
 from monitor.judging.pairwise_heuristic import HeuristicPairwiseJudge
 from monitor.judging.pairwise_judge import PairwiseJudge, PairwiseJudgment, PairwiseOptions
 from monitor.judging.pairwise_prompt import PairwiseAnswer
-from monitor.judging.pairwise_scoring import KINDS, OUTCOMES
+from monitor.judging.pairwise_scoring import OUTCOMES
 from monitor.judging.probes import TIERS, Probe, Tier, load_probes, normalise_query
 from monitor.models import Context
 from monitor.reporting.elo import MatchResult, replay
@@ -124,7 +122,7 @@ class BaselineTiersJob:
         self._by_query = {normalise_query(p.query): p for p in self._probes}
         self._judge = judge
         self._store = store
-        self._metrics = metrics
+        self._metrics = BaselineRecorder(metrics)
         self._clock = clock or SystemClock()
         # Judge requests per pair (two stages per order), charged to the daemon's hourly
         # budget like every other judge call; the offline heuristic judge makes none.
@@ -134,12 +132,7 @@ class BaselineTiersJob:
         self._clients = {a.name: make(a) for a in config.assistants if a.endpoint is not None}
         self.last_run: list[AssistantSummary] = []
         for assistant in config.assistants:
-            label = metrics.assistant_label(assistant.name)
-            for tier in TIERS:
-                for outcome in OUTCOMES:
-                    metrics.baseline_outcomes.labels(assistant=label, tier=tier, outcome=outcome)
-            for kind in KINDS:
-                metrics.pairwise_confidence.labels(assistant=label, kind=kind)
+            self._metrics.prime(assistant.name)
 
     def close(self) -> None:
         for client in self._clients.values():
@@ -278,40 +271,17 @@ class BaselineTiersJob:
         )
 
     def _export(self, summary: AssistantSummary, results: Sequence[PairwiseJudgment]) -> None:
-        m = self._metrics
-        label = m.assistant_label(summary.assistant)
-        for tier, stats in summary.tiers.items():
-            for outcome in OUTCOMES:
-                if stats.outcomes[outcome]:
-                    m.baseline_outcomes.labels(assistant=label, tier=tier, outcome=outcome).inc(
-                        stats.outcomes[outcome]
-                    )
-            # A run without a judged answer removes the gauge rather than leave the last run's
-            # value standing as if it were current.
-            _set_or_remove(m.baseline_win_rate, stats.win_rate, label, tier)
-        for kind, count in summary.kinds.items():
-            m.pairwise_confidence.labels(assistant=label, kind=kind).inc(count)
-        _set_or_remove(m.pairwise_position_disagreement, summary.position_disagreement, label)
-        _set_or_remove(m.elo_rating, summary.elo, label)
+        self._metrics.record_assistant(
+            summary.assistant,
+            outcomes={tier: stats.outcomes for tier, stats in summary.tiers.items()},
+            win_rates={tier: stats.win_rate for tier, stats in summary.tiers.items()},
+            kinds=summary.kinds,
+            position_disagreement=summary.position_disagreement,
+            elo=summary.elo,
+        )
         if isinstance(self._judge, HeuristicPairwiseJudge):
             return  # no requests, failures or spend: the judge series stay the turn judge's
-        judge = self._judge.name
-        for result in results:
-            m.judge_requests.labels(judge=judge, outcome="ok" if result.ok else "failed").inc()
-            if not result.ok:
-                reason = result.failure_reason
-                reason = reason if reason in FAILURE_REASONS else "internal"
-                m.judge_failed.labels(judge=judge, reason=reason).inc()
-            if result.cost_usd:
-                m.judge_cost.labels(judge=judge).inc(result.cost_usd)
-
-
-def _set_or_remove(gauge: Gauge, value: float | None, *labels: str) -> None:
-    if value is not None:
-        gauge.labels(*labels).set(value)
-        return
-    with contextlib.suppress(KeyError):
-        gauge.remove(*labels)
+        self._metrics.record_judge_requests(self._judge.name, results)
 
 
 def _client(assistant: BaselineAssistantConfig) -> AssistantClient:

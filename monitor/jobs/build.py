@@ -5,9 +5,10 @@ from __future__ import annotations
 from consumers.sampling import Sampler
 from monitor.clock import Clock
 from monitor.exporter import Metrics
+from monitor.jobs.budget import Budget
 from monitor.jobs.drift import DriftJob
 from monitor.jobs.retention import RetentionJob
-from monitor.jobs.rubric import Budget, RubricJob
+from monitor.jobs.rubric import RubricJob
 from monitor.jobs.scheduler import Job
 from monitor.settings import Settings
 from monitor.storage.store import Store

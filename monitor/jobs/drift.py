@@ -17,6 +17,7 @@ import structlog
 
 from monitor.clock import Clock, SystemClock
 from monitor.exporter import Metrics
+from monitor.jobs.recorders import DriftRecorder
 from monitor.reporting.drift import SignalResult, WindowSamples, analyze
 from monitor.settings import DriftConfig
 from monitor.storage.drift_queries import (
@@ -170,7 +171,7 @@ class DriftJob:
     ) -> None:
         self._cfg = config
         self._store = store
-        self._metrics = metrics
+        self._metrics = DriftRecorder(metrics)
         self._clock = clock or SystemClock()
         self._retention_days = retention_days
         self.interval_seconds = config.interval_seconds

@@ -24,21 +24,23 @@ for each turn matching a rubric entry (``RubricMatcher``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from pydantic import ValidationError
 
 from monitor.clock import Clock, SystemClock
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, RubricGradingFailed, RubricSetError
+from monitor.exporter import Metrics
+from monitor.jobs.budget import Budget
+from monitor.jobs.recorders import RubricRecorder
 from monitor.judging.passages import split_passages
-from monitor.judging.rubric_grader import RubricGrader, RubricGradingFailed, TextGrading
+from monitor.judging.rubric_grader import RubricGrader, TextGrading
 from monitor.judging.rubric_match import RubricMatcher
 from monitor.judging.rubric_prompt import PARSE_PATHS
-from monitor.judging.rubric_set import RubricEntry, RubricSet, RubricSetError, load_rubric_set
+from monitor.judging.rubric_set import RubricEntry, RubricSet, load_rubric_set
 from monitor.models import TurnEvent
 from monitor.settings import JudgeConfig, RubricConfig
 from monitor.storage.rubric_gradings import RubricGradings
@@ -50,24 +52,6 @@ _PAGE = 200
 SETTLE_SECONDS = 60.0
 # Failures that say "the endpoint, not this turn": stop and retry the turn next run.
 _RETRY_LATER = frozenset({"timeout", "connection", "rate_limited", "server_error", "auth"})
-
-
-class Budget(Protocol):
-    """The daemon's hourly judge budget (``consumers.sampling.Sampler``)."""
-
-    def reserve(self, calls: int) -> str | None: ...
-
-    def settle(self, reserved_calls: int, calls: int, usd: float) -> None: ...
-
-
-class RubricMetrics(Protocol):
-    def record_rubric_grading(
-        self,
-        assistant: str,
-        outcome: str,
-        coverage: float | None,
-        paths: Mapping[str, int] | None = None,
-    ) -> None: ...
 
 
 @dataclass
@@ -87,7 +71,7 @@ class RubricJob:
         judge_name: str,
         judge_config: JudgeConfig,
         store: Store,
-        metrics: RubricMetrics,
+        metrics: Metrics,
         budget: Budget,
         *,
         clock: Clock | None = None,
@@ -109,7 +93,7 @@ class RubricJob:
         self._judge_name = judge_name
         self._judge_config = judge_config
         self._gradings = RubricGradings(store)
-        self._metrics = metrics
+        self._metrics = RubricRecorder(metrics)
         self._budget = budget
         self._clock = clock or SystemClock()
         self._matcher = RubricMatcher(
@@ -262,4 +246,4 @@ class RubricJob:
         }
 
 
-__all__ = ["Budget", "RubricJob", "RubricRunSummary"]
+__all__ = ["RubricJob", "RubricRunSummary"]

@@ -23,6 +23,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from monitor.clock import Clock, SystemClock
+from monitor.exporter import Metrics
+from monitor.jobs.recorders import JobRunRecorder
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store
 
@@ -41,10 +43,6 @@ class Job(Protocol):
         """One run; raising counts it ``failed``."""
 
 
-class JobMetrics(Protocol):
-    def record_job_run(self, job: str, outcome: str, finished_at: float) -> None: ...
-
-
 def default_owner() -> str:
     """host:pid:random, unique per process even when pods share a hostname."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -60,14 +58,14 @@ class JobScheduler:
     def __init__(
         self,
         store: Store,
-        metrics: JobMetrics,
+        metrics: Metrics,
         *,
         owner: str | None = None,
         clock: Clock | None = None,
         lease_margin_seconds: float = DEFAULT_LEASE_MARGIN_S,
     ) -> None:
         self._leases = Leases(store)
-        self._metrics = metrics
+        self._metrics = JobRunRecorder(metrics)
         self.owner = owner or default_owner()
         self._clock = clock or SystemClock()
         self._margin = lease_margin_seconds

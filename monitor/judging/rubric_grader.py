@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 import structlog
 
 from monitor.clock import Clock
-from monitor.errors import ConfigError, JudgeError, JudgeFatalError, JudgeTransientError
+from monitor.errors import (
+    ConfigError,
+    JudgeError,
+    JudgeFatalError,
+    JudgeTransientError,
+    RubricGradingFailed,
+)
 from monitor.judging.openai_judge import Completion, OpenAIJudge
 from monitor.judging.passages import MAX_PASSAGE_TOKENS, TOKENIZER, split_passages, truncate
 from monitor.judging.rubric_prompt import (
@@ -45,14 +51,6 @@ from monitor.judging.rubric_set import RubricEntry
 from monitor.settings import JudgeConfig
 
 _log = structlog.get_logger("monitor.judging.rubric_grader")
-
-
-class RubricGradingFailed(JudgeError):
-    """A text could not be graded on every question; ``reason`` is a bounded label value."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        self.reason = reason
-        super().__init__(message)
 
 
 @dataclass(frozen=True)

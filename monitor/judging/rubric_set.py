@@ -23,7 +23,7 @@ person has checked yet; graders warn about such entries (``unreviewed``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,7 +38,7 @@ from pydantic import (
     model_validator,
 )
 
-from monitor.errors import InvalidInput
+from monitor.errors import RubricSetError
 
 MAX_QUESTIONS = 10
 MAX_QUESTION_CHARS = 500
@@ -50,14 +50,6 @@ Text = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
 QuestionText = Annotated[
     str, StringConstraints(min_length=1, max_length=MAX_QUESTION_CHARS, strip_whitespace=True)
 ]
-
-
-class RubricSetError(InvalidInput):
-    """A rubric file that cannot be used; the message names file, line and field."""
-
-    def __init__(self, path: Path | str, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("invalid_rubric_set", f"{path}: " + "; ".join(self.problems))
 
 
 class RubricQuestion(BaseModel):

@@ -31,19 +31,13 @@ from pydantic import (
     model_validator,
 )
 
-from monitor.errors import InvalidInput
+from monitor.errors import ResponsesError, RubricGradingFailed
 from monitor.judging.passages import split_passages
-from monitor.judging.rubric_grader import RubricGradingFailed, TextGrading
+from monitor.judging.rubric_grader import TextGrading
 from monitor.judging.rubric_prompt import PARSE_PATHS
 from monitor.judging.rubric_set import RubricEntry, RubricSet
 
 TrecId = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^\S+$")]
-
-
-class ResponsesError(InvalidInput):
-    def __init__(self, path: Path | str, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("invalid_responses", f"{path}: " + "; ".join(self.problems))
 
 
 class Passage(BaseModel):

@@ -24,13 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from monitor.errors import NoPairing
 from monitor.reporting.elo import DEFAULT_ELO, EloConfig, MatchResult, apply, replay
 
 Play = Callable[[str, str], Mapping[str, float]]
-
-
-class NoPairing(Exception):
-    """Every remaining pairing would repeat a match: the Swiss tournament is over."""
 
 
 @dataclass(frozen=True)

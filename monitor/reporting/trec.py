@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytrec_eval
 
+from monitor.errors import TrecFormatError
 from monitor.reporting.stats import Correlation, rank_correlation
 
 # Measure names as pytrec_eval reports them, with the trec_eval request that produces them.
@@ -31,10 +32,6 @@ DEFAULT_MEASURES: dict[str, str] = {"ndcg_cut_10": "ndcg_cut.10", "P_10": "P.10"
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
-
-
-class TrecFormatError(ValueError):
-    """An id that a TREC file cannot hold, or a file pytrec_eval cannot read."""
 
 
 def _check_id(kind: str, value: str) -> str:

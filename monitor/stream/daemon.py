@@ -45,6 +45,7 @@ from monitor.storage.store import Store
 from monitor.stream.http import Heartbeat
 from monitor.stream.pipeline import build_pipeline
 from monitor.stream.readiness import Readiness
+from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope
 
 log = structlog.get_logger(__name__)
@@ -78,7 +79,7 @@ class Daemon:
         self._dlq = dlq
         self._store = store
         self._evaluator = evaluator
-        self._metrics = metrics
+        self._metrics = StreamRecorder(metrics)
         self._cfg = settings.daemon
         self._max_poll_records = settings.kafka.max_poll_records
         self._exit_when_idle = exit_when_idle
@@ -90,9 +91,17 @@ class Daemon:
         sampler = sampler or Sampler(settings.sampling, self._clock, calls_per_turn=calls)
 
         self._pipeline = build_pipeline(
-            settings, source, dlq, store, evaluator, metrics, self.tracker, sampler, self._clock
+            settings,
+            source,
+            dlq,
+            store,
+            evaluator,
+            self._metrics,
+            self.tracker,
+            sampler,
+            self._clock,
         )
-        metrics.prime(dead_letter_reasons=DLQ_REASONS)
+        self._metrics.prime(dead_letter_reasons=DLQ_REASONS)
 
         self._backlog: deque[Envelope[RawMessage]] = deque()
         self._next_offset: dict[TopicPartition, int] = {}  # per partition, to detect rewinds
@@ -276,8 +285,8 @@ class Daemon:
         elif paused:
             self._source.resume(paused)
             log.info("backpressure released: partitions resumed", n=len(paused))
-        self._metrics.paused_partitions.set(len(self._source.paused()))
-        self._metrics.in_flight.set(self.tracker.pending_count())
+        self._metrics.set_paused_partitions(len(self._source.paused()))
+        self._metrics.set_in_flight(self.tracker.pending_count())
 
     def _update_status(self) -> None:
         now = self._clock.monotonic()
@@ -323,7 +332,7 @@ class Daemon:
         while running:
             remaining = deadline.remaining() or 0.0
             if remaining <= 0:
-                self._metrics.revoke_abandoned.inc(running)
+                self._metrics.record_revoke_abandoned(running)
                 log.warning("revoke wait ran out; these turns will be judged again", n=running)
                 break
             self._pipeline.wait_progress(min(BACKLOG_WAIT_S, remaining))
@@ -352,7 +361,7 @@ class Daemon:
             self._pipeline.join(deadline.remaining())
         finally:
             self._pipeline.close()
-        self._metrics.in_flight.set(self.tracker.pending_count())
+        self._metrics.set_in_flight(self.tracker.pending_count())
         log.info("drained", unfinished=self.tracker.pending_count() - unstarted)
 
     def close(self) -> None:

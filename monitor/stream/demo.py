@@ -30,13 +30,13 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 
 from consumers.replay import Pacer, PublishStats, publish
 from monitor.clock import SystemClock
-from monitor.errors import CasewatchError
+from monitor.errors import DemoError, ListenError
 from monitor.settings import Settings
 from monitor.stream.demo_alerts import DemoAlerts, find_rules
 from monitor.stream.demo_regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
 from monitor.stream.demo_summary import Snapshot, format_summary
 from monitor.stream.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
-from monitor.stream.runner import DaemonRunner, ListenError, shutdown_budget_s
+from monitor.stream.runner import DaemonRunner, shutdown_budget_s
 
 if TYPE_CHECKING:
     from consumers.tansu import EmbeddedBroker
@@ -60,10 +60,6 @@ MALFORMED: tuple[bytes, ...] = (
 # wait for its thread: bounded, so a dead broker cannot hold the demo up.
 PRODUCER_TIMEOUT_S = 5.0
 PRODUCER_STOP_S = 3 * PRODUCER_TIMEOUT_S  # a send, then the flush and the sender's exit
-
-
-class DemoError(CasewatchError):
-    """The demo cannot start (examples missing, port taken, broker missing); says what to do."""
 
 
 # ---------------------------------------------------------------- pure parts

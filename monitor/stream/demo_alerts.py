@@ -14,14 +14,9 @@ from urllib.parse import quote
 
 import structlog
 
+from monitor.errors import PrometheusNotInstalled, PrometheusStackError
 from monitor.stream.demo_summary import AlertState, format_alerts
-from monitor.stream.prometheus_stack import (
-    ALERTMANAGER_BIN,
-    PROMETHEUS_BIN,
-    PrometheusNotInstalled,
-    PrometheusStack,
-    PrometheusStackError,
-)
+from monitor.stream.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN, PrometheusStack
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -17,11 +17,11 @@ from consumers.sampling import Sampler
 from consumers.source import TurnSource
 from monitor.clock import Clock
 from monitor.errors import TransportError
-from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.settings import Settings
 from monitor.storage.store import Store
+from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S, DecodeStep
@@ -119,7 +119,7 @@ def build_pipeline(
     dlq: DeadLetterSink,
     store: Store,
     evaluator: Evaluator,
-    metrics: Metrics,
+    metrics: StreamRecorder,
     tracker: OffsetTracker,
     sampler: Sampler,
     clock: Clock,

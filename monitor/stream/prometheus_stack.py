@@ -36,7 +36,7 @@ from typing import IO, Any
 import structlog
 import yaml
 
-from monitor.errors import CasewatchError, ConfigError
+from monitor.errors import ConfigError, PrometheusNotInstalled, PrometheusStackError
 from monitor.processes import spawn_logged, stop_process
 from monitor.stream.prometheus_config import (
     ScrapeTarget,
@@ -53,14 +53,6 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 HTTP_TIMEOUT_S = 10.0
 _PORT_ATTEMPTS = 3  # a free port can be taken between probe and bind: retry with another
-
-
-class PrometheusNotInstalled(ConfigError):
-    """A Prometheus binary is missing; the message says how to install it."""
-
-
-class PrometheusStackError(CasewatchError):
-    """Prometheus or Alertmanager did not start, or an API call failed."""
 
 
 def find_binary(path: Path) -> Path:

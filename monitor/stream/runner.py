@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import structlog
 from prometheus_client import CollectorRegistry
 
-from monitor.errors import CasewatchError, OffsetsNotCommitted
+from monitor.errors import ListenError, OffsetsNotCommitted
 from monitor.settings import Settings
 
 if TYPE_CHECKING:
@@ -59,16 +59,6 @@ def shutdown_budget_s(settings: Settings) -> float:
         + JOBS_STOP_S  # a scheduled job in progress
         + 4 * KAFKA_CLOSE_TIMEOUT_S  # consumer and dead-letter producer, two steps each
     )
-
-
-class ListenError(CasewatchError):
-    """The probe server cannot listen on host:port (taken, or not an address of this host).
-    Callers add how to pick another port, which differs between commands."""
-
-    def __init__(self, host: str, port: int, reason: OSError) -> None:
-        super().__init__(f"cannot listen on {host}:{port} ({reason})")
-        self.host = host
-        self.port = port
 
 
 def file_sidecars(path: Path) -> tuple[Path, Path]:
@@ -174,10 +164,11 @@ class DaemonRunner:
             log.info("startup: source and dead-letter sink ready")
             from consumers.sampling import Sampler
             from monitor.clock import SystemClock
-            from monitor.exporter import Metrics
+            from monitor.exporter import Metrics, disable_created_series
             from monitor.jobs.build import build_jobs
             from monitor.jobs.scheduler import JobScheduler
             from monitor.judging.evaluator import build_evaluator
+            from monitor.judging.recorder import JudgingRecorder
             from monitor.storage.store import Store
             from monitor.stream.daemon import Daemon
             from monitor.stream.http import ProbeApp, ProbeServer
@@ -186,9 +177,12 @@ class DaemonRunner:
             closers.append(store.close)
             store.migrate()
             log.info("startup: store ready")
-            # Metrics first: a panel evaluator reports every outcome to them.
+            # Metrics first: a panel evaluator reports every outcome to them. The daemon is an
+            # entrypoint: its registry serves no *_created series (see disable_created_series).
+            disable_created_series()
             self.metrics = Metrics(registry)
-            evaluator = build_evaluator(settings, on_panel_result=self.metrics.record_panel)
+            panel = JudgingRecorder(self.metrics)
+            evaluator = build_evaluator(settings, on_panel_result=panel.record_panel)
             closers.append(evaluator.close)
             log.info("startup: judge ready")
             self.store = store

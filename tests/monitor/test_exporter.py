@@ -1,56 +1,34 @@
-"""Metric declarations and recording helpers, read back from a fresh registry."""
+"""Metric declarations, read back from a fresh registry; recorders are tested beside their
+feature (tests/monitor/{stream,judging,jobs}/test_recorder*.py)."""
 
 from __future__ import annotations
 
-import math
-from datetime import UTC, datetime
+import ast
+from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from monitor import __version__
 from monitor.exporter import (
+    HISTOGRAMS,
     METRIC_NAMES,
-    OTHER,
     SCORE_BUCKETS,
     LabelGuard,
     Metrics,
     is_declared,
 )
-from monitor.judging.verdicts import failed_verdict, single_judge_verdict
-from monitor.models import METRICS, Assistant, Case, JudgeScores, Judgment, MetricScore, TurnEvent
-from monitor.scoring import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE
 
-
-def _turn(assistant: str = "helpdesk") -> TurnEvent:
-    return TurnEvent(
-        event_id="e1",
-        conversation_id="c1",
-        turn_index=0,
-        timestamp=datetime(2026, 1, 1, tzinfo=UTC),
-        assistant=Assistant(name=assistant, version="1", model="m"),
-        case=Case(subject="s", description="d"),
-        query="q",
-        answer="a",
-    )
-
-
-def _judgment(score: float, **kw: object) -> Judgment:
-    scores = JudgeScores(**{m: MetricScore(score=score, justification="j") for m in METRICS})
-    base: dict[str, object] = {
-        "judge": "primary",
-        "kind": "openai",
-        "model": "m",
-        "status": "ok",
-        "scores": scores,
-        "attempts": 2,
-        "input_tokens": 100,
-        "output_tokens": 20,
-        "cost_usd": 0.25,
-        "latency_seconds": 1.5,
+ROOT = Path(__file__).resolve().parents[2]
+# The only modules that set metric values (see monitor/exporter.py).
+RECORDERS = frozenset(
+    {
+        "monitor/exporter.py",
+        "monitor/stream/recorder.py",
+        "monitor/judging/recorder.py",
+        "monitor/jobs/recorders.py",
     }
-    base.update(kw)
-    return Judgment.model_validate(base)
+)
 
 
 @pytest.fixture
@@ -87,123 +65,6 @@ def test_build_info(registry: CollectorRegistry) -> None:
     assert registry.get_sample_value("casewatch_build_info", {"version": __version__}) == 1.0
 
 
-def test_record_verdict_scored(registry: CollectorRegistry) -> None:
-    metrics = Metrics(registry)
-    verdict = single_judge_verdict(
-        _turn(),
-        _judgment(0.2),
-        weights=DEFAULT_PROFILE,
-        weight_profile="default",
-        critical=DEFAULT_CRITICAL_METRICS,
-    )
-    metrics.record_verdict(verdict)
-    get = registry.get_sample_value
-    assert get("casewatch_turns_judged_total", {"assistant": "helpdesk", "band": "severe"}) == 1
-    labels = {"assistant": "helpdesk", "metric": "hallucination", "band": "severe"}
-    assert get("casewatch_metric_band_total", labels) == 1
-    assert get("casewatch_score_final_count", {"assistant": "helpdesk"}) == 1
-    assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.3"}) == 1
-    assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.1"}) == 0
-    assert (
-        get("casewatch_metric_score_count", {"assistant": "helpdesk", "metric": "answer_type_fit"})
-        == 1
-    )
-    assert get("casewatch_judge_requests_total", {"judge": "primary", "outcome": "ok"}) == 1
-    assert get("casewatch_judge_retries_total", {"judge": "primary"}) == 1
-    assert get("casewatch_judge_tokens_total", {"judge": "primary", "kind": "input"}) == 100
-    assert get("casewatch_judge_tokens_total", {"judge": "primary", "kind": "output"}) == 20
-    assert get("casewatch_judge_cost_usd_total", {"judge": "primary"}) == 0.25
-    assert get("casewatch_judge_latency_seconds_sum", {"judge": "primary"}) == 1.5
-
-
-def test_a_new_assistant_starts_every_band_at_zero(registry: CollectorRegistry) -> None:
-    """rules/ compute band shares with rate(): a band series must exist before its first
-    increment, or Prometheus never sees that increment."""
-    metrics = Metrics(registry)
-    verdict = single_judge_verdict(
-        _turn("fresh"),
-        _judgment(0.95),
-        weights=DEFAULT_PROFILE,
-        weight_profile="default",
-        critical=DEFAULT_CRITICAL_METRICS,
-    )
-    metrics.record_verdict(verdict)
-    metrics.record_verdict(verdict)
-    get = registry.get_sample_value
-    bands = {
-        b: get("casewatch_turns_judged_total", {"assistant": "fresh", "band": b})
-        for b in ("severe", "moderate", "minor", "none", "judge_failed")
-    }
-    assert bands == {"severe": 0, "moderate": 0, "minor": 0, "none": 2, "judge_failed": 0}
-
-
-def test_record_verdict_failed(registry: CollectorRegistry) -> None:
-    metrics = Metrics(registry)
-    failed = _judgment(
-        0.5, status="judge_failed", scores=None, failure_reason="timeout", attempts=1
-    )
-    metrics.record_verdict(failed_verdict(_turn(), [failed], "timeout", weight_profile="default"))
-    get = registry.get_sample_value
-    assert (
-        get("casewatch_turns_judged_total", {"assistant": "helpdesk", "band": "judge_failed"}) == 1
-    )
-    assert get("casewatch_judge_failed_total", {"judge": "primary", "reason": "timeout"}) == 1
-    assert get("casewatch_judge_requests_total", {"judge": "primary", "outcome": "failed"}) == 1
-    assert get("casewatch_score_final_count", {"assistant": "helpdesk"}) is None
-    assert get("casewatch_judge_retries_total", {"judge": "primary"}) is None
-
-
-def test_unknown_failure_reason_is_bounded(registry: CollectorRegistry) -> None:
-    metrics = Metrics(registry)
-    bad = _judgment(0.5, status="judge_failed", scores=None, failure_reason="free text " * 5)
-    metrics.record_verdict(failed_verdict(_turn(), [bad], "x", weight_profile="default"))
-    labels = {"judge": "primary", "reason": "internal"}
-    assert registry.get_sample_value("casewatch_judge_failed_total", labels) == 1
-
-
-class _Decision:
-    def __init__(self, sampled: bool, reason: str) -> None:
-        self.sampled = sampled
-        self.reason = reason
-
-
-def test_sampling_consumed_dead_letter_stored_commit(registry: CollectorRegistry) -> None:
-    metrics = Metrics(registry)
-    metrics.record_consumed("turns", 3)
-    metrics.record_sampling("helpdesk", _Decision(True, "rate"))
-    metrics.record_sampling("helpdesk", _Decision(False, "budget"))
-    metrics.record_dead_letter("invalid_json")
-    metrics.record_stored(inserted=2, duplicate=1)
-    metrics.record_commit(["turns"])
-    get = registry.get_sample_value
-    assert get("casewatch_turns_consumed_total", {"topic": "turns"}) == 3
-    assert get("casewatch_turns_sampled_total", {"assistant": "helpdesk", "reason": "rate"}) == 1
-    assert get("casewatch_turns_skipped_total", {"assistant": "helpdesk", "reason": "budget"}) == 1
-    assert get("casewatch_dead_letter_total", {"reason": "invalid_json"}) == 1
-    assert get("casewatch_stored_total", {"outcome": "inserted"}) == 2
-    assert get("casewatch_stored_total", {"outcome": "duplicate"}) == 1
-    assert get("casewatch_offsets_committed_total", {"topic": "turns"}) == 1
-
-
-def test_lag_series_are_replaced(registry: CollectorRegistry) -> None:
-    metrics = Metrics(registry)
-    metrics.set_lag({("turns", 0): 5, ("turns", 1): 7}.items())
-    metrics.set_lag({("turns", 1): 2}.items())
-    get = registry.get_sample_value
-    assert get("casewatch_consumer_lag", {"topic": "turns", "partition": "0"}) is None
-    assert get("casewatch_consumer_lag", {"topic": "turns", "partition": "1"}) == 2
-
-
-def test_assistant_label_cardinality_is_capped(registry: CollectorRegistry) -> None:
-    metrics = Metrics(registry, max_assistants=2)
-    for name in ["a", "b", "c", "d", "a"]:
-        metrics.record_sampling(name, _Decision(True, "rate"))
-    get = registry.get_sample_value
-    assert get("casewatch_turns_sampled_total", {"assistant": "a", "reason": "rate"}) == 2
-    assert get("casewatch_turns_sampled_total", {"assistant": OTHER, "reason": "rate"}) == 2
-    assert get("casewatch_turns_sampled_total", {"assistant": "c", "reason": "rate"}) is None
-
-
 def test_label_guard_truncates_and_validates() -> None:
     guard = LabelGuard(3)
     assert guard("x" * 500) == "x" * 64
@@ -219,114 +80,56 @@ def test_two_instances_need_two_registries(registry: CollectorRegistry) -> None:
     Metrics(CollectorRegistry())
 
 
-def test_exposition_has_no_id_labels(registry: CollectorRegistry) -> None:
-    metrics = Metrics(registry)
-    verdict = single_judge_verdict(
-        _turn(),
-        _judgment(0.9),
-        weights=DEFAULT_PROFILE,
-        weight_profile="default",
-        critical=DEFAULT_CRITICAL_METRICS,
+def test_declared_names_follow_prometheus_naming() -> None:
+    assert len(set(METRIC_NAMES)) == len(METRIC_NAMES)
+    assert all(n.startswith("casewatch_") for n in METRIC_NAMES)
+    assert {
+        "casewatch_score_final",
+        "casewatch_metric_score",
+        "casewatch_judge_latency_seconds",
+        "casewatch_rubric_coverage",
+    } == HISTOGRAMS
+
+
+def test_known_outcomes_are_exported_at_zero(registry: CollectorRegistry) -> None:
+    Metrics(registry)
+    assert registry.get_sample_value("casewatch_stored_total", {"outcome": "duplicate"}) == 0
+    assert registry.get_sample_value("casewatch_stored_total", {"outcome": "inserted"}) == 0
+
+
+def _metric_calls(path: Path, root: Path = ROOT) -> list[str]:
+    """``x.labels(...)`` calls and ``.inc/.set/.observe/.remove`` on a ``Metrics`` attribute
+    (``metrics.in_flight.set``) in one source file."""
+    found = []
+    families = set(vars(Metrics(CollectorRegistry())))
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        attr, owner = node.func.attr, node.func.value
+        if attr == "labels" or (
+            attr in {"inc", "dec", "set", "observe", "remove", "clear"}
+            and isinstance(owner, ast.Attribute)
+            and owner.attr in families
+            and owner.attr != "registry"
+        ):
+            found.append(f"{path.relative_to(root)}:{node.lineno}: .{attr}()")
+    return found
+
+
+def test_only_recorders_set_metric_values() -> None:
+    """Every series is set by its feature's recorder: one place bounds each label."""
+    found = []
+    for package in ("monitor", "consumers"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if str(path.relative_to(ROOT)) not in RECORDERS:
+                found += _metric_calls(path)
+    assert found == []
+
+
+def test_the_check_sees_a_raw_labels_call(tmp_path: Path) -> None:
+    raw = tmp_path / "raw.py"
+    raw.write_text(
+        "def f(m):\n    m.judge_requests.labels('j', 'ok').inc()\n    m.in_flight.set(1)\n"
     )
-    metrics.record_verdict(verdict)
-    text = generate_latest(registry).decode()
-    assert "e1" not in text.replace("le=", "")
-    assert "conversation" not in text
-    assert "event_id" not in text
-
-
-def test_prime_exports_zero_series_for_known_labels(registry: CollectorRegistry) -> None:
-    metrics = Metrics(registry)
-    get = registry.get_sample_value
-    assert get("casewatch_stored_total", {"outcome": "duplicate"}) == 0
-    assert get("casewatch_turns_consumed_total", {"topic": "turns"}) is None
-    metrics.prime(topics=["turns"], dead_letter_reasons=["schema"])
-    assert get("casewatch_turns_consumed_total", {"topic": "turns"}) == 0
-    assert get("casewatch_offsets_committed_total", {"topic": "turns"}) == 0
-    assert get("casewatch_dead_letter_total", {"reason": "schema"}) == 0
-
-
-def test_record_panel_counts_agreement_arbiter_and_cost_by_role(
-    registry: CollectorRegistry,
-) -> None:
-    from monitor.judging.arbitration import PanelOutcome
-
-    m = Metrics(registry)
-    m.record_panel(PanelOutcome("helpdesk", "ok", False, (), False, None, None, {"primary": 0.2}))
-    m.record_panel(
-        PanelOutcome(
-            "helpdesk",
-            "ok",
-            True,
-            ("hallucination",),
-            True,
-            "band:hallucination",
-            "primary_b",
-            {"primary": 0.2, "arbiter": 0.1},
-        )
-    )
-    m.record_panel(
-        PanelOutcome("helpdesk", "ok", True, (), True, "primary_failed", None, {"arbiter": 0.1})
-    )
-
-    def v(name: str, **labels: str) -> float | None:
-        return registry.get_sample_value(name, labels)
-
-    assert v("casewatch_panel_turns_total", assistant="helpdesk", agreement="agreed") == 1
-    assert v("casewatch_panel_turns_total", assistant="helpdesk", agreement="disagreed") == 1
-    assert v("casewatch_panel_turns_total", assistant="helpdesk", agreement="primary_failed") == 1
-    assert v("casewatch_disagreements_total", assistant="helpdesk", metric="hallucination") == 1
-    assert v("casewatch_arbiter_calls_total", assistant="helpdesk") == 2
-    assert (
-        v("casewatch_arbitration_outcome_total", assistant="helpdesk", sided_with="primary_b") == 1
-    )
-    assert v("casewatch_judge_cost_usd_by_role_total", role="primary") == pytest.approx(0.4)
-    assert v("casewatch_judge_cost_usd_by_role_total", role="arbiter") == pytest.approx(0.2)
-
-
-def test_record_rubric_grading(registry: CollectorRegistry) -> None:
-    metrics = Metrics(registry)
-    metrics.record_rubric_grading("helpdesk", "ok", 0.5, {"json": 3, "unparseable": 1, "number": 0})
-    metrics.record_rubric_grading("helpdesk", "ok", 0.0)
-    metrics.record_rubric_grading("helpdesk", "failed", None)
-    labels = {"assistant": "helpdesk"}
-    assert registry.get_sample_value("casewatch_rubric_coverage_count", labels) == 2.0
-    assert registry.get_sample_value("casewatch_rubric_coverage_sum", labels) == 0.5
-    assert (
-        registry.get_sample_value("casewatch_rubric_coverage_bucket", {**labels, "le": "0.0"})
-        == 1.0
-    )
-    assert (
-        registry.get_sample_value("casewatch_rubric_graded_total", {**labels, "outcome": "failed"})
-        == 1.0
-    )
-    assert is_declared("casewatch_rubric_coverage_bucket")
-    assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "unparseable"}) == 1
-    assert registry.get_sample_value("casewatch_rubric_replies_total", {"path": "number"}) is None
-
-
-def test_drift_series_nan_for_insufficient_data_and_forgotten_assistants(
-    registry: CollectorRegistry,
-) -> None:
-    m = Metrics(registry)
-    m.record_drift_signal("helpdesk", "score_final", q_value=0.001, effect=0.4, detected=True)
-    m.record_drift_signal("helpdesk", "band_shares", q_value=None, effect=None, detected=False)
-    m.record_drift_windows("helpdesk", recent=12, reference=340)
-    m.record_drift_run(1_700_000_000.0)
-    labels = {"assistant": "helpdesk", "signal": "score_final"}
-    assert registry.get_sample_value("casewatch_drift_pvalue", labels) == 0.001
-    assert registry.get_sample_value("casewatch_drift_effect", labels) == 0.4
-    assert registry.get_sample_value("casewatch_drift_detected", labels) == 1
-    short = {"assistant": "helpdesk", "signal": "band_shares"}
-    assert math.isnan(registry.get_sample_value("casewatch_drift_pvalue", short) or 0.0)
-    assert registry.get_sample_value("casewatch_drift_detected", short) == 0
-    window = {"assistant": "helpdesk", "window": "reference"}
-    assert registry.get_sample_value("casewatch_drift_window_turns", window) == 340
-    assert registry.get_sample_value("casewatch_drift_last_run_timestamp_seconds") == 1.7e9
-
-    m.forget_drift("helpdesk")
-    for name in ("casewatch_drift_pvalue", "casewatch_drift_effect", "casewatch_drift_detected"):
-        assert registry.get_sample_value(name, labels) is None
-        assert registry.get_sample_value(name, short) is None
-    assert registry.get_sample_value("casewatch_drift_window_turns", window) is None
-    m.forget_drift("never-seen")  # no series: nothing to do, no error
+    found = _metric_calls(raw, tmp_path)
+    assert sorted(f.split(": ")[1] for f in found) == [".labels()", ".set()"]

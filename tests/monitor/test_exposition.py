@@ -29,7 +29,9 @@ from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.exporter import Metrics
-from monitor.exposition import Exposition, negotiate
+from monitor.exposition import PRIVATE_ATTRIBUTES, Exposition, negotiate
+from monitor.jobs.recorders import DriftRecorder, JobRunRecorder
+from monitor.stream.recorder import StreamRecorder
 
 PROMETHEUS_2_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
@@ -99,6 +101,33 @@ def assert_served_as_prometheus_client(
         )
 
 
+def test_the_private_attributes_the_fast_path_reads_still_exist() -> None:
+    """Each entry of ``PRIVATE_ATTRIBUTES`` resolved on a real module or object: an upgrade
+    that renames one fails here, before a scrape falls over."""
+    import importlib
+
+    registry = CollectorRegistry()
+    counter = Counter("c", "c", ["l"], registry=registry)
+    gauge = Gauge("g", "g", ["l"], registry=registry)
+    function = Gauge("f", "f", registry=registry)
+    function.set_function(lambda: 1.0)
+    histogram = Histogram("h", "h", ["l"], registry=registry)
+    owners: dict[str, object] = {
+        "CollectorRegistry": registry,
+        "Counter": counter,
+        "Counter.child": counter.labels("x"),
+        "Gauge.child": gauge.labels("x"),
+        "Gauge.function": function,
+        "Histogram": histogram,
+        "Histogram.child": histogram.labels("x"),
+        "MutexValue": counter.labels("x")._value,
+    }
+    for dotted in PRIVATE_ATTRIBUTES:
+        owner, attribute = dotted.rsplit(".", 1)
+        obj = owners[owner] if owner in owners else importlib.import_module(owner)
+        assert hasattr(obj, attribute), f"prometheus_client no longer has {dotted}"
+
+
 def test_negotiation_matches_prometheus_client() -> None:
     assert negotiate(None).content_type == "text/plain; version=0.0.4; charset=utf-8"
     assert not negotiate(None).openmetrics
@@ -116,15 +145,16 @@ def registry() -> CollectorRegistry:
 
 def test_every_exporter_state_is_served_as_prometheus_client(registry: CollectorRegistry) -> None:
     metrics = Metrics(registry, max_assistants=5)
+    stream, drift = StreamRecorder(metrics), DriftRecorder(metrics)
     exposition = Exposition(registry)
     assert_served_as_prometheus_client(registry, exposition)  # fresh: build_info, primes
 
-    metrics.prime(topics=["turns"], dead_letter_reasons=["bad_json"])
-    metrics.record_consumed("turns", 3)
+    stream.prime(topics=["turns"], dead_letter_reasons=["bad_json"])
+    stream.record_consumed("turns", 3)
     for name in TRICKY:
-        metrics.record_tripwire(name, checked=2, mismatches=[("order_id", 1)])
-        metrics.record_drift_signal(name, "s_final", q_value=None, effect=-0.0, detected=False)
-        metrics.record_drift_windows(name, recent=10, reference=0)
+        stream.record_tripwire(name, checked=2, mismatches=[("order_id", 1)])
+        drift.record_drift_signal(name, "s_final", q_value=None, effect=-0.0, detected=False)
+        drift.record_drift_windows(name, recent=10, reference=0)
     metrics.judge_tokens.labels("primary-a", "input").inc(2_500_000)  # >= 1e6: Go exponent
     metrics.judge_cost.labels("primary-a").inc(0.1)
     metrics.judge_cost.labels("primary-a").inc(0.2)  # 0.30000000000000004
@@ -133,8 +163,8 @@ def test_every_exporter_state_is_served_as_prometheus_client(registry: Collector
     metrics.metric_score.labels("a", "accuracy").observe(math.nan)  # no bucket, _sum NaN
     metrics.metric_score.labels("a", "tone").observe(-1.0)
     metrics.score_final.labels("b").observe(0.85)  # on a bucket edge
-    metrics.set_lag([(("turns", 0), 5), (("turns", 1), 0), (("turns", 2), 12)])
-    metrics.record_job_run("drift", "ok", 1.7e9)
+    stream.set_lag([(("turns", 0), 5), (("turns", 1), 0), (("turns", 2), 12)])
+    JobRunRecorder(metrics).record_job_run("drift", "ok", 1.7e9)
     metrics.drift_effect.labels("a", "inf").set(math.inf)
     metrics.drift_effect.labels("a", "-inf").set(-math.inf)
     metrics.drift_effect.labels("a", "tiny").set(1e-7)
@@ -142,8 +172,8 @@ def test_every_exporter_state_is_served_as_prometheus_client(registry: Collector
     assert_served_as_prometheus_client(registry, exposition)
     assert_served_as_prometheus_client(registry, exposition)  # nothing changed
 
-    metrics.set_lag([(("turns", 1), 3)])  # two series removed, one changed
-    metrics.forget_drift(TRICKY[0])
+    stream.set_lag([(("turns", 1), 3)])  # two series removed, one changed
+    drift.forget_drift(TRICKY[0])
     metrics.metric_band.labels("a", "accuracy", "severe").inc()
     metrics.drift_effect.remove("a", "tiny")
     metrics.drift_effect.labels("a", "tiny").set(2.0)  # same labels, a new series
@@ -173,7 +203,7 @@ def test_collectors_outside_the_fast_path_are_rendered_in_registry_order() -> No
     registry = CollectorRegistry(target_info={"service": "casewatch"})
     Counter("casewatch_first", "before the others", ["x"], registry=registry).labels("1").inc()
     _other_collectors(registry)
-    metrics = Metrics(registry)
+    metrics = StreamRecorder(Metrics(registry))
     metrics.record_consumed("turns")
     exposition = Exposition(registry)
     assert_served_as_prometheus_client(registry, exposition)
@@ -201,7 +231,7 @@ def test_exemplars_and_set_function_gauges_fall_back_to_prometheus_client(
 
 
 def test_created_samples_when_enabled(registry: CollectorRegistry) -> None:
-    Metrics(registry).record_consumed("turns")
+    StreamRecorder(Metrics(registry)).record_consumed("turns")
     exposition = Exposition(registry)
     enable_created_metrics()  # type: ignore[no-untyped-call]
     try:

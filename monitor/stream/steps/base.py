@@ -20,9 +20,11 @@ step at the end is the only place offsets are marked done, so "committed" always
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from consumers.records import TopicPartition
+from consumers.sampling import SampleDecision
 from monitor.models import TurnEvent, Verdict
 
 T_co = TypeVar("T_co", covariant=True)
@@ -74,3 +76,17 @@ class ProcessingStep(Protocol[T_contra]):
 
 # The commit step accepts any payload: only the envelope's (tp, offset) matters to it.
 DoneStep = ProcessingStep[Any]
+
+
+class SamplingMetrics(Protocol):
+    """What the sample and screen steps record of every consumed turn (``StreamRecorder``)."""
+
+    def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None: ...
+
+    def record_tripwire(
+        self,
+        assistant: str,
+        checked: int,
+        mismatches: Iterable[tuple[str, int]] = (),
+        truncated: int = 0,
+    ) -> None: ...

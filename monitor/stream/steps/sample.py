@@ -15,12 +15,12 @@ checked as far as they go and counted as truncated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from consumers.sampling import SampleDecision
 from monitor.models import TurnEvent
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
 
 TRIPWIRE_REASON = "rule:identifier_tripwire"
 
@@ -38,18 +38,6 @@ class TripwireResult(Protocol):
 
 
 Tripwire = Callable[[TurnEvent], TripwireResult]
-
-
-class SamplingMetrics(Protocol):
-    def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None: ...
-
-    def record_tripwire(
-        self,
-        assistant: str,
-        checked: int,
-        mismatches: Iterable[tuple[str, int]] = (),
-        truncated: int = 0,
-    ) -> None: ...
 
 
 class Decider(Protocol):

@@ -40,8 +40,7 @@ from monitor.errors import MessageRejected
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
 from monitor.settings import SamplingConfig
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
-from monitor.stream.steps.sample import SamplingMetrics
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
 
 log = structlog.get_logger(__name__)
 

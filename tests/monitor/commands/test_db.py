@@ -94,13 +94,13 @@ def test_purge_without_any_retention_is_a_usage_error(
     assert "--older-than-days" in result.output
 
 
-def test_unreachable_database_is_one_clear_line_and_exit_1(
+def test_unreachable_database_is_one_clear_line_and_exit_2(
     runner: CliRunner, tmp_path: Path
 ) -> None:
     config = _config(tmp_path, "postgresql://postgres:hunter2@127.0.0.1:1/x")
     result = runner.invoke(main, ["db", "upgrade", "--config", str(config)])
-    assert result.exit_code == 1
-    assert "Error: migrating the schema failed on" in result.output
+    assert result.exit_code == 2
+    assert "casewatch: migrating the schema failed on" in result.output
     assert "reachable" in result.output
     assert "hunter2" not in result.output
     assert "Traceback" not in result.output
@@ -108,5 +108,5 @@ def test_unreachable_database_is_one_clear_line_and_exit_1(
 
 def test_a_missing_config_file_is_reported(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(main, ["db", "upgrade", "--config", str(tmp_path / "nope.yaml")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "does not exist" in result.output

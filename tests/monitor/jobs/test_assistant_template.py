@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.jobs.assistant_template import TemplateError, parse_path, render, select
+from monitor.errors import TemplateError
+from monitor.jobs.assistant_template import parse_path, render, select
 
 
 def test_whole_placeholders_keep_their_type_and_inline_ones_become_text() -> None:

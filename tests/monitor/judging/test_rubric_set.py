@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from monitor.errors import RubricSetError
 from monitor.judging.rubric_set import (
     RubricEntry,
     RubricQuestion,
-    RubricSetError,
     dump_rubric_set,
     load_rubric_set,
     parse_rubric_set,

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from monitor.errors import NoPairing
 from monitor.reporting.elo import MatchResult
 from monitor.reporting.tournament import (
-    NoPairing,
     bootstrap_intervals,
     default_rounds,
     pair_key,

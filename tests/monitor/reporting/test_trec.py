@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import pytrec_eval
 
+from monitor.errors import TrecFormatError
 from monitor.reporting.trec import (
-    TrecFormatError,
     evaluate,
     format_qrels,
     format_run,

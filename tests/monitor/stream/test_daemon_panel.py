@@ -17,6 +17,7 @@ from consumers.dlq import FileDeadLetterSink
 from consumers.file_source import FileTurnSource
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import build_evaluator
+from monitor.judging.recorder import JudgingRecorder
 from monitor.models import METRICS
 from monitor.settings import load_settings
 from monitor.storage.store import Store
@@ -63,7 +64,7 @@ def test_daemon_panel_calls_the_arbiter_only_on_disagreement(tmp_path: Path) -> 
         store.migrate()
         registry = CollectorRegistry()
         metrics = Metrics(registry)
-        evaluator = build_evaluator(settings, on_panel_result=metrics.record_panel)
+        evaluator = build_evaluator(settings, on_panel_result=JudgingRecorder(metrics).record_panel)
         daemon = Daemon(
             settings,
             FileTurnSource(data, offsets_path=tmp_path / "offsets.json"),

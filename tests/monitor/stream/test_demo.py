@@ -24,9 +24,9 @@ from prometheus_client import CollectorRegistry
 
 from consumers.decode import decode_turn
 from consumers.records import RawMessage
-from consumers.tansu import FETCH_MAX_WAIT_MS, TansuNotInstalled, tansu_binary
+from consumers.tansu import FETCH_MAX_WAIT_MS, tansu_binary
 from monitor.cli import main
-from monitor.errors import InvalidEvent
+from monitor.errors import DemoError, InvalidEvent, TansuNotInstalled
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import build_evaluator
 from monitor.models import TurnEvent
@@ -35,7 +35,6 @@ from monitor.storage.store import Store
 from monitor.stream.demo import (
     MALFORMED,
     Demo,
-    DemoError,
     DemoOptions,
     demo_messages,
     demo_settings,
@@ -44,6 +43,7 @@ from monitor.stream.demo import (
     stop_budget_s,
 )
 from monitor.stream.demo_summary import Snapshot, format_summary
+from monitor.stream.recorder import StreamRecorder
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "turns.jsonl"
@@ -131,7 +131,7 @@ def test_a_short_file_still_gets_every_malformed_record() -> None:
 
 def test_summary_reads_judged_bands_dead_letters_and_mean_score() -> None:
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = StreamRecorder(Metrics(registry))
     evaluator = build_evaluator(load_settings())
     turns = [TurnEvent.model_validate(d) for d in load_examples(EXAMPLES)[:6]]
     verdicts = [evaluator.evaluate(t) for t in turns]

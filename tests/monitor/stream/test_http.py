@@ -16,7 +16,9 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from monitor.clock import ManualClock
 from monitor.exporter import Metrics
 from monitor.exposition import negotiate
+from monitor.jobs.recorders import DriftRecorder
 from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
+from monitor.stream.recorder import StreamRecorder
 
 
 def _get(url: str) -> tuple[int, str, str]:
@@ -54,8 +56,7 @@ def checks() -> _Checks:
 @pytest.fixture
 def server(clock: ManualClock, checks: _Checks) -> Iterator[tuple[ProbeServer, Heartbeat]]:
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
-    metrics.record_consumed("turns", 4)
+    StreamRecorder(Metrics(registry)).record_consumed("turns", 4)
     heartbeat = Heartbeat(max_age_seconds=10, clock=clock)
     app = ProbeApp(registry, heartbeat, {"broker": lambda: checks.broker, "database": checks.db})
     with ProbeServer(app, "127.0.0.1", 0) as srv:
@@ -146,10 +147,13 @@ def _request(url: str, headers: dict[str, str], method: str = "GET") -> tuple[in
 def busy_server() -> Iterator[tuple[ProbeServer, CollectorRegistry]]:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    metrics.record_consumed("turns", 4)
-    metrics.record_tripwire('quote"d\nname', checked=3)
+    stream = StreamRecorder(metrics)
+    stream.record_consumed("turns", 4)
+    stream.record_tripwire('quote"d\nname', checked=3)
     metrics.judge_latency.labels("primary-a").observe(1e9)
-    metrics.record_drift_signal("a", "s_final", q_value=None, effect=0.5, detected=False)
+    DriftRecorder(metrics).record_drift_signal(
+        "a", "s_final", q_value=None, effect=0.5, detected=False
+    )
     with ProbeServer(ProbeApp(registry, Heartbeat(), {}), "127.0.0.1", 0) as srv:
         yield srv, registry
 

@@ -16,8 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.exporter import Metrics
 from monitor.exposition import Exposition, negotiate
+from monitor.jobs.recorders import DriftRecorder
 from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
 from monitor.stream.prometheus_stack import PrometheusStack, Sample
+from monitor.stream.recorder import StreamRecorder
 
 pytestmark = pytest.mark.integration
 
@@ -50,10 +52,12 @@ def scraped(
 ) -> Iterator[tuple[PrometheusStack, Metrics, CollectorRegistry, _Recording]]:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    metrics.record_tripwire(TRICKY, checked=2, mismatches=[("order_id", 1)])
+    StreamRecorder(metrics).record_tripwire(TRICKY, checked=2, mismatches=[("order_id", 1)])
     metrics.judge_tokens.labels("primary-a", "input").inc(2_500_000)
     metrics.judge_latency.labels("primary-a").observe(1e9)  # only the +Inf bucket
-    metrics.record_drift_signal("a", "s_final", q_value=None, effect=-0.25, detected=True)
+    DriftRecorder(metrics).record_drift_signal(
+        "a", "s_final", q_value=None, effect=-0.25, detected=True
+    )
     app = _Recording(registry, Heartbeat(), {})
     with (
         ProbeServer(app, "127.0.0.1", 0) as srv,
@@ -96,6 +100,6 @@ def test_prometheus_reads_back_what_the_exporter_holds(
     )
 
     # A change after a scrape shows up in the next one.
-    metrics.record_tripwire(TRICKY, checked=5)
+    StreamRecorder(metrics).record_tripwire(TRICKY, checked=5)
     checked = f'casewatch_tripwire_checked_total{{assistant="{promql_label}"}}'
     wait_for(lambda: _value(stack, checked) == 7, "the updated counter")

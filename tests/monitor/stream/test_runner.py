@@ -14,11 +14,12 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
+from monitor.errors import ListenError
 from monitor.models import METRICS
 from monitor.settings import load_settings
 from monitor.storage.store import Store
 from monitor.storage.tables import turns, verdicts
-from monitor.stream.runner import DaemonRunner, ListenError, file_sidecars
+from monitor.stream.runner import DaemonRunner, file_sidecars
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn, make_verdict
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config

@@ -13,6 +13,7 @@ from consumers.records import TopicPartition
 from monitor.clock import ManualClock
 from monitor.errors import BrokerError
 from monitor.exporter import Metrics
+from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.commit import FINAL_COMMIT_MIN_S, CommitStep
 from tests.monitor.stream.steps.helpers import env
 
@@ -36,7 +37,9 @@ def _setup(interval: float = 1.0) -> tuple[CommitStep, OffsetTracker, _Committer
     tracker = OffsetTracker()
     committer = _Committer()
     clock = ManualClock()
-    step = CommitStep(committer, tracker, Metrics(CollectorRegistry()), clock, interval)
+    step = CommitStep(
+        committer, tracker, StreamRecorder(Metrics(CollectorRegistry())), clock, interval
+    )
     return step, tracker, committer, clock
 
 
@@ -72,7 +75,7 @@ def test_a_refused_commit_is_retried_and_counted() -> None:
     committer = _Committer()
     registry = CollectorRegistry()
     clock = ManualClock()
-    step = CommitStep(committer, tracker, Metrics(registry), clock, 1.0)
+    step = CommitStep(committer, tracker, StreamRecorder(Metrics(registry)), clock, 1.0)
     tracker.track(FILE_TP, 0)
     step.submit(env(None, offset=0, tp=FILE_TP))
     committer.fail = True
@@ -123,7 +126,9 @@ def test_file_source_offsets_survive_a_restart(tmp_path: Path) -> None:
     offsets = tmp_path / "offsets.json"
     source = FileTurnSource(data, offsets_path=offsets)
     tracker = OffsetTracker()
-    step = CommitStep(source, tracker, Metrics(CollectorRegistry()), ManualClock(), 1.0)
+    step = CommitStep(
+        source, tracker, StreamRecorder(Metrics(CollectorRegistry())), ManualClock(), 1.0
+    )
     for msg in source.poll(0.1, 10):
         tracker.track(msg.tp, msg.offset)
     step.submit(env(None, offset=0, tp=FILE_TP))

@@ -13,6 +13,7 @@ from consumers.dlq import FileDeadLetterSink
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.models import TurnEvent
+from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.decode import DecodeStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.stream.steps.helpers import Recorder, env, raw
@@ -30,7 +31,7 @@ def sink(tmp_path: Path) -> Iterator[FileDeadLetterSink]:
 def _step(
     sink: FileDeadLetterSink, registry: CollectorRegistry, nxt: Recorder, done: Recorder
 ) -> DecodeStep:
-    return DecodeStep(nxt, done, sink, Metrics(registry), max_bytes=100_000)
+    return DecodeStep(nxt, done, sink, StreamRecorder(Metrics(registry)), max_bytes=100_000)
 
 
 def test_valid_records_become_turns_with_the_same_offset(sink: FileDeadLetterSink) -> None:

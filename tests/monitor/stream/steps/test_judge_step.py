@@ -12,6 +12,7 @@ from monitor.errors import MessageRejected, StorageError
 from monitor.exporter import Metrics
 from monitor.settings import SamplingConfig
 from monitor.storage.store import Store
+from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import JudgedTurn
 from monitor.stream.steps.judge import JudgeStep
 from tests.fixtures.databases import make_turn, make_verdict
@@ -39,7 +40,12 @@ def parts(
     evaluator = GatedEvaluator(open_gate=False)
     costs = CostLog()
     step = JudgeStep(
-        downstream, evaluator, Metrics(registry), costs, concurrency=2, max_in_flight=3
+        downstream,
+        evaluator,
+        StreamRecorder(Metrics(registry)),
+        costs,
+        concurrency=2,
+        max_in_flight=3,
     )
     yield step, downstream, evaluator, costs
     evaluator.gate.set()
@@ -84,7 +90,12 @@ def test_results_refused_downstream_stay_held_and_count_in_flight(
 ) -> None:
     downstream = Recorder(capacity=1)
     step = JudgeStep(
-        downstream, GatedEvaluator(), Metrics(registry), CostLog(), concurrency=2, max_in_flight=2
+        downstream,
+        GatedEvaluator(),
+        StreamRecorder(Metrics(registry)),
+        CostLog(),
+        concurrency=2,
+        max_in_flight=2,
     )
     try:
         step.submit(env(make_turn("a"), offset=0))
@@ -109,7 +120,7 @@ def test_an_evaluator_that_raises_yields_a_judge_failed_verdict(
     step = JudgeStep(
         downstream,
         evaluator,
-        Metrics(registry),
+        StreamRecorder(Metrics(registry)),
         CostLog(),
         concurrency=1,
         max_in_flight=4,
@@ -151,7 +162,7 @@ def test_join_gives_up_at_the_deadline_leaving_work_unforwarded(
 
 def test_bad_sizes_fail_fast(registry: CollectorRegistry) -> None:
     with pytest.raises(ValueError, match="concurrency"):
-        JudgeStep(Recorder(), GatedEvaluator(), Metrics(registry), CostLog(), 0, 1)
+        JudgeStep(Recorder(), GatedEvaluator(), StreamRecorder(Metrics(registry)), CostLog(), 0, 1)
 
 
 def test_every_judge_call_of_a_turn_is_charged_to_the_hourly_call_budget(
@@ -163,7 +174,9 @@ def test_every_judge_call_of_a_turn_is_charged_to_the_hourly_call_budget(
     sampling = SamplingConfig(budget_calls_per_hour=10)
     sampler = Sampler(sampling, clock, calls_per_turn=1)
     downstream = Recorder()
-    step = JudgeStep(downstream, GatedEvaluator(), Metrics(registry), sampler, 1, 4, clock=clock)
+    step = JudgeStep(
+        downstream, GatedEvaluator(), StreamRecorder(Metrics(registry)), sampler, 1, 4, clock=clock
+    )
     try:
         turn = make_turn("arbitrated")
         assert sampler.decide(turn).sampled
@@ -190,7 +203,7 @@ def test_a_turn_already_judged_under_the_config_is_finished_without_a_judge_call
     step = JudgeStep(
         downstream,
         evaluator,
-        Metrics(registry),
+        StreamRecorder(Metrics(registry)),
         costs,
         concurrency=2,
         max_in_flight=8,
@@ -237,7 +250,7 @@ def test_a_failing_look_up_holds_the_turns_and_retries_with_backoff(
     step = JudgeStep(
         downstream,
         evaluator,
-        Metrics(registry),
+        StreamRecorder(Metrics(registry)),
         CostLog(),
         concurrency=1,
         max_in_flight=2,
@@ -270,7 +283,7 @@ def test_held_turns_of_a_partition_that_comes_back_are_looked_up_again(
     step = JudgeStep(
         downstream,
         evaluator,
-        Metrics(registry),
+        StreamRecorder(Metrics(registry)),
         CostLog(),
         concurrency=1,
         max_in_flight=4,
@@ -292,7 +305,15 @@ def test_held_turns_of_a_partition_that_comes_back_are_looked_up_again(
 
 def test_judged_and_done_go_together(registry: CollectorRegistry, store: Store) -> None:
     with pytest.raises(ValueError, match="done"):
-        JudgeStep(Recorder(), GatedEvaluator(), Metrics(registry), CostLog(), 1, 1, judged=store)
+        JudgeStep(
+            Recorder(),
+            GatedEvaluator(),
+            StreamRecorder(Metrics(registry)),
+            CostLog(),
+            1,
+            1,
+            judged=store,
+        )
 
 
 def test_waiting_ends_when_a_call_finishes_and_turns_taken_back_are_not_collected(
@@ -301,7 +322,12 @@ def test_waiting_ends_when_a_call_finishes_and_turns_taken_back_are_not_collecte
     downstream = Recorder()
     evaluator = GatedEvaluator(open_gate=False)
     step = JudgeStep(
-        downstream, evaluator, Metrics(registry), CostLog(), concurrency=1, max_in_flight=4
+        downstream,
+        evaluator,
+        StreamRecorder(Metrics(registry)),
+        CostLog(),
+        concurrency=1,
+        max_in_flight=4,
     )
     try:
         assert not step.wait_any(5.0)  # nothing in flight: at once

@@ -13,6 +13,7 @@ from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.settings import AlwaysJudgeRule, SamplingConfig
+from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.sample import SampleStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.stream.steps.helpers import Recorder, env
@@ -22,7 +23,7 @@ def test_skipped_turns_are_done_here_and_counted_by_reason() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
     sampler = Sampler(SamplingConfig(default_rate=0.0), ManualClock())
-    step = SampleStep(nxt, done, sampler, Metrics(registry))
+    step = SampleStep(nxt, done, sampler, StreamRecorder(Metrics(registry)))
     step.submit(env(make_turn("e1"), offset=4))
     assert done.offsets == [4]
     assert nxt.items == []
@@ -37,7 +38,7 @@ def test_sampled_turns_go_on_and_are_counted_by_reason() -> None:
     nxt, done = Recorder(), Recorder()
     rule = AlwaysJudgeRule(name="negative", field="feedback", equals="negative")
     sampler = Sampler(SamplingConfig(default_rate=1.0, always_judge=[rule]), ManualClock())
-    step = SampleStep(nxt, done, sampler, Metrics(registry))
+    step = SampleStep(nxt, done, sampler, StreamRecorder(Metrics(registry)))
     step.submit(env(make_turn("e1"), offset=0))
     step.submit(env(make_turn("e2", feedback={"rating": "negative"}), offset=1))
     assert nxt.offsets == [0, 1]
@@ -53,7 +54,7 @@ def test_a_rejected_turn_keeps_its_decision_and_budget() -> None:
     registry = CollectorRegistry()
     nxt = Recorder(capacity=0)
     sampler = Sampler(SamplingConfig(budget_calls_per_hour=1), ManualClock())
-    step = SampleStep(nxt, Recorder(), sampler, Metrics(registry))
+    step = SampleStep(nxt, Recorder(), sampler, StreamRecorder(Metrics(registry)))
     message = env(make_turn("e1"))
     for _ in range(3):
         with pytest.raises(MessageRejected):
@@ -73,7 +74,10 @@ def test_a_rejected_turn_keeps_its_decision_and_budget() -> None:
 def test_poll_join_close_reach_the_next_step() -> None:
     nxt = Recorder()
     step = SampleStep(
-        nxt, Recorder(), Sampler(SamplingConfig(), ManualClock()), Metrics(CollectorRegistry())
+        nxt,
+        Recorder(),
+        Sampler(SamplingConfig(), ManualClock()),
+        StreamRecorder(Metrics(CollectorRegistry())),
     )
     step.poll()
     step.join(3.0)
@@ -84,7 +88,7 @@ def test_poll_join_close_reach_the_next_step() -> None:
 def test_counts_of_a_batch_are_added_per_assistant_and_reason() -> None:
     registry = CollectorRegistry()
     sampler = Sampler(SamplingConfig(default_rate=0.0, rates={"billing": 1.0}), ManualClock())
-    step = SampleStep(Recorder(), Recorder(), sampler, Metrics(registry))
+    step = SampleStep(Recorder(), Recorder(), sampler, StreamRecorder(Metrics(registry)))
     for i in range(5):
         step.submit(env(make_turn(f"h{i}"), offset=2 * i))
         step.submit(env(make_turn(f"b{i}", assistant="billing"), offset=2 * i + 1))
@@ -111,7 +115,9 @@ def test_the_tripwire_checks_every_turn_and_a_hit_is_sampled_by_its_rule() -> No
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
     sampler = Sampler(SamplingConfig(default_rate=0.0), ManualClock())
-    step = SampleStep(nxt, done, sampler, Metrics(registry), tripwire=identifier_tripwire)
+    step = SampleStep(
+        nxt, done, sampler, StreamRecorder(Metrics(registry)), tripwire=identifier_tripwire
+    )
     step.submit(env(make_turn("clean"), offset=0))
     step.submit(env(make_turn("bad", **CORRUPT), offset=1))
     assert done.offsets == [0]
@@ -133,7 +139,9 @@ def test_a_tripwire_hit_stays_within_the_budget() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
     sampler = Sampler(SamplingConfig(default_rate=0.0, budget_calls_per_hour=1), ManualClock())
-    step = SampleStep(nxt, done, sampler, Metrics(registry), tripwire=identifier_tripwire)
+    step = SampleStep(
+        nxt, done, sampler, StreamRecorder(Metrics(registry)), tripwire=identifier_tripwire
+    )
     step.submit(env(make_turn("b1", **CORRUPT), offset=0))
     step.submit(env(make_turn("b2", **CORRUPT), offset=1))
     assert nxt.offsets == [0]
@@ -154,7 +162,11 @@ def test_a_configured_rule_keeps_its_reason_when_the_tripwire_also_fires() -> No
     rule = AlwaysJudgeRule(name="negative", field="feedback", equals="negative")
     sampler = Sampler(SamplingConfig(default_rate=0.0, always_judge=[rule]), ManualClock())
     step = SampleStep(
-        Recorder(), Recorder(), sampler, Metrics(registry), tripwire=identifier_tripwire
+        Recorder(),
+        Recorder(),
+        sampler,
+        StreamRecorder(Metrics(registry)),
+        tripwire=identifier_tripwire,
     )
     step.submit(env(make_turn("b", feedback={"rating": "negative"}, **CORRUPT)))
     step.poll()
@@ -165,7 +177,7 @@ def test_a_configured_rule_keeps_its_reason_when_the_tripwire_also_fires() -> No
 def test_without_a_tripwire_nothing_is_checked() -> None:
     registry = CollectorRegistry()
     sampler = Sampler(SamplingConfig(default_rate=0.0), ManualClock())
-    step = SampleStep(Recorder(), Recorder(), sampler, Metrics(registry))
+    step = SampleStep(Recorder(), Recorder(), sampler, StreamRecorder(Metrics(registry)))
     step.submit(env(make_turn("b", **CORRUPT)))
     step.poll()
     assert (
@@ -178,7 +190,11 @@ def test_a_turn_past_the_tripwire_bounds_is_counted_as_truncated() -> None:
     registry = CollectorRegistry()
     sampler = Sampler(SamplingConfig(default_rate=0.0), ManualClock())
     step = SampleStep(
-        Recorder(), Recorder(), sampler, Metrics(registry), tripwire=identifier_tripwire
+        Recorder(),
+        Recorder(),
+        sampler,
+        StreamRecorder(Metrics(registry)),
+        tripwire=identifier_tripwire,
     )
     huge = "Reinstall the driver as KB-1042 describes. " + "Nothing else. " * 10_000
     step.submit(env(make_turn("small", **CORRUPT), offset=0))

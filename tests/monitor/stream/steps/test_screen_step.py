@@ -22,6 +22,7 @@ from consumers.records import RawMessage, TopicPartition
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.settings import AlwaysJudgeRule, SamplingConfig
+from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope
 from monitor.stream.steps.screen import Screener, ScreenStep
 from tests.fixtures.databases import make_turn
@@ -89,14 +90,14 @@ def test_the_screener_finishes_only_valid_unsampled_clean_turns() -> None:
 
 
 @pytest.fixture
-def make_step() -> Iterator[Callable[..., tuple[ScreenStep, Recorder, Recorder, Metrics]]]:
+def make_step() -> Iterator[Callable[..., tuple[ScreenStep, Recorder, Recorder, StreamRecorder]]]:
     steps: list[ScreenStep] = []
 
     def make(
         capacity: int | None = None, batch_size: int = 4
-    ) -> tuple[ScreenStep, Recorder, Recorder, Metrics]:
+    ) -> tuple[ScreenStep, Recorder, Recorder, StreamRecorder]:
         nxt, done = Recorder(capacity), Recorder()
-        metrics = Metrics(CollectorRegistry())
+        metrics = StreamRecorder(Metrics(CollectorRegistry()))
         step = ScreenStep(
             nxt,
             done,
@@ -134,7 +135,12 @@ def test_counts_are_those_of_the_sample_step() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
     step = ScreenStep(
-        nxt, done, Metrics(registry), processes=1, max_bytes=MAX_BYTES, sampling=SAMPLING
+        nxt,
+        done,
+        StreamRecorder(Metrics(registry)),
+        processes=1,
+        max_bytes=MAX_BYTES,
+        sampling=SAMPLING,
     )
     try:
         for m in records([value("a1"), value("a2"), value("b1", assistant="billing")]):

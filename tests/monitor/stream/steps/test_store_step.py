@@ -11,6 +11,7 @@ from monitor.clock import Backoff, ManualClock
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.storage.store import Store
+from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope, JudgedTurn
 from monitor.stream.steps.store import StoreStep
 from tests.fixtures.databases import make_turn, make_verdict
@@ -25,7 +26,7 @@ def _judged(event_id: str, offset: int) -> Envelope[JudgedTurn]:
 def test_batches_are_saved_then_marked_done(store: Store) -> None:
     registry = CollectorRegistry()
     done = Recorder()
-    step = StoreStep(done, store, Metrics(registry), ManualClock(), batch_size=10)
+    step = StoreStep(done, store, StreamRecorder(Metrics(registry)), ManualClock(), batch_size=10)
     for i in range(3):
         step.submit(_judged(f"e{i}", i))
     assert done.items == []  # nothing is done before it is durable
@@ -38,7 +39,7 @@ def test_batches_are_saved_then_marked_done(store: Store) -> None:
 def test_replays_are_stored_once_and_counted_as_duplicates(store: Store) -> None:
     registry = CollectorRegistry()
     done = Recorder()
-    step = StoreStep(done, store, Metrics(registry), ManualClock())
+    step = StoreStep(done, store, StreamRecorder(Metrics(registry)), ManualClock())
     step.submit(_judged("e1", 0))
     step.poll()
     step.submit(_judged("e1", 1))
@@ -53,7 +54,9 @@ def test_replays_are_stored_once_and_counted_as_duplicates(store: Store) -> None
 
 def test_a_full_batch_is_written_on_submit(store: Store) -> None:
     done = Recorder()
-    step = StoreStep(done, store, Metrics(CollectorRegistry()), ManualClock(), batch_size=2)
+    step = StoreStep(
+        done, store, StreamRecorder(Metrics(CollectorRegistry())), ManualClock(), batch_size=2
+    )
     for i in range(3):
         step.submit(_judged(f"e{i}", i))
     assert done.offsets == [0, 1]
@@ -67,7 +70,14 @@ def test_database_errors_are_retried_with_backoff_and_never_mark_done(tmp_path: 
     registry = CollectorRegistry()
     clock = ManualClock()
     done = Recorder()
-    step = StoreStep(done, store, Metrics(registry), clock, batch_size=2, backoff=Backoff(1.0, 8.0))
+    step = StoreStep(
+        done,
+        store,
+        StreamRecorder(Metrics(registry)),
+        clock,
+        batch_size=2,
+        backoff=Backoff(1.0, 8.0),
+    )
     try:
         step.submit(_judged("e0", 0))
         step.poll()
@@ -97,7 +107,7 @@ def test_database_errors_are_retried_with_backoff_and_never_mark_done(tmp_path: 
 
 def test_join_writes_what_is_buffered_and_joins_downstream(store: Store) -> None:
     done = Recorder()
-    step = StoreStep(done, store, Metrics(CollectorRegistry()), ManualClock())
+    step = StoreStep(done, store, StreamRecorder(Metrics(CollectorRegistry())), ManualClock())
     step.submit(_judged("e0", 0))
     step.join(timeout=5)
     assert done.offsets == [0]
@@ -108,7 +118,11 @@ def test_join_gives_up_at_the_deadline(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")  # never migrated: every write fails
     done = Recorder()
     step = StoreStep(
-        done, store, Metrics(CollectorRegistry()), ManualClock(), backoff=Backoff(0.01, 0.01)
+        done,
+        store,
+        StreamRecorder(Metrics(CollectorRegistry())),
+        ManualClock(),
+        backoff=Backoff(0.01, 0.01),
     )
     try:
         step.submit(_judged("e0", 0))

@@ -1,0 +1,42 @@
+"""How commands print numbers and tables (one look across ``judge``, ``compare``,
+``agreement``, ``pairwise``, ``tournament``, ``rubric`` and ``drift``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+MISSING = "—"  # a figure that could not be computed (too few data, a failed judgment)
+
+
+def num(x: float | None, digits: int = 4, *, tiny_exponent: bool = False) -> str:
+    """``x`` with ``digits`` decimals; with ``tiny_exponent``, a non-zero value that would
+    print as 0 is written as ``1.2e-05`` instead."""
+    if x is None:
+        return MISSING
+    if tiny_exponent and x != 0 and abs(x) < 10 ** (-digits):
+        return f"{x:.1e}"
+    return f"{x:.{digits}f}"
+
+
+def p_value(x: float | None) -> str:
+    """A p-value: four decimals, or an exponent below 1e-4."""
+    return MISSING if x is None else (f"{x:.2e}" if x < 1e-4 else f"{x:.4f}")
+
+
+def table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], left: frozenset[int] = frozenset({0})
+) -> str:
+    """Columns padded to their widest cell, ``left`` ones left-aligned (the rest right), a rule
+    under the header, no trailing spaces."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        cells = zip(row, widths, strict=True)
+        return "  ".join(
+            c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(cells)
+        ).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+__all__ = ["MISSING", "num", "p_value", "table"]

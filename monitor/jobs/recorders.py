@@ -1,0 +1,184 @@
+"""What the scheduled jobs record: their runs, drift, rubric grading and the baseline tiers
+(the families are declared in ``monitor.exporter``). Each job builds its recorder from the
+``Metrics`` it is given; the baseline-tier job's judge requests go through judging's recorder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from prometheus_client import Gauge
+
+from monitor.exporter import Metrics
+from monitor.judging.pairwise_scoring import KINDS, OUTCOMES
+from monitor.judging.probes import TIERS
+from monitor.judging.recorder import JudgingRecorder
+
+# Outcomes of grading one live turn against its rubric entry (rubric job).
+RUBRIC_OUTCOMES: tuple[str, ...] = ("ok", "failed", "budget")
+
+
+class JobRunRecorder:
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+
+    def record_job_run(self, job: str, outcome: str, finished_at: float) -> None:
+        self._m.job_runs.labels(job=job, outcome=outcome).inc()
+        if outcome == "ok":
+            self._m.job_last_success.labels(job=job).set(finished_at)
+
+
+class DriftRecorder:
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+        self._series: dict[str, set[str]] = {}  # assistant label -> signals exported
+        self._lock = threading.Lock()
+
+    def record_drift_signal(
+        self,
+        assistant: str,
+        signal: str,
+        *,
+        q_value: float | None,
+        effect: float | None,
+        detected: bool,
+    ) -> None:
+        """One signal of the last drift run; None (insufficient data) is exported as NaN."""
+        label = self._assistant(assistant)
+        with self._lock:
+            self._series.setdefault(label, set()).add(signal)
+        nan = float("nan")
+        self._m.drift_pvalue.labels(label, signal).set(nan if q_value is None else q_value)
+        self._m.drift_effect.labels(label, signal).set(nan if effect is None else effect)
+        self._m.drift_detected.labels(label, signal).set(1 if detected else 0)
+
+    def record_drift_windows(self, assistant: str, *, recent: int, reference: int) -> None:
+        label = self._assistant(assistant)
+        self._m.drift_window_turns.labels(label, "recent").set(recent)
+        self._m.drift_window_turns.labels(label, "reference").set(reference)
+
+    def record_drift_run(self, finished_at: float) -> None:
+        self._m.drift_last_run.set(finished_at)
+
+    def forget_drift(self, assistant: str) -> None:
+        """Drop an assistant's drift series (it left both windows): no frozen last values."""
+        label = self._assistant(assistant)
+        with self._lock:
+            signals = self._series.pop(label, set())
+        m = self._m
+        for signal in signals:
+            for gauge in (m.drift_pvalue, m.drift_effect, m.drift_detected):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(label, signal)
+        for window in ("recent", "reference"):
+            with contextlib.suppress(KeyError):
+                m.drift_window_turns.remove(label, window)
+
+
+class RubricRecorder:
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+
+    def record_rubric_grading(
+        self,
+        assistant: str,
+        outcome: str,
+        coverage: float | None,
+        paths: Mapping[str, int] | None = None,
+    ) -> None:
+        """One live turn graded against its rubric entry (``coverage`` and the replies' parse
+        ``paths`` when ``ok``)."""
+        label = self._assistant(assistant)
+        self._m.rubric_graded.labels(assistant=label, outcome=outcome).inc()
+        if coverage is not None:
+            self._m.rubric_coverage.labels(assistant=label).observe(coverage)
+        for path, n in (paths or {}).items():
+            if n:
+                self._m.rubric_replies.labels(path=path).inc(n)
+
+
+class PairwiseRequest(Protocol):
+    """What ``BaselineRecorder.record_judge_requests`` reads of a ``PairwiseJudgment``."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def failure_reason(self) -> str | None: ...
+
+    @property
+    def cost_usd(self) -> float: ...
+
+
+class BaselineRecorder:
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+        self._judging = JudgingRecorder(metrics)
+
+    def prime(self, assistant: str) -> None:
+        """Zero series for every tier, outcome and confidence kind of a configured assistant."""
+        label = self._assistant(assistant)
+        for tier in TIERS:
+            for outcome in OUTCOMES:
+                self._m.baseline_outcomes.labels(assistant=label, tier=tier, outcome=outcome)
+        for kind in KINDS:
+            self._m.pairwise_confidence.labels(assistant=label, kind=kind)
+
+    def record_assistant(
+        self,
+        assistant: str,
+        *,
+        outcomes: Mapping[str, Mapping[str, int]],
+        win_rates: Mapping[str, float | None],
+        kinds: Mapping[str, int],
+        position_disagreement: float | None,
+        elo: float | None,
+    ) -> None:
+        """One run's results for ``assistant``: ``outcomes`` and ``win_rates`` per tier,
+        decisions per confidence kind. A value of None (nothing judged this run) removes its
+        gauge rather than leave the last run's value standing as if it were current."""
+        m = self._m
+        label = self._assistant(assistant)
+        for tier, counts in outcomes.items():
+            for outcome in OUTCOMES:
+                if counts.get(outcome):
+                    m.baseline_outcomes.labels(assistant=label, tier=tier, outcome=outcome).inc(
+                        counts[outcome]
+                    )
+        for tier, rate in win_rates.items():
+            _set_or_remove(m.baseline_win_rate, rate, label, tier)
+        for kind, count in kinds.items():
+            m.pairwise_confidence.labels(assistant=label, kind=kind).inc(count)
+        _set_or_remove(m.pairwise_position_disagreement, position_disagreement, label)
+        _set_or_remove(m.elo_rating, elo, label)
+
+    def record_judge_requests(self, judge: str, requests: Iterable[PairwiseRequest]) -> None:
+        """Each pairwise judgment as one judge request (judging's series)."""
+        for r in requests:
+            self._judging.record_judge_request(
+                judge, ok=r.ok, failure_reason=r.failure_reason, cost_usd=r.cost_usd
+            )
+
+
+def _set_or_remove(gauge: Gauge, value: float | None, *labels: str) -> None:
+    if value is not None:
+        gauge.labels(*labels).set(value)
+        return
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)
+
+
+__all__ = [
+    "RUBRIC_OUTCOMES",
+    "BaselineRecorder",
+    "DriftRecorder",
+    "JobRunRecorder",
+    "PairwiseRequest",
+    "RubricRecorder",
+]

@@ -1,0 +1,139 @@
+"""What the stream records: intake, sampling, the identifier tripwire, dead letters, stored
+verdicts, offset commits, backpressure, consumer lag and rebalances (the families are declared
+in ``monitor.exporter``; the verdicts' own series are judging's, ``monitor.judging.recorder``).
+
+The daemon builds one ``StreamRecorder`` over its ``Metrics`` and hands it to the steps, which
+type it by the small protocol each needs (``SamplingMetrics``, ``StoreMetrics``, ...).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from monitor.exporter import Metrics
+from monitor.judging.recorder import JudgingRecorder
+from monitor.models import Verdict
+
+# Sampling counter children kept per (sampled, assistant, reason): every consumed turn is
+# counted, and ``labels()`` costs several microseconds. Bounded, as assistant names are input.
+_SAMPLING_CACHE_MAX = 1024
+# casewatch_turns_skipped_total reason of a sampled turn whose verdict is already stored.
+ALREADY_JUDGED = "already_judged"
+
+
+class Decision(Protocol):
+    """What ``record_sampling`` needs of a ``consumers.sampling.SampleDecision``."""
+
+    @property
+    def sampled(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+class StreamRecorder:
+    def __init__(self, metrics: Metrics, judging: JudgingRecorder | None = None) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+        self._judging = judging or JudgingRecorder(metrics)
+        self._sampling_children: dict[tuple[bool, str, str], Any] = {}
+        self._lag_series: set[tuple[str, str]] = set()
+        self._lag_lock = threading.Lock()
+
+    def prime(self, *, topics: Iterable[str] = (), dead_letter_reasons: Iterable[str] = ()) -> None:
+        """Export zero-valued series for label values known up front, so ``rate()`` and
+        ``increase()`` see the first event instead of a series appearing out of nowhere."""
+        for topic in topics:
+            self._m.turns_consumed.labels(topic=topic)
+            self._m.offsets_committed.labels(topic=topic)
+        for reason in dead_letter_reasons:
+            self._m.dead_letter.labels(reason=reason)
+
+    def record_consumed(self, topic: str, count: int = 1) -> None:
+        self._m.turns_consumed.labels(topic=topic).inc(count)
+
+    def record_sampling(self, assistant: str, decision: Decision, count: int = 1) -> None:
+        key = (decision.sampled, assistant, decision.reason)
+        child = self._sampling_children.get(key)
+        if child is None:
+            counter = self._m.turns_sampled if decision.sampled else self._m.turns_skipped
+            child = counter.labels(assistant=self._assistant(assistant), reason=decision.reason)
+            if len(self._sampling_children) < _SAMPLING_CACHE_MAX:
+                self._sampling_children[key] = child
+        child.inc(count)
+
+    def record_tripwire(
+        self,
+        assistant: str,
+        checked: int,
+        mismatches: Iterable[tuple[str, int]] = (),
+        truncated: int = 0,
+    ) -> None:
+        """``checked`` turns of ``assistant``; ``mismatches``: (identifier kind, turns);
+        ``truncated``: turns checked only as far as the tripwire's bounds."""
+        label = self._assistant(assistant)
+        self._m.tripwire_checked.labels(assistant=label).inc(checked)
+        # Created at 0 with the first check, so the share on the pipeline dashboard reads 0
+        # (not "no data") and rate() counts the first truncated turn.
+        partial = self._m.tripwire_truncated.labels(assistant=label)
+        if truncated:
+            partial.inc(truncated)
+        for kind, n in mismatches:
+            self._m.identifier_mismatch.labels(assistant=label, kind=kind).inc(n)
+
+    def record_already_judged(self, assistant: str, count: int = 1) -> None:
+        """Sampled turns not judged because the store already holds their verdict under the
+        current judge configuration (a replay after a crash or a rebalance): no judge call."""
+        label = self._assistant(assistant)
+        self._m.turns_skipped.labels(assistant=label, reason=ALREADY_JUDGED).inc(count)
+
+    def record_verdict(self, verdict: Verdict) -> None:
+        """A verdict the stream finished: judging's series (``JudgingRecorder``)."""
+        self._judging.record_verdict(verdict)
+
+    def record_dead_letter(self, reason: str) -> None:
+        self._m.dead_letter.labels(reason=reason).inc()
+
+    def record_storage_error(self) -> None:
+        self._m.storage_errors.inc()
+
+    def record_stored(self, inserted: int, duplicate: int) -> None:
+        if inserted:
+            self._m.stored.labels(outcome="inserted").inc(inserted)
+        if duplicate:
+            self._m.stored.labels(outcome="duplicate").inc(duplicate)
+
+    def record_commit(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            self._m.offsets_committed.labels(topic=topic).inc()
+
+    def record_commit_failure(self) -> None:
+        self._m.commit_failures.inc()
+
+    def set_in_flight(self, turns: int) -> None:
+        self._m.in_flight.set(turns)
+
+    def set_paused_partitions(self, partitions: int) -> None:
+        self._m.paused_partitions.set(partitions)
+
+    def record_revoke_abandoned(self, turns: int) -> None:
+        self._m.revoke_abandoned.inc(turns)
+
+    def set_lag(self, lag: Iterable[tuple[tuple[str, int], int]]) -> None:
+        """Replace the lag series (``lag`` as ``dict.items()`` of (topic, partition) -> lag):
+        partitions no longer assigned disappear instead of freezing at their last value."""
+        current: set[tuple[str, str]] = set()
+        for (topic, partition), value in lag:
+            key = (topic, str(partition))
+            current.add(key)
+            self._m.consumer_lag.labels(*key).set(value)
+        # Removed one by one (not clear()): a scrape in between must not see every series gone.
+        with self._lag_lock:
+            for key in self._lag_series - current:
+                self._m.consumer_lag.remove(*key)
+            self._lag_series = current
+
+
+__all__ = ["ALREADY_JUDGED", "Decision", "StreamRecorder"]

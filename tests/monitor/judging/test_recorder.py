@@ -1,0 +1,190 @@
+"""Judging's recorder: verdict, judge-request and panel series, read back from a fresh
+registry."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from monitor.exporter import Metrics
+from monitor.judging.arbitration import PanelOutcome
+from monitor.judging.recorder import JudgingRecorder
+from monitor.judging.verdicts import failed_verdict, single_judge_verdict
+from monitor.models import METRICS, Assistant, Case, JudgeScores, Judgment, MetricScore, TurnEvent
+from monitor.scoring import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE
+
+
+def _turn(assistant: str = "helpdesk") -> TurnEvent:
+    return TurnEvent(
+        event_id="e1",
+        conversation_id="c1",
+        turn_index=0,
+        timestamp=datetime(2026, 1, 1, tzinfo=UTC),
+        assistant=Assistant(name=assistant, version="1", model="m"),
+        case=Case(subject="s", description="d"),
+        query="q",
+        answer="a",
+    )
+
+
+def _judgment(score: float, **kw: object) -> Judgment:
+    scores = JudgeScores(**{m: MetricScore(score=score, justification="j") for m in METRICS})
+    base: dict[str, object] = {
+        "judge": "primary",
+        "kind": "openai",
+        "model": "m",
+        "status": "ok",
+        "scores": scores,
+        "attempts": 2,
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cost_usd": 0.25,
+        "latency_seconds": 1.5,
+    }
+    base.update(kw)
+    return Judgment.model_validate(base)
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+def test_record_verdict_scored(registry: CollectorRegistry) -> None:
+    metrics = JudgingRecorder(Metrics(registry))
+    verdict = single_judge_verdict(
+        _turn(),
+        _judgment(0.2),
+        weights=DEFAULT_PROFILE,
+        weight_profile="default",
+        critical=DEFAULT_CRITICAL_METRICS,
+    )
+    metrics.record_verdict(verdict)
+    get = registry.get_sample_value
+    assert get("casewatch_turns_judged_total", {"assistant": "helpdesk", "band": "severe"}) == 1
+    labels = {"assistant": "helpdesk", "metric": "hallucination", "band": "severe"}
+    assert get("casewatch_metric_band_total", labels) == 1
+    assert get("casewatch_score_final_count", {"assistant": "helpdesk"}) == 1
+    assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.3"}) == 1
+    assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.1"}) == 0
+    assert (
+        get("casewatch_metric_score_count", {"assistant": "helpdesk", "metric": "answer_type_fit"})
+        == 1
+    )
+    assert get("casewatch_judge_requests_total", {"judge": "primary", "outcome": "ok"}) == 1
+    assert get("casewatch_judge_retries_total", {"judge": "primary"}) == 1
+    assert get("casewatch_judge_tokens_total", {"judge": "primary", "kind": "input"}) == 100
+    assert get("casewatch_judge_tokens_total", {"judge": "primary", "kind": "output"}) == 20
+    assert get("casewatch_judge_cost_usd_total", {"judge": "primary"}) == 0.25
+    assert get("casewatch_judge_latency_seconds_sum", {"judge": "primary"}) == 1.5
+
+
+def test_a_new_assistant_starts_every_band_at_zero(registry: CollectorRegistry) -> None:
+    """rules/ compute band shares with rate(): a band series must exist before its first
+    increment, or Prometheus never sees that increment."""
+    metrics = JudgingRecorder(Metrics(registry))
+    verdict = single_judge_verdict(
+        _turn("fresh"),
+        _judgment(0.95),
+        weights=DEFAULT_PROFILE,
+        weight_profile="default",
+        critical=DEFAULT_CRITICAL_METRICS,
+    )
+    metrics.record_verdict(verdict)
+    metrics.record_verdict(verdict)
+    get = registry.get_sample_value
+    bands = {
+        b: get("casewatch_turns_judged_total", {"assistant": "fresh", "band": b})
+        for b in ("severe", "moderate", "minor", "none", "judge_failed")
+    }
+    assert bands == {"severe": 0, "moderate": 0, "minor": 0, "none": 2, "judge_failed": 0}
+
+
+def test_record_verdict_failed(registry: CollectorRegistry) -> None:
+    metrics = JudgingRecorder(Metrics(registry))
+    failed = _judgment(
+        0.5, status="judge_failed", scores=None, failure_reason="timeout", attempts=1
+    )
+    metrics.record_verdict(failed_verdict(_turn(), [failed], "timeout", weight_profile="default"))
+    get = registry.get_sample_value
+    assert (
+        get("casewatch_turns_judged_total", {"assistant": "helpdesk", "band": "judge_failed"}) == 1
+    )
+    assert get("casewatch_judge_failed_total", {"judge": "primary", "reason": "timeout"}) == 1
+    assert get("casewatch_judge_requests_total", {"judge": "primary", "outcome": "failed"}) == 1
+    assert get("casewatch_score_final_count", {"assistant": "helpdesk"}) is None
+    assert get("casewatch_judge_retries_total", {"judge": "primary"}) is None
+
+
+def test_unknown_failure_reason_is_bounded(registry: CollectorRegistry) -> None:
+    metrics = JudgingRecorder(Metrics(registry))
+    bad = _judgment(0.5, status="judge_failed", scores=None, failure_reason="free text " * 5)
+    metrics.record_verdict(failed_verdict(_turn(), [bad], "x", weight_profile="default"))
+    labels = {"judge": "primary", "reason": "internal"}
+    assert registry.get_sample_value("casewatch_judge_failed_total", labels) == 1
+
+
+def test_exposition_has_no_id_labels(registry: CollectorRegistry) -> None:
+    metrics = JudgingRecorder(Metrics(registry))
+    verdict = single_judge_verdict(
+        _turn(),
+        _judgment(0.9),
+        weights=DEFAULT_PROFILE,
+        weight_profile="default",
+        critical=DEFAULT_CRITICAL_METRICS,
+    )
+    metrics.record_verdict(verdict)
+    text = generate_latest(registry).decode()
+    assert "e1" not in text.replace("le=", "")
+    assert "conversation" not in text
+    assert "event_id" not in text
+
+
+def test_record_panel_counts_agreement_arbiter_and_cost_by_role(
+    registry: CollectorRegistry,
+) -> None:
+    m = JudgingRecorder(Metrics(registry))
+    m.record_panel(PanelOutcome("helpdesk", "ok", False, (), False, None, None, {"primary": 0.2}))
+    m.record_panel(
+        PanelOutcome(
+            "helpdesk",
+            "ok",
+            True,
+            ("hallucination",),
+            True,
+            "band:hallucination",
+            "primary_b",
+            {"primary": 0.2, "arbiter": 0.1},
+        )
+    )
+    m.record_panel(
+        PanelOutcome("helpdesk", "ok", True, (), True, "primary_failed", None, {"arbiter": 0.1})
+    )
+
+    def v(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    assert v("casewatch_panel_turns_total", assistant="helpdesk", agreement="agreed") == 1
+    assert v("casewatch_panel_turns_total", assistant="helpdesk", agreement="disagreed") == 1
+    assert v("casewatch_panel_turns_total", assistant="helpdesk", agreement="primary_failed") == 1
+    assert v("casewatch_disagreements_total", assistant="helpdesk", metric="hallucination") == 1
+    assert v("casewatch_arbiter_calls_total", assistant="helpdesk") == 2
+    assert (
+        v("casewatch_arbitration_outcome_total", assistant="helpdesk", sided_with="primary_b") == 1
+    )
+    assert v("casewatch_judge_cost_usd_by_role_total", role="primary") == pytest.approx(0.4)
+    assert v("casewatch_judge_cost_usd_by_role_total", role="arbiter") == pytest.approx(0.2)
+
+
+def test_a_judge_request_without_latency_observes_none(registry: CollectorRegistry) -> None:
+    """The baseline-tier job's pairwise requests: outcome, bounded reason and cost only."""
+    recorder = JudgingRecorder(Metrics(registry))
+    recorder.record_judge_request("pairwise", ok=False, failure_reason="no such reason")
+    recorder.record_judge_request("pairwise", ok=True, cost_usd=0.5)
+    get = registry.get_sample_value
+    assert get("casewatch_judge_failed_total", {"judge": "pairwise", "reason": "internal"}) == 1
+    assert get("casewatch_judge_requests_total", {"judge": "pairwise", "outcome": "ok"}) == 1
+    assert get("casewatch_judge_cost_usd_total", {"judge": "pairwise"}) == 0.5
+    assert get("casewatch_judge_latency_seconds_count", {"judge": "pairwise"}) is None

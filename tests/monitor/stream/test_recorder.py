@@ -1,0 +1,69 @@
+"""The stream's recorder: intake, sampling, dead letters, storage, commits and lag series,
+read back from a fresh registry."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.exporter import OTHER, Metrics
+from monitor.stream.recorder import StreamRecorder
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+class _Decision:
+    def __init__(self, sampled: bool, reason: str) -> None:
+        self.sampled = sampled
+        self.reason = reason
+
+
+def test_sampling_consumed_dead_letter_stored_commit(registry: CollectorRegistry) -> None:
+    metrics = StreamRecorder(Metrics(registry))
+    metrics.record_consumed("turns", 3)
+    metrics.record_sampling("helpdesk", _Decision(True, "rate"))
+    metrics.record_sampling("helpdesk", _Decision(False, "budget"))
+    metrics.record_dead_letter("invalid_json")
+    metrics.record_stored(inserted=2, duplicate=1)
+    metrics.record_commit(["turns"])
+    get = registry.get_sample_value
+    assert get("casewatch_turns_consumed_total", {"topic": "turns"}) == 3
+    assert get("casewatch_turns_sampled_total", {"assistant": "helpdesk", "reason": "rate"}) == 1
+    assert get("casewatch_turns_skipped_total", {"assistant": "helpdesk", "reason": "budget"}) == 1
+    assert get("casewatch_dead_letter_total", {"reason": "invalid_json"}) == 1
+    assert get("casewatch_stored_total", {"outcome": "inserted"}) == 2
+    assert get("casewatch_stored_total", {"outcome": "duplicate"}) == 1
+    assert get("casewatch_offsets_committed_total", {"topic": "turns"}) == 1
+
+
+def test_lag_series_are_replaced(registry: CollectorRegistry) -> None:
+    metrics = StreamRecorder(Metrics(registry))
+    metrics.set_lag({("turns", 0): 5, ("turns", 1): 7}.items())
+    metrics.set_lag({("turns", 1): 2}.items())
+    get = registry.get_sample_value
+    assert get("casewatch_consumer_lag", {"topic": "turns", "partition": "0"}) is None
+    assert get("casewatch_consumer_lag", {"topic": "turns", "partition": "1"}) == 2
+
+
+def test_assistant_label_cardinality_is_capped(registry: CollectorRegistry) -> None:
+    metrics = StreamRecorder(Metrics(registry, max_assistants=2))
+    for name in ["a", "b", "c", "d", "a"]:
+        metrics.record_sampling(name, _Decision(True, "rate"))
+    get = registry.get_sample_value
+    assert get("casewatch_turns_sampled_total", {"assistant": "a", "reason": "rate"}) == 2
+    assert get("casewatch_turns_sampled_total", {"assistant": OTHER, "reason": "rate"}) == 2
+    assert get("casewatch_turns_sampled_total", {"assistant": "c", "reason": "rate"}) is None
+
+
+def test_prime_exports_zero_series_for_known_labels(registry: CollectorRegistry) -> None:
+    metrics = StreamRecorder(Metrics(registry))
+    get = registry.get_sample_value
+    assert get("casewatch_stored_total", {"outcome": "duplicate"}) == 0
+    assert get("casewatch_turns_consumed_total", {"topic": "turns"}) is None
+    metrics.prime(topics=["turns"], dead_letter_reasons=["schema"])
+    assert get("casewatch_turns_consumed_total", {"topic": "turns"}) == 0
+    assert get("casewatch_offsets_committed_total", {"topic": "turns"}) == 0
+    assert get("casewatch_dead_letter_total", {"reason": "schema"}) == 0
