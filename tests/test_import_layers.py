@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "monitor.workers",
         "monitor.exposition",
     ),
-    ("monitor.scoring", "monitor.logs", "monitor.exporter"),
+    ("monitor.scoring", "monitor.logs", "monitor.exporter", "monitor.budget"),
     ("monitor.settings",),
     ("monitor.judging", "monitor.storage", "consumers"),
     ("monitor.reporting",),
@@ -95,7 +95,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("panel_report",),
     ),
     "monitor.jobs": (
-        ("__init__", "assistant_template", "budget", "recorders"),
+        ("__init__", "assistant_template", "recorders"),
         ("assistant_client",),
         # the jobs themselves and their scheduler: siblings, none imports another
         ("baseline_tiers", "drift", "retention", "rubric", "scheduler"),

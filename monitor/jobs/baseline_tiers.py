@@ -38,11 +38,11 @@ from typing import Any
 
 import structlog
 
+from monitor.budget import Budget
 from monitor.clock import Clock, SystemClock
 from monitor.errors import AssistantError, CasewatchError, ConfigError
 from monitor.exporter import Metrics
 from monitor.jobs.assistant_client import AssistantClient
-from monitor.jobs.budget import Budget
 from monitor.jobs.recorders import BaselineRecorder
 from monitor.judging.pairwise_factory import build_pairwise_judge
 from monitor.judging.pairwise_heuristic import HeuristicPairwiseJudge

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from consumers.sampling import Sampler
+from monitor.budget import Budget
 from monitor.clock import Clock
 from monitor.exporter import Metrics
-from monitor.jobs.budget import Budget
 from monitor.jobs.drift import DriftJob
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.rubric import RubricJob

@@ -31,10 +31,10 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
+from monitor.budget import Budget
 from monitor.clock import Clock, SystemClock
 from monitor.errors import ConfigError, RubricGradingFailed, RubricSetError
 from monitor.exporter import Metrics
-from monitor.jobs.budget import Budget
 from monitor.jobs.recorders import RubricRecorder
 from monitor.judging.passages import split_passages
 from monitor.judging.rubric_grader import RubricGrader, TextGrading

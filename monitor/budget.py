@@ -1,4 +1,5 @@
-"""The daemon's hourly judge budget as the jobs that call a judge see it."""
+"""The hourly judge budget as the scheduled jobs that call a judge see it (the daemon's sampler,
+``consumers.sampling.Sampler``, implements it)."""
 
 from __future__ import annotations
 
