@@ -8,7 +8,7 @@ Values are set only by the recorder of the feature that owns the metric, beside 
 ``monitor/stream/recorder.py`` (intake, sampling, tripwire, storage, commits, backpressure,
 lag, rebalances), ``monitor/judging/recorder.py`` (verdicts, judge requests, the panel) and
 ``monitor/jobs/recorders.py`` (job runs, drift, rubric grading, baseline tiers). Nothing else
-calls ``labels()`` (tests/monitor/test_recorders.py checks the source).
+calls ``labels()`` or sets a value (tests/monitor/test_exporter.py checks the source).
 
 Labels are bounded: assistant, metric, band, judge, topic, partition, reason, outcome, kind —
 never conversation or event ids. Assistant names come from the events themselves (untrusted),
@@ -103,7 +103,8 @@ class Metrics:
         max_assistants: int = DEFAULT_MAX_LABEL_VALUES,
     ) -> None:
         self.registry = registry
-        # One guard for every feature: the cap is on distinct assistants in the process.
+        # One guard shared by every recorder: the cap is on distinct assistants across all the
+        # families of this instance, not per family.
         self.assistant_label = LabelGuard(max_assistants)
         r = registry
 
