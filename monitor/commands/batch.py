@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from monitor.commands.output import MISSING, num, p_value, table
-from monitor.commands.usage import fail
+from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import ConfigError, InvalidInput
 from monitor.judging.evaluator import build_evaluator
 from monitor.logs import configure_logging
@@ -36,18 +36,10 @@ from monitor.reporting.batch import (
 from monitor.reporting.comparison import Comparison, compare
 from monitor.reporting.panel_report import panel_report
 from monitor.reporting.stats import Correlation, PairedTest
-from monitor.settings import Settings, load_settings
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
 _CONFIG = click.Path(dir_okay=False, path_type=Path)  # load_settings names a missing file
-
-
-def _settings(config: Path | None, **overrides: Any) -> Settings:
-    try:
-        return load_settings(config, **overrides)
-    except ConfigError as exc:
-        fail(str(exc))
 
 
 def _notes(notes: Sequence[str], indent: str = "  ") -> None:
@@ -102,7 +94,7 @@ def judge_command(
     as_json: bool,
 ) -> None:
     """Judge every turn event of INPUT.jsonl; resumable (turns already in --out are skipped)."""
-    settings = _settings(config, **({"judge": judge_name} if judge_name else {}))
+    settings = settings_or_fail(config, **({"judge": judge_name} if judge_name else {}))
     configure_logging(settings.log_level, settings.secret_values())
     for p in (out_path, compact_path, rejects_path):
         if p is not None and not p.parent.is_dir():
@@ -207,7 +199,7 @@ def compare_command(
     """
     weights = None
     if weight_profile is not None:
-        weights = _settings(config, weight_profile=weight_profile).weights()
+        weights = settings_or_fail(config, weight_profile=weight_profile).weights()
     result = compare(
         _load(a_path).verdicts, _load(b_path).verdicts, weights, weight_profile=weight_profile
     )

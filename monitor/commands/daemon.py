@@ -19,9 +19,8 @@ import structlog
 
 from consumers.replay import Pacer, PublishStats, publish, replay
 from monitor.clock import SystemClock
-from monitor.commands.usage import fail
+from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import CasewatchError, OffsetsNotCommitted
-from monitor.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from monitor.stream.runner import DaemonRunner
@@ -54,10 +53,7 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
 
     if follow and file_path is None:
         raise click.UsageError("--follow needs --file")
-    try:
-        settings = load_settings(config_file)
-    except CasewatchError as exc:
-        fail(str(exc))
+    settings = settings_or_fail(config_file)
     configure_logging(settings.log_level, settings.secret_values())
     log.info("settings loaded")
     try:
@@ -136,10 +132,7 @@ def produce(
 
     if loop and count is None and rate is None:
         click.echo("casewatch: --loop without --count or --rate runs flat out until ^C", err=True)
-    try:
-        settings: Settings = load_settings(config_file)
-    except CasewatchError as exc:
-        fail(str(exc))
+    settings = settings_or_fail(config_file)
     servers = [bootstrap] if bootstrap else list(settings.kafka.bootstrap_servers)
     options = {
         **client_options(settings.kafka),

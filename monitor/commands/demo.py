@@ -12,9 +12,8 @@ from pathlib import Path
 
 import click
 
-from monitor.commands.usage import fail
+from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import CasewatchError
-from monitor.settings import load_settings
 
 _FILE = click.Path(dir_okay=False, path_type=Path)
 
@@ -62,10 +61,7 @@ def demo(
     from monitor.stream.demo import Demo, DemoOptions
     from monitor.stream.runner import install_drain_signals
 
-    try:
-        settings = load_settings(config_file)
-    except CasewatchError as exc:
-        fail(str(exc), prog="casewatch demo")
+    settings = settings_or_fail(config_file, prog="casewatch demo")
     configure_logging(log_level, settings.secret_values())
     options = DemoOptions(
         rate=rate,

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from monitor.commands.output import num
 from monitor.commands.usage import fail as _fail
+from monitor.commands.usage import settings_or_fail
 from monitor.errors import ConfigError, validation_error_lines
 from monitor.judging.pairwise_factory import build_pairwise_judge
 from monitor.judging.pairwise_judge import PairwiseJudge, PairwiseOptions
@@ -36,20 +37,13 @@ from monitor.reporting.tournament import (
     round_robin,
     swiss,
 )
-from monitor.settings import Settings, load_settings
+from monitor.settings import Settings
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
 _CONFIG = click.Path(dir_okay=False, path_type=Path)
 
 Key = tuple[str, int]
-
-
-def _settings(config: Path | None) -> Settings:
-    try:
-        return load_settings(config)
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 def load_turns(path: Path) -> dict[Key, TurnEvent]:
@@ -156,7 +150,7 @@ def pairwise_command(
 ) -> None:
     """Compare two answer sets to the same questions: per question A/B/Tie with confidence,
     totals, and A's win rate with a 95 % bootstrap interval."""
-    settings = _settings(config)
+    settings = settings_or_fail(config)
     configure_logging(settings.log_level, settings.secret_values())
     a, b = load_turns(a_path), load_turns(b_path)
     keys = sorted(a.keys() & b.keys())
@@ -243,7 +237,7 @@ def tournament_command(
     (default) or a round-robin; ratings come with 95 % bootstrap intervals over questions."""
     if len(paths) < 2:
         _fail("a tournament needs at least two systems")
-    settings = _settings(config)
+    settings = settings_or_fail(config)
     configure_logging(settings.log_level, settings.secret_values())
     sets = [load_turns(p) for p in paths]
     names = _names(paths, sets)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from monitor.commands.output import num, table
 from monitor.commands.usage import fail as _fail
+from monitor.commands.usage import settings_or_fail
 from monitor.errors import ConfigError, InvalidInput, RubricGradingFailed, TrecFormatError
 from monitor.judging.rubric_grader import RubricGrader
 from monitor.judging.rubric_set import (
@@ -37,7 +38,7 @@ from monitor.reporting.trec import (
     read_ranking,
     read_run,
 )
-from monitor.settings import Settings, load_settings
+from monitor.settings import Settings
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
@@ -45,13 +46,6 @@ _DIR = click.Path(file_okay=False, path_type=Path)
 _CONFIG = click.Path(dir_okay=False, path_type=Path)
 
 MEASURE_TITLES = {"ndcg_cut_10": "nDCG@10", "P_10": "P@10", "map": "MAP"}
-
-
-def _settings(config: Path | None) -> Settings:
-    try:
-        return load_settings(config)
-    except ConfigError as exc:
-        _fail(str(exc))
 
 
 def _grader(settings: Settings, judge: str | None, concurrency: int | None) -> RubricGrader:
@@ -110,7 +104,7 @@ def generate_command(
 ) -> None:
     """Ask the LLM for 10 questions per query ({"id", "query"} per line) with the seed's
     prompt; writes them with reviewed: false, for people to edit before grading."""
-    settings = _settings(config)
+    settings = settings_or_fail(config)
     configure_logging(settings.log_level, settings.secret_values())
     queries = _read_queries(queries_path)
     grader = _grader(settings, judge, None)
@@ -174,7 +168,7 @@ def grade_command(
 ) -> None:
     """Grade every passage of the responses on its query's rubric; write the qrels
     (query 0 doc relevance), a TREC run per system and the grades with extracted answers."""
-    settings = _settings(config)
+    settings = settings_or_fail(config)
     configure_logging(settings.log_level, settings.secret_values())
     try:
         rubrics = load_rubric_set(rubrics_path)

@@ -8,11 +8,24 @@ could not be graded, the demo failing while it runs), with one line saying what 
 
 from __future__ import annotations
 
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 import click
+
+from monitor.errors import CasewatchError
+from monitor.settings import Settings, load_settings
 
 
 def fail(message: str, code: int = 2, *, prog: str = "casewatch") -> NoReturn:
     click.echo(f"{prog}: {message}", err=True)
     raise click.exceptions.Exit(code)
+
+
+def settings_or_fail(config: Path | None, *, prog: str = "casewatch", **overrides: Any) -> Settings:
+    """The settings of ``config`` (and the environment, and ``overrides``), or exit 2 with the
+    field that is wrong."""
+    try:
+        return load_settings(config, **overrides)
+    except CasewatchError as exc:
+        fail(str(exc), prog=prog)
