@@ -79,7 +79,7 @@ class Daemon:
         self._dlq = dlq
         self._store = store
         self._evaluator = evaluator
-        self._metrics = StreamRecorder(metrics)
+        self._metrics = recorder = StreamRecorder(metrics)
         self._cfg = settings.daemon
         self._max_poll_records = settings.kafka.max_poll_records
         self._exit_when_idle = exit_when_idle
@@ -91,15 +91,7 @@ class Daemon:
         sampler = sampler or Sampler(settings.sampling, self._clock, calls_per_turn=calls)
 
         self._pipeline = build_pipeline(
-            settings,
-            source,
-            dlq,
-            store,
-            evaluator,
-            self._metrics,
-            self.tracker,
-            sampler,
-            self._clock,
+            settings, source, dlq, store, evaluator, recorder, self.tracker, sampler, self._clock
         )
         self._metrics.prime(dead_letter_reasons=DLQ_REASONS)
 
