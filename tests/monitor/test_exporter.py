@@ -36,16 +36,38 @@ def registry() -> CollectorRegistry:
     return CollectorRegistry()
 
 
-def test_every_declared_name_is_exported(registry: CollectorRegistry) -> None:
+# Headline names users' rules and dashboards build on (the README's "Metrics" section): a
+# rename or a lost declaration breaks this before it breaks someone's alert.
+CONTRACT = (
+    "casewatch_turns_consumed_total",
+    "casewatch_turns_sampled_total",
+    "casewatch_turns_judged_total",
+    "casewatch_metric_band_total",
+    "casewatch_score_final",
+    "casewatch_metric_score",
+    "casewatch_judge_requests_total",
+    "casewatch_judge_failed_total",
+    "casewatch_judge_latency_seconds",
+    "casewatch_judge_tokens_total",
+    "casewatch_judge_cost_usd_total",
+    "casewatch_dead_letter_total",
+    "casewatch_consumer_lag",
+    "casewatch_drift_pvalue",
+    "casewatch_drift_effect",
+    "casewatch_drift_detected",
+    "casewatch_baseline_win_rate",
+    "casewatch_elo_rating",
+    "casewatch_rubric_coverage",
+    "casewatch_job_runs_total",
+)
+
+
+def test_the_contract_is_declared_and_counters_end_in_total(registry: CollectorRegistry) -> None:
+    assert set(CONTRACT) <= set(METRIC_NAMES)
     Metrics(registry)
-    families = {m.name for m in registry.collect()}
-    exported = {
-        name
-        for m in registry.collect()
-        for name in ([f"{m.name}_total"] if m.type == "counter" else [m.name])
-    }
-    assert set(METRIC_NAMES) == exported
-    assert all(n.startswith("casewatch_") for n in families)
+    for family in registry.collect():
+        assert family.name.startswith("casewatch_")
+        assert (f"{family.name}_total" in METRIC_NAMES) == (family.type == "counter")
 
 
 def test_is_declared_accepts_histogram_series_only_for_histograms() -> None:
