@@ -40,11 +40,11 @@ from typing import Any
 import structlog
 from prometheus_client import Gauge
 
+from monitor.budget import Budget
 from monitor.clock import Clock, SystemClock
 from monitor.errors import CasewatchError, ConfigError
 from monitor.exporter import Metrics
 from monitor.jobs.assistant_client import AssistantClient, AssistantError
-from monitor.jobs.rubric import Budget
 from monitor.judging.judge import FAILURE_REASONS
 from monitor.judging.pairwise_factory import build_pairwise_judge
 from monitor.judging.pairwise_heuristic import HeuristicPairwiseJudge

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from consumers.sampling import Sampler
+from monitor.budget import Budget
 from monitor.clock import Clock
 from monitor.exporter import Metrics
 from monitor.jobs.drift import DriftJob
 from monitor.jobs.retention import RetentionJob
-from monitor.jobs.rubric import Budget, RubricJob
+from monitor.jobs.rubric import RubricJob
 from monitor.jobs.scheduler import Job
 from monitor.settings import Settings
 from monitor.storage.store import Store
@@ -21,7 +22,7 @@ def build_jobs(
     *,
     budget: Budget | None = None,
 ) -> list[Job]:
-    """``budget``: the daemon's hourly judge budget (its sampler), which jobs calling a judge
+    """``budget``: the daemon's hourly judge budget (its sampler's), which jobs calling a judge
     charge; without one they get their own buckets from ``settings.sampling``."""
     jobs: list[Job] = []
     storage = settings.storage
@@ -44,7 +45,7 @@ def build_jobs(
                 settings.judge_config(judge_name),
                 store,
                 metrics,
-                budget or Sampler(settings.sampling, clock),
+                budget or Sampler(settings.sampling, clock).budget,
                 clock=clock,
             )
         )
@@ -63,7 +64,7 @@ def build_jobs(
 
         jobs.append(
             build_baseline_job(
-                settings, store, metrics, clock, budget or Sampler(settings.sampling, clock)
+                settings, store, metrics, clock, budget or Sampler(settings.sampling, clock).budget
             )
         )
     return jobs

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import structlog
 from pydantic import ValidationError
 
+from monitor.budget import Budget
 from monitor.clock import Clock, SystemClock
 from monitor.errors import ConfigError
 from monitor.judging.passages import split_passages
@@ -50,14 +51,6 @@ _PAGE = 200
 SETTLE_SECONDS = 60.0
 # Failures that say "the endpoint, not this turn": stop and retry the turn next run.
 _RETRY_LATER = frozenset({"timeout", "connection", "rate_limited", "server_error", "auth"})
-
-
-class Budget(Protocol):
-    """The daemon's hourly judge budget (``consumers.sampling.Sampler``)."""
-
-    def reserve(self, calls: int) -> str | None: ...
-
-    def settle(self, reserved_calls: int, calls: int, usd: float) -> None: ...
 
 
 class RubricMetrics(Protocol):
@@ -262,4 +255,4 @@ class RubricJob:
         }
 
 
-__all__ = ["Budget", "RubricJob", "RubricRunSummary"]
+__all__ = ["RubricJob", "RubricRunSummary"]

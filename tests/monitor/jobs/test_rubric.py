@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from consumers.sampling import Sampler
+from monitor.budget import HourlyBudget
 from monitor.clock import ManualClock
 from monitor.errors import ConfigError
 from monitor.exporter import Metrics
@@ -75,7 +76,7 @@ def make_job(
     fake_judge.responder = keyword_grader(KEYWORDS)
     metrics = Metrics(registry)
 
-    def make(budget: Sampler | None = None, **config: Any) -> RubricJob:
+    def make(budget: HourlyBudget | None = None, **config: Any) -> RubricJob:
         cfg = RubricConfig(**{"enabled": True, "rubric_file": "unused.yaml", **config})
         job = RubricJob(
             cfg,
@@ -83,7 +84,7 @@ def make_job(
             fake_judge_config(fake_judge, transport_retries=0),
             store,
             metrics,
-            budget or Sampler(SamplingConfig(), clock),
+            budget or Sampler(SamplingConfig(), clock).budget,
             clock=clock,
             rubrics=RUBRICS,
         )
@@ -180,11 +181,11 @@ def test_the_hourly_budget_is_charged_and_refusals_wait(
 ) -> None:
     _save(store, "t0")
     _save(store, "t1")
-    budget = Sampler(SamplingConfig(budget_calls_per_hour=6), clock)
+    budget = Sampler(SamplingConfig(budget_calls_per_hour=6), clock).budget
     job = make_job(budget=budget)
     summary = job.run_once()
     assert (summary.graded, summary.budget_refused) == (1, 1)  # 4 calls, then 4 > 2 left
-    assert budget.budget_levels()["calls"] == pytest.approx(2)
+    assert budget.levels()["calls"] == pytest.approx(2)
     assert (
         _sample(registry, "casewatch_rubric_graded_total", assistant="helpdesk", outcome="budget")
         == 1
