@@ -37,7 +37,8 @@ class AssistantError(CasewatchError):
         super().__init__(f"{reason}: {detail}")
 
 
-ASSISTANT_FAILURES = ("timeout", "connection", "http_error", "bad_response")
+# Why a probe got no answer; "config": the endpoint is misconfigured (a ConfigError at run time).
+ASSISTANT_FAILURES = ("timeout", "connection", "http_error", "bad_response", "config")
 
 
 class AssistantClient:

@@ -28,6 +28,9 @@ class RetentionJob:
         self.interval_seconds = interval_seconds
         self.last_deleted = 0
 
+    def close(self) -> None:
+        pass  # holds nothing beyond the store, which the daemon closes
+
     def run(self) -> None:
         self.last_deleted = self.run_once()
 

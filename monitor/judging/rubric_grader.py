@@ -48,10 +48,16 @@ _log = structlog.get_logger("monitor.judging.rubric_grader")
 
 
 class RubricGradingFailed(JudgeError):
-    """A text could not be graded on every question; ``reason`` is a bounded label value."""
+    """A text could not be graded on every question; ``reason`` is a bounded label value.
+    ``requests`` and ``cost_usd``: what the attempt spent before it failed (a failed request
+    counts one, what the endpoint bills at least), so the caller settles its budget."""
 
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(
+        self, message: str, reason: str, *, requests: int = 0, cost_usd: float = 0.0
+    ) -> None:
         self.reason = reason
+        self.requests = requests
+        self.cost_usd = cost_usd
         super().__init__(message)
 
 
@@ -190,7 +196,12 @@ class RubricGrader:
             for f in pending:
                 f.cancel()
             wait(pending)  # no request of this text outlives the call
-            raise _failure(entry.id, failed[0].exception())
+            answered = [f.result() for f in futures if not f.cancelled() and f.exception() is None]
+            errors = sum(1 for f in futures if not f.cancelled() and f.exception() is not None)
+            error = _failure(entry.id, failed[0].exception())
+            error.requests = sum(r.completion.requests for r in answered) + errors
+            error.cost_usd = sum(r.completion.cost_usd for r in answered)
+            raise error
         results = [f.result() for f in futures]
         best: dict[int, _Graded] = {}
         for r in results:

@@ -33,6 +33,7 @@ from monitor.storage.tables import (
     AUDIT_TABLES,
     judgment_row,
     judgments,
+    matches,
     turn_row,
     turns,
     verdict_row,
@@ -239,7 +240,8 @@ class Store:
 
     def purge_older_than(self, cutoff: datetime) -> int:
         """Retention: delete verdicts (and their judgments) stored before ``cutoff``, then
-        turns stored before it that no verdict refers to. Returns the verdicts deleted.
+        turns stored before it that no verdict refers to (their rubric gradings go with them),
+        then pairwise matches created before it. Returns the verdicts deleted.
 
         Deletes in batches, each its own transaction, so a large purge never holds the write
         lock (SQLite) or a huge snapshot (PostgreSQL) for long.
@@ -253,6 +255,9 @@ class Store:
             .where(turns.c.stored_at < cutoff)
             .where(~sa.exists().where(verdicts.c.event_id == turns.c.event_id))
             .limit(_PURGE_BATCH)
+        )
+        old_matches = (
+            sa.select(matches.c.id).where(matches.c.created_at < cutoff).limit(_PURGE_BATCH)
         )
         with self._translate("purging old rows"):
             while True:
@@ -268,6 +273,13 @@ class Store:
                 with self._tx(write=True) as conn:
                     n = conn.execute(
                         sa.delete(turns).where(turns.c.event_id.in_(orphan_turns.scalar_subquery()))
+                    ).rowcount
+                if n < _PURGE_BATCH:
+                    break
+            while True:
+                with self._tx(write=True) as conn:
+                    n = conn.execute(
+                        sa.delete(matches).where(matches.c.id.in_(old_matches.scalar_subquery()))
                     ).rowcount
                 if n < _PURGE_BATCH:
                     break

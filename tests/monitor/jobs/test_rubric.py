@@ -214,6 +214,21 @@ def test_an_endpoint_failure_stops_the_run_and_the_turn_is_retried(
     assert job.run_once().graded == 2
 
 
+def test_a_failed_grading_settles_the_budget_it_reserved(
+    store: Store, make_job: Any, fake_judge: FakeJudgeServer, clock: ManualClock
+) -> None:
+    # Four questions, one passage: four requests reserved. The endpoint fails the first ones;
+    # the requests never sent come back to the hourly budget, the ones sent stay charged.
+    _save(store, "t0")
+    fake_judge.responder = lambda _req: server_error()
+    budget = Sampler(SamplingConfig(budget_calls_per_hour=10), clock).budget
+    summary = make_job(budget=budget, concurrency=1).run_once()
+    assert summary.failed == 1
+    sent = fake_judge.request_count
+    assert 1 <= sent < 4
+    assert budget.levels()["calls"] == pytest.approx(10 - sent)
+
+
 def test_a_turn_the_endpoint_refuses_is_stored_failed_and_skipped(
     store: Store, make_job: Any, fake_judge: FakeJudgeServer
 ) -> None:
