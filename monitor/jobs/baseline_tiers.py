@@ -334,7 +334,7 @@ def _set_or_remove(gauge: Gauge, value: float | None, *labels: str) -> None:
 def _client(assistant: BaselineAssistantConfig) -> AssistantClient:
     if assistant.endpoint is None:
         raise ValueError(f"assistant {assistant.name!r} has no endpoint")
-    return AssistantClient(assistant.endpoint)
+    return AssistantClient(assistant.endpoint, name=assistant.name)
 
 
 def build_baseline_job(
