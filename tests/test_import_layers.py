@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("monitor.reporting",),
     ("monitor.jobs",),
     ("monitor.stream",),
+    ("monitor.demo",),
     ("monitor.commands",),
     ("monitor.cli",),
 )

@@ -15,14 +15,14 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
-from monitor.errors import ConfigError
-from monitor.stream.prometheus_stack import (
+from monitor.demo.prometheus_stack import (
     PrometheusNotInstalled,
     PrometheusStack,
     PrometheusStackError,
     Sample,
     find_binary,
 )
+from monitor.errors import ConfigError
 from tests.fixtures.prometheus import AlertWebhook
 
 pytestmark = pytest.mark.integration
