@@ -25,6 +25,7 @@ from consumers.tansu import FETCH_MAX_WAIT_MS, TansuNotInstalled, tansu_binary
 from monitor.cli import main
 from monitor.demo.run import Demo, DemoOptions, demo_settings, stop_budget_s
 from monitor.settings import load_settings
+from monitor.storage.audit import counts
 from monitor.storage.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -119,7 +120,7 @@ def test_demo_judges_turns_and_stops_cleanly(tansu: None, tmp_path: Path) -> Non
     store = Store(f"sqlite:///{db}")
     try:
         # Everything judged before the stop was stored: draining lost nothing.
-        assert store.counts()["verdicts"] == snap.judged + snap.judge_failed > 0
+        assert counts(store)["verdicts"] == snap.judged + snap.judge_failed > 0
     finally:
         store.close()
 

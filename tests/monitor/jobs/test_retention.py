@@ -9,6 +9,7 @@ from typing import Any
 
 from monitor.clock import ManualClock
 from monitor.jobs.retention import RetentionJob
+from monitor.storage.audit import counts
 from monitor.storage.matches import insert_matches, run_matches
 from monitor.storage.store import Store
 from tests.fixtures.databases import make_turn, make_verdict
@@ -26,7 +27,7 @@ def test_retention_job_purges_old_rows(tmp_path: Path) -> None:
     clock.advance(2 * 86_400)
     job.run()
     assert job.last_deleted == 1
-    assert store.counts()["verdicts"] == 0
+    assert counts(store)["verdicts"] == 0
     store.close()
 
 

@@ -21,8 +21,11 @@ from monitor.jobs.build import build_jobs
 from monitor.jobs.rubric import RubricJob
 from monitor.judging.rubric_set import parse_rubric_set
 from monitor.settings import RubricConfig, SamplingConfig, load_settings
+from monitor.storage.audit import counts, stored_verdicts
+from monitor.storage.engine import normalize_url
+from monitor.storage.retention import purge_older_than
 from monitor.storage.rubric_gradings import RubricGradings
-from monitor.storage.store import Store, normalize_url
+from monitor.storage.store import Store
 from monitor.storage.tables import turns
 from tests.fake_judge_server import (
     FakeJudgeServer,
@@ -283,8 +286,8 @@ def test_retention_deletes_gradings_with_their_turn(
     _save(store, "t0")
     assert make_job().run_once().graded == 1
     assert len(RubricGradings(store).for_event("t0")) == 1
-    store.purge_older_than(datetime.now(UTC) + timedelta(days=1))
-    assert store.counts()["turns"] == 0
+    purge_older_than(store, datetime.now(UTC) + timedelta(days=1))
+    assert counts(store)["turns"] == 0
     assert RubricGradings(store).for_event("t0") == []
 
 
@@ -298,7 +301,7 @@ def test_a_turn_committed_late_with_an_earlier_stamp_is_still_graded(
     assert job.run_once().unmatched == 2
     late = make_turn("late")
     store.save(late, make_verdict(late))
-    first = min(r["stored_at"] for r in store.verdicts())
+    first = min(r["stored_at"] for r in stored_verdicts(store))
     engine = sa.create_engine(normalize_url(store.url))
     with engine.begin() as conn:
         conn.execute(sa.update(turns).where(turns.c.event_id == "late").values(stored_at=first))
