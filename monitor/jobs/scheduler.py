@@ -98,8 +98,12 @@ class _LeaseKeeper:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
+        self.stop()
         self._thread.join()
+
+    def stop(self) -> None:
+        """No more renewals (the run ended, or was abandoned at shutdown)."""
+        self._stop.set()
 
     def _keep(self) -> None:
         while not self._stop.wait(self._period):
@@ -138,6 +142,7 @@ class JobScheduler:
         self._jobs: dict[str, _Entry] = {}
         self._scheduler: BackgroundScheduler | None = None
         self._running: set[str] = set()
+        self._keepers: set[_LeaseKeeper] = set()
         self._idle = threading.Condition()
         self._closed = False
 
@@ -185,12 +190,20 @@ class JobScheduler:
             log.warning("job lease unavailable; run skipped as failed", job=job.name, exc_info=True)
             return "failed"
         period = self._renew_every if self._renew_every is not None else self._ttl(job) / 3
-        with _LeaseKeeper(lambda: self._lease(job), period, job.name):
-            try:
+        keeper = _LeaseKeeper(lambda: self._lease(job), period, job.name)
+        with self._idle:
+            self._keepers.add(keeper)
+        try:
+            with keeper:
                 job.run()
-            except Exception:
-                log.exception("scheduled job failed; next try at its next interval", job=job.name)
-                return "failed"
+        except Exception:
+            log.exception("scheduled job failed; next try at its next interval", job=job.name)
+            return "failed"
+        finally:
+            with self._idle:
+                self._keepers.discard(keeper)
+        if self._closed:
+            return "ok"  # finished after shutdown released its lease: leave it released
         try:
             self._lease(job)  # a full interval from the end of the run until the next tick
         except Exception:
@@ -238,6 +251,8 @@ class JobScheduler:
                     )
                     break
                 self._idle.wait(remaining)
+            for keeper in self._keepers:  # an abandoned run must not take its lease back
+                keeper.stop()
         self.close()
         for name in self._jobs:
             try:
