@@ -66,7 +66,7 @@ import yaml  # noqa: E402
 from bench import _restart_phases as restart_phases  # noqa: E402
 from consumers._kafka import KafkaConsumer, KafkaProducer, KafkaTopicPartition  # noqa: E402
 from consumers.tansu import MEMORY_STORAGE, EmbeddedBroker, create_topics, free_port  # noqa: E402
-from monitor.stream.demo import load_examples  # noqa: E402
+from monitor.demo.examples import load_examples  # noqa: E402
 
 TOPIC = "chaos.turns"
 DLQ_SUFFIX = ".dlq"

@@ -51,10 +51,10 @@ if str(ROOT) not in sys.path:
 
 from prometheus_client import CollectorRegistry, start_http_server  # noqa: E402
 
+from monitor.demo.prometheus_config import format_duration, parse_duration  # noqa: E402
+from monitor.demo.prometheus_stack import PrometheusStack  # noqa: E402
 from monitor.exporter import Metrics, disable_created_series  # noqa: E402
 from monitor.models import Band  # noqa: E402
-from monitor.stream.prometheus_config import format_duration, parse_duration  # noqa: E402
-from monitor.stream.prometheus_stack import PrometheusStack  # noqa: E402
 
 RULES = ROOT / "rules" / "casewatch.rules.yml"
 SEVERE_ALERTS = ("CasewatchSevereShareBurnRateHigh", "CasewatchSevereShareBurnRateElevated")

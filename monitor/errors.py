@@ -108,10 +108,16 @@ class JudgeFatalError(JudgeError):
 
 
 class RubricGradingFailed(JudgeError):
-    """A text could not be graded on every question; ``reason`` is a bounded label value."""
+    """A text could not be graded on every question; ``reason`` is a bounded label value.
+    ``requests`` and ``cost_usd``: what the attempt spent before it failed (a failed request
+    counts one, what the endpoint bills at least), so the caller settles its budget."""
 
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(
+        self, message: str, reason: str, *, requests: int = 0, cost_usd: float = 0.0
+    ) -> None:
         self.reason = reason
+        self.requests = requests
+        self.cost_usd = cost_usd
         super().__init__(message)
 
 

@@ -7,6 +7,8 @@ The pydantic models are the source of truth; ``casewatch schema`` prints
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -227,3 +229,21 @@ class Verdict(BaseModel):
             "turn_band": self.turn_band.value if self.turn_band else None,
             "metric_scores": self.metric_scores,
         }
+
+
+# issue 22: one record for a drift sample; the store reads them (storage/drift_queries.py),
+# reporting/drift.py aggregates them. A dataclass: a week of turns is several hundred thousand.
+@dataclass(frozen=True)
+class TurnSample:
+    """What drift needs of one stored turn and its newest verdict (``status`` None: none)."""
+
+    status: str | None
+    s_final: float | None
+    turn_band: str | None
+    metric_bands: Mapping[str, str]
+    product: str | None
+    environment: str | None
+    labels: Mapping[str, str | None]
+    contexts_count: int
+    retrieval_score: float | None
+    answer_length: int

@@ -14,7 +14,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -30,6 +38,35 @@ HEURISTIC = "heuristic"
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# issue 22 (one HTTP boundary): endpoint keys are read once, when the settings are built at
+# the entrypoint; components get them from their config and never read env vars or files.
+# A failure is kept and raised (ConfigError) when the key is asked for, so a command that never
+# calls the endpoint does not fail on its key.
+_Key = tuple[str | None, str | None]  # (key, error)
+
+
+def _read_key(what: str, inline: SecretStr | None, env: str | None, file: Path | None) -> _Key:
+    if inline is not None:
+        return inline.get_secret_value(), None
+    if env:
+        value = os.environ.get(env)
+        if value is None:
+            return None, f"{what} api_key_env: environment variable {env} is not set"
+        return value, None
+    if file:
+        try:
+            return file.read_text(encoding="utf-8").strip(), None
+        except OSError as exc:
+            return None, f"{what} api_key_file: cannot read {file}: {exc}"
+    return None, None
+
+
+def _key_or_raise(key: _Key) -> str | None:
+    if key[1] is not None:
+        raise ConfigError(key[1])
+    return key[0]
 
 
 class JudgeConfig(_Section):
@@ -57,31 +94,19 @@ class JudgeConfig(_Section):
     price_input_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M input tokens.")
     price_output_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M output tokens.")
 
+    _key: _Key = PrivateAttr(default=(None, None))
+
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:
         if self.kind == "openai" and self.model == HEURISTIC:
             raise ValueError("an 'openai' judge needs 'model' (the endpoint's model name)")
+        self._key = _read_key("judge", self.api_key, self.api_key_env, self.api_key_file)
         return self
 
     def resolve_api_key(self) -> str | None:
-        """The key from api_key, else the env var named by api_key_env, else api_key_file."""
-        if self.api_key is not None:
-            return self.api_key.get_secret_value()
-        if self.api_key_env:
-            value = os.environ.get(self.api_key_env)
-            if value is None:
-                raise ConfigError(
-                    f"judge api_key_env: environment variable {self.api_key_env} is not set"
-                )
-            return value
-        if self.api_key_file:
-            try:
-                return self.api_key_file.read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ConfigError(
-                    f"judge api_key_file: cannot read {self.api_key_file}: {exc}"
-                ) from exc
-        return None
+        """The key from api_key, else the env var named by api_key_env, else api_key_file
+        (read once, when the settings were built)."""
+        return _key_or_raise(self._key)
 
     def fingerprint(self) -> dict[str, Any]:
         """What identifies this judge's behaviour (for idempotent storage). Never the key."""
@@ -241,6 +266,7 @@ class AssistantEndpointConfig(_Section):
     api_key_env: str | None = Field(default=None, description="Env var with a bearer token.")
     api_key_file: Path | None = None
     timeout_seconds: float = Field(default=60.0, gt=0)
+    _key: _Key = PrivateAttr(default=(None, None))
 
     @model_validator(mode="after")
     def _check(self) -> AssistantEndpointConfig:
@@ -248,7 +274,13 @@ class AssistantEndpointConfig(_Section):
             raise ValueError("an 'openai' assistant endpoint needs 'model'")
         if self.kind == "template" and self.body is None:
             raise ValueError("a 'template' assistant endpoint needs 'body'")
+        self._key = _read_key("assistant", None, self.api_key_env, self.api_key_file)
         return self
+
+    def resolve_api_key(self) -> str | None:
+        """The bearer token from api_key_env or api_key_file (read once, when the settings
+        were built)."""
+        return _key_or_raise(self._key)
 
 
 class BaselineAssistantConfig(_Section):
@@ -501,6 +533,11 @@ class Settings(BaseSettings):
                 key = None
             if key:
                 values.append(key)
+        for assistant in self.baseline.assistants:  # issue 22: assistant tokens too
+            endpoint = assistant.endpoint
+            token = endpoint._key[0] if endpoint is not None else None
+            if token:
+                values.append(token)
         if self.kafka.sasl_password is not None:
             values.append(self.kafka.sasl_password.get_secret_value())
         return [v for v in values if v]

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("monitor.reporting",),
     ("monitor.jobs",),
     ("monitor.stream",),
+    ("monitor.demo",),
     ("monitor.commands",),
     ("monitor.cli",),
 )
@@ -67,6 +68,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "heuristic.kinds",
             "heuristic.lexicon",
         ),
+        ("chat_options",),
         ("chat_endpoint", "prompt", "recorder", "rubric_match", "heuristic.tokens"),
         (
             "config_hash",
@@ -84,8 +86,10 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("evaluator",),
     ),
     "monitor.storage": (
-        ("__init__", "tables"),
+        ("__init__", "tables", "engine"),
+        ("schema",),
         ("store",),
+        ("audit", "retention"),
         ("drift_queries", "leases", "matches", "rubric_gradings"),
     ),
     "monitor.reporting": (
@@ -102,31 +106,27 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("build",),
     ),
     "monitor.stream": (
-        (
-            "__init__",
-            "http",
-            "readiness",
-            "recorder",
-            "steps.__init__",
-            "steps.base",
-            "demo_regression",
-            "demo_summary",
-            "prometheus_config",
-        ),
+        ("__init__", "http", "readiness", "recorder", "steps.__init__", "steps.base"),
+        ("steps.rebalance",),
         # the steps: siblings, none imports another (what two share lives in steps.base)
         (
             "steps.commit",
             "steps.decode",
             "steps.judge",
+            "steps.lookup",
             "steps.sample",
             "steps.screen",
             "steps.store",
-            "prometheus_stack",
         ),
-        ("pipeline", "demo_alerts"),
+        ("pipeline",),
         ("daemon",),
         ("runner",),
-        ("demo",),
+    ),
+    "monitor.demo": (
+        ("__init__", "examples", "regression", "summary", "prometheus_config"),
+        ("producer", "prometheus_stack"),
+        ("alerts",),
+        ("run",),
     ),
     "monitor.commands": (
         ("__init__", "usage", "output"),

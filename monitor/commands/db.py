@@ -12,7 +12,9 @@ import click
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.settings import Settings, load_settings
-from monitor.storage.store import Store, redact_url
+from monitor.storage.engine import redact_url
+from monitor.storage.retention import purge_older_than
+from monitor.storage.store import Store
 
 _config_option = click.option(
     "--config",
@@ -68,7 +70,7 @@ def purge(config_file: Path | None, older_than_days: float | None) -> None:
                 "retention is disabled (storage.retention_days is null): pass --older-than-days N"
             )
         cutoff = datetime.now(UTC) - timedelta(days=days)
-        deleted = store.purge_older_than(cutoff)
+        deleted = purge_older_than(store, cutoff)
         click.echo(
             f"deleted {deleted} verdict(s) stored before {cutoff.isoformat(timespec='seconds')}"
         )

@@ -1,6 +1,6 @@
 """``casewatch demo``: the pipeline end to end on one machine (what ``make run`` runs).
 
-The orchestration lives in ``monitor.stream.demo``; this only parses options, wires signals and maps
+The orchestration lives in ``monitor.demo.run``; this only parses options, wires signals and maps
 errors to exit codes (2: the demo could not start, 1: the daemon failed while running or could
 not commit its offsets). Ctrl-C stops the demo; a second Ctrl-C ends it at once.
 """
@@ -57,8 +57,8 @@ def demo(
     Alertmanager are installed (`make services`), starts them with rules/ loaded; the canary of
     the examples regresses after --regression-after seconds, and the summary shows the alerts.
     """
+    from monitor.demo.run import Demo, DemoOptions
     from monitor.logs import configure_logging
-    from monitor.stream.demo import Demo, DemoOptions
     from monitor.stream.runner import install_drain_signals
 
     settings = settings_or_fail(config_file, prog="casewatch demo")

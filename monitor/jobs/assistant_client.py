@@ -1,64 +1,74 @@
 """Asks a monitored assistant a probe question over HTTP (the baseline-tier job's adapter).
 
-Two kinds (``AssistantEndpointConfig.kind``): an OpenAI-compatible chat endpoint, through the
-real ``openai`` client, or any JSON API through a request template and an answer selector
-(``monitor.jobs.assistant_template``), through the standard library's HTTP client. One try per
-probe and run: a failure is reported as ``AssistantError`` with a bounded reason, the probe is
-skipped for this run and the next run asks again (no retry loop of its own).
+Two kinds (``AssistantEndpointConfig.kind``): an OpenAI-compatible chat endpoint, or any JSON
+API through a request template and an answer selector (``monitor.jobs.assistant_template``).
+Both go through the judges' HTTP boundary, ``monitor.judging.chat_endpoint.ChatEndpoint`` (one
+client stack, one translation of HTTP failures); this module maps its errors to the bounded
+reasons of ``AssistantError``. One try per probe and run: a failure skips the probe for this
+run and the next run asks again (no retry loop of its own). The bearer token comes from the
+config, read once when the settings were built.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import urllib.error
-import urllib.request
-from typing import Any, cast
+from typing import Any
 
-import openai
-from openai.types.chat import ChatCompletionMessageParam
+import pydantic
+from pydantic import SecretStr
 
-from monitor.errors import AssistantError, ConfigError, TemplateError
+from monitor.errors import (
+    AssistantError,
+    ConfigError,
+    JudgeError,
+    JudgeTransientError,
+    TemplateError,
+)
 from monitor.jobs.assistant_template import render, select
+from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, content_of
 from monitor.judging.pairwise_prompt import PairwiseQuestion
-from monitor.settings import AssistantEndpointConfig
+from monitor.settings import AssistantEndpointConfig, JudgeConfig
 
-_NO_KEY = "no-key-configured"
 _MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 # History roles an OpenAI-compatible chat accepts; support-desk agents speak as the assistant.
 _CHAT_ROLES = {"user": "user", "assistant": "assistant", "agent": "assistant", "system": "system"}
 
 
-ASSISTANT_FAILURES = ("timeout", "connection", "http_error", "bad_response")
+# Why a probe got no answer; "config": the endpoint is misconfigured (a ConfigError at run time).
+ASSISTANT_FAILURES = ("timeout", "connection", "http_error", "bad_response", "config")
 
 
 class AssistantClient:
-    def __init__(self, config: AssistantEndpointConfig) -> None:
-        self._config = config
-        self._token = _token(config)
-        self._openai: openai.OpenAI | None = None
-        if config.kind == "openai":
-            self._openai = openai.OpenAI(
-                api_key=self._token or _NO_KEY,
-                base_url=config.url,
-                timeout=config.timeout_seconds,
-                max_retries=0,
-                default_headers=config.headers or None,
-            )
-        elif not config.url.startswith(("http://", "https://")):
+    def __init__(self, config: AssistantEndpointConfig, *, name: str = "assistant") -> None:
+        if config.kind == "template" and not config.url.startswith(("http://", "https://")):
             raise ConfigError(f"assistant endpoint url {config.url!r} must be http(s)")
+        self._config = config
+        token = config.resolve_api_key()
+        transport = JudgeConfig(
+            kind="openai",
+            base_url=config.url if config.kind == "openai" else None,
+            model=config.model or "template",
+            api_key=SecretStr(token) if token else None,
+            timeout_seconds=config.timeout_seconds,
+            transport_retries=0,  # one try per probe and run
+            output_retries=0,
+        )
+        self._endpoint = ChatEndpoint(
+            f"assistant:{name}", transport, headers=config.headers, anonymous=True
+        )
 
     def close(self) -> None:
-        if self._openai is not None:
-            self._openai.close()
+        self._endpoint.close()
 
     def answer(self, probe_id: str, question: PairwiseQuestion) -> str:
-        if self._openai is not None:
-            return self._chat(question)
-        return self._template(probe_id, question)
+        try:
+            if self._config.kind == "openai":
+                return self._chat(question)
+            return self._template(probe_id, question)
+        except JudgeError as exc:
+            raise _assistant_error(exc) from exc
 
     def _chat(self, question: PairwiseQuestion) -> str:
-        assert self._openai is not None  # noqa: S101 -- set for kind == "openai"
         messages: list[dict[str, str]] = []
         if self._config.system_prompt:
             messages.append({"role": "system", "content": self._config.system_prompt})
@@ -66,21 +76,8 @@ class AssistantClient:
             if m.role in _CHAT_ROLES:
                 messages.append({"role": _CHAT_ROLES[m.role], "content": m.content})
         messages.append({"role": "user", "content": question.query})
-        try:
-            response = self._openai.chat.completions.create(
-                model=self._config.model or "",
-                messages=cast(list[ChatCompletionMessageParam], messages),
-            )
-        except openai.APITimeoutError as exc:
-            raise AssistantError("timeout", "no answer within the timeout") from exc
-        except openai.APIConnectionError as exc:
-            raise AssistantError("connection", "cannot reach the assistant") from exc
-        except openai.APIStatusError as exc:
-            raise AssistantError("http_error", f"HTTP {exc.status_code}") from exc
-        except openai.APIError as exc:
-            raise AssistantError("bad_response", "unreadable chat completion") from exc
-        text = response.choices[0].message.content if response.choices else None
-        if not text or not text.strip():
+        text = content_of(self._endpoint.send(messages, CallStats()))
+        if not text.strip():
             raise AssistantError("bad_response", "empty answer")
         return text
 
@@ -90,27 +87,7 @@ class AssistantClient:
             body = render(self._config.body, values)
         except TemplateError as exc:
             raise ConfigError(f"assistant endpoint body: {exc}") from exc
-        headers = {"Content-Type": "application/json", **self._config.headers}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        request = urllib.request.Request(  # noqa: S310 -- scheme checked in __init__
-            self._config.url, data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(  # noqa: S310 -- scheme checked in __init__
-                request, timeout=self._config.timeout_seconds
-            ) as response:
-                raw = response.read(_MAX_RESPONSE_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            raise AssistantError("http_error", f"HTTP {exc.code}") from exc
-        except TimeoutError as exc:
-            raise AssistantError("timeout", "no answer within the timeout") from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise AssistantError("timeout", "no answer within the timeout") from exc
-            raise AssistantError("connection", f"cannot reach the assistant: {exc.reason}") from exc
-        except OSError as exc:
-            raise AssistantError("connection", f"cannot reach the assistant: {exc}") from exc
+        raw = self._endpoint.post_json(self._config.url, body, CallStats())
         if len(raw) > _MAX_RESPONSE_BYTES:
             raise AssistantError("bad_response", "answer larger than 4 MiB")
         try:
@@ -120,6 +97,17 @@ class AssistantClient:
         if not isinstance(answer, str) or not answer.strip():
             raise AssistantError("bad_response", f"{self._config.answer_path} is not a text")
         return answer
+
+
+def _assistant_error(exc: JudgeError) -> AssistantError:
+    """The transport's bounded failure reasons, as an assistant's."""
+    reason = getattr(exc, "reason", "")
+    if reason in ("timeout", "connection"):
+        return AssistantError(reason, str(exc))
+    unreadable = isinstance(exc.__cause__, pydantic.ValidationError) or (
+        isinstance(exc, JudgeTransientError) and str(exc).startswith("unreadable response")
+    )
+    return AssistantError("bad_response" if unreadable else "http_error", str(exc))
 
 
 def template_values(probe_id: str, question: PairwiseQuestion) -> dict[str, Any]:
@@ -133,20 +121,6 @@ def template_values(probe_id: str, question: PairwiseQuestion) -> dict[str, Any]
         "case.product": question.case.product,
         "case.environment": question.case.environment,
     }
-
-
-def _token(config: AssistantEndpointConfig) -> str | None:
-    if config.api_key_env:
-        value = os.environ.get(config.api_key_env)
-        if value is None:
-            raise ConfigError(f"assistant api_key_env: {config.api_key_env} is not set")
-        return value
-    if config.api_key_file:
-        try:
-            return config.api_key_file.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"assistant api_key_file: cannot read it: {exc}") from exc
-    return None
 
 
 __all__ = ["ASSISTANT_FAILURES", "AssistantClient", "AssistantError", "template_values"]

@@ -187,23 +187,40 @@ class BaselineTiersJob:
     def _compare(self, answer: Answer, tier: Tier) -> PairwiseJudgment | None:
         """The judgment, or None when the hourly budget refused it (judged next run)."""
         reserved = self._calls_per_pair
-        if self._budget is not None and self._budget.reserve(reserved) is not None:
+        if self._budget is None:
+            return self._judge_pair(answer, tier)
+        if self._budget.reserve(reserved) is not None:
             return None
-        mine = PairwiseAnswer(text=answer.text, contexts=answer.contexts)
-        result = self._judge.compare(answer.probe.question(), mine, answer.probe.baseline(tier))
-        if self._budget is not None:
+        # Settled whatever happens; a judge that raised spent what is unknown: all of it.
+        requests, usd = reserved, 0.0
+        try:
+            result = self._judge_pair(answer, tier)
             orders = [result.forward, *([result.swapped] if result.swapped else [])]
-            self._budget.settle(reserved, sum(o.attempts for o in orders), result.cost_usd)
-        return result
+            requests, usd = sum(o.attempts for o in orders), result.cost_usd
+            return result
+        finally:
+            self._budget.settle(reserved, requests, usd)
+
+    def _judge_pair(self, answer: Answer, tier: Tier) -> PairwiseJudgment:
+        mine = PairwiseAnswer(text=answer.text, contexts=answer.contexts)
+        return self._judge.compare(answer.probe.question(), mine, answer.probe.baseline(tier))
 
     def _answers(self, assistant: BaselineAssistantConfig) -> tuple[list[Answer], Counter[str]]:
         answers: list[Answer] = []
         failures: Counter[str] = Counter()
         client = self._clients.get(assistant.name)
         if client is not None:
-            for probe in self._probes:
+            for n, probe in enumerate(self._probes):
                 try:
                     text = client.answer(probe.id, probe.question())
+                except ConfigError as exc:
+                    # This assistant's endpoint is misconfigured (e.g. its body template): no
+                    # probe can be asked, but the other assistants' answers are still judged.
+                    failures["config"] += len(self._probes) - n
+                    log.error(
+                        "baseline.assistant_misconfigured", assistant=assistant.name, error=str(exc)
+                    )
+                    break
                 except AssistantError as exc:
                     failures[exc.reason] += 1
                     log.warning(
@@ -287,7 +304,7 @@ class BaselineTiersJob:
 def _client(assistant: BaselineAssistantConfig) -> AssistantClient:
     if assistant.endpoint is None:
         raise ValueError(f"assistant {assistant.name!r} has no endpoint")
-    return AssistantClient(assistant.endpoint)
+    return AssistantClient(assistant.endpoint, name=assistant.name)
 
 
 def build_baseline_job(

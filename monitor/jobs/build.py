@@ -22,7 +22,7 @@ def build_jobs(
     *,
     budget: Budget | None = None,
 ) -> list[Job]:
-    """``budget``: the daemon's hourly judge budget (its sampler), which jobs calling a judge
+    """``budget``: the daemon's hourly judge budget (its sampler's), which jobs calling a judge
     charge; without one they get their own buckets from ``settings.sampling``."""
     jobs: list[Job] = []
     storage = settings.storage
@@ -45,7 +45,7 @@ def build_jobs(
                 settings.judge_config(judge_name),
                 store,
                 metrics,
-                budget or Sampler(settings.sampling, clock),
+                budget or Sampler(settings.sampling, clock).budget,
                 clock=clock,
             )
         )
@@ -64,7 +64,7 @@ def build_jobs(
 
         jobs.append(
             build_baseline_job(
-                settings, store, metrics, clock, budget or Sampler(settings.sampling, clock)
+                settings, store, metrics, clock, budget or Sampler(settings.sampling, clock).budget
             )
         )
     return jobs

@@ -178,6 +178,9 @@ class DriftJob:
         self._exported: set[str] = set()
         self.last_run: DriftRun | None = None
 
+    def close(self) -> None:
+        pass  # holds nothing beyond the store, which the daemon closes
+
     def run(self) -> None:
         self.run_once()
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from monitor.clock import Clock, SystemClock
+from monitor.storage.retention import purge_older_than
 from monitor.storage.store import Store
 
 log = structlog.get_logger(__name__)
@@ -28,12 +29,15 @@ class RetentionJob:
         self.interval_seconds = interval_seconds
         self.last_deleted = 0
 
+    def close(self) -> None:
+        pass  # holds nothing beyond the store, which the daemon closes
+
     def run(self) -> None:
         self.last_deleted = self.run_once()
 
     def run_once(self) -> int:
         now = datetime.fromtimestamp(self._clock.time(), tz=UTC)
         cutoff = now - timedelta(days=self._days)
-        deleted = self._store.purge_older_than(cutoff)
+        deleted = purge_older_than(self._store, cutoff)
         log.info("retention purge", cutoff=cutoff.isoformat(), deleted=deleted)
         return deleted

@@ -188,9 +188,13 @@ class RubricJob:
             self._metrics.record_rubric_grading(assistant, "budget", None)
             log.info("rubric.budget_refused", reason=refused, calls=calls)
             return False
+        # Settled whatever happens: a failed grading gives back what it did not spend.
+        spent_requests, spent_usd = calls, 0.0
         try:
             graded = grader.grade_answer(entry, turn.answer)
+            spent_requests, spent_usd = graded.requests, graded.cost_usd
         except RubricGradingFailed as exc:
+            spent_requests, spent_usd = exc.requests, exc.cost_usd
             summary.failed += 1
             self._metrics.record_rubric_grading(assistant, "failed", None)
             log.warning("rubric.grading_failed", event_id=turn.event_id, reason=exc.reason)
@@ -198,7 +202,8 @@ class RubricJob:
                 return False
             self._gradings.save(self._row(grader, turn, entry, None, exc.reason))
             return True
-        self._budget.settle(calls, graded.requests, graded.cost_usd)
+        finally:
+            self._budget.settle(calls, spent_requests, spent_usd)
         coverage = graded.coverage(self._config.covered_grade)
         self._gradings.save(self._row(grader, turn, entry, graded, None))
         summary.graded += 1

@@ -11,7 +11,13 @@ pairwise judge), so there is one client construction, one retry loop and one tra
 - ``with_retries`` retries transient failures (429, 5xx, 408, timeouts, connection errors) up
   to ``transport_retries`` times per call with capped exponential backoff and jitter from
   ``monitor.clock.Backoff``, waiting at least ``Retry-After``; a Retry-After longer than
-  ``backoff_max_seconds`` ends the call as ``rate_limited`` instead of parking a worker.
+  ``backoff_max_seconds`` ends the call as ``rate_limited`` instead of parking a worker;
+- ``send_optional`` sends with a request option the endpoint may not support (json_schema
+  output, logprobs): the first 400/422 naming it drops the option for good (``OptionalParam``);
+- ``ask_valid`` is the one retry-with-feedback loop: a reply the caller cannot parse is asked
+  again with the bad reply and what was wrong fed back, up to ``output_retries`` times;
+- ``post_json`` posts any JSON body to any URL through the same client and translation (an
+  assistant's JSON API, ``monitor.jobs.assistant_client``).
 
 Thread-safe: each calling thread gets its own ``openai`` client (one keep-alive connection
 pool per thread), per-call state lives in a ``CallStats`` owned by one thread. One client shared
@@ -25,10 +31,11 @@ clients are as many as the configured concurrency and are all closed by ``close`
 from __future__ import annotations
 
 import email.utils
+import functools
 import random
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -37,9 +44,17 @@ import httpx2
 import openai
 import pydantic
 import structlog
+from openai import RequestOptions
 
 from monitor.clock import Backoff, Clock, SystemClock
-from monitor.errors import JudgeError, JudgeFatalError, JudgeTransientError, truncate
+from monitor.errors import (
+    JudgeError,
+    JudgeFatalError,
+    JudgeOutputInvalid,
+    JudgeTransientError,
+    truncate,
+)
+from monitor.judging.chat_options import OptionalParam
 from monitor.judging.chat_reply import ChatReply, RequestParams, encode_body, encode_model
 from monitor.logs import SecretRedactor
 from monitor.settings import JudgeConfig
@@ -47,7 +62,7 @@ from monitor.settings import JudgeConfig
 _log = structlog.get_logger("monitor.judging.chat_endpoint")
 
 # Local servers (vLLM, Ollama, llama.cpp) accept any key, but the client insists on one.
-_NO_KEY = "no-key-configured"
+NO_KEY = "no-key-configured"
 _MAX_DETAIL_CHARS = 300
 
 T = TypeVar("T")
@@ -71,13 +86,29 @@ class CallStats:
 
 
 class ChatEndpoint:
-    def __init__(self, name: str, config: JudgeConfig, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: JudgeConfig,
+        *,
+        clock: Clock | None = None,
+        headers: Mapping[str, str] | None = None,
+        anonymous: bool = False,
+    ) -> None:
+        """``headers``: sent with every request (an assistant endpoint's own). Without a key,
+        a placeholder bearer token is sent (local judge servers want one, whatever it is),
+        or, with ``anonymous``, no Authorization header at all (any other JSON API)."""
         self.name = name
         self.config = config
         self.clock = clock or SystemClock()
         key = config.resolve_api_key()
         self._redactor = SecretRedactor([key] if key else [])
-        self._key = key or _NO_KEY
+        self._key = key or NO_KEY
+        self._headers = dict(headers or {})
+        # Per request: the client only accepts an omitted Authorization among those.
+        self._options: RequestOptions = (
+            {"headers": {"Authorization": openai.omit}} if key is None and anonymous else {}
+        )
         self._model_member = encode_model(config.model)
         self._local = threading.local()
         self._clients: dict[threading.Thread, openai.OpenAI] = {}
@@ -105,6 +136,7 @@ class ChatEndpoint:
             timeout=self.config.timeout_seconds,
             max_retries=0,  # retries are ours: counted, clock-driven, Retry-After aware
             http_client=openai.DefaultHttpxClient(verify=self._tls),
+            default_headers=self._headers or None,
         )
         with self._clients_lock:
             if self._closed:
@@ -154,7 +186,9 @@ class ChatEndpoint:
         call.requests += 1
         body = encode_body(self._model_member, conversation, params or RequestParams.of(**values))
         try:
-            http = self._client().post("/chat/completions", content=body, cast_to=httpx2.Response)
+            http = self._client().post(
+                "/chat/completions", content=body, cast_to=httpx2.Response, options=self._options
+            )
         except openai.APIError as exc:
             raise self.translate(exc) from exc
         try:
@@ -169,6 +203,80 @@ class ChatEndpoint:
             call.input_tokens += response.usage.prompt_tokens or 0
             call.output_tokens += response.usage.completion_tokens or 0
         return response
+
+    def post_json(self, url: str, body: Any, call: CallStats) -> bytes:
+        """One POST of ``body`` as JSON to ``url`` (absolute); the response body. Errors are
+        translated as ``send``'s."""
+        call.requests += 1
+        try:
+            http = self._client().post(
+                url, body=body, cast_to=httpx2.Response, options=self._options
+            )
+        except openai.APIError as exc:
+            raise self.translate(exc) from exc
+        return http.content
+
+    def send_optional(
+        self,
+        conversation: list[dict[str, str]],
+        call: CallStats,
+        option: OptionalParam,
+        with_option: RequestParams,
+        without: RequestParams,
+    ) -> ChatReply:
+        """One reply, asking with ``option`` while the endpoint accepts it; a rejection of it
+        drops it and asks again at once without (the same call, one more request)."""
+        if option.enabled:
+            try:
+                return self.send(conversation, call, with_option)
+            except JudgeFatalError as exc:
+                status = option.rejected_by(exc)
+                if status is None:
+                    raise
+                if option.drop():
+                    _log.warning(
+                        "judge.option_unsupported",
+                        judge=self.name,
+                        option=option.name,
+                        status=status,
+                        detail=f"endpoint rejected {option.name}; not asked for from now on",
+                    )
+        return self.send(conversation, call, without)
+
+    def ask_valid(
+        self,
+        messages: list[dict[str, str]],
+        call: CallStats,
+        request: Callable[[list[dict[str, str]]], ChatReply],
+        parse: Callable[[ChatReply], T],
+        feedback: Callable[[JudgeOutputInvalid], str],
+    ) -> T:
+        """``parse(reply)`` of the first reply that parses, each request through
+        ``with_retries``. A reply ``parse`` refuses (JudgeOutputInvalid) is asked again with
+        only the latest bad reply and ``feedback(error)`` appended, so retry prompts stay
+        bounded, up to ``output_retries`` times; then the last error is raised."""
+        conversation = messages
+        error = JudgeOutputInvalid("no reply")
+        retries = self.config.output_retries
+        for output_try in range(retries + 1):
+            reply = self.with_retries(functools.partial(request, conversation), call)
+            try:
+                return parse(reply)
+            except JudgeOutputInvalid as exc:
+                error = exc
+                _log.warning(
+                    "judge.output_invalid",
+                    judge=self.name,
+                    attempt=call.requests,
+                    output_retry=output_try,
+                    retries_left=retries - output_try,
+                )
+            conversation = [
+                *messages,
+                {"role": "assistant", "content": content_of(reply) or "(empty reply)"},
+                {"role": "user", "content": feedback(error)},
+            ]
+        raise error
 
     def with_retries(self, attempt: Callable[[], T], call: CallStats) -> T:
         """``attempt()``, retried on JudgeTransientError within the call's budget."""
@@ -231,6 +339,13 @@ class ChatEndpoint:
         return truncate(text, _MAX_DETAIL_CHARS)
 
 
+def content_of(reply: ChatReply) -> str:
+    """The first choice's text ("" when there is none)."""
+    if not reply.choices:
+        return ""
+    return reply.choices[0].message.content or ""
+
+
 def _close_all(clients: dict[threading.Thread, openai.OpenAI], lock: threading.Lock) -> None:
     with lock:
         closing = list(clients.values())
@@ -263,4 +378,4 @@ def _retry_after(headers: Any) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-__all__ = ["CallStats", "ChatEndpoint"]
+__all__ = ["NO_KEY", "CallStats", "ChatEndpoint", "OptionalParam", "content_of"]

@@ -12,27 +12,25 @@ One ``judge(turn)`` call is a small state machine over HTTP requests:
   again at once in JSON mode, and this judge instance stays in JSON mode from then on;
 - everything else anticipated ends as a ``judge_failed`` Judgment with a bounded reason.
 
-The client, the transport retry loop and the translation of openai exceptions into
-``monitor.errors`` live in ``monitor.judging.chat_endpoint`` (shared with the pairwise judge);
-this module only looks at an openai error to recognise a json_schema rejection. Thread-safe:
+The client, the transport retry loop, the feedback loop, the response-format fallback and the
+translation of openai exceptions into ``monitor.errors`` live in
+``monitor.judging.chat_endpoint`` (shared with the pairwise judge). Thread-safe:
 the endpoint gives each calling thread its own openai client, per-call state lives in a
 ``_Call`` owned by one thread.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
-import openai
 import structlog
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from monitor.clock import Clock
 from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
-from monitor.judging.chat_endpoint import CallStats, ChatEndpoint
-from monitor.judging.chat_reply import RequestParams
+from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, OptionalParam, content_of
+from monitor.judging.chat_reply import ChatReply, RequestParams
 from monitor.judging.prompt import PROMPT_VERSION, build_messages, prompt_hash
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema, parse_judge_output
 from monitor.models import MAX_JUSTIFICATION_CHARS, JudgeRole, JudgeScores, Judgment, TurnEvent
@@ -84,8 +82,12 @@ class OpenAIJudge:
         self._role: JudgeRole = role
         self._endpoint = ChatEndpoint(name, config, clock=clock)
         self._clock = self._endpoint.clock
-        self._use_json_schema = config.response_format != "json_object"
-        self._mode_lock = threading.Lock()
+        # json_schema output, dropped for JSON mode on the first 400 naming it ("auto" only).
+        self._json_schema = OptionalParam(
+            "json_schema",
+            ("response_format", "json_schema"),
+            enabled=config.response_format != "json_object",
+        )
         # Encoded once: the schema is half of what encoding a request body costs.
         self._schema_params = self._params(_JSON_SCHEMA_FORMAT)
         self._object_params = self._params(_JSON_OBJECT_FORMAT)
@@ -104,7 +106,7 @@ class OpenAIJudge:
     @property
     def response_mode(self) -> str:
         """The response_format type the next request will use."""
-        return "json_schema" if self._use_json_schema else "json_object"
+        return "json_schema" if self._json_schema.enabled else "json_object"
 
     def close(self) -> None:
         self._endpoint.close()
@@ -160,68 +162,31 @@ class OpenAIJudge:
         )
 
     def _score(self, messages: list[dict[str, str]], call: _Call) -> JudgeScores:
-        conversation = messages
-        error = JudgeOutputInvalid("no reply")
-        for output_try in range(self._config.output_retries + 1):
-            raw = self._complete(conversation, call)
-            try:
-                return parse_judge_output(raw)
-            except JudgeOutputInvalid as exc:
-                error = exc
-                _log.warning(
-                    "judge.output_invalid",
-                    judge=self._name,
-                    attempt=call.requests,
-                    output_retry=output_try,
-                    retries_left=self._config.output_retries - output_try,
-                )
-            # Only the latest bad reply is fed back, so retry prompts stay bounded.
-            conversation = [
-                *messages,
-                {"role": "assistant", "content": raw or "(empty reply)"},
-                {"role": "user", "content": _feedback(str(error))},
-            ]
-        raise error
+        return self._endpoint.ask_valid(
+            messages,
+            call,
+            lambda conversation: self._request(conversation, call),
+            lambda reply: parse_judge_output(content_of(reply)),
+            lambda error: _feedback(str(error)),
+        )
 
     def _complete(self, conversation: list[dict[str, str]], call: _Call) -> str:
         """One reply's content, retrying transport failures within the call's budget."""
-        return self._endpoint.with_retries(lambda: self._request(conversation, call), call)
+        reply = self._endpoint.with_retries(lambda: self._request(conversation, call), call)
+        return content_of(reply)
 
-    def _request(self, conversation: list[dict[str, str]], call: _Call) -> str:
-        """One HTTP request, in the current response mode."""
-        json_schema = self._use_json_schema
-        try:
-            response = self._endpoint.send(
-                conversation,
-                call,
-                (call.schema_params or self._schema_params) if json_schema else self._object_params,
+    def _request(self, conversation: list[dict[str, str]], call: _Call) -> ChatReply:
+        """One reply in the current response mode (json_schema, or JSON mode once the
+        endpoint rejected it and ``response_format`` is ``auto``)."""
+        schema = call.schema_params or self._schema_params
+        if self._config.response_format == "json_schema":  # no fallback: a 400 is the answer
+            reply = self._endpoint.send(conversation, call, schema)
+        else:
+            reply = self._endpoint.send_optional(
+                conversation, call, self._json_schema, schema, self._object_params
             )
-        except JudgeFatalError as exc:
-            cause = exc.__cause__
-            if (
-                json_schema
-                and self._config.response_format == "auto"
-                and isinstance(cause, openai.APIStatusError)
-                and _rejects_schema(cause)
-            ):
-                self._fall_back_to_json_object(cause.status_code)
-                return self._request(conversation, call)  # now in JSON mode: recurses once
-            raise
-        content = response.choices[0].message.content if response.choices else None
-        call.raw = content
-        return content or ""
-
-    def _fall_back_to_json_object(self, status: int) -> None:
-        with self._mode_lock:
-            if not self._use_json_schema:
-                return  # another thread switched first and logged it
-            self._use_json_schema = False
-        _log.warning(
-            "judge.response_format_fallback",
-            judge=self._name,
-            status=status,
-            detail="endpoint rejected json_schema; using json_object from now on",
-        )
+        call.raw = reply.choices[0].message.content if reply.choices else None
+        return reply
 
     # ------------------------------------------------------------------ results
 
@@ -272,11 +237,3 @@ def _feedback(error: str) -> str:
         'with exactly "score" (a number from 0 to 1) and "justification" (a non-empty string '
         f"of at most {MAX_JUSTIFICATION_CHARS} characters), no other keys, no code fence."
     )
-
-
-def _rejects_schema(exc: openai.APIStatusError) -> bool:
-    """Whether a 4xx says the endpoint does not support our json_schema response_format."""
-    if exc.status_code not in (400, 422):
-        return False
-    text = f"{exc.message} {exc.body}".lower()
-    return "response_format" in text or "json_schema" in text

@@ -20,19 +20,16 @@ raw outputs are kept either way.
 
 from __future__ import annotations
 
-import functools
-import threading
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-import openai
 import structlog
 from pydantic import BaseModel, ConfigDict
 
 from monitor.clock import Clock
 from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
-from monitor.judging.chat_endpoint import CallStats, ChatEndpoint
-from monitor.judging.chat_reply import ChatReply
+from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, OptionalParam, content_of
+from monitor.judging.chat_reply import ChatReply, RequestParams
 from monitor.judging.pairwise_prompt import (
     PAIRWISE_PROMPT_VERSION,
     PairwiseAnswer,
@@ -197,8 +194,13 @@ class OpenAIPairwiseJudge:
         self._options = options or PairwiseOptions()
         self._endpoint = ChatEndpoint(name, config, clock=clock)
         self._clock = self._endpoint.clock
-        self._ask_logprobs = True
-        self._lock = threading.Lock()
+        # Decisions without logprobs get confidence=unknown once the endpoint rejects them.
+        self._logprobs = OptionalParam("logprobs", ("logprobs",))
+        plain = {"temperature": 0, "max_tokens": self._options.decision_max_tokens}
+        self._without_logprobs = RequestParams.of(**plain)
+        self._with_logprobs = RequestParams.of(
+            **plain, logprobs=True, top_logprobs=self._options.top_logprobs
+        )
 
     @property
     def name(self) -> str:
@@ -263,59 +265,38 @@ class OpenAIPairwiseJudge:
                 ),
                 call,
             )
-            text = _content(response)
+            text = content_of(response)
             if text.strip():
                 return text[:_MAX_RAW_CHARS]
             _log.warning("pairwise.empty_analysis", judge=self._name, attempt=call.requests)
         raise JudgeOutputInvalid("the judge returned no analysis")
 
     def _decision(self, messages: list[dict[str, str]], call: CallStats) -> dict[str, Any]:
-        conversation = messages
-        raw = ""
-        for _ in range(self._config.output_retries + 1):
-            response = self._endpoint.with_retries(
-                functools.partial(self._ask, conversation, call), call
-            )
-            raw = _content(response)
-            call.raw = raw[:_MAX_RAW_CHARS]
-            top = _decision_top_logprobs(response)
-            label = parse_label(raw)
-            if label is None and top:
-                # max_tokens may cut a reply after its first token: the token is the decision.
-                label = parse_label(next(iter(top)))
-            if label is not None:
-                score = score_logprobs(top.items(), self._options.threshold) if top else None
-                return {"raw": raw, "top": top, "score": score or score_label(label)}
-            _log.warning("pairwise.unparseable_label", judge=self._name, attempt=call.requests)
-            conversation = [
-                *messages,
-                {"role": "assistant", "content": raw or "(empty reply)"},
-                {"role": "user", "content": _FEEDBACK},
-            ]
-        raise JudgeOutputInvalid(f"no A, B or Tie decision in {raw[:80]!r}")
+        return self._endpoint.ask_valid(
+            messages,
+            call,
+            lambda conversation: self._ask(conversation, call),
+            lambda reply: self._parse_decision(reply, call),
+            lambda _error: _FEEDBACK,
+        )
+
+    def _parse_decision(self, response: ChatReply, call: CallStats) -> dict[str, Any]:
+        raw = content_of(response)
+        call.raw = raw[:_MAX_RAW_CHARS]
+        top = _decision_top_logprobs(response)
+        label = parse_label(raw)
+        if label is None and top:
+            # max_tokens may cut a reply after its first token: the token is the decision.
+            label = parse_label(next(iter(top)))
+        if label is None:
+            raise JudgeOutputInvalid(f"no A, B or Tie decision in {raw[:80]!r}")
+        score = score_logprobs(top.items(), self._options.threshold) if top else None
+        return {"raw": raw, "top": top, "score": score or score_label(label)}
 
     def _ask(self, conversation: list[dict[str, str]], call: CallStats) -> ChatReply:
-        params: dict[str, Any] = {
-            "temperature": 0,
-            "max_tokens": self._options.decision_max_tokens,
-        }
-        asked = self._ask_logprobs
-        if asked:
-            params.update(logprobs=True, top_logprobs=self._options.top_logprobs)
-        try:
-            return self._endpoint.send(conversation, call, **params)
-        except JudgeFatalError as exc:
-            cause = exc.__cause__
-            if asked and isinstance(cause, openai.APIStatusError) and _rejects_logprobs(cause):
-                with self._lock:
-                    self._ask_logprobs = False
-                _log.warning(
-                    "pairwise.logprobs_unsupported",
-                    judge=self._name,
-                    detail="endpoint rejected logprobs; decisions get confidence=unknown",
-                )
-                return self._ask(conversation, call)  # now without logprobs: recurses once
-            raise
+        return self._endpoint.send_optional(
+            conversation, call, self._logprobs, self._with_logprobs, self._without_logprobs
+        )
 
     # ------------------------------------------------------------------ results
 
@@ -353,12 +334,6 @@ _FEEDBACK = (
 )
 
 
-def _content(response: ChatReply) -> str:
-    if not response.choices:
-        return ""
-    return response.choices[0].message.content or ""
-
-
 def _decision_top_logprobs(response: ChatReply) -> dict[str, float] | None:
     """{token: logprob} of the first non-blank token of the reply, most likely first; None
     when the endpoint returned no logprobs, or no alternatives (``top_logprobs``) for it."""
@@ -380,12 +355,6 @@ def _decision_top_logprobs(response: ChatReply) -> dict[str, float] | None:
         top.setdefault(entry.token, entry.logprob)
         return top
     return None
-
-
-def _rejects_logprobs(exc: openai.APIStatusError) -> bool:
-    if exc.status_code not in (400, 422):
-        return False
-    return "logprobs" in f"{exc.message} {exc.body}".lower()
 
 
 __all__ = [

@@ -188,7 +188,12 @@ class RubricGrader:
             for f in pending:
                 f.cancel()
             wait(pending)  # no request of this text outlives the call
-            raise _failure(entry.id, failed[0].exception())
+            answered = [f.result() for f in futures if not f.cancelled() and f.exception() is None]
+            errors = sum(1 for f in futures if not f.cancelled() and f.exception() is not None)
+            error = _failure(entry.id, failed[0].exception())
+            error.requests = sum(r.completion.requests for r in answered) + errors
+            error.cost_usd = sum(r.completion.cost_usd for r in answered)
+            raise error
         results = [f.result() for f in futures]
         best: dict[int, _Graded] = {}
         for r in results:

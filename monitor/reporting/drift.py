@@ -32,11 +32,10 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from monitor.models import METRICS, Band
+from monitor.models import METRICS, Band, TurnSample
 from monitor.reporting.drift_stats import (
     SignalResult,
     adjust,
@@ -51,8 +50,6 @@ __all__ = [
     "BAND_ORDER",
     "MISSING",
     "SignalResult",
-    "TurnFields",
-    "TurnSample",
     "WindowSamples",
     "analyze",
     "signal_names",
@@ -87,47 +84,6 @@ def signal_names(labels: Sequence[str] = ()) -> tuple[str, ...]:
 # ---------------------------------------------------------------- samples
 
 
-class TurnFields(Protocol):
-    """What drift reads of one turn (``TurnSample`` here, the store's rows in the job)."""
-
-    @property
-    def status(self) -> str | None: ...
-    @property
-    def s_final(self) -> float | None: ...
-    @property
-    def turn_band(self) -> str | None: ...
-    @property
-    def metric_bands(self) -> Mapping[str, str]: ...
-    @property
-    def product(self) -> str | None: ...
-    @property
-    def environment(self) -> str | None: ...
-    @property
-    def labels(self) -> Mapping[str, str | None]: ...
-    @property
-    def contexts_count(self) -> int: ...
-    @property
-    def retrieval_score(self) -> float | None: ...
-    @property
-    def answer_length(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class TurnSample:
-    """What drift needs of one stored turn and its newest verdict (``status`` None: none)."""
-
-    status: str | None
-    s_final: float | None
-    turn_band: str | None
-    metric_bands: Mapping[str, str]
-    product: str | None
-    environment: str | None
-    labels: Mapping[str, str | None]
-    contexts_count: int
-    retrieval_score: float | None
-    answer_length: int
-
-
 def _doubles() -> array[float]:
     # 8 bytes a value instead of a list's 32: a week of turns is several hundred thousand.
     return array("d")
@@ -156,7 +112,7 @@ class WindowSamples:
         self._product = self.categories["input_product"]
         self._environment = self.categories["input_environment"]
 
-    def add(self, turn: TurnFields) -> None:
+    def add(self, turn: TurnSample) -> None:
         self.turns += 1
         self._product[turn.product or MISSING] += 1
         self._environment[turn.environment or MISSING] += 1
@@ -179,7 +135,7 @@ class WindowSamples:
                 self.metric_bad[metric] += band in BAD_BANDS
 
     @classmethod
-    def of(cls, turns: Iterable[TurnFields], labels: Sequence[str] = ()) -> WindowSamples:
+    def of(cls, turns: Iterable[TurnSample], labels: Sequence[str] = ()) -> WindowSamples:
         window = cls(labels=tuple(labels))
         for turn in turns:
             window.add(turn)

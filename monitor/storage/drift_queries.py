@@ -11,14 +11,13 @@ assistant's name), so a replayed backlog lands in the hour it happened, not the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from monitor.models import METRICS
+from monitor.models import METRICS, TurnSample
 from monitor.storage.store import Store
 from monitor.storage.tables import drift_results, turns, verdicts
 
@@ -35,22 +34,6 @@ _TOP_SCORE_SQL = {
         "FROM jsonb_array_elements(turns.event -> 'contexts') AS c(value))"
     ),
 }
-
-
-@dataclass(frozen=True)
-class SampleRow:
-    """One turn of a window, as drift reads it (``status`` None: the turn has no verdict)."""
-
-    status: str | None
-    s_final: float | None
-    turn_band: str | None
-    metric_bands: dict[str, str]
-    product: str | None
-    environment: str | None
-    labels: dict[str, str | None]
-    contexts_count: int
-    retrieval_score: float | None
-    answer_length: int
 
 
 def _contexts_count(dialect: str) -> sa.ColumnElement[Any]:
@@ -93,7 +76,7 @@ def window_samples(
     start: datetime,
     end: datetime,
     labels: Sequence[str] = (),
-) -> Iterator[SampleRow]:
+) -> Iterator[TurnSample]:
     """The turns of ``assistant`` whose event timestamp is in [start, end), streamed."""
     query = _sample_query(store.dialect, labels).where(
         turns.c.assistant_name == assistant,
@@ -104,7 +87,7 @@ def window_samples(
         result = conn.execution_options(stream_results=True, yield_per=_STREAM_ROWS).execute(query)
         for row in result:
             m = row._mapping
-            yield SampleRow(
+            yield TurnSample(
                 status=m["status"],
                 s_final=m["s_final"],
                 turn_band=m["turn_band"],

@@ -85,8 +85,8 @@ class Daemon:
         self._exit_when_idle = exit_when_idle
         self.heartbeat = heartbeat or Heartbeat(HEARTBEAT_MAX_AGE_S, self._clock)
         self.tracker = OffsetTracker()
-        # A panel spends one call per primary on every sampled turn (the arbiter is charged
-        # when it happens, through record_cost).
+        # A panel spends one request per primary on every sampled turn (the arbiter's and any
+        # retries are settled when the verdict is in).
         calls = len(settings.effective_panel().primaries)
         sampler = sampler or Sampler(settings.sampling, self._clock, calls_per_turn=calls)
 

@@ -1,14 +1,14 @@
-"""The daemon's processing chain, wired: decode → sample → judge → store → commit.
+"""The daemon's processing chain, wired: decode → sample → look-up → judge → store → commit.
 
 ``build_pipeline`` is the only place that knows the concrete steps and their order; the
-daemon's loop sees a ``Pipeline``: submit, poll, join, close, plus the few questions the loop
-and its rebalance handling ask (is the store healthy, how many turns of these partitions are
-still being judged, commit now).
+daemon's loop sees a ``Pipeline``: submit, poll, join, close (``ProcessingStep``), the rebalance
+calls (``Rebalancing``, forwarded to every step that holds turns, in chain order), and the few
+questions the loop asks (is the database healthy, how many judge calls still run, commit now).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from consumers.dlq import DeadLetterSink
 from consumers.offsets import OffsetTracker
@@ -26,12 +26,11 @@ from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S, DecodeStep
 from monitor.stream.steps.judge import JudgeStep
+from monitor.stream.steps.lookup import LookupStep
+from monitor.stream.steps.rebalance import Rebalancing
 from monitor.stream.steps.sample import SampleStep
 from monitor.stream.steps.screen import ScreenStep
 from monitor.stream.steps.store import StoreStep
-
-# Screening a batch takes milliseconds; a revoke waits at most this long for those in flight.
-SCREEN_FINISH_S = 5.0
 
 
 class Pipeline:
@@ -40,14 +39,16 @@ class Pipeline:
     def __init__(
         self,
         first: ProcessingStep[RawMessage],
+        rebalancing: Sequence[Rebalancing],
+        *,
+        lookup: LookupStep,
         judge: JudgeStep,
         store: StoreStep,
         commit: CommitStep,
-        *,
-        screen: ScreenStep | None = None,
     ) -> None:
         self._first = first
-        self._screen = screen
+        self._rebalancing = tuple(rebalancing)
+        self._lookup = lookup
         self._judge = judge
         self._store = store
         self._commit = commit
@@ -65,42 +66,38 @@ class Pipeline:
     def close(self) -> None:
         self._first.close()
 
+    # The rebalance protocol, forwarded to every step that holds turns (see ``rebalance.py``).
+    def hold(self, tps: Collection[TopicPartition]) -> None:
+        """Revoked: start no judge call for these partitions' turns until ``release``."""
+        for step in self._rebalancing:
+            step.hold(tps)
+
+    def judging_in(self, tps: Collection[TopicPartition]) -> int:
+        """Paid work under way for these partitions (finished for whoever stores the verdict)."""
+        return sum(step.running_in(tps) for step in self._rebalancing)
+
+    def release(self, owned: Collection[TopicPartition]) -> None:
+        for step in self._rebalancing:
+            step.release(owned)
+
+    def discard(self, tps: Collection[TopicPartition]) -> None:
+        for step in self._rebalancing:
+            step.discard(tps)
+
+    def wait_progress(self, timeout: float) -> bool:
+        """Block until the first step with background work (screening batches, then judge
+        calls) finishes some, or ``timeout``. False at once when nothing runs."""
+        return any(step.wait_any(timeout) for step in self._rebalancing)
+
     # What the loop asks of it.
     @property
     def healthy(self) -> bool:
         """False while verdict writes (or look-ups of existing verdicts) fail (for /readyz)."""
-        return self._store.healthy and self._judge.healthy
+        return self._store.healthy and self._lookup.healthy
 
     @property
     def calls_running(self) -> int:
         return self._judge.calls_running
-
-    def judging_in(self, tps: Collection[TopicPartition]) -> int:
-        """Judge calls under way for these partitions (paid for whoever stores the verdict)."""
-        return self._judge.running_in(tps)
-
-    def hold(self, tps: Collection[TopicPartition]) -> None:
-        """Revoked: do not start judging these partitions' queued turns until ``release``."""
-        if self._screen is not None:  # nothing stays in flight in the screening processes
-            self._screen.finish(SCREEN_FINISH_S)
-        self._judge.hold(tps)
-
-    def release(self, owned: Collection[TopicPartition]) -> None:
-        self._judge.release(owned)
-
-    def discard(self, tps: Collection[TopicPartition]) -> None:
-        if self._screen is not None:
-            self._screen.discard(tps)
-        self._judge.discard(tps)
-
-    def wait_progress(self, timeout: float) -> bool:
-        """Block until a screening batch or a judge call finishes (or ``timeout``): something
-        may then move on. False at once when nothing is running to wait for."""
-        if self._screen is not None and self._screen.screening:
-            self._screen.wait_any(timeout)
-            return True
-        # Not ``calls_running``: that asks every future in flight, on every turn of the loop.
-        return self._judge.wait_any(timeout)
 
     def commit(self) -> bool:
         return self._commit.commit()
@@ -131,15 +128,26 @@ def build_pipeline(
         store_step,
         evaluator,
         metrics,
-        sampler,
+        sampler.budget,
         concurrency=cfg.concurrency,
         max_in_flight=cfg.max_in_flight,
         clock=clock,
-        judged=store,  # a replayed turn costs a database read, not a judge call
-        done=commit,
+        reserved_per_turn=sampler.calls_per_turn,
+    )
+    # A replayed turn costs a database read, not a judge call.
+    lookup = LookupStep(
+        judge,
+        commit,
+        store,
+        evaluator.config_hash,
+        metrics,
+        sampler.budget,
+        max_in_flight=cfg.max_in_flight,
+        clock=clock,
+        reserved_per_turn=sampler.calls_per_turn,
     )
     sample = SampleStep(
-        judge,
+        lookup,
         commit,
         sampler,
         metrics,
@@ -156,7 +164,9 @@ def build_pipeline(
         clock=clock,
     )
     if cfg.screen_processes == 0:
-        return Pipeline(first, judge, store_step, commit)
+        return Pipeline(
+            first, [lookup, judge], lookup=lookup, judge=judge, store=store_step, commit=commit
+        )
     screen = ScreenStep(
         first,
         commit,
@@ -166,4 +176,6 @@ def build_pipeline(
         sampling=settings.sampling,
         clock=clock,
     )
-    return Pipeline(screen, judge, store_step, commit, screen=screen)
+    return Pipeline(
+        screen, [screen, lookup, judge], lookup=lookup, judge=judge, store=store_step, commit=commit
+    )

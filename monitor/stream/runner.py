@@ -193,7 +193,9 @@ class DaemonRunner:
                 calls_per_turn=len(settings.effective_panel().primaries),
             )
             jobs = JobScheduler(store, self.metrics)
-            for job in build_jobs(settings, store, self.metrics, SystemClock(), budget=sampler):
+            for job in build_jobs(
+                settings, store, self.metrics, SystemClock(), budget=sampler.budget
+            ):
                 jobs.add(job)
             self._jobs = jobs
             self.daemon = Daemon(

@@ -168,8 +168,8 @@ def test_usd_budget_is_charged_up_front_and_corrected_by_actual_cost() -> None:
     assert decide(s) == SampleDecision(False, "budget_usd")
     # The four turns actually cost 0.10 each: 4 × 0.15 comes back.
     for _ in range(4):
-        s.record_cost(0.10)
-    assert s.budget_levels()["usd"] == pytest.approx(0.60)
+        s.budget.settle(1, 1, 0.10)
+    assert s.budget.levels()["usd"] == pytest.approx(0.60)
     assert [decide(s, f"d{i}").sampled for i in range(3)] == [True, True, False]
 
 
@@ -177,7 +177,7 @@ def test_costlier_than_estimated_turns_put_the_usd_bucket_in_debt() -> None:
     clock = ManualClock()
     s = sampler(clock, budget_usd_per_hour=1.0, estimated_usd_per_call=0.0)
     assert decide(s).sampled  # estimate 0: admitted while the bucket is positive
-    s.record_cost(1.5)
+    s.budget.settle(1, 1, 1.5)
     assert decide(s).reason == "budget_usd"
     clock.advance(1800)  # refills 0.5: back to exactly zero, still nothing to spend
     assert decide(s).reason == "budget_usd"
@@ -189,22 +189,22 @@ def test_skipped_turns_are_not_charged() -> None:
     s = sampler(default_rate=0.0, budget_calls_per_hour=1, budget_usd_per_hour=1.0)
     for i in range(5):
         assert decide(s, f"c{i}").reason == "not_sampled"
-    assert s.budget_levels() == {"calls": 1.0, "usd": 1.0}
+    assert s.budget.levels() == {"calls": 1.0, "usd": 1.0}
 
 
 def test_calls_per_turn_and_actual_calls() -> None:
     s = Sampler(SamplingConfig(budget_calls_per_hour=5), ManualClock(), calls_per_turn=2)
     assert decide(s, "a").sampled and decide(s, "b").sampled
     assert decide(s, "c").reason == "budget_calls"  # 1 left, a turn needs 2
-    s.record_cost(0.0, calls=3)  # turn "a" needed an arbiter: one more call charged
-    assert s.budget_levels()["calls"] == pytest.approx(0.0)
+    s.budget.settle(2, 3, 0.0)  # turn "a" needed an arbiter: one more call charged
+    assert s.budget.levels()["calls"] == pytest.approx(0.0)
 
 
 def test_call_budget_checked_before_usd_and_usd_not_charged_on_refusal() -> None:
     s = sampler(budget_calls_per_hour=1, budget_usd_per_hour=1.0, estimated_usd_per_call=0.5)
     assert decide(s, "a").sampled
     assert decide(s, "b").reason == "budget_calls"
-    assert s.budget_levels()["usd"] == pytest.approx(0.5)
+    assert s.budget.levels()["usd"] == pytest.approx(0.5)
 
 
 def test_skip_reasons_are_bounded() -> None:
@@ -234,13 +234,13 @@ def test_reserve_and_settle_charge_jobs_to_the_same_buckets() -> None:
         ),
         clock,
     )
-    assert sampler.reserve(8) is None
-    assert sampler.budget_levels() == {"calls": pytest.approx(2), "usd": pytest.approx(0.6)}
-    assert sampler.reserve(3) == "budget_calls"  # refused: nothing taken
-    sampler.settle(8, calls=6, usd=0.1)  # fewer calls and cheaper than estimated
-    assert sampler.budget_levels() == {"calls": pytest.approx(4), "usd": pytest.approx(0.9)}
-    assert sampler.reserve(4) is None
-    assert sampler.reserve(1) == "budget_calls"
+    assert sampler.budget.reserve(8) is None
+    assert sampler.budget.levels() == {"calls": pytest.approx(2), "usd": pytest.approx(0.6)}
+    assert sampler.budget.reserve(3) == "budget_calls"  # refused: nothing taken
+    sampler.budget.settle(8, 6, 0.1)  # fewer calls and cheaper than estimated
+    assert sampler.budget.levels() == {"calls": pytest.approx(4), "usd": pytest.approx(0.9)}
+    assert sampler.budget.reserve(4) is None
+    assert sampler.budget.reserve(1) == "budget_calls"
     usd_only = Sampler(SamplingConfig(budget_usd_per_hour=0.1, estimated_usd_per_call=0.05), clock)
-    assert usd_only.reserve(3) == "budget_usd"
-    assert usd_only.reserve(2) is None
+    assert usd_only.budget.reserve(3) == "budget_usd"
+    assert usd_only.budget.reserve(2) is None

@@ -8,7 +8,7 @@ panel is the offline heuristic judge and a judge on the fake OpenAI-compatible s
 tokens, dollars, retries and failures exist), with an arbiter on the same server; half of the
 conversations are sampled (so ``skipped`` exists) plus an always-judge rule; the retention job
 runs every second (so ``casewatch_job_runs_total`` exists). Prometheus (Debian's package, via
-``monitor.stream.prometheus_stack``) scrapes it every second with ``rules/`` loaded.
+``monitor.demo.prometheus_stack``) scrapes it every second with ``rules/`` loaded.
 
 Each query runs with the dashboard's variables at their defaults ("All" for the multi-value
 ones, whose label_values queries must themselves return values), and those using
@@ -39,10 +39,11 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker, create_topics
+from monitor.demo.examples import find_examples, load_examples
+from monitor.demo.producer import ReplayProducer
+from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.models import METRICS
 from monitor.settings import Settings, load_settings
-from monitor.stream.demo import ReplayProducer, find_examples, load_examples
-from monitor.stream.prometheus_stack import PrometheusStack
 from monitor.stream.runner import DaemonRunner
 from tests.dashboards.queries import (
     ROOT,

@@ -34,6 +34,7 @@ import yaml
 
 from consumers.tansu import EmbeddedBroker, free_port
 from monitor.settings import StorageConfig
+from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.readiness import STATUS_INTERVAL_S
 from tests.dockerfile import runtime_entrypoint
@@ -214,7 +215,7 @@ def test_rendered_config_and_args_start_a_ready_daemon(
         store = Store.from_config(StorageConfig(url=db_url))
         try:
             wait_for(
-                lambda: [v["event_id"] for v in store.verdicts(limit=10)] == ["evt-helm-1"],
+                lambda: [v["event_id"] for v in stored_verdicts(store, limit=10)] == ["evt-helm-1"],
                 timeout=READY_TIMEOUT_S,
                 what="the turn judged by the panel and stored",
             )

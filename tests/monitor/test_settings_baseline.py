@@ -76,3 +76,22 @@ def test_the_readme_baseline_example_loads(tmp_path: Path) -> None:
         "history": "{{history}}",
         "product": "{{case.product}}",
     }
+
+
+def test_assistant_tokens_are_read_once_and_redacted_from_logs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Read when the settings are built (the entrypoint); the client never reads the env.
+    monkeypatch.setenv("CASEWATCH_TEST_BOT_TOKEN", "tok-123")
+    endpoint = {"kind": "openai", "url": "http://127.0.0.1:9/v1", "model": "m"}
+    settings = load_settings(
+        baseline={
+            "assistants": [
+                {"name": "bot", "endpoint": {**endpoint, "api_key_env": "CASEWATCH_TEST_BOT_TOKEN"}}
+            ]
+        }
+    )
+    monkeypatch.delenv("CASEWATCH_TEST_BOT_TOKEN")
+    bot = settings.baseline.assistants[0].endpoint
+    assert bot is not None and bot.resolve_api_key() == "tok-123"
+    assert "tok-123" in settings.secret_values()

@@ -26,8 +26,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker
-from monitor.stream.prometheus_config import tune_rules
-from monitor.stream.prometheus_stack import PrometheusStack
+from monitor.demo.prometheus_config import tune_rules
+from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook

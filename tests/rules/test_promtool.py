@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from monitor.stream.prometheus_config import tune_rules
+from monitor.demo.prometheus_config import tune_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "casewatch.rules.yml"

@@ -15,7 +15,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 from sqlalchemy.engine import Connection
 
-from monitor.storage.store import normalize_url
+from monitor.storage.engine import normalize_url
 from monitor.storage.tables import UTCDateTime, metadata
 
 config = context.config

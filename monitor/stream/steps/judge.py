@@ -6,30 +6,28 @@ all stay single-threaded) and may complete out of order: the offset tracker hand
 When ``max_in_flight`` turns are held (running, queued, or finished but refused by the store
 step), ``submit`` raises MessageRejected and the daemon pauses its partitions.
 
-A replay never pays twice: with a ``judged`` lookup (the store), submitted turns wait for the next
-``poll``, which asks the store in one query which of them already have a verdict under the
-evaluator's configuration hash. Those go straight to the ``done`` step (their offsets become
-committable), are counted ``casewatch_turns_skipped_total{reason="already_judged"}`` and get back
-the budget the sampler charged for them; only the rest are judged. A failing lookup is retried
-with backoff (the turns wait, counted in flight): judging them blind could pay twice.
+Turns reach this step after the look-up of stored verdicts (``lookup.py``): a replay never pays
+twice. Each verdict settles the budget the sampler reserved for its turn with the judge
+requests it really made (an arbiter's and retries included).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from concurrent.futures import Future
 from typing import Protocol
 
 import structlog
 
 from consumers.records import TopicPartition
-from monitor.clock import Backoff, Clock, Deadline, SystemClock
-from monitor.errors import MessageRejected, StorageError
+from monitor.budget import Budget
+from monitor.clock import Clock, Deadline, SystemClock
+from monitor.errors import MessageRejected
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.models import TurnEvent, Verdict
-from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, ProcessingStep
+from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep
 from monitor.workers import DaemonThreadPool
 
 log = structlog.get_logger(__name__)
@@ -40,54 +38,34 @@ _WAIT_SLICE_S = 0.1  # join re-checks the downstream step this often while waiti
 # together makes one store batch and one look-up of them instead of one each (the daemon's
 # loop was ~45 % of the GIL at 160 turns/s, most of it per tick: bench/README.md).
 _BATCH_WINDOW_S = 0.02
-# Retries of a failed look-up of existing verdicts: a read is cheap, so they stay frequent.
-LOOKUP_BACKOFF = Backoff(initial_s=0.5, max_s=5.0)
-
-
-class CostRecorder(Protocol):
-    """The hourly budget: charged with what each judged turn really cost, in dollars and in
-    judge calls (an arbiter call is a third call the sampler could not know about)."""
-
-    def record_cost(self, usd: float, calls: int | None = None) -> None: ...
 
 
 class JudgeMetrics(Protocol):
     def record_verdict(self, verdict: Verdict) -> None: ...
 
-    def record_already_judged(self, assistant: str, count: int = 1) -> None: ...
-
-    def record_storage_error(self) -> None: ...
-
-
-class JudgedLookup(Protocol):
-    def existing(self, event_ids: Iterable[str], judge_config_hash: str) -> set[str]:
-        """The subset of ``event_ids`` that already have a verdict under the hash."""
-        ...
-
 
 class JudgeStep:
+    """Implements ``ProcessingStep[TurnEvent]`` and ``Rebalancing``."""
+
     def __init__(
         self,
         next_step: ProcessingStep[JudgedTurn],
         evaluator: Evaluator,
         metrics: JudgeMetrics,
-        budget: CostRecorder,
+        budget: Budget,
         concurrency: int,
         max_in_flight: int,
         clock: Clock | None = None,
         *,
-        judged: JudgedLookup | None = None,
-        done: DoneStep | None = None,
-        backoff: Backoff | None = None,
+        reserved_per_turn: int = 1,
     ) -> None:
         if concurrency < 1 or max_in_flight < 1:
             raise ValueError("concurrency and max_in_flight must be >= 1")
-        if (judged is None) != (done is None):
-            raise ValueError("judged and done go together: skipped turns need a done step")
         self._next = next_step
         self._evaluator = evaluator
         self._metrics = metrics
         self._budget = budget
+        self._reserved = reserved_per_turn
         self._max = max_in_flight
         self._clock = clock or SystemClock()
         self._pool = DaemonThreadPool(concurrency, "judge")
@@ -99,22 +77,10 @@ class JudgeStep:
         self._ready: deque[Envelope[JudgedTurn]] = deque()
         # Turns of revoked partitions not yet started: judged only if the partition comes back.
         self._held: list[Envelope[TurnEvent]] = []
-        # Turns submitted since the last lookup of existing verdicts (with ``judged`` only).
-        self._judged = judged
-        self._done = done
-        self._unchecked: list[Envelope[TurnEvent]] = []
-        self._backoff = backoff or LOOKUP_BACKOFF
-        self._lookup_failures = 0
-        self._lookup_retry_at = 0.0
-
-    @property
-    def healthy(self) -> bool:
-        """False from a failed look-up of existing verdicts until the next successful one."""
-        return self._lookup_failures == 0
 
     @property
     def in_flight(self) -> int:
-        return len(self._running) + len(self._ready) + len(self._held) + len(self._unchecked)
+        return len(self._running) + len(self._ready) + len(self._held)
 
     @property
     def calls_running(self) -> int:
@@ -125,10 +91,7 @@ class JudgeStep:
     def submit(self, message: Envelope[TurnEvent]) -> None:
         if self.in_flight >= self._max:
             raise MessageRejected(f"{self.in_flight} turns are being judged (max_in_flight)")
-        if self._judged is None:
-            self._start(message)
-        else:
-            self._unchecked.append(message)  # looked up, in one batch, on the next poll
+        self._start(message)
 
     def _start(self, message: Envelope[TurnEvent]) -> None:
         future = self._pool.submit(evaluate_guarded, self._evaluator, message.payload)
@@ -139,44 +102,6 @@ class JudgeStep:
         # On the judge thread (or here, for a cancel): deque.append is atomic, no lock needed.
         self._finished.append(future)
         self._progress.set()
-
-    def _check(self) -> None:
-        """Judge the unchecked turns that have no verdict yet; finish the others."""
-        if not self._unchecked or self._judged is None or self._done is None:
-            return
-        if self._lookup_failures and self._clock.monotonic() < self._lookup_retry_at:
-            return
-        batch = self._unchecked
-        try:
-            found = self._judged.existing(
-                {m.payload.event_id for m in batch}, self._evaluator.config_hash
-            )
-        except StorageError as exc:
-            self._lookup_failures += 1
-            delay = self._backoff.delay(self._lookup_failures)
-            self._lookup_retry_at = self._clock.monotonic() + delay
-            self._metrics.record_storage_error()
-            log.warning(
-                "looking up existing verdicts failed; retrying",
-                error=str(exc),
-                failures=self._lookup_failures,
-                retry_in_s=round(delay, 2),
-                held=len(batch),
-            )
-            return
-        self._unchecked = []
-        self._lookup_failures = 0
-        skipped: dict[str, int] = {}
-        for message in batch:
-            if message.payload.event_id in found:
-                self._done.submit(message)
-                name = message.payload.assistant.name
-                skipped[name] = skipped.get(name, 0) + 1
-                self._budget.record_cost(0.0, calls=0)  # charged when sampled, never spent
-            else:
-                self._start(message)
-        for assistant, n in skipped.items():
-            self._metrics.record_already_judged(assistant, n)
 
     def running_in(self, tps: Collection[TopicPartition]) -> int:
         """Judge calls under way for turns of these partitions (queued ones not counted)."""
@@ -189,8 +114,6 @@ class JudgeStep:
             if message.tp in tps and future.cancel():
                 del self._running[future]
                 self._held.append(message)
-        self._held.extend(m for m in self._unchecked if m.tp in tps)
-        self._unchecked = [m for m in self._unchecked if m.tp not in tps]
         return len(self._held)
 
     def release(self, owned: Collection[TopicPartition]) -> None:
@@ -199,15 +122,11 @@ class JudgeStep:
         held, self._held = self._held, []
         for message in held:
             if message.tp in owned:
-                if self._judged is None:
-                    self._start(message)
-                else:  # checked again: it may have been judged elsewhere meanwhile
-                    self._unchecked.append(message)
+                self._start(message)
 
     def discard(self, tps: Collection[TopicPartition]) -> None:
         """Drop queued and held turns of partitions this consumer re-reads or no longer owns."""
         self._held = [m for m in self._held if m.tp not in tps]
-        self._unchecked = [m for m in self._unchecked if m.tp not in tps]
         for future, message in list(self._running.items()):
             if message.tp in tps and future.cancel():
                 del self._running[future]
@@ -233,11 +152,12 @@ class JudgeStep:
                 continue  # cancelled by hold or discard, which took the turn back
             verdict = future.result()
             self._metrics.record_verdict(verdict)
-            # Every judgment is one judge call: with a panel, the arbiter's is charged here.
-            calls = len(verdict.judgments)
-            cost = sum(j.cost_usd for j in verdict.judgments)
-            if cost or calls:
-                self._budget.record_cost(cost, calls=calls)
+            # The requests really made: an arbiter's (a third judge) and retries included.
+            # No judgments (an evaluator bug): what it spent is unknown, the reservation stands.
+            if verdict.judgments:
+                requests = sum(j.attempts for j in verdict.judgments)
+                cost = sum(j.cost_usd for j in verdict.judgments)
+                self._budget.settle(self._reserved, requests, cost)
             self._ready.append(message.replace(JudgedTurn(message.payload, verdict)))
 
     def _forward(self) -> None:
@@ -249,14 +169,13 @@ class JudgeStep:
             self._ready.popleft()
 
     def poll(self) -> None:
-        self._check()
         self._collect()
         self._forward()
         self._next.poll()
 
     def join(self, timeout: float | None = None) -> None:
         deadline = Deadline(timeout, self._clock)
-        while self._running or self._ready or self._unchecked:
+        while self._running or self._ready:
             remaining = deadline.remaining()
             if remaining is not None and remaining <= 0:
                 log.warning("drain timed out; unfinished turns stay uncommitted", n=self.in_flight)
@@ -265,8 +184,8 @@ class JudgeStep:
                 wait = _WAIT_SLICE_S if remaining is None else min(_WAIT_SLICE_S, remaining)
                 self._progress.wait(wait)
             self.poll()
-            if not self._running and (self._ready or self._unchecked):
-                # Only the database holds us up (e.g. a retry backoff).
+            if not self._running and self._ready:
+                # Only the next step holds us up (e.g. a store retry backoff).
                 self._clock.sleep(
                     _WAIT_SLICE_S if remaining is None else min(_WAIT_SLICE_S, remaining)
                 )

@@ -49,6 +49,8 @@ DEFAULT_BATCH = 256
 # (e.g. processes cannot start here): every record then takes the in-process path.
 MAX_FAILURES = 3
 _WAIT_SLICE_S = 0.05
+# Screening a batch takes milliseconds; a revoke waits at most this long for those in flight.
+SCREEN_FINISH_S = 5.0
 
 Mark = str | None  # the assistant of a turn finished by screening; None: goes on
 _Flight = tuple[list[Envelope[RawMessage]], "cf.Future[list[Mark]]", int]
@@ -198,10 +200,13 @@ class ScreenStep:
         """Whether a batch is in a screening process now."""
         return bool(self._flight)
 
-    def wait_any(self, timeout: float) -> None:
-        """Block until the oldest batch in flight is screened, or ``timeout`` passes."""
-        if self._flight:
-            cf.wait([self._flight[0][1]], timeout=timeout)
+    def wait_any(self, timeout: float) -> bool:
+        """Block until the oldest batch in flight is screened, or ``timeout`` passes (False at
+        once when no batch is in flight)."""
+        if not self._flight:
+            return False
+        cf.wait([self._flight[0][1]], timeout=timeout)
+        return True
 
     def _fall_back(self, exc: BaseException, generation: int) -> None:
         self.fallbacks += 1
@@ -254,6 +259,17 @@ class ScreenStep:
             self._collect(min(_WAIT_SLICE_S, deadline.remaining() or 0.0))
         self._forward()
         self._flush_counts()
+
+    # ``Rebalancing``: nothing stays here across a revoke, so there is nothing to hold.
+    def hold(self, tps: Collection[TopicPartition]) -> int:
+        self.finish(SCREEN_FINISH_S)
+        return 0
+
+    def running_in(self, tps: Collection[TopicPartition]) -> int:
+        return 0  # screening is not paid for: ``hold`` finished it
+
+    def release(self, owned: Collection[TopicPartition]) -> None:
+        pass
 
     def discard(self, tps: Collection[TopicPartition]) -> None:
         """Forget the records of these partitions (re-read, or owned elsewhere now)."""

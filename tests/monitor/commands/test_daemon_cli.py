@@ -22,6 +22,7 @@ from consumers.tansu import EmbeddedBroker, create_topics, free_port
 from monitor.cli import main
 from monitor.errors import StorageError
 from monitor.settings import load_settings
+from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.stream.runner import shutdown_budget_s
 from tests.fake_judge_server import FakeJudgeServer
@@ -257,7 +258,7 @@ def test_sigkill_and_restart_store_every_turn_exactly_once(
             proc.proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 0, proc.tail()
     assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(n)}
-    assert store.counts()["turns"] == n
+    assert counts(store)["turns"] == n
     store.close()
 
 
@@ -328,6 +329,6 @@ def test_a_second_sigterm_exits_at_once_without_draining(
 
 def _stored(store: Store) -> int:
     try:
-        return store.counts()["verdicts"]
+        return counts(store)["verdicts"]
     except StorageError:  # the daemon has not migrated the schema yet
         return 0

@@ -11,7 +11,9 @@ from click.testing import CliRunner
 
 from monitor.cli import main
 from monitor.clock import ManualClock
-from monitor.storage.store import Store, alembic_config
+from monitor.storage.audit import counts
+from monitor.storage.schema import alembic_config
+from monitor.storage.store import Store
 from tests.fixtures.databases import make_turn, make_verdict
 
 DAY = 86_400.0
@@ -54,7 +56,7 @@ def test_upgrade_creates_the_schema_and_is_repeatable(
         assert result.exit_code == 0, result.output
         assert f"schema at revision {HEAD}" in result.output
     store = Store(sqlite_url)
-    assert store.counts() == {"turns": 0, "verdicts": 0, "judgments": 0}
+    assert counts(store) == {"turns": 0, "verdicts": 0, "judgments": 0}
     store.close()
 
 
@@ -69,7 +71,7 @@ def test_purge_defaults_to_storage_retention_days(
     assert result.exit_code == 0, result.output
     assert "deleted 2 verdict(s)" in result.output
     store = Store(sqlite_url)
-    assert store.counts() == {"turns": 1, "verdicts": 1, "judgments": 2}
+    assert counts(store) == {"turns": 1, "verdicts": 1, "judgments": 2}
     store.close()
 
 

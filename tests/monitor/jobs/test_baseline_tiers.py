@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.clock import ManualClock
+from monitor.errors import CasewatchError
 from monitor.exporter import Metrics
 from monitor.jobs.baseline_tiers import JOB_NAME, BaselineTiersJob, build_baseline_job
 from monitor.jobs.build import build_jobs
@@ -276,6 +277,34 @@ def test_an_assistant_that_answers_nothing_fails_the_run(
     assert fake_judge.request_count == 0
     (summary,) = job.last_run
     assert summary.fetch_failures == {"connection": 4}
+
+
+def test_a_misconfigured_assistant_fails_its_answers_not_the_other_assistants(
+    fake_judge: FakeJudgeServer,
+    assistant_chat: FakeJudgeServer,
+    template_assistant: TemplateAssistant,
+    store: Store,
+) -> None:
+    # A body template naming an unknown placeholder raises ConfigError when a probe is asked.
+    fake_judge.responder = pairwise(judge_by_quality)
+    config = baseline_config(assistant_chat, template_assistant)
+    broken = config.assistants[1].model_copy(
+        update={
+            "name": "bot-broken",
+            "endpoint": config.assistants[1].endpoint.model_copy(  # type: ignore[union-attr]
+                update={"body": {"question": "{{no_such_field}}"}}
+            ),
+        }
+    )
+    config = config.model_copy(update={"assistants": [broken, config.assistants[0]]})
+    job = make_job(config, fake_judge, store, Metrics(CollectorRegistry()))
+    with pytest.raises(CasewatchError, match="bot-broken"):
+        job.run()  # counted failed: one assistant answered nothing
+    broken_summary, chat_summary = job.last_run
+    assert broken_summary.fetch_failures == {"config": len(PROBES)}
+    assert chat_summary.endpoint_answers == len(PROBES)  # still asked and judged
+    assert sum(s.outcomes.total() for s in chat_summary.tiers.values()) == 3 * len(PROBES)
+    job.close()
 
 
 def test_build_jobs_registers_the_job_from_the_baseline_section(

@@ -12,11 +12,11 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
+from monitor.demo.run import Demo, DemoOptions
 from monitor.settings import load_settings
 from monitor.storage.store import Store
 from monitor.storage.tables import matches, turns
-from monitor.stream.demo import Demo, DemoOptions
-from tests.monitor.stream.test_demo import scrape, tansu  # noqa: F401 -- fixture
+from tests.monitor.demo.test_run import scrape, tansu  # noqa: F401 -- fixture
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ASSISTANTS = ("acme-support-stable", "acme-support-canary")

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from consumers.sampling import Sampler
+from monitor.budget import HourlyBudget
 from monitor.clock import ManualClock
 from monitor.errors import ConfigError
 from monitor.exporter import Metrics
@@ -20,8 +21,11 @@ from monitor.jobs.build import build_jobs
 from monitor.jobs.rubric import RubricJob
 from monitor.judging.rubric_set import parse_rubric_set
 from monitor.settings import RubricConfig, SamplingConfig, load_settings
+from monitor.storage.audit import counts, stored_verdicts
+from monitor.storage.engine import normalize_url
+from monitor.storage.retention import purge_older_than
 from monitor.storage.rubric_gradings import RubricGradings
-from monitor.storage.store import Store, normalize_url
+from monitor.storage.store import Store
 from monitor.storage.tables import turns
 from tests.fake_judge_server import (
     FakeJudgeServer,
@@ -75,7 +79,7 @@ def make_job(
     fake_judge.responder = keyword_grader(KEYWORDS)
     metrics = Metrics(registry)
 
-    def make(budget: Sampler | None = None, **config: Any) -> RubricJob:
+    def make(budget: HourlyBudget | None = None, **config: Any) -> RubricJob:
         cfg = RubricConfig(**{"enabled": True, "rubric_file": "unused.yaml", **config})
         job = RubricJob(
             cfg,
@@ -83,7 +87,7 @@ def make_job(
             fake_judge_config(fake_judge, transport_retries=0),
             store,
             metrics,
-            budget or Sampler(SamplingConfig(), clock),
+            budget or Sampler(SamplingConfig(), clock).budget,
             clock=clock,
             rubrics=RUBRICS,
         )
@@ -180,11 +184,11 @@ def test_the_hourly_budget_is_charged_and_refusals_wait(
 ) -> None:
     _save(store, "t0")
     _save(store, "t1")
-    budget = Sampler(SamplingConfig(budget_calls_per_hour=6), clock)
+    budget = Sampler(SamplingConfig(budget_calls_per_hour=6), clock).budget
     job = make_job(budget=budget)
     summary = job.run_once()
     assert (summary.graded, summary.budget_refused) == (1, 1)  # 4 calls, then 4 > 2 left
-    assert budget.budget_levels()["calls"] == pytest.approx(2)
+    assert budget.levels()["calls"] == pytest.approx(2)
     assert (
         _sample(registry, "casewatch_rubric_graded_total", assistant="helpdesk", outcome="budget")
         == 1
@@ -211,6 +215,21 @@ def test_an_endpoint_failure_stops_the_run_and_the_turn_is_retried(
     )
     fake_judge.responder = keyword_grader(KEYWORDS)
     assert job.run_once().graded == 2
+
+
+def test_a_failed_grading_settles_the_budget_it_reserved(
+    store: Store, make_job: Any, fake_judge: FakeJudgeServer, clock: ManualClock
+) -> None:
+    # Four questions, one passage: four requests reserved. The endpoint fails the first ones;
+    # the requests never sent come back to the hourly budget, the ones sent stay charged.
+    _save(store, "t0")
+    fake_judge.responder = lambda _req: server_error()
+    budget = Sampler(SamplingConfig(budget_calls_per_hour=10), clock).budget
+    summary = make_job(budget=budget, concurrency=1).run_once()
+    assert summary.failed == 1
+    sent = fake_judge.request_count
+    assert 1 <= sent < 4
+    assert budget.levels()["calls"] == pytest.approx(10 - sent)
 
 
 def test_a_turn_the_endpoint_refuses_is_stored_failed_and_skipped(
@@ -267,8 +286,8 @@ def test_retention_deletes_gradings_with_their_turn(
     _save(store, "t0")
     assert make_job().run_once().graded == 1
     assert len(RubricGradings(store).for_event("t0")) == 1
-    store.purge_older_than(datetime.now(UTC) + timedelta(days=1))
-    assert store.counts()["turns"] == 0
+    purge_older_than(store, datetime.now(UTC) + timedelta(days=1))
+    assert counts(store)["turns"] == 0
     assert RubricGradings(store).for_event("t0") == []
 
 
@@ -282,7 +301,7 @@ def test_a_turn_committed_late_with_an_earlier_stamp_is_still_graded(
     assert job.run_once().unmatched == 2
     late = make_turn("late")
     store.save(late, make_verdict(late))
-    first = min(r["stored_at"] for r in store.verdicts())
+    first = min(r["stored_at"] for r in stored_verdicts(store))
     engine = sa.create_engine(normalize_url(store.url))
     with engine.begin() as conn:
         conn.execute(sa.update(turns).where(turns.c.event_id == "late").values(stored_at=first))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -22,12 +25,16 @@ class CountingJob:
         self.runs = 0
         self.fail_with: Exception | None = None
         self.ran = threading.Event()
+        self.closed = 0
 
     def run(self) -> None:
         self.runs += 1
         self.ran.set()
         if self.fail_with is not None:
             raise self.fail_with
+
+    def close(self) -> None:
+        self.closed += 1
 
 
 @pytest.fixture
@@ -144,3 +151,97 @@ def test_apscheduler_runs_the_jobs_at_start_and_shutdown_releases_the_lease(stor
     from datetime import UTC, datetime
 
     assert Leases(store).holder("drift", datetime.now(UTC)) is None
+    assert job.closed == 1  # the scheduler owns its jobs' lifecycle: start, runs, close
+
+
+class BlockingJob(CountingJob):
+    """Runs until ``release`` is set (a slow drift query, a judge endpoint that hangs)."""
+
+    def __init__(self, interval_seconds: float = 60.0) -> None:
+        super().__init__(interval_seconds=interval_seconds)
+        self.release = threading.Event()
+
+    def run(self) -> None:
+        super().run()
+        self.release.wait()
+
+
+def test_a_lease_is_renewed_while_its_job_runs(store: Store) -> None:
+    # A run slower than interval + margin: without renewal during the run, the lease lapses
+    # and a second replica starts the same job while the first still runs it.
+    clock = ManualClock()
+    leases = Leases(store)
+    a = JobScheduler(
+        store, Metrics(CollectorRegistry()), owner="a", clock=clock, renew_every_s=0.01
+    )
+    job = BlockingJob(interval_seconds=60)
+    a.add(job)
+    runner = threading.Thread(target=a.run_once, args=["drift"], daemon=True)
+    runner.start()
+    try:
+        assert job.ran.wait(30)
+        clock.advance(60 + 60 + 1)  # past the lease taken at the start of the run
+        from datetime import UTC, datetime
+
+        deadline = time.monotonic() + 30  # a hang guard, not a timing threshold
+        while leases.holder("drift", datetime.fromtimestamp(clock.time(), tz=UTC)) != "a":
+            assert time.monotonic() < deadline, "the lease was not renewed during the run"
+            time.sleep(0.01)
+        b = JobScheduler(store, Metrics(CollectorRegistry()), owner="b", clock=clock)
+        other = CountingJob()
+        b.add(other)
+        assert b.run_once("drift") == "skipped"
+        assert other.runs == 0
+    finally:
+        job.release.set()
+        runner.join(30)
+
+
+_ABANDON_SCRIPT = """
+import sys, threading
+from prometheus_client import CollectorRegistry
+from monitor.exporter import Metrics
+from monitor.jobs.scheduler import JobScheduler
+from monitor.storage.store import Store
+
+class Stuck:
+    name, interval_seconds = "drift", 3600.0
+    def __init__(self):
+        self.started, self.closed = threading.Event(), False
+    def run(self):
+        self.started.set()
+        threading.Event().wait()  # never returns, like a hung endpoint without a timeout
+    def close(self):
+        self.closed = True
+
+store = Store(sys.argv[1])
+store.migrate()
+scheduler = JobScheduler(store, Metrics(CollectorRegistry()), owner="a")
+job = Stuck()
+scheduler.add(job)
+scheduler.start()
+assert job.started.wait(60)
+scheduler.shutdown(timeout_s=0.1)
+store.close()
+print("closed" if job.closed else "not closed", flush=True)
+"""
+
+
+def test_a_job_still_running_at_shutdown_does_not_hold_the_process_exit(tmp_path: Path) -> None:
+    # The README's promise: a stop takes at most drain_timeout_seconds + 30 s. A job thread
+    # joined at interpreter exit would keep the process alive as long as the job runs.
+    script = tmp_path / "abandon.py"
+    script.write_text(_ABANDON_SCRIPT)
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), url],
+            capture_output=True,
+            text=True,
+            timeout=120,  # a hang guard: without the fix the process never exits
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process did not exit: the abandoned job's thread was joined")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "closed"

@@ -8,10 +8,9 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from monitor.models import METRICS
+from monitor.models import METRICS, TurnSample
 from monitor.reporting.drift import (
     MISSING,
-    TurnSample,
     WindowSamples,
     analyze,
     signal_names,

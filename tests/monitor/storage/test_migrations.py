@@ -12,7 +12,9 @@ from alembic import command
 from alembic.script import ScriptDirectory
 
 from monitor.errors import StorageError
-from monitor.storage.store import MIGRATIONS_DIR, Store, alembic_config, normalize_url
+from monitor.storage.engine import normalize_url
+from monitor.storage.schema import MIGRATIONS_DIR, alembic_config
+from monitor.storage.store import Store
 from monitor.storage.tables import TABLES
 
 CASEWATCH_TABLES = {t.name for t in TABLES}

@@ -9,12 +9,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import monitor.storage.store as store_module
+import monitor.storage.retention as retention_module
 from monitor.clock import ManualClock
 from monitor.errors import StorageError
 from monitor.models import METRICS, TurnEvent, Verdict
 from monitor.settings import StorageConfig
-from monitor.storage.store import Store, normalize_url, redact_url
+from monitor.storage.audit import counts, has_verdict, stored_event, stored_verdicts
+from monitor.storage.engine import normalize_url, redact_url
+from monitor.storage.retention import purge_older_than
+from monitor.storage.store import Store
 from tests.fixtures.databases import make_turn, make_verdict
 
 DAY = 86_400.0
@@ -37,8 +40,8 @@ def test_save_round_trips_every_audit_field(db_url: str) -> None:
 
     assert store.save(turn, verdict) is True
 
-    assert store.counts() == {"turns": 1, "verdicts": 1, "judgments": 2}
-    [row] = store.verdicts()
+    assert counts(store) == {"turns": 1, "verdicts": 1, "judgments": 2}
+    [row] = stored_verdicts(store)
     assert row["event_id"] == "evt-1"
     assert row["conversation_id"] == "conv-evt-1"
     assert row["turn_index"] == 2
@@ -91,35 +94,35 @@ def test_save_round_trips_every_audit_field(db_url: str) -> None:
 def test_full_event_is_kept_for_audit_including_unknown_fields(store: Store) -> None:
     turn = make_turn("evt-1", producer_extra={"k": "v"})
     store.save(turn, make_verdict(turn))
-    event = store.event("evt-1")
+    event = stored_event(store, "evt-1")
     assert event is not None
     assert TurnEvent.model_validate(event) == turn
     assert event["producer_extra"] == {"k": "v"}
-    assert store.event("evt-unknown") is None
+    assert stored_event(store, "evt-unknown") is None
 
 
 def test_saving_the_same_event_and_config_twice_is_a_noop(store: Store) -> None:
     turn = make_turn()
     assert store.save(turn, make_verdict(turn)) is True
     assert store.save(turn, make_verdict(turn)) is False
-    assert store.counts() == {"turns": 1, "verdicts": 1, "judgments": 2}
+    assert counts(store) == {"turns": 1, "verdicts": 1, "judgments": 2}
 
 
 def test_a_new_judge_config_adds_a_verdict_for_the_same_turn(store: Store) -> None:
     turn = make_turn()
     assert store.save(turn, make_verdict(turn, config_hash="cfg-a"))
     assert store.save(turn, make_verdict(turn, config_hash="cfg-b"))
-    assert store.counts() == {"turns": 1, "verdicts": 2, "judgments": 4}
-    assert store.has_verdict("evt-1", "cfg-a")
-    assert store.has_verdict("evt-1", "cfg-b")
-    assert not store.has_verdict("evt-1", "cfg-c")
+    assert counts(store) == {"turns": 1, "verdicts": 2, "judgments": 4}
+    assert has_verdict(store, "evt-1", "cfg-a")
+    assert has_verdict(store, "evt-1", "cfg-b")
+    assert not has_verdict(store, "evt-1", "cfg-c")
 
 
 def test_judge_failed_verdict_is_stored_with_its_reason_and_no_scores(store: Store) -> None:
     turn = make_turn()
     verdict = make_verdict(turn, failed=True)
     assert store.save(turn, verdict)
-    [row] = store.verdicts()
+    [row] = stored_verdicts(store)
     assert row["status"] == "judge_failed"
     assert row["failure_reason"] == "invalid_output"
     assert row["s_final"] is None
@@ -142,11 +145,11 @@ def test_save_many_is_idempotent_including_duplicates_inside_a_batch(store: Stor
         (c, make_verdict(c)),
     ]
     assert store.save_many(first) == 3
-    assert store.counts() == {"turns": 3, "verdicts": 3, "judgments": 5}
+    assert counts(store) == {"turns": 3, "verdicts": 3, "judgments": 5}
 
     second = [(t, make_verdict(t)) for t in (a, b, c, d)]
     assert store.save_many(second) == 1
-    assert store.counts() == {"turns": 4, "verdicts": 4, "judgments": 7}
+    assert counts(store) == {"turns": 4, "verdicts": 4, "judgments": 7}
     assert store.save_many([]) == 0
 
 
@@ -154,7 +157,7 @@ def test_save_many_rejects_a_verdict_paired_with_another_turn(store: Store) -> N
     a, b = make_turn("evt-a"), make_turn("evt-b")
     with pytest.raises(ValueError, match="evt-a"):
         store.save_many([(b, make_verdict(a))])
-    assert store.counts()["turns"] == 0
+    assert counts(store)["turns"] == 0
 
 
 def test_existing_returns_only_events_judged_under_that_config(store: Store) -> None:
@@ -171,9 +174,9 @@ def test_verdicts_filters_by_assistant_newest_first_and_limits(store: Store) -> 
     for i, name in enumerate(["alpha", "beta", "alpha"]):
         turn = make_turn(f"evt-{i}", assistant=name)
         store.save(turn, make_verdict(turn))
-    assert [r["event_id"] for r in store.verdicts(assistant="alpha")] == ["evt-2", "evt-0"]
-    assert [r["event_id"] for r in store.verdicts(limit=1)] == ["evt-2"]
-    assert store.verdicts(assistant="nobody") == []
+    assert [r["event_id"] for r in stored_verdicts(store, assistant="alpha")] == ["evt-2", "evt-0"]
+    assert [r["event_id"] for r in stored_verdicts(store, limit=1)] == ["evt-2"]
+    assert stored_verdicts(store, assistant="nobody") == []
 
 
 def test_purge_deletes_only_rows_stored_before_the_cutoff(db_url: str) -> None:
@@ -185,30 +188,30 @@ def test_purge_deletes_only_rows_stored_before_the_cutoff(db_url: str) -> None:
     clock.advance(10 * DAY)
     # evt-a is judged again under a new config: its turn row must survive the purge.
     store.save_many([(a, make_verdict(a, config_hash="cfg-b")), (c, make_verdict(c))])
-    assert store.counts() == {"turns": 3, "verdicts": 4, "judgments": 7}
+    assert counts(store) == {"turns": 3, "verdicts": 4, "judgments": 7}
 
     cutoff = datetime.fromtimestamp(clock.time(), tz=UTC) - timedelta(days=5)
-    assert store.purge_older_than(cutoff) == 2
+    assert purge_older_than(store, cutoff) == 2
 
-    assert store.counts() == {"turns": 2, "verdicts": 2, "judgments": 4}
-    remaining = {(r["event_id"], r["judge_config_hash"]) for r in store.verdicts()}
+    assert counts(store) == {"turns": 2, "verdicts": 2, "judgments": 4}
+    remaining = {(r["event_id"], r["judge_config_hash"]) for r in stored_verdicts(store)}
     assert remaining == {("evt-a", "cfg-b"), ("evt-c", "cfg-a")}
-    assert store.purge_older_than(cutoff) == 0
+    assert purge_older_than(store, cutoff) == 0
     store.close()
 
 
 def test_purge_works_through_more_rows_than_one_batch(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "_PURGE_BATCH", 3)
+    monkeypatch.setattr(retention_module, "_PURGE_BATCH", 3)
     clock = ManualClock(start=1_800_000_000.0)
     store = Store(sqlite_url, clock=clock)
     store.migrate()
     turns = [make_turn(f"evt-{i}") for i in range(7)]
     store.save_many([(t, make_verdict(t, failed=True)) for t in turns])
-    deleted = store.purge_older_than(datetime.fromtimestamp(clock.time() + 1, tz=UTC))
+    deleted = purge_older_than(store, datetime.fromtimestamp(clock.time() + 1, tz=UTC))
     assert deleted == 7
-    assert store.counts() == {"turns": 0, "verdicts": 0, "judgments": 0}
+    assert counts(store) == {"turns": 0, "verdicts": 0, "judgments": 0}
     store.close()
 
 
@@ -229,7 +232,7 @@ def test_concurrent_saves_of_one_event_store_exactly_one_verdict(store: Store) -
     _run_threads(4, worker)
     assert errors == []
     assert sorted(results) == [False, False, False, True]
-    assert store.counts() == {"turns": 1, "verdicts": 1, "judgments": 2}
+    assert counts(store) == {"turns": 1, "verdicts": 1, "judgments": 2}
 
 
 def test_concurrent_overlapping_batches_neither_deadlock_nor_double_store(db_url: str) -> None:
@@ -260,7 +263,7 @@ def test_concurrent_overlapping_batches_neither_deadlock_nor_double_store(db_url
         t.join()
     assert errors == []
     assert sum(new) == 60
-    assert stores[0].counts() == {"turns": 60, "verdicts": 60, "judgments": 120}
+    assert counts(stores[0]) == {"turns": 60, "verdicts": 60, "judgments": 120}
     for s in stores:
         s.close()
 

@@ -29,6 +29,7 @@ from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import build_evaluator
 from monitor.settings import JudgeConfig, KafkaConfig, Settings, load_settings
+from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
 from monitor.stream.http import ProbeApp, ProbeServer
@@ -78,7 +79,7 @@ def expected_sampled(n: int, rate: float, prefix: str = "evt") -> set[str]:
 
 def rows_per_event(store: Store) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for row in store.verdicts(limit=100_000):
+    for row in stored_verdicts(store, limit=100_000):
         counts[row["event_id"]] = counts.get(row["event_id"], 0) + 1
     return counts
 
@@ -246,13 +247,13 @@ def test_a_new_consumer_in_the_group_resumes_after_the_commit(
     with running(
         settings, KafkaTurnSource(settings.kafka), KafkaDeadLetterQueue(settings.kafka), store
     ):
-        wait_for(lambda: store.counts()["verdicts"] == 10, what="first batch stored")
+        wait_for(lambda: counts(store)["verdicts"] == 10, what="first batch stored")
     produce(bootstrap, kafka_topic, turn_values(5, "b"))
     store = Store(url)
     with running(
         settings, KafkaTurnSource(settings.kafka), KafkaDeadLetterQueue(settings.kafka), store
     ) as h:
-        wait_for(lambda: store.counts()["verdicts"] == 15, what="second batch stored")
+        wait_for(lambda: counts(store)["verdicts"] == 15, what="second batch stored")
         wait_for(
             lambda: committed_offset(bootstrap, settings.kafka.group_id, kafka_topic) == 15,
             what="commit",
@@ -315,7 +316,7 @@ def test_a_rebalance_mid_stream_loses_and_duplicates_nothing(
         store_a, store_b = Store(url), Store(url)
         src_a = KafkaTurnSource(settings.kafka)
         with running(settings, src_a, KafkaDeadLetterQueue(settings.kafka), store_a) as a:
-            wait_for(lambda: store_a.counts()["verdicts"] >= 20, what="A under way")
+            wait_for(lambda: counts(store_a)["verdicts"] >= 20, what="A under way")
             src_b = KafkaTurnSource(settings.kafka)
             with running(settings, src_b, KafkaDeadLetterQueue(settings.kafka), store_b) as b:
                 wait_for(
@@ -571,7 +572,7 @@ def test_database_outage_pauses_intake_reports_unready_and_recovers(tmp_path: Pa
         assert h.daemon.tracker.pending_count() <= 4 + 64 + 2 * 20
         assert http_get(h.server.port, "/healthz")[0] == 200  # alive: no restart needed
         store.migrate()
-        wait_for(lambda: store.counts()["verdicts"] == n, what="all stored after recovery")
+        wait_for(lambda: counts(store)["verdicts"] == n, what="all stored after recovery")
         wait_for(lambda: http_get(h.server.port, "/readyz")[0] == 200, what="ready again")
         wait_for(lambda: h.sample("casewatch_paused_partitions") == 0, what="resumed")
     assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(n)}
@@ -595,12 +596,12 @@ def test_judge_endpoint_down_records_judge_failed_and_keeps_consuming(tmp_path: 
     store.migrate()
     source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
     with running(settings, source, FileDeadLetterSink(tmp_path / "dlq.jsonl"), store) as h:
-        wait_for(lambda: store.counts()["verdicts"] == 10, what="all recorded")
+        wait_for(lambda: counts(store)["verdicts"] == 10, what="all recorded")
         labels = {"assistant": "helpdesk", "band": "judge_failed"}
         assert h.sample("casewatch_turns_judged_total", labels) == 10
         failed = {"judge": "remote", "reason": "connection"}
         assert h.sample("casewatch_judge_failed_total", failed) == 10
-    rows = store.verdicts(limit=100)
+    rows = stored_verdicts(store, limit=100)
     assert {(r["status"], r["failure_reason"]) for r in rows} == {("judge_failed", "connection")}
 
 
@@ -641,6 +642,6 @@ def test_the_identifier_tripwire_checks_every_turn_and_judges_the_hits(tmp_path:
     labels = {"assistant": "helpdesk", "reason": "rule:identifier_tripwire"}
     assert get("casewatch_turns_sampled_total", labels) == 3
     # The judge agrees: each tripped turn is identifier_integrity severe.
-    assert {v["metric_bands"]["identifier_integrity"] for v in store.verdicts(limit=10)} == {
-        "severe"
-    }
+    assert {
+        v["metric_bands"]["identifier_integrity"] for v in stored_verdicts(store, limit=10)
+    } == {"severe"}

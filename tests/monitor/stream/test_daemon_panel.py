@@ -20,6 +20,7 @@ from monitor.judging.evaluator import build_evaluator
 from monitor.judging.recorder import JudgingRecorder
 from monitor.models import METRICS
 from monitor.settings import load_settings
+from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
@@ -82,9 +83,9 @@ def test_daemon_panel_calls_the_arbiter_only_on_disagreement(tmp_path: Path) -> 
         arbiter_requests = sum(r["model"] == "judge-arbiter" for r in server.requests)
 
     assert arbiter_requests == len(disputed)
-    rows = store.verdicts(limit=100)
+    rows = stored_verdicts(store, limit=100)
     assert {r["event_id"] for r in rows if r["arbitrated"]} == {f"evt-{i}" for i in disputed}
-    assert store.counts()["judgments"] == 2 * n + len(disputed)
+    assert counts(store)["judgments"] == 2 * n + len(disputed)
 
     def sample(name: str, **labels: str) -> float:
         return registry.get_sample_value(name, labels) or 0.0

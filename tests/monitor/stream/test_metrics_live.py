@@ -14,11 +14,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.demo.prometheus_stack import PrometheusStack, Sample
 from monitor.exporter import Metrics
 from monitor.exposition import Exposition, negotiate
 from monitor.jobs.recorders import DriftRecorder
 from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
-from monitor.stream.prometheus_stack import PrometheusStack, Sample
 from monitor.stream.recorder import StreamRecorder
 
 pytestmark = pytest.mark.integration

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from monitor.errors import ListenError
 from monitor.models import METRICS
 from monitor.settings import load_settings
+from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.storage.tables import turns, verdicts
 from monitor.stream.runner import DaemonRunner, file_sidecars
@@ -108,10 +109,10 @@ def test_a_started_runner_serves_probes_purges_old_rows_and_stops(tmp_path: Path
     runner = DaemonRunner(settings, CollectorRegistry(), file_path=data, follow=True).start()
     try:
         assert runner.alive
-        wait_for(lambda: store.counts()["verdicts"] == 0, 30, "the old row purged")
+        wait_for(lambda: counts(store)["verdicts"] == 0, 30, "the old row purged")
         with data.open("ab") as fh:
             fh.write(b"\n".join(turn_values(3)) + b"\n")
-        wait_for(lambda: store.counts()["verdicts"] == 3, 30, "the appended turns stored")
+        wait_for(lambda: counts(store)["verdicts"] == 3, 30, "the appended turns stored")
         port = int(runner.url.rsplit(":", 1)[1])
         assert http_get(port, "/healthz")[0] == 200
         status, text = http_get(port, "/metrics")
@@ -120,7 +121,7 @@ def test_a_started_runner_serves_probes_purges_old_rows_and_stops(tmp_path: Path
         assert runner.stop(timeout_s=30)
     assert not runner.alive and runner.error is None
     assert runner.stop(timeout_s=30)  # idempotent
-    assert store.counts()["turns"] == 3
+    assert counts(store)["turns"] == 3
     store.close()
 
 

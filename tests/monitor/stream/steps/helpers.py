@@ -84,10 +84,17 @@ class GatedEvaluator:
 
 
 class CostLog:
+    """A ``monitor.budget.Budget`` admitting everything and recording each settlement."""
+
     def __init__(self) -> None:
         self.costs: list[float] = []
-        self.calls: list[int | None] = []
+        self.calls: list[int] = []
+        self.reserved: list[int] = []
 
-    def record_cost(self, usd: float, calls: int | None = None) -> None:
+    def reserve(self, requests: int) -> str | None:
+        return None
+
+    def settle(self, reserved: int, requests: int, usd: float) -> None:
+        self.reserved.append(reserved)
         self.costs.append(usd)
-        self.calls.append(calls)
+        self.calls.append(requests)

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from monitor.clock import Backoff, ManualClock
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
+from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope, JudgedTurn
@@ -32,7 +33,7 @@ def test_batches_are_saved_then_marked_done(store: Store) -> None:
     assert done.items == []  # nothing is done before it is durable
     step.poll()
     assert done.offsets == [0, 1, 2]
-    assert store.counts()["verdicts"] == 3
+    assert counts(store)["verdicts"] == 3
     assert registry.get_sample_value("casewatch_stored_total", {"outcome": "inserted"}) == 3
 
 
@@ -46,7 +47,7 @@ def test_replays_are_stored_once_and_counted_as_duplicates(store: Store) -> None
     step.submit(_judged("e1", 2))
     step.poll()
     assert done.offsets == [0, 1, 2]
-    assert store.counts()["verdicts"] == 1
+    assert counts(store)["verdicts"] == 1
     get = registry.get_sample_value
     assert get("casewatch_stored_total", {"outcome": "inserted"}) == 1
     assert get("casewatch_stored_total", {"outcome": "duplicate"}) == 2
@@ -100,7 +101,7 @@ def test_database_errors_are_retried_with_backoff_and_never_mark_done(tmp_path: 
         step.poll()
         assert step.healthy and step.last_error is None
         assert done.offsets == [0, 1]
-        assert store.counts()["verdicts"] == 2
+        assert counts(store)["verdicts"] == 2
     finally:
         store.close()
 

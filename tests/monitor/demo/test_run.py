@@ -1,4 +1,4 @@
-"""`casewatch demo`: the pure parts, then the demo against a real embedded broker (in-process,
+"""`casewatch demo` against a real embedded broker (in-process,
 as a process stopped by SIGTERM, and as a process whose broker dies as it is interrupted)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -22,28 +21,13 @@ import yaml
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from consumers.decode import decode_turn
-from consumers.records import RawMessage
 from consumers.tansu import FETCH_MAX_WAIT_MS, tansu_binary
 from monitor.cli import main
-from monitor.errors import DemoError, InvalidEvent, TansuNotInstalled
-from monitor.exporter import Metrics
-from monitor.judging.evaluator import build_evaluator
-from monitor.models import TurnEvent
+from monitor.demo.run import Demo, DemoOptions, demo_settings, stop_budget_s
+from monitor.errors import TansuNotInstalled
 from monitor.settings import load_settings
+from monitor.storage.audit import counts
 from monitor.storage.store import Store
-from monitor.stream.demo import (
-    MALFORMED,
-    Demo,
-    DemoOptions,
-    demo_messages,
-    demo_settings,
-    find_examples,
-    load_examples,
-    stop_budget_s,
-)
-from monitor.stream.demo_summary import Snapshot, format_summary
-from monitor.stream.recorder import StreamRecorder
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "turns.jsonl"
@@ -85,71 +69,6 @@ def wait_until_judged(url: str) -> str:
 
 
 # ---------------------------------------------------------------- pure parts
-
-
-def test_examples_are_found_from_any_working_directory(tmp_path: Path) -> None:
-    assert find_examples(cwd=tmp_path) == EXAMPLES  # falls back to the checkout
-    local = tmp_path / "examples" / "turns.jsonl"
-    local.parent.mkdir()
-    local.write_text('{"event_id": "e1"}\n')
-    assert find_examples(cwd=tmp_path) == local
-
-
-def test_a_missing_or_bad_examples_file_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(DemoError, match="does not exist"):
-        find_examples(tmp_path / "nope.jsonl")
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"event_id": "e1"}\n[1]\n')
-    with pytest.raises(DemoError, match=r"bad.jsonl:2: not a turn event"):
-        load_examples(bad)
-
-
-def test_a_loop_renames_events_refreshes_timestamps_and_spreads_poison() -> None:
-    docs = load_examples(EXAMPLES)
-    now = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
-    out = list(demo_messages(docs, 3, lambda: now))
-    assert len(out) == len(docs) + len(MALFORMED)
-    good: list[tuple[bytes | None, TurnEvent]] = []
-    bad: list[int] = []
-    for i, (key, value) in enumerate(out):
-        try:
-            good.append((key, decode_turn(RawMessage("t", 0, i, value, key), 1 << 20)))
-        except InvalidEvent:
-            bad.append(i)
-    assert [e.event_id for _, e in good] == [f"{d['event_id']}#3" for d in docs]
-    assert {e.timestamp for _, e in good} == {now}
-    assert all(key == e.conversation_id.encode() for key, e in good)
-    # Poison is spread through the loop, not bunched at one end.
-    assert len(bad) == len(MALFORMED) and bad[0] > 0 and bad[-1] < len(out) - 1
-
-
-def test_a_short_file_still_gets_every_malformed_record() -> None:
-    docs = [{"event_id": "e1", "conversation_id": "c1"}]
-    out = list(demo_messages(docs, 0, lambda: datetime(2030, 1, 1, tzinfo=UTC)))
-    assert [v for k, v in out if k is None] == list(MALFORMED)
-
-
-def test_summary_reads_judged_bands_dead_letters_and_mean_score() -> None:
-    registry = CollectorRegistry()
-    metrics = StreamRecorder(Metrics(registry))
-    evaluator = build_evaluator(load_settings())
-    turns = [TurnEvent.model_validate(d) for d in load_examples(EXAMPLES)[:6]]
-    verdicts = [evaluator.evaluate(t) for t in turns]
-    for v in verdicts:
-        metrics.record_verdict(v)
-    metrics.record_consumed("support.turns", 7)
-    metrics.record_dead_letter("not_json")
-    snap = Snapshot.of(registry)
-    assert snap.consumed == 7 and snap.judged == 6 and snap.dead_lettered == 1
-    assert snap.judge_failed == 0
-    by_assistant: dict[str, list[float]] = {}
-    for v in verdicts:
-        assert v.s_final is not None
-        by_assistant.setdefault(v.assistant.name, []).append(v.s_final)
-    assert snap.mean_s_final == pytest.approx({a: sum(s) / len(s) for a, s in by_assistant.items()})
-    line = format_summary(snap, 12.0, 9)
-    assert "produced 9 | consumed 7 | judged 6 (" in line
-    assert "dead-lettered 1 | judge_failed 0" in line
 
 
 def test_demo_settings_keep_the_judges_and_replace_kafka_storage_and_server() -> None:
@@ -202,7 +121,7 @@ def test_demo_judges_turns_and_stops_cleanly(tansu: None, tmp_path: Path) -> Non
     store = Store(f"sqlite:///{db}")
     try:
         # Everything judged before the stop was stored: draining lost nothing.
-        assert store.counts()["verdicts"] == snap.judged + snap.judge_failed > 0
+        assert counts(store)["verdicts"] == snap.judged + snap.judge_failed > 0
     finally:
         store.close()
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from monitor.stream.demo import ReplayProducer, load_examples
-from monitor.stream.demo_regression import (
+from monitor.demo.examples import load_examples
+from monitor.demo.producer import ReplayProducer
+from monitor.demo.regression import (
     REGRESSION_FLAWS,
     load_flaws,
     plan_regression,

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
+from monitor.demo.prometheus_stack import PrometheusStack, Sample, find_binary
 from monitor.errors import ConfigError, PrometheusNotInstalled, PrometheusStackError
-from monitor.stream.prometheus_stack import PrometheusStack, Sample, find_binary
 from tests.fixtures.prometheus import AlertWebhook
 
 pytestmark = pytest.mark.integration

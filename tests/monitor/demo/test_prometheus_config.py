@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from monitor.stream.prometheus_config import (
+from monitor.demo.prometheus_config import (
     OBJECTIVE_RECORD,
     ScrapeTarget,
     alertmanager_config,

@@ -10,7 +10,7 @@ log, its own log file) removed on ``stop()``. They are never system services: ea
 its own pair of processes, so tests run in parallel without sharing state. Alertmanager runs
 without clustering (``--cluster.listen-address=``: no gossip port).
 
-Config documents come from ``monitor.stream.prometheus_config`` (pure); this module starts,
+Config documents come from ``monitor.demo.prometheus_config`` (pure); this module starts,
 probes (``/-/ready``), queries (the HTTP API, stdlib only) and stops the processes.
 """
 
@@ -36,13 +36,13 @@ from typing import IO, Any
 import structlog
 import yaml
 
-from monitor.errors import ConfigError, PrometheusNotInstalled, PrometheusStackError
-from monitor.processes import spawn_logged, stop_process
-from monitor.stream.prometheus_config import (
+from monitor.demo.prometheus_config import (
     ScrapeTarget,
     alertmanager_config,
     prometheus_config,
 )
+from monitor.errors import ConfigError, PrometheusNotInstalled, PrometheusStackError
+from monitor.processes import spawn_logged, stop_process
 
 log = structlog.get_logger(__name__)
 

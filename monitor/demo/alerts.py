@@ -1,5 +1,5 @@
 """The alerting half of ``casewatch demo``: a Prometheus scraping the demo's daemon with
-``rules/`` loaded and an Alertmanager it sends to (``monitor.stream.prometheus_stack``, Debian's
+``rules/`` loaded and an Alertmanager it sends to (``monitor.demo.prometheus_stack``, Debian's
 binaries on free loopback ports), and the alerts line of the periodic summary.
 
 Without the binaries (or without ``rules/``) the demo runs all the same: ``start`` returns the
@@ -14,9 +14,9 @@ from urllib.parse import quote
 
 import structlog
 
+from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN, PrometheusStack
+from monitor.demo.summary import AlertState, format_alerts
 from monitor.errors import PrometheusNotInstalled, PrometheusStackError
-from monitor.stream.demo_summary import AlertState, format_alerts
-from monitor.stream.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN, PrometheusStack
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

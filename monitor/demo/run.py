@@ -7,35 +7,33 @@ the real daemon (the one ``casewatch run`` starts) with the heuristic judge, or 
 ``--config``, writing to a SQLite file and serving ``/metrics``, ``/healthz`` and ``/readyz``.
 
 ``Demo`` is the orchestration (start/stop, usable from tests); the daemon itself is
-``monitor.stream.runner.DaemonRunner``, the one ``casewatch run`` runs, here on a thread. Pure parts
-(example lookup, the replayed messages, the summary line) are functions, tested without a
-broker.
+``monitor.stream.runner.DaemonRunner``, the one ``casewatch run`` runs, here on a thread. The
+examples and the replayed records are ``monitor.demo.examples``, the producer thread
+``monitor.demo.producer``; pure parts are tested without a broker.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
-from consumers.replay import Pacer, PublishStats, publish
-from monitor.clock import SystemClock
+from monitor.demo.alerts import DemoAlerts, find_rules
+from monitor.demo.examples import MALFORMED, find_examples, load_examples
+from monitor.demo.producer import PRODUCER_STOP_S, ReplayProducer
+from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
+from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
+from monitor.demo.summary import Snapshot, format_summary
 from monitor.errors import DemoError, ListenError
 from monitor.settings import Settings
-from monitor.stream.demo_alerts import DemoAlerts, find_rules
-from monitor.stream.demo_regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
-from monitor.stream.demo_summary import Snapshot, format_summary
-from monitor.stream.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
 from monitor.stream.runner import DaemonRunner, shutdown_budget_s
 
 if TYPE_CHECKING:
@@ -49,78 +47,6 @@ DEFAULT_RATE = 20.0
 DEFAULT_PORT = 9464
 SUMMARY_INTERVAL_S = 10.0
 REGRESSION_AFTER_S = 90.0  # the canary turns bad this long after the start
-EXAMPLES = Path("examples") / "turns.jsonl"
-# One of each kind of poison the decoder tells apart, spread through every loop.
-MALFORMED: tuple[bytes, ...] = (
-    b"this is not JSON {",
-    b'{"event_id": "demo-malformed", "query": "a turn with most fields missing"}',
-    b'["a JSON array, not an object"]',
-)
-# The replay producer's blocking calls (a send waiting for metadata, the flush on close) and the
-# wait for its thread: bounded, so a dead broker cannot hold the demo up.
-PRODUCER_TIMEOUT_S = 5.0
-PRODUCER_STOP_S = 3 * PRODUCER_TIMEOUT_S  # a send, then the flush and the sender's exit
-
-
-# ---------------------------------------------------------------- pure parts
-
-
-def find_examples(explicit: Path | None = None, *, cwd: Path | None = None) -> Path:
-    """``explicit``, else examples/turns.jsonl under the working directory or the checkout."""
-    if explicit is not None:
-        if not explicit.is_file():
-            raise DemoError(f"examples file {explicit} does not exist")
-        return explicit
-    here = (cwd or Path.cwd()) / EXAMPLES
-    checkout = Path(__file__).resolve().parents[2] / EXAMPLES
-    for candidate in (here, checkout):
-        if candidate.is_file():
-            return candidate
-    raise DemoError(
-        f"cannot find {EXAMPLES} (looked in {here} and {checkout}); run from the casewatch "
-        "checkout or pass --examples FILE"
-    )
-
-
-def load_examples(path: Path) -> list[dict[str, Any]]:
-    """The turn documents of a JSONL file (validated later by the daemon, like any input)."""
-    docs: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DemoError(f"cannot read examples file {path}: {exc}") from exc
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise DemoError(f"{path}:{n}: not JSON ({exc})") from exc
-        if not isinstance(doc, dict) or "event_id" not in doc:
-            raise DemoError(f"{path}:{n}: not a turn event (a JSON object with an event_id)")
-        docs.append(doc)
-    if not docs:
-        raise DemoError(f"examples file {path} holds no turn events")
-    return docs
-
-
-def demo_messages(
-    docs: list[dict[str, Any]], n_loop: int, now: Callable[[], datetime]
-) -> Iterator[tuple[bytes | None, bytes]]:
-    """One loop of (key, value): every doc with ``#<loop>`` on its event_id and a fresh
-    timestamp (taken lazily, at send time), and the MALFORMED records spread evenly."""
-    step = max(1, len(docs) // (len(MALFORMED) + 1))
-    poison = {step * (i + 1): value for i, value in enumerate(MALFORMED)}
-    for i, doc in enumerate(docs):
-        if i in poison:
-            yield None, poison[i]
-        out = {**doc, "event_id": f"{doc['event_id']}#{n_loop}"}
-        out["timestamp"] = now().isoformat().replace("+00:00", "Z")
-        conv = out.get("conversation_id")
-        yield (str(conv).encode() if conv is not None else None), json.dumps(out).encode()
-    for i in sorted(poison):  # a file shorter than the spread still gets all of them
-        if i >= len(docs):
-            yield None, poison[i]
 
 
 def describe_judges(settings: Settings) -> str:
@@ -165,7 +91,7 @@ def stop_budget_s(settings: Settings) -> float:
     daemon's shutdown budget, Prometheus and Alertmanager, then the broker (each terminated,
     killed if it lingers)."""
     from consumers.tansu import STOP_TIMEOUT_S
-    from monitor.stream.prometheus_stack import STOP_TIMEOUT_S as PROMETHEUS_STOP_S
+    from monitor.demo.prometheus_stack import STOP_TIMEOUT_S as PROMETHEUS_STOP_S
 
     return (
         PRODUCER_STOP_S
@@ -182,77 +108,6 @@ def fresh_registry() -> CollectorRegistry:
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     return registry
-
-
-# ---------------------------------------------------------------- the producer thread
-
-
-class ReplayProducer:
-    """Replays the examples in a loop at ``rate`` msgs/s on a thread, until ``stop()``."""
-
-    def __init__(self, bootstrap: str, topic: str, docs: list[dict[str, Any]], rate: float) -> None:
-        self._bootstrap = bootstrap
-        self._topic = topic
-        self._docs = docs
-        self._pacer = Pacer(rate, SystemClock())
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
-        self.stats = PublishStats()
-
-    @property
-    def sent(self) -> int:
-        return self.stats.sent
-
-    def start(self) -> ReplayProducer:
-        self._thread.start()
-        return self
-
-    def replace_docs(self, docs: list[dict[str, Any]]) -> None:
-        """Replay ``docs`` from the next record on (the loop in progress is cut short)."""
-        if not docs:
-            raise ValueError("replace_docs needs at least one document")
-        self._docs = docs
-
-    def stop(self, timeout_s: float = PRODUCER_STOP_S) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-
-    def _messages(self) -> Iterator[tuple[bytes | None, bytes]]:
-        n_loop = 0
-        while self._docs:  # endless, paced and stopped by publish()
-            docs = self._docs
-            for message in demo_messages(docs, n_loop, lambda: datetime.now(UTC)):
-                if self._docs is not docs:  # replaced: start a loop of the new ones
-                    break
-                yield message
-            n_loop += 1
-
-    def _run(self) -> None:
-        from consumers._kafka import KafkaProducer, close_producer
-
-        try:
-            producer = KafkaProducer(
-                bootstrap_servers=self._bootstrap,
-                client_id="casewatch-demo",
-                linger_ms=5,
-                max_block_ms=int(PRODUCER_TIMEOUT_S * 1000),
-            )
-        except Exception as exc:  # the thread must report, not die silently
-            log.error("demo producer could not connect", error=str(exc))
-            return
-        try:
-            publish(producer, self._topic, self._messages(), self._pacer, self.stats, self._stop)
-        except Exception as exc:
-            log.error("demo producer stopped", error=str(exc))
-        finally:
-            close_producer(producer, PRODUCER_TIMEOUT_S)
-            if self.stats.failed:
-                log.warning(
-                    "demo producer: records not published",
-                    n=self.stats.failed,
-                    error=str(self.stats.last_error),
-                )
 
 
 # ---------------------------------------------------------------- the demo

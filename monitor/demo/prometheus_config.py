@@ -1,7 +1,7 @@
 """Configuration files for a local Prometheus and Alertmanager, and test/demo copies of rules/.
 
 Pure functions (no I/O): ``prometheus_config`` and ``alertmanager_config`` build the documents
-``monitor.stream.prometheus_stack`` writes before starting the binaries; ``tune_rules`` rewrites
+``monitor.demo.prometheus_stack`` writes before starting the binaries; ``tune_rules`` rewrites
 a loaded rules document for a short-lived Prometheus (a test or the demo), which cannot wait the
 production ``for:`` durations (minutes to hours) nor the objective's volume guards.
 

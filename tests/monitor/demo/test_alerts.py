@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from monitor.demo.alerts import RULES, DemoAlerts, find_rules
+from monitor.demo.run import Demo, DemoOptions
+from monitor.demo.summary import AlertState, format_alerts
 from monitor.settings import load_settings
-from monitor.stream.demo import Demo, DemoOptions
-from monitor.stream.demo_alerts import RULES, DemoAlerts, find_rules
-from monitor.stream.demo_summary import AlertState, format_alerts
 
 ROOT = Path(__file__).resolve().parents[3]
 DEADLINE_S = 240.0  # generous: a busy 2-core machine; the test ends as soon as it sees it

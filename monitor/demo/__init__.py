@@ -1,0 +1,9 @@
+"""Trying casewatch on one machine: ``casewatch demo`` and the local monitoring stack.
+
+Not the daemon (that is ``monitor.stream``): the harness around it. ``run`` orchestrates an
+embedded broker, the real daemon, a replay ``producer`` of the ``examples`` and, when the
+binaries are installed, a local Prometheus and Alertmanager (``prometheus_stack``, configured by
+the pure ``prometheus_config``) with ``rules/`` loaded; ``summary``, ``alerts`` and
+``regression`` are the demo's summary lines, alert watching and injected canary regression.
+Tests and benchmarks use the Prometheus stack too.
+"""

@@ -1,0 +1,184 @@
+"""A replay never pays twice: turns already judged under this configuration skip the judge.
+
+Submitted turns wait for the next ``poll``, which asks the store in one query which of them
+already have a verdict under the evaluator's configuration hash. Those go straight to the
+``done`` step (their offsets become committable), are counted
+``casewatch_turns_skipped_total{reason="already_judged"}`` and get back the budget the sampler
+reserved for them; only the rest go on to the judge step. A failing look-up is retried with
+backoff (the turns wait, counted in flight, so intake pauses): judging them blind could pay
+twice.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Collection, Iterable
+from typing import Protocol
+
+import structlog
+
+from consumers.records import TopicPartition
+from monitor.budget import Budget
+from monitor.clock import Backoff, Clock, Deadline, SystemClock
+from monitor.errors import MessageRejected, StorageError
+from monitor.models import TurnEvent
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
+
+log = structlog.get_logger(__name__)
+
+_WAIT_SLICE_S = 0.1  # join re-checks the downstream step this often while waiting
+# Retries of a failed look-up of existing verdicts: a read is cheap, so they stay frequent.
+LOOKUP_BACKOFF = Backoff(initial_s=0.5, max_s=5.0)
+
+
+class LookupMetrics(Protocol):
+    def record_already_judged(self, assistant: str, count: int = 1) -> None: ...
+
+    def record_storage_error(self) -> None: ...
+
+
+class JudgedLookup(Protocol):
+    def existing(self, event_ids: Iterable[str], judge_config_hash: str) -> set[str]:
+        """The subset of ``event_ids`` that already have a verdict under the hash."""
+        ...
+
+
+class LookupStep:
+    """Implements ``ProcessingStep[TurnEvent]`` and ``Rebalancing``."""
+
+    def __init__(
+        self,
+        next_step: ProcessingStep[TurnEvent],
+        done: DoneStep,
+        judged: JudgedLookup,
+        config_hash: str,
+        metrics: LookupMetrics,
+        budget: Budget,
+        max_in_flight: int,
+        clock: Clock | None = None,
+        *,
+        reserved_per_turn: int = 1,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
+        self._next = next_step
+        self._done = done
+        self._judged = judged
+        self._config_hash = config_hash
+        self._metrics = metrics
+        self._budget = budget
+        self._reserved = reserved_per_turn
+        self._max = max_in_flight
+        self._clock = clock or SystemClock()
+        self._backoff = backoff or LOOKUP_BACKOFF
+        self._unchecked: list[Envelope[TurnEvent]] = []  # looked up, in one batch, next poll
+        self._ready: deque[Envelope[TurnEvent]] = deque()  # not judged yet: for the judge step
+        # Turns of revoked partitions not looked up yet: looked up if the partition comes back.
+        self._held: list[Envelope[TurnEvent]] = []
+        self._failures = 0
+        self._retry_at = 0.0
+
+    @property
+    def healthy(self) -> bool:
+        """False from a failed look-up until the next successful one (for /readyz)."""
+        return self._failures == 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._unchecked) + len(self._ready) + len(self._held)
+
+    def submit(self, message: Envelope[TurnEvent]) -> None:
+        if self.in_flight >= self._max:
+            raise MessageRejected(f"{self.in_flight} turns wait for a verdict look-up")
+        self._unchecked.append(message)
+
+    def _check(self) -> None:
+        if not self._unchecked:
+            return
+        if self._failures and self._clock.monotonic() < self._retry_at:
+            return
+        batch = self._unchecked
+        try:
+            found = self._judged.existing({m.payload.event_id for m in batch}, self._config_hash)
+        except StorageError as exc:
+            self._failures += 1
+            delay = self._backoff.delay(self._failures)
+            self._retry_at = self._clock.monotonic() + delay
+            self._metrics.record_storage_error()
+            log.warning(
+                "looking up existing verdicts failed; retrying",
+                error=str(exc),
+                failures=self._failures,
+                retry_in_s=round(delay, 2),
+                held=len(batch),
+            )
+            return
+        self._unchecked = []
+        self._failures = 0
+        skipped: dict[str, int] = {}
+        for message in batch:
+            if message.payload.event_id in found:
+                self._done.submit(message)
+                name = message.payload.assistant.name
+                skipped[name] = skipped.get(name, 0) + 1
+                # Reserved when sampled, never spent.
+                self._budget.settle(self._reserved, requests=0, usd=0.0)
+            else:
+                self._ready.append(message)
+        for assistant, n in skipped.items():
+            self._metrics.record_already_judged(assistant, n)
+
+    def _forward(self) -> None:
+        while self._ready:
+            try:
+                self._next.submit(self._ready[0])
+            except MessageRejected:
+                return  # keep it; offered again on the next poll
+            self._ready.popleft()
+
+    def poll(self) -> None:
+        self._check()
+        self._forward()
+        self._next.poll()
+
+    # ``Rebalancing``: every turn of a revoked partition not handed to the judge yet is held.
+    def hold(self, tps: Collection[TopicPartition]) -> int:
+        self._held.extend(m for m in self._unchecked if m.tp in tps)
+        self._unchecked = [m for m in self._unchecked if m.tp not in tps]
+        self._held.extend(m for m in self._ready if m.tp in tps)
+        self._ready = deque(m for m in self._ready if m.tp not in tps)
+        return len(self._held)
+
+    def running_in(self, tps: Collection[TopicPartition]) -> int:
+        return 0  # a look-up runs inside ``poll``: nothing is under way between calls
+
+    def release(self, owned: Collection[TopicPartition]) -> None:
+        held, self._held = self._held, []
+        # Looked up again: the partition's other owner may have judged them meanwhile.
+        self._unchecked.extend(m for m in held if m.tp in owned)
+
+    def discard(self, tps: Collection[TopicPartition]) -> None:
+        self._held = [m for m in self._held if m.tp not in tps]
+        self._unchecked = [m for m in self._unchecked if m.tp not in tps]
+        self._ready = deque(m for m in self._ready if m.tp not in tps)
+
+    def wait_any(self, timeout: float) -> bool:
+        return False  # nothing runs in the background here
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = Deadline(timeout, self._clock)
+        while self._unchecked or self._ready:
+            remaining = deadline.remaining()
+            if remaining is not None and remaining <= 0:
+                log.warning("drain timed out; unchecked turns stay uncommitted", n=self.in_flight)
+                break
+            self.poll()
+            if self._unchecked or self._ready:  # the database or the judge step holds us up
+                self._clock.sleep(
+                    _WAIT_SLICE_S if remaining is None else min(_WAIT_SLICE_S, remaining)
+                )
+        self._next.join(deadline.remaining())
+
+    def close(self) -> None:
+        self._next.close()
