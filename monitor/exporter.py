@@ -87,6 +87,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_tripwire_checked_total",
     "casewatch_identifier_mismatch_total",
     "casewatch_tripwire_truncated_total",
+    # issue 20: the severe rate corrected by human labels (monitor/jobs/quality_estimate.py).
+    "casewatch_quality_estimate",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -486,6 +488,16 @@ class Metrics:
             registry=r,
         )
 
+        # issue 20: prediction-powered severe rate (signal: KEY for the corrected estimate,
+        # KEY_judge_only and KEY_labels_only beside it; KEY a metric or turn_band).
+        self.quality_estimate = Gauge(
+            "casewatch_quality_estimate",
+            "Severe rate of an assistant corrected by human labels (PPI++), with the judge-only "
+            "and labels-only rates; bound=point|lower|upper of the 95 % interval",
+            ["assistant", "signal", "bound"],
+            registry=r,
+        )
+
         for outcome in ("inserted", "duplicate"):
             self.stored.labels(outcome=outcome)
         self._drift_series: dict[str, set[str]] = {}
@@ -664,6 +676,15 @@ class Metrics:
                 child(self.judge_tokens, judge, "output").inc(j.output_tokens)
             if j.cost_usd:
                 child(self.judge_cost, judge).inc(j.cost_usd)
+
+    # ------------------------------------------------ issue 20: jobs/quality_estimate.py
+
+    def record_quality_estimate(
+        self, assistant: str, signal: str, point: float, lower: float, upper: float
+    ) -> None:
+        label = self._assistant(assistant)
+        for bound, value in (("point", point), ("lower", lower), ("upper", upper)):
+            self.quality_estimate.labels(label, signal, bound).set(value)
 
     # ------------------------------------------------------------------ drift (jobs/drift.py)
 

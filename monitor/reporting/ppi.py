@@ -1,6 +1,6 @@
 """The judge's severe rate corrected by a few human labels: prediction-powered inference
 (Angelopoulos et al. 2023, "Prediction-powered inference") with PPI++'s power tuning
-(Angelopoulos, Duchi, Zrnic 2023, "PPI++"), for a mean of a 0/1 outcome (pure; numpy/scipy).
+(Angelopoulos, Duchi, Zrnic 2023, "PPI++"), for a mean of a 0/1 outcome (pure; numpy).
 
 Labelled random sample of n turns: human outcome Y (severe or not) and the judge's f on each.
 Unlabelled turns of the same population: the judge's f~ on N turns. The estimate
@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,15 @@ def rate_estimates(
     g = np.asarray(judge_unlabelled, dtype=float)
     if y.shape != f.shape:
         raise ValueError("human and judge_labelled must have one value per labelled turn")
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
     n, big_n = len(y), len(g)
-    judge_only = _interval(float(g.mean()), float(g.var()) / big_n, big_n, z) if big_n else _EMPTY
+    # The judge's own rate is over every turn it scored, the labelled ones included.
+    every = np.concatenate([f, g])
+    judge_only = (
+        _interval(float(every.mean()), float(every.var()) / len(every), len(every), z)
+        if len(every)
+        else _EMPTY
+    )
     if n < 2:
         return RateEstimates(_EMPTY, judge_only, _EMPTY, None, confidence)
     labels_only = _interval(float(y.mean()), float(y.var(ddof=1)) / n, n, z)
@@ -96,6 +102,4 @@ def rate_estimates(
         lam = _clip(cov / ((1 + n / big_n) * var_f)) if var_f > 0 else 0.0
     point = lam * float(g.mean()) + float((y - lam * f).mean())
     variance = lam**2 * float(g.var(ddof=1)) / big_n + float((y - lam * f).var(ddof=1)) / n
-    return RateEstimates(
-        _interval(point, variance, n, z), judge_only, labels_only, lam, confidence
-    )
+    return RateEstimates(_interval(point, variance, n, z), judge_only, labels_only, lam, confidence)
