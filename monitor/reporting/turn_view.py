@@ -257,3 +257,14 @@ def render_detail(doc: dict[str, Any], *, width: int, color: bool) -> str:
         )
     )
     return out.text()
+
+
+def inspect_hint(db_path: str, assistant: str | None) -> str:
+    """What to run after the demo (or any SQLite store) to see the turns behind an alert."""
+    who = f" --assistant {assistant}" if assistant else ""
+    return (
+        f"the verdicts are kept in {db_path}; the turns behind the alerts:\n"
+        f"  casewatch inspect turns --db {db_path}{who} --band severe\n"
+        f"  casewatch inspect turn EVENT_ID --db {db_path}   # the turn, every judge's reasons\n"
+        "  (SQL: the turn_verdicts view, rules/RUNBOOK.md 'Reading the turns behind an alert')"
+    )

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from consumers.replay import Pacer, PublishStats, publish
 from monitor.clock import SystemClock
 from monitor.errors import CasewatchError
+from monitor.reporting.turn_view import inspect_hint
 from monitor.settings import Settings
 from monitor.stream.demo_alerts import DemoAlerts, find_rules
 from monitor.stream.demo_regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
@@ -267,7 +268,7 @@ class DemoOptions:
     rate: float = DEFAULT_RATE
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-    db_path: Path | None = None  # None: a temporary file, removed by cleanup()
+    db_path: Path | None = None  # None: a new file in the temp directory, kept (printed)
     examples: Path | None = None
     summary_interval_s: float = SUMMARY_INTERVAL_S
     # Prometheus + Alertmanager with rules/ loaded, when the binaries are installed.
@@ -318,7 +319,8 @@ class Demo:
             return self.options.db_path
         if self._tmp is None:
             raise DemoError("the demo is not started")
-        return self._tmp / "casewatch-demo.db"
+        # Outside the directory cleanup() removes: the turns behind an alert outlive the demo.
+        return self._tmp.with_name(self._tmp.name + ".db")
 
     @property
     def broker_running(self) -> bool:
@@ -465,6 +467,9 @@ class Demo:
             )
             self.stop()
             self._echo(self.summary())
+            if self._runner is not None:  # issue 20: from the alert to its turns
+                canary = self._regression.canary if self._regression is not None else None
+                self._echo(inspect_hint(str(self.db_path), canary))
         if self._runner is not None:
             if self._runner.error is not None:
                 raise DemoError(f"the daemon failed: {self._runner.error}")
