@@ -215,6 +215,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path} ({len(spec.panels)} panels)")
+    # issue 20: the turns dashboard reads the SQL store (PostgreSQL data source).
+    from dashboards import turns
+
+    path = args.out / f"{turns.UID}.json"
+    if args.check:
+        if not path.is_file() or path.read_text(encoding="utf-8") != turns.render():
+            stale.append(path)
+    else:
+        path.write_text(turns.render(), encoding="utf-8")
+        print(f"wrote {path} ({len(turns.PANELS)} panels)")
     if stale:
         names = ", ".join(str(p) for p in stale)
         print(f"out of date: {names}; run `python -m dashboards.generate`", file=sys.stderr)

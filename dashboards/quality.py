@@ -257,6 +257,34 @@ METRICS = DashboardSpec(
                 ),
             ),
         ),
+        # issue 20: the judge checked against people (monitor/jobs/quality_estimate.py).
+        RowSpec(
+            "Severe rate corrected by human labels",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Severe rate: corrected, judge only, labels only (95 % interval)",
+                    "From the newest labelled batch of each assistant (casewatch labels "
+                    "export/import): the judge's severe rate corrected by the human labels "
+                    "(prediction-powered inference, signal = metric or turn_band), next to the "
+                    "judge-only and labels-only rates. A judge-only line outside the corrected "
+                    "interval means the judge over- or under-calls. Empty until labels exist.",
+                    (
+                        Query(
+                            f'casewatch_quality_estimate{{{A}, bound="point"}}',
+                            "{{assistant}} {{signal}}",
+                        ),
+                        Query(
+                            f'casewatch_quality_estimate{{{A}, bound=~"lower|upper"}}',
+                            "{{assistant}} {{signal}} {{bound}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    width=24,
+                    min=0,
+                ),
+            ),
+        ),
         RowSpec(
             "Band rates",
             (

@@ -402,6 +402,15 @@ class Metrics:
             ["assistant"],
             registry=r,
         )
+        # The severe rate corrected by human labels (jobs/quality_estimate.py; signal: KEY for
+        # the corrected estimate, KEY_judge_only and KEY_labels_only beside it).
+        self.quality_estimate = Gauge(
+            "casewatch_quality_estimate",
+            "Severe rate of an assistant corrected by human labels (PPI++), with the judge-only "
+            "and labels-only rates; bound=point|lower|upper of the 95 % interval",
+            ["assistant", "signal", "bound"],
+            registry=r,
+        )
 
         for outcome in ("inserted", "duplicate"):  # both outcomes are known up front
             self.stored.labels(outcome=outcome)

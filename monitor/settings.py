@@ -432,6 +432,14 @@ def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+class QualityEstimateConfig(_Section):
+    """issue 20: the severe rate corrected by the newest labelling batch of each assistant."""
+
+    enabled: bool = True
+    interval_seconds: float = Field(default=900.0, gt=0, description="How often the job runs.")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="Interval coverage.")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="CASEWATCH_",
@@ -454,6 +462,7 @@ class Settings(BaseSettings):
     baseline: BaselineConfig = Field(default_factory=BaselineConfig)
     rubric: RubricConfig = Field(default_factory=RubricConfig)
     drift: DriftConfig = Field(default_factory=DriftConfig)
+    quality_estimate: QualityEstimateConfig = Field(default_factory=QualityEstimateConfig)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     redact: list[SecretStr] = Field(default_factory=list, description="Extra strings to redact.")
 

@@ -182,6 +182,13 @@ def chart_schema() -> Schema:
             }
         ),
         "prometheusRule": _obj({"enabled": _AUTO_BOOL, "labels": _LABELS}),
+        # issue 20: the alerts' link bases (templates/prometheusrule.yaml).
+        "alerts": _obj(
+            {
+                "runbookBaseUrl": _str("Base URL of rules/ (RUNBOOK.md)", pattern="^https?://"),
+                "grafanaUrl": _str("Grafana's URL", pattern="^https?://"),
+            }
+        ),
         "dashboards": _obj(
             {
                 "enabled": {"type": "boolean"},

@@ -89,11 +89,21 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "tables", "engine"),
         ("schema",),
         ("store",),
-        ("audit", "retention"),
+        ("audit", "retention", "turn_queries", "labels"),
         ("drift_queries", "leases", "matches", "rubric_gradings"),
     ),
     "monitor.reporting": (
-        ("__init__", "batch", "elo", "lazy", "rubric_runs"),
+        (
+            "__init__",
+            "alert_links",
+            "batch",
+            "elo",
+            "label_files",
+            "lazy",
+            "ppi",
+            "rubric_runs",
+            "turn_view",
+        ),
         ("drift_stats", "pairwise_report", "stats", "tournament"),
         ("agreement", "comparison", "drift", "tournament_plot", "trec"),
         ("panel_report",),
@@ -102,7 +112,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "assistant_template", "recorders"),
         ("assistant_client",),
         # the jobs themselves and their scheduler: siblings, none imports another
-        ("baseline_tiers", "drift", "retention", "rubric", "scheduler"),
+        ("baseline_tiers", "drift", "quality_estimate", "retention", "rubric", "scheduler"),
         ("build",),
     ),
     "monitor.stream": (
@@ -130,6 +140,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "monitor.commands": (
         ("__init__", "usage", "output"),
+        ("store_access",),
+        ("estimate", "inspect", "labels"),
         ("batch", "daemon", "db", "demo", "drift", "pairwise", "rubric"),
     ),
 }

@@ -288,14 +288,41 @@ def _print_judges(j: JudgeAgreement) -> None:
 
 
 @click.command("agreement")
-@click.argument("judged_path", metavar="JUDGED.jsonl", type=_IN)
+@click.argument("judged_path", metavar="JUDGED.jsonl", type=_IN, required=False)
 @click.option("--labels", "labels_path", type=_IN, help="Human bands: {event_id, labels}.")
 @click.option("--other", "other_path", type=_IN, help="A second judge's --out file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
+# issue 20: agreement from the store's labelling batches (monitor/commands/labels.py).
+@click.option("--store", "from_store", is_flag=True, help="Human labels and judge bands "
+              "from the store (casewatch labels import) instead of files.")  # fmt: skip
+@click.option("--batch", "batch_ids", multiple=True, help="With --store: only this batch.")
+@click.option("--db", default=None, help="With --store: database URL or SQLite file.")
+@click.option("--config", "config_file", type=_IN, default=None, help="With --store: settings.")
 def agreement_command(
-    judged_path: Path, labels_path: Path | None, other_path: Path | None, as_json: bool
+    judged_path: Path | None,
+    labels_path: Path | None,
+    other_path: Path | None,
+    as_json: bool,
+    from_store: bool,
+    batch_ids: tuple[str, ...],
+    db: str | None,
+    config_file: Path | None,
 ) -> None:
-    """How well the judge agrees with human labels (--labels) and another judge (--other)."""
+    """How well the judge agrees with human labels (--labels or --store) and another judge
+    (--other)."""
+    if from_store:
+        from monitor.commands.labels import store_agreement
+        from monitor.commands.store_access import open_store
+
+        with open_store(db, config_file, need_turns=False) as store:
+            stored = store_agreement(store, batch_ids)
+        if as_json:
+            click.echo(json.dumps({"human": stored.to_dict()}))
+        else:
+            _print_human(stored)
+        return
+    if judged_path is None:
+        fail("give JUDGED.jsonl (with --labels or --other), or --store")
     if labels_path is None and other_path is None:
         fail("give --labels HUMAN.jsonl, --other JUDGED2.jsonl, or both")
     judged = _load(judged_path).verdicts

@@ -33,6 +33,7 @@ from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
 from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
 from monitor.demo.summary import Snapshot, format_summary
 from monitor.errors import DemoError, ListenError
+from monitor.reporting.turn_view import inspect_hint
 from monitor.settings import Settings
 from monitor.stream.runner import DaemonRunner, shutdown_budget_s
 
@@ -118,7 +119,7 @@ class DemoOptions:
     rate: float = DEFAULT_RATE
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
-    db_path: Path | None = None  # None: a temporary file, removed by cleanup()
+    db_path: Path | None = None  # None: a new file in the temp directory, kept (printed)
     examples: Path | None = None
     summary_interval_s: float = SUMMARY_INTERVAL_S
     # Prometheus + Alertmanager with rules/ loaded, when the binaries are installed.
@@ -169,7 +170,8 @@ class Demo:
             return self.options.db_path
         if self._tmp is None:
             raise DemoError("the demo is not started")
-        return self._tmp / "casewatch-demo.db"
+        # Outside the directory cleanup() removes: the turns behind an alert outlive the demo.
+        return self._tmp.with_name(self._tmp.name + ".db")
 
     @property
     def broker_running(self) -> bool:
@@ -316,6 +318,9 @@ class Demo:
             )
             self.stop()
             self._echo(self.summary())
+            if self._runner is not None:  # issue 20: from the alert to its turns
+                canary = self._regression.canary if self._regression is not None else None
+                self._echo(inspect_hint(str(self.db_path), canary))
         if self._runner is not None:
             if self._runner.error is not None:
                 raise DemoError(f"the daemon failed: {self._runner.error}")

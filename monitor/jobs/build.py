@@ -59,6 +59,10 @@ def build_jobs(
                 retention_days=storage.retention_days,
             )
         )
+    if settings.quality_estimate.enabled:  # issue 20: the label-corrected severe rate
+        from monitor.jobs.quality_estimate import QualityEstimateJob
+
+        jobs.append(QualityEstimateJob(settings.quality_estimate, store, metrics, clock=clock))
     if settings.baseline.enabled:
         from monitor.jobs.baseline_tiers import build_baseline_job
 

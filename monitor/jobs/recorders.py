@@ -102,6 +102,19 @@ class RubricRecorder:
                 self._m.rubric_replies.labels(path=path).inc(n)
 
 
+class QualityEstimateRecorder:
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+
+    def record_quality_estimate(
+        self, assistant: str, signal: str, point: float, lower: float, upper: float
+    ) -> None:
+        label = self._assistant(assistant)
+        for bound, value in (("point", point), ("lower", lower), ("upper", upper)):
+            self._m.quality_estimate.labels(label, signal, bound).set(value)
+
+
 class PairwiseRequest(Protocol):
     """What ``BaselineRecorder.record_judge_requests`` reads of a ``PairwiseJudgment``."""
 

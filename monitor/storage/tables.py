@@ -244,6 +244,58 @@ drift_results = sa.Table(
 )
 TABLES = (*TABLES, drift_results)
 
+# Human labels (issue 20): a labelling batch is a uniform random sample of judged turns, recorded
+# with its design (frame, seed, population) so estimates from it know how it was drawn; its
+# items are the drawn turns, labels the bands people gave them. Kept when a turn is purged
+# (no foreign key to turns): labels are expensive and estimates still need their judge bands.
+label_batches = sa.Table(
+    "label_batches",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("assistant", sa.String(256), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("frame_start", UTCDateTime),
+    sa.Column("frame_end", UTCDateTime),
+    sa.Column("population", sa.Integer, nullable=False),  # judged turns in the frame
+    sa.Column("size", sa.Integer, nullable=False),  # turns drawn
+)
+label_batch_items = sa.Table(
+    "label_batch_items",
+    metadata,
+    sa.Column(
+        "batch_id",
+        sa.String(64),
+        sa.ForeignKey("label_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("event_id", sa.String(256), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),
+    # The judge's bands when drawn ({metric|turn_band: band}): agreement and estimates compare
+    # people with what the judge said then, even after a re-judge or retention.
+    sa.Column("judge_bands", JSONDoc, nullable=False),
+)
+human_labels = sa.Table(
+    "human_labels",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column(
+        "batch_id",
+        sa.String(64),
+        sa.ForeignKey("label_batches.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("event_id", sa.String(256), nullable=False),
+    sa.Column("metric", sa.String(64), nullable=False),  # a metric name or "turn_band"
+    sa.Column("band", sa.String(16), nullable=False),
+    sa.Column("labeller", sa.String(256), nullable=False),
+    sa.Column("labelled_at", UTCDateTime, nullable=False),
+    sa.Column("imported_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("batch_id", "event_id", "metric", "labeller"),
+    sa.CheckConstraint("band IN ('severe', 'moderate', 'minor', 'none')", name="band"),
+)
+TABLES = (*TABLES, label_batches, label_batch_items, human_labels)
+
 
 # ---------------------------------------------------------------- rows from models (pure)
 

@@ -38,7 +38,7 @@ BUILTIN_SERIES = {"ALERTS"}
 ALLOWED_LABELS = {
     "assistant", "band", "metric", "judge", "reason", "outcome", "kind", "topic", "partition",
     "agreement", "sided_with", "role", "job", "signal", "window", "tier", "version", "le",
-    "alertname", "alertstate", "severity",
+    "alertname", "alertstate", "severity", "bound",
 }  # fmt: skip
 FORBIDDEN = re.compile(r"event_id|conversation_id|turn_index", re.IGNORECASE)
 

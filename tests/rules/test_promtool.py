@@ -81,7 +81,14 @@ def _slow_assistant_test(rules: Path, eval_time: str, expect_page: bool) -> dict
                 " objective allows (page threshold 3.36: 2 % of a 7-day budget in one hour). A"
                 " regression is live in production."
             ),
-            "runbook_url": "rules/RUNBOOK.md#casewatchsevereshareburnratehigh",
+            "runbook_url": (
+                "https://github.com/casewatch/casewatch/blob/main/rules/RUNBOOK.md"
+                "#casewatchsevereshareburnratehigh"
+            ),
+            "dashboard_url": (
+                "http://localhost:3000/d/casewatch-turns/casewatch-turns?var-assistant=slow"
+                "&var-metric=turn&var-band=severe&from=now-1h&to=now"
+            ),
         },
     }
     return {

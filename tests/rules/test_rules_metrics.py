@@ -21,6 +21,7 @@ from tests.rules.promql import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+RUNBOOK_BASE = "https://github.com/casewatch/casewatch/blob/main/rules"  # alert_links.py
 RULES = ROOT / "rules" / "casewatch.rules.yml"
 RUNBOOK = ROOT / "rules" / "RUNBOOK.md"
 TESTS = sorted((ROOT / "rules" / "tests").glob("*.test.yml"))
@@ -94,7 +95,7 @@ def test_every_alert_has_severity_annotations_and_a_runbook_section() -> None:
         assert "for" in alert, f"{name}: say how long the condition must hold"
         notes = alert["annotations"]
         assert notes["summary"] and notes["description"], name
-        assert notes["runbook_url"] == f"rules/RUNBOOK.md#{name.lower()}"
+        assert notes["runbook_url"] == f"{RUNBOOK_BASE}/RUNBOOK.md#{name.lower()}"
         assert name.lower() in sections, f"RUNBOOK.md has no section for {name}"
 
 

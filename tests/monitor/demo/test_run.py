@@ -3,6 +3,7 @@ as a process stopped by SIGTERM, and as a process whose broker dies as it is int
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -116,7 +117,8 @@ def test_demo_judges_turns_and_stops_cleanly(tansu: None, tmp_path: Path) -> Non
         demo.stop()
         demo.cleanup()
     assert not demo.broker_running
-    assert "stopping" in lines[-2] and lines[-1].startswith("[")
+    assert "stopping" in lines[-3] and lines[-2].startswith("[")
+    assert f"casewatch inspect turns --db {db}" in lines[-1]  # from the alert to its turns
     snap = demo.snapshot()
     store = Store(f"sqlite:///{db}")
     try:
@@ -130,9 +132,10 @@ def test_demo_judges_turns_and_stops_cleanly(tansu: None, tmp_path: Path) -> Non
 def test_demo_process_drains_and_exits_0_on_sigterm(tansu: None, tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0"]
     cmd += ["--rate", "100"]
-    cmd += ["--db", str(tmp_path / "demo.db")]
+    # No --db: the default database is a new file of the temp directory, kept and printed.
+    env = os.environ | {"TMPDIR": str(tmp_path)}
     # The with block closes the pipe and reaps the process on every path.
-    with subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, text=True, env=env) as proc:
         try:
             assert proc.stdout is not None
             url = _metrics_url(proc.stdout)
@@ -144,6 +147,13 @@ def test_demo_process_drains_and_exits_0_on_sigterm(tansu: None, tmp_path: Path)
                 proc.kill()
     assert proc.returncode == 0, out
     assert out.rstrip().endswith("casewatch demo: stopped")
+    (db,) = re.findall(r"casewatch inspect turns --db (\S+)", out)
+    assert Path(db).parent == tmp_path and Path(db).is_file()  # kept after the demo
+    listed = subprocess.run(
+        [sys.executable, "-m", "monitor.cli", "inspect", "turns", "--db", db, "--json"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert json.loads(listed.stdout)
 
 
 @pytest.mark.integration
@@ -257,4 +267,6 @@ def test_duration_stops_the_demo_by_itself(tansu: None, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[-1] == "casewatch demo: stopped"
-    assert lines[-2].startswith("[") and "consumed" in lines[-2]
+    # The summary, then how to inspect the turns behind an alert (4 lines).
+    assert lines[-6].startswith("[") and "consumed" in lines[-6]
+    assert lines[-5].startswith(f"the verdicts are kept in {tmp_path / 'd.db'}")

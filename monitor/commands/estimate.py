@@ -1,0 +1,87 @@
+"""``casewatch estimate``: an assistant's severe rate, the judge's corrected by human labels.
+
+Read-only; the daemon's ``quality_estimate`` job exports the same numbers as gauges. Prints the
+prediction-powered (PPI++) estimate next to the judge-only and labels-only rates, each with its
+interval, so the judge's bias is visible: judge-only outside the corrected interval means the
+judge over- or under-calls this signal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from monitor.commands.store_access import check_assistant, db_options, open_store
+from monitor.commands.usage import fail
+from monitor.errors import CasewatchError
+from monitor.jobs.quality_estimate import QualityEstimate, estimate_batch, labelled_batch
+from monitor.models import METRICS
+from monitor.reporting.ppi import Interval
+from monitor.storage import labels as label_sql
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:5.1f} %"
+
+
+def _row(name: str, i: Interval) -> str:
+    return f"  {name:<12} {_pct(i.point)}   [{_pct(i.lower)}, {_pct(i.upper)}]   n = {i.n}"
+
+
+def _print(q: QualityEstimate) -> None:
+    e = q.estimates
+    click.echo(
+        f"{q.assistant}: share of turns with {q.signal} severe, batch {q.batch_id} "
+        f"({q.labelled} labelled of {q.population} scored turns in its frame)"
+    )
+    click.echo(f"  {'':<12} {'rate':>7}   {round(100 * e.confidence)} % interval")
+    click.echo(
+        _row("corrected", e.ppi) + (f"   (PPI++, lambda {e.lam:.2f})" if e.lam is not None else "")
+    )
+    click.echo(_row("judge only", e.judge_only))
+    click.echo(_row("labels only", e.labels_only))
+
+
+@click.command("estimate")
+@db_options
+@click.option("--assistant", required=True)
+@click.option("--metric", type=click.Choice(METRICS),
+              help="Severe rate of this metric (default: of the turn band).")  # fmt: skip
+@click.option("--batch", "batch_id", help="Labelling batch (default: the newest labelled one).")
+@click.option("--json", "as_json", is_flag=True)
+def estimate_command(
+    db: str | None,
+    config_file: Path | None,
+    assistant: str,
+    metric: str | None,
+    batch_id: str | None,
+    as_json: bool,
+) -> None:
+    """The severe rate corrected by human labels (prediction-powered inference)."""
+    signal = metric or "turn_band"
+    with open_store(db, config_file, need_turns=True) as store:
+        check_assistant(store, assistant)
+        try:
+            chosen = labelled_batch(store, assistant, batch_id)
+            if chosen is None:
+                fail(
+                    f"{assistant} has no labelled batch yet: casewatch labels export "
+                    f"--assistant {assistant} --out batch.jsonl, label it, labels import"
+                )
+            batch = label_sql.batch(store, chosen)
+            if batch is None or batch["assistant"] != assistant:
+                fail(f"no labelling batch {chosen!r} for {assistant}")
+            found = estimate_batch(store, chosen, [signal])
+        except CasewatchError as exc:
+            fail(str(exc))
+    if not found:
+        fail(f"batch {chosen} has no human label for {signal}")
+    if as_json:
+        click.echo(json.dumps(found[0].to_dict(), indent=2, sort_keys=True))
+    else:
+        _print(found[0])
+
+
+COMMANDS: list[click.Command] = [estimate_command]

@@ -1,0 +1,198 @@
+"""``casewatch labels export`` / ``labels import``: checking the judge against people.
+
+``export`` draws a uniform random sample of an assistant's scored turns, records it as a
+labelling batch (frame, seed, population, the drawn turns and the judge's bands then) and
+writes what a labeller needs: our JSONL, a Label Studio import file and its labelling
+interface. ``import`` stores the bands people gave, from our JSONL or a Label Studio JSON
+export: every bad row is listed with its line (or task) and reason, and then nothing is stored.
+``casewatch agreement --store`` (monitor/commands/batch.py) reads them back via
+``store_agreement``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from monitor.commands.store_access import check_assistant, db_options, open_store, parse_time
+from monitor.commands.usage import fail
+from monitor.errors import CasewatchError
+from monitor.models import Assistant, Band, Verdict
+from monitor.reporting.agreement import HumanAgreement, agreement
+from monitor.reporting.label_files import (
+    consensus,
+    draw,
+    jsonl_record,
+    label_studio_config,
+    label_studio_task,
+    parse_labels,
+)
+from monitor.storage import labels as label_sql
+from monitor.storage.store import Store
+
+_MAX_BAD_SHOWN = 50
+
+
+def sibling(out: Path, suffix: str) -> Path:
+    stem = out.name[: -len(out.suffix)] if out.suffix else out.name
+    return out.with_name(stem + suffix)
+
+
+@click.group("labels")
+def labels_group() -> None:
+    """Human labels: export a random batch to label, import the labels."""
+
+
+@labels_group.command("export")
+@db_options
+@click.option("--assistant", required=True, help="The assistant whose turns to sample.")
+@click.option("--n", "size", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@click.option("--seed", type=click.IntRange(0, 2**62), default=None,
+              help="Random seed (default: a fresh one, printed and recorded).")  # fmt: skip
+@click.option("--since", help="Frame start: ISO 8601 or a duration ago (7d).")
+@click.option("--until", help="Frame end (exclusive): ISO 8601 or a duration ago.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="JSONL to write; .labelstudio.json/.xml go beside it.")  # fmt: skip
+def export_command(
+    db: str | None,
+    config_file: Path | None,
+    assistant: str,
+    size: int,
+    seed: int | None,
+    since: str | None,
+    until: str | None,
+    out: Path,
+) -> None:
+    """Draw a uniform random sample of judged turns and write it for labelling."""
+    start, end = parse_time("--since", since), parse_time("--until", until)
+    seed = secrets.randbelow(2**62) if seed is None else seed
+    now = datetime.now(UTC)
+    with open_store(db, config_file, need_turns=True) as store:
+        check_assistant(store, assistant)
+        try:
+            frame = list(label_sql.judged_frame(store, assistant, start, end))
+            if not frame:
+                fail(f"{assistant} has no scored turn in this time range: nothing to sample")
+            drawn = [frame[i] for i in draw(len(frame), size, seed)]
+            events = label_sql.turn_events(store, [r.event_id for r in drawn])
+            batch_id = f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+            tasks = [label_studio_task(batch_id, r.event_id, events[r.event_id]) for r in drawn]
+            lines = [jsonl_record(batch_id, r.event_id, events[r.event_id]) for r in drawn]
+            studio, config = sibling(out, ".labelstudio.json"), sibling(out, ".labelstudio.xml")
+            try:
+                out.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+                studio.write_text(json.dumps(tasks, ensure_ascii=False, indent=1) + "\n")
+                config.write_text(label_studio_config())
+            except OSError as exc:
+                fail(f"cannot write the batch files: {exc}")
+            try:
+                row = _batch_row(batch_id, assistant, now, seed, start, end, len(frame), len(drawn))
+                label_sql.create_batch(store, row, drawn)
+            except CasewatchError:
+                for path in (out, studio, config):  # no files for a batch that was not recorded
+                    path.unlink(missing_ok=True)
+                raise
+        except CasewatchError as exc:
+            fail(str(exc))
+    click.echo(
+        f"batch {batch_id}: {len(drawn)} of {len(frame)} scored turns of {assistant} "
+        f"(uniform, seed {seed})\n  {out}  (fill in 'labeller' and 'labels')\n"
+        f"  {studio}  (Label Studio: import these tasks)\n"
+        f"  {config}  (Label Studio: the labelling interface)\n"
+        f"then: casewatch labels import FILE (this JSONL, or Label Studio's JSON export)"
+    )
+
+
+def _batch_row(
+    batch_id: str,
+    assistant: str,
+    now: datetime,
+    seed: int,
+    start: datetime | None,
+    end: datetime | None,
+    population: int,
+    size: int,
+) -> dict[str, object]:
+    return {
+        "id": batch_id,
+        "assistant": assistant,
+        "created_at": now,
+        "seed": seed,
+        "frame_start": start,
+        "frame_end": end,
+        "population": population,
+        "size": size,
+    }
+
+
+@labels_group.command("import")
+@db_options
+@click.argument(
+    "path", metavar="FILE", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option("--labeller", help="Who labelled, for rows that do not say.")
+def import_command(
+    db: str | None, config_file: Path | None, path: Path, labeller: str | None
+) -> None:
+    """Store human bands from our JSONL or a Label Studio JSON export (all or nothing)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read {path}: {exc}")
+    with open_store(db, config_file, need_turns=False) as store:
+        try:
+            ids = [b["id"] for b in label_sql.batches(store)]
+            known: dict[str, set[str]] = {i: set() for i in ids}
+            for batch_id, event_id in label_sql.batch_items(store, ids):
+                known[batch_id].add(event_id)
+            parsed = parse_labels(text, known, labeller, datetime.now(UTC))
+            if parsed.bad:
+                shown = "\n".join(f"  {path}: {b}" for b in parsed.bad[:_MAX_BAD_SHOWN])
+                more = len(parsed.bad) - _MAX_BAD_SHOWN
+                fail(f"{len(parsed.bad)} bad row(s), nothing imported:\n{shown}"
+                     + (f"\n  ... and {more} more" if more > 0 else ""))  # fmt: skip
+            now = datetime.now(UTC)
+            stored = label_sql.save_labels(store, [r | {"imported_at": now} for r in parsed.rows])
+        except CasewatchError as exc:
+            fail(str(exc))
+    events = len({(r["batch_id"], r["event_id"]) for r in parsed.rows})
+    click.echo(f"imported {stored} label(s) on {events} turn(s) from {path}")
+
+
+def store_agreement(store: Store, batch_ids: Sequence[str] | None) -> HumanAgreement:
+    """Judge vs human bands over the labelled turns of these batches (all when None), the judge's
+    bands being those recorded when the batch was drawn."""
+    ids = list(batch_ids) if batch_ids else [b["id"] for b in label_sql.batches(store)]
+    known = {b["id"] for b in label_sql.batches(store)}
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        fail(f"unknown labelling batch {unknown[0]!r}; known: {', '.join(sorted(known)) or 'none'}")
+    rows = label_sql.labels(store, ids)
+    if not rows:
+        fail("no human labels stored yet: casewatch labels export, then labels import")
+    items = label_sql.batch_items(store, ids)
+    judge_bands: dict[str, dict[str, str]] = {}
+    for (_batch, event_id), bands in items.items():
+        judge_bands.setdefault(event_id, bands)
+    verdicts = [
+        Verdict(
+            event_id=event_id,
+            conversation_id="",
+            turn_index=0,
+            assistant=Assistant(name="-", version="", model=""),
+            status="ok",
+            weight_profile="",
+            turn_band=Band(bands["turn_band"]),
+            metric_bands={m: Band(b) for m, b in bands.items() if m != "turn_band"},
+        )
+        for event_id, bands in judge_bands.items()
+    ]
+    return agreement(verdicts, consensus(rows))
+
+
+COMMANDS: list[click.Command] = [labels_group]

@@ -1,0 +1,101 @@
+"""Options and checks shared by the commands that read the verdict store for a person
+(``inspect``, ``labels``, ``estimate``): which database, times given as ISO or "2h ago", and
+what to say when the database is empty or was never migrated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from monitor.commands.usage import fail
+from monitor.errors import CasewatchError
+from monitor.settings import load_settings
+from monitor.storage.engine import redact_url
+from monitor.storage.store import Store
+from monitor.storage.turn_queries import assistants, count_verdicts
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def db_options(fn: F) -> F:
+    fn = click.option(
+        "--db",
+        "db",
+        default=None,
+        help="Database URL or SQLite file (default: storage.url of --config / the environment).",
+    )(fn)
+    fn = click.option(
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="YAML settings file (storage.url).",
+    )(fn)
+    return fn
+
+
+def parse_time(option: str, value: str | None, now: datetime | None = None) -> datetime | None:
+    """ISO 8601 (naive = UTC) or a duration ago: 30m, 2h, 1d."""
+    if value is None:
+        return None
+    ago = _AGO.match(value.strip())
+    if ago:
+        delta = timedelta(**{_UNIT[ago.group(2)]: float(ago.group(1))})
+        return (now or datetime.now(UTC)) - delta
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"{option} {value!r} is neither an ISO 8601 time (2026-03-10T12:00:00Z) nor a "
+             "duration ago (30m, 2h, 1d)")  # fmt: skip
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+def _url(db: str | None, config_file: Path | None) -> str:
+    if db is not None:
+        return db if "://" in db else f"sqlite:///{Path(db).resolve()}"
+    return load_settings(config_file).storage.url
+
+
+@contextmanager
+def open_store(db: str | None, config_file: Path | None, *, need_turns: bool) -> Iterator[Store]:
+    """The store, checked to be migrated (and, with ``need_turns``, to hold a verdict); any
+    problem ends the command with one line on stderr and exit 2."""
+    try:
+        url = _url(db, config_file)
+        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+            fail(f"no database at {url[len('sqlite:///'):]}: pass --db FILE or URL (the demo "
+                 "prints its path), or set storage.url")  # fmt: skip
+        store = Store(url)
+    except CasewatchError as exc:
+        fail(str(exc))
+    try:
+        try:
+            if store.revision() is None:
+                fail(f"{redact_url(store.url)} has no casewatch schema: run "
+                     "`casewatch db upgrade` (then the daemon, `casewatch run`)")  # fmt: skip
+            if need_turns and count_verdicts(store) == 0:
+                fail(f"{redact_url(store.url)} holds no judged turn yet: run the daemon "
+                     "(`casewatch run`) or `casewatch demo` first")  # fmt: skip
+        except CasewatchError as exc:
+            fail(str(exc))
+        yield store
+    finally:
+        store.close()
+
+
+def check_assistant(store: Store, assistant: str | None) -> None:
+    if assistant is None:
+        return
+    known = assistants(store)
+    if assistant not in known:
+        fail(f"unknown assistant {assistant!r}; the store has: {', '.join(known) or 'none'}")

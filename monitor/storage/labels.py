@@ -1,0 +1,162 @@
+"""SQL for human labels: the sampling frame of a labelling batch, batches and their items,
+and the labels people gave (tables ``label_batches``, ``label_batch_items``, ``human_labels``).
+
+The frame is every turn of an assistant whose newest verdict is ``ok``, in a time range, with
+the judge's bands: a batch is a uniform sample of it, and the prediction-powered estimate
+(monitor/reporting/ppi.py) uses the frame's judge bands as the unlabelled set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from monitor.models import METRICS
+from monitor.storage.store import Store
+from monitor.storage.tables import (
+    human_labels,
+    label_batch_items,
+    label_batches,
+    turns,
+    verdicts,
+)
+
+_STREAM_ROWS = 2_000
+
+
+@dataclass(frozen=True)
+class FrameRow:
+    event_id: str
+    bands: dict[str, str]  # {metric: band, "turn_band": band}
+
+
+def _newest_ok() -> sa.ColumnElement[bool]:
+    newer = sa.alias(verdicts, "newer")
+    superseded = (
+        sa.select(newer.c.id)
+        .where(newer.c.event_id == verdicts.c.event_id, newer.c.id > verdicts.c.id)
+        .exists()
+    )
+    return sa.and_(~superseded, verdicts.c.status == "ok")
+
+
+def judged_frame(
+    store: Store,
+    assistant: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> Iterator[FrameRow]:
+    """The assistant's scored turns (newest verdict ok) in [since, until), by event id."""
+    query = (
+        sa.select(turns.c.event_id, verdicts.c.turn_band, verdicts.c.metric_bands)
+        .select_from(turns.join(verdicts, verdicts.c.event_id == turns.c.event_id))
+        .where(turns.c.assistant_name == assistant, _newest_ok())
+        .order_by(turns.c.event_id)
+    )
+    if since is not None:
+        query = query.where(turns.c.event_timestamp >= since)
+    if until is not None:
+        query = query.where(turns.c.event_timestamp < until)
+    with store.transaction(write=False) as conn:
+        result = conn.execution_options(stream_results=True, yield_per=_STREAM_ROWS).execute(query)
+        for event_id, turn_band, metric_bands in result:
+            bands = {m: str(b) for m, b in (metric_bands or {}).items() if m in METRICS}
+            bands["turn_band"] = str(turn_band)
+            yield FrameRow(str(event_id), bands)
+
+
+def turn_events(store: Store, event_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The stored event documents of these turns."""
+    out: dict[str, dict[str, Any]] = {}
+    with store.transaction(write=False) as conn:
+        for start in range(0, len(event_ids), 500):
+            chunk = list(event_ids[start : start + 500])
+            for event_id, event in conn.execute(
+                sa.select(turns.c.event_id, turns.c.event).where(turns.c.event_id.in_(chunk))
+            ):
+                out[str(event_id)] = dict(event)
+    return out
+
+
+def create_batch(store: Store, batch: Mapping[str, Any], items: Sequence[FrameRow]) -> None:
+    with store.transaction(write=True) as conn:
+        conn.execute(sa.insert(label_batches), [dict(batch)])
+        if items:
+            conn.execute(
+                sa.insert(label_batch_items),
+                [
+                    {
+                        "batch_id": batch["id"],
+                        "event_id": r.event_id,
+                        "position": i,
+                        "judge_bands": r.bands,
+                    }
+                    for i, r in enumerate(items)
+                ],
+            )
+
+
+def batch(store: Store, batch_id: str) -> dict[str, Any] | None:
+    with store.transaction(write=False) as conn:
+        row = conn.execute(sa.select(label_batches).where(label_batches.c.id == batch_id)).first()
+    return dict(row._mapping) if row is not None else None
+
+
+def batches(store: Store, assistant: str | None = None) -> list[dict[str, Any]]:
+    query = sa.select(label_batches).order_by(label_batches.c.created_at, label_batches.c.id)
+    if assistant is not None:
+        query = query.where(label_batches.c.assistant == assistant)
+    with store.transaction(write=False) as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def batch_items(store: Store, batch_ids: Sequence[str]) -> dict[tuple[str, str], dict[str, str]]:
+    """(batch id, event id) -> the judge's bands when drawn."""
+    query = sa.select(
+        label_batch_items.c.batch_id, label_batch_items.c.event_id, label_batch_items.c.judge_bands
+    ).where(label_batch_items.c.batch_id.in_(list(batch_ids)))
+    with store.transaction(write=False) as conn:
+        return {(str(b), str(e)): dict(bands) for b, e, bands in conn.execute(query)}
+
+
+def save_labels(store: Store, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert labels in one transaction; a label already given (same batch, event, metric and
+    labeller) is replaced, so importing a corrected file again is safe."""
+    if not rows:
+        return 0
+    insert: Any = (postgresql.insert if store.dialect == "postgresql" else sqlite.insert)(
+        human_labels
+    )
+    stmt = insert.on_conflict_do_update(
+        index_elements=["batch_id", "event_id", "metric", "labeller"],
+        set_={
+            "band": insert.excluded.band,
+            "labelled_at": insert.excluded.labelled_at,
+            "imported_at": insert.excluded.imported_at,
+        },
+    )
+    with store.transaction(write=True) as conn:
+        conn.execute(stmt, [dict(r) for r in rows])
+    return len(rows)
+
+
+def labels(store: Store, batch_ids: Sequence[str]) -> list[dict[str, Any]]:
+    query = (
+        sa.select(
+            human_labels.c.batch_id,
+            human_labels.c.event_id,
+            human_labels.c.metric,
+            human_labels.c.band,
+            human_labels.c.labeller,
+            human_labels.c.labelled_at,
+        )
+        .where(human_labels.c.batch_id.in_(list(batch_ids)))
+        .order_by(human_labels.c.id)
+    )
+    with store.transaction(write=False) as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]

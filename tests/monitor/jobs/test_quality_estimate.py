@@ -1,0 +1,102 @@
+"""The label-corrected severe rate from the store: ``casewatch estimate`` and the job's gauges,
+on SQLite and PostgreSQL, with a judge that misses half the severe turns."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
+
+from monitor.cli import main
+from monitor.exporter import Metrics
+from monitor.jobs.quality_estimate import QualityEstimateJob
+from monitor.settings import QualityEstimateConfig
+from monitor.storage.store import Store
+from tests.fixtures.turns import T0, seed_turn
+
+POPULATION = 200
+TRUE_RATE = 0.4  # people call i % 5 in {0, 1} severe; the judge only i % 5 == 0 (20 %)
+
+
+def _severe(event_id: str) -> bool:
+    return int(event_id.split("-")[1]) % 5 in (0, 1)
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.delenv("CASEWATCH_STORAGE__URL", raising=False)
+    return CliRunner()
+
+
+@pytest.fixture
+def labelled(store: Store, runner: CliRunner, tmp_path: Path) -> Store:
+    for i in range(POPULATION):
+        bad = {"hallucination": 0.1} if i % 5 == 0 else None
+        seed_turn(store, f"h-{i:03d}", at=T0 + timedelta(seconds=i), scores=bad)
+    out = tmp_path / "batch.jsonl"
+    args = ["--assistant", "helpdesk", "--n", "80", "--seed", "5", "--out", str(out)]
+    result = runner.invoke(main, ["labels", "export", "--db", store.url, *args])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    for line in lines:
+        band = "severe" if _severe(line["event_id"]) else "none"
+        line["labeller"] = "ana"
+        line["labels"] = {"turn_band": band, "hallucination": band}
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = runner.invoke(main, ["labels", "import", "--db", store.url, str(out)])
+    assert result.exit_code == 0, result.output
+    return store
+
+
+def _estimate(runner: CliRunner, store: Store, *args: str) -> dict[str, Any]:
+    result = runner.invoke(main, ["estimate", "--db", store.url, "--assistant", "helpdesk",
+                                  "--json", *args])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc: dict[str, Any] = json.loads(result.output)
+    return doc
+
+
+def test_the_corrected_rate_finds_what_the_judge_misses(runner: CliRunner, labelled: Store) -> None:
+    doc = _estimate(runner, labelled)
+    assert (doc["signal"], doc["labelled"], doc["population"]) == ("turn_band", 80, 200)
+    assert doc["judge_only"]["point"] == pytest.approx(0.2)
+    assert doc["judge_only"]["upper"] < TRUE_RATE  # the judge alone is confidently wrong
+    assert doc["ppi"]["lower"] <= TRUE_RATE <= doc["ppi"]["upper"]
+    ppi_width = doc["ppi"]["upper"] - doc["ppi"]["lower"]
+    labels_width = doc["labels_only"]["upper"] - doc["labels_only"]["lower"]
+    assert ppi_width < labels_width
+    assert _estimate(runner, labelled, "--metric", "hallucination")["signal"] == "hallucination"
+    text = runner.invoke(main, ["estimate", "--db", labelled.url, "--assistant", "helpdesk"])
+    assert "corrected" in text.output and "judge only" in text.output
+
+
+def test_the_job_exports_point_and_bounds(labelled: Store) -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry=registry)
+    job = QualityEstimateJob(QualityEstimateConfig(), labelled, metrics)
+    done = job.run_once()
+    assert {q.signal for q in done} == {"turn_band", "hallucination"}
+
+    def value(signal: str, bound: str) -> float | None:
+        return registry.get_sample_value(
+            "casewatch_quality_estimate",
+            {"assistant": "helpdesk", "signal": signal, "bound": bound},
+        )
+
+    point, lower, upper = (value("turn_band", b) for b in ("point", "lower", "upper"))
+    assert point is not None and lower is not None and upper is not None
+    assert lower <= point <= upper
+    assert value("turn_band_judge_only", "point") == pytest.approx(0.2)
+    assert value("hallucination_labels_only", "upper") is not None
+
+
+def test_no_labels_yet_says_what_to_do(runner: CliRunner, store: Store) -> None:
+    seed_turn(store, "h-000")
+    result = runner.invoke(main, ["estimate", "--db", store.url, "--assistant", "helpdesk"])
+    assert result.exit_code == 2
+    assert "no labelled batch yet: casewatch labels export" in result.output
