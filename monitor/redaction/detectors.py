@@ -65,7 +65,9 @@ def emails(text: str) -> Iterator[Finding]:
 
 # Where a phone number may be: 7+ digits with the separators people write. Only these windows
 # go to libphonenumber's matcher (it costs ~100 µs per kilobyte of text scanned otherwise).
-_PHONE_CANDIDATE = re.compile(r"(?:\+|\b)\(?\d[\d \t().\-/]{5,22}\d(?:[ \t]*(?:ext\.?|x)[ \t]*\d{1,5})?")
+_PHONE_CANDIDATE = re.compile(
+    r"(?:\+|\(|\b)\(?\d[\d \t().\-/]{5,22}\d(?:[ \t]*(?:ext\.?|x)[ \t]*\d{1,5})?"
+)
 # An id, a version, a path or a timestamp continues across these: a number inside one is no phone.
 _ID_JOINERS = frozenset("-_/#:.=@&?%\\")
 
@@ -81,11 +83,24 @@ def _standalone(text: str, start: int, end: int) -> bool:
     return not (after in _ID_JOINERS and end + 1 < len(text) and text[end + 1].isalnum())
 
 
+# A bare run of digits ("2022931972") is an invoice or order number as often as a phone: it
+# counts as a phone only after a word that says so.
+_PHONE_WORDS = re.compile(
+    r"(?i)(?:phone|mobile|cell|call|tel|reach|number|whatsapp|sms|text|fax|contact|dial|ring)"
+    r"\w*\W{0,4}(?:\w+\W{1,3}){0,3}$"
+)
+_CONTEXT_CHARS = 40
+
+
 def phones(text: str, region: str) -> Iterator[Finding]:
     for cand in _PHONE_CANDIDATE.finditer(text):
         chunk = cand.group()
         if sum(c.isdigit() for c in chunk) < 7:
             continue
+        if chunk.isdigit():
+            before = text[max(0, cand.start() - _CONTEXT_CHARS) : cand.start()]
+            if not _PHONE_WORDS.search(before):
+                continue
         offset = cand.start()
         for m in PhoneNumberMatcher(chunk, region, leniency=Leniency.VALID):
             start, end = offset + m.start, offset + m.end
@@ -97,7 +112,11 @@ def phones(text: str, region: str) -> Iterator[Finding]:
 
 # ---------------------------------------------------------------- payment card
 
-_CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
+# Unbroken, or in the groups cards are printed in (4-4-4-4[-3], Amex 4-6-5), one separator.
+_CARD = re.compile(
+    r"(?<![\w-])(?:\d{13,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{3})?|\d{4}([ -])\d{6}\2\d{5})"
+    r"(?![\w-])"
+)
 # Issuer prefixes (ISO/IEC 7812 IINs of the networks in use): Luhn alone passes 1 number in 10.
 _CARD_PREFIX = re.compile(
     r"4|5[1-5]|2(?:2[2-9][1-9]|2[3-9]|[3-6]|7[01]|720)|3[47]|3(?:0[0-5]|[68])|6(?:011|4[4-9]|5)"
@@ -111,8 +130,6 @@ def cards(text: str) -> Iterator[Finding]:
         digits = raw.replace(" ", "").replace("-", "")
         if not 13 <= len(digits) <= 19 or not _CARD_PREFIX.match(digits):
             continue
-        if " " in raw and "-" in raw:
-            continue  # one kind of separator in a card; mixed ones are a timestamp or a list
         if luhn.is_valid(digits):
             yield Finding(m.start(), m.end(), "CARD", digits)
 
@@ -231,6 +248,9 @@ def hostnames(text: str) -> Iterator[Finding]:
         name = m.group().lower()
         if name.rsplit(".", 1)[1] in _FILE_SUFFIXES:
             continue
+        before = text[max(0, m.start() - 3) : m.start()]
+        if before.endswith(("#", "/")) and not before.endswith("//"):
+            continue  # a URL's path or fragment ("re.html#re.VERBOSE"), not its host
         yield Finding(m.start(), m.end(), "HOST", name)
 
 

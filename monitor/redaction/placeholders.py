@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import re
 
-__all__ = ["PLACEHOLDER", "HASH_DIGITS", "Pseudonymizer", "is_placeholder"]
+__all__ = ["HASH_DIGITS", "PLACEHOLDER", "Pseudonymizer", "is_placeholder"]
 
 # KIND: capitals, digits and inner underscores; ID: a decimal count or hex digits.
 PLACEHOLDER = re.compile(r"<([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*?)_([0-9]+|[0-9a-f]{10})>")
@@ -35,7 +35,7 @@ class Pseudonymizer:
     outlives the turn in memory.
     """
 
-    __slots__ = ("_key", "_seen", "_counts")
+    __slots__ = ("_counts", "_key", "_seen")
 
     def __init__(self, key: bytes | None = None) -> None:
         self._key = key

@@ -20,6 +20,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from monitor.models import TurnEvent
@@ -93,11 +94,9 @@ class Redactor:
         if policy.cards:
             found.append(("card", detectors.cards))
         for name, pattern in policy.patterns.items():
-            kind = name.upper()
-            found.append((name, lambda t, k=kind, p=pattern: detectors.custom(t, k, p)))
+            found.append((name, partial(detectors.custom, kind=name.upper(), pattern=pattern)))
         if policy.phones:
-            region = policy.phone_region
-            found.append(("phone", lambda t: detectors.phones(t, region)))
+            found.append(("phone", partial(detectors.phones, region=policy.phone_region)))
         if policy.ips:
             found.append(("ip", detectors.ips))
         if policy.hostnames:
