@@ -87,6 +87,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_tripwire_checked_total",
     "casewatch_identifier_mismatch_total",
     "casewatch_tripwire_truncated_total",
+    # Redaction of personal data (issue 23, monitor/redaction/), on every consumed turn.
+    "casewatch_redactions_total",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -486,6 +488,15 @@ class Metrics:
             registry=r,
         )
 
+        # Redaction (issue 23): values pseudonymized, by kind (e-mail, phone, card, iban,
+        # secret, ip, host or an operator pattern's name). Never the values themselves.
+        self.redactions = Counter(
+            "casewatch_redactions",
+            "Values replaced by a placeholder before judging, storing or dead-lettering",
+            ["kind"],
+            registry=r,
+        )
+
         for outcome in ("inserted", "duplicate"):
             self.stored.labels(outcome=outcome)
         self._drift_series: dict[str, set[str]] = {}
@@ -545,6 +556,15 @@ class Metrics:
 
     def record_dead_letter(self, reason: str) -> None:
         self.dead_letter.labels(reason=reason).inc()
+
+    def record_redactions(self, counts: Mapping[str, int]) -> None:
+        """Values redacted, by kind (issue 23); kinds are the configured detectors' names."""
+        for kind, n in counts.items():
+            self.redactions.labels(kind=kind).inc(n)
+
+    def prime_redactions(self, kinds: Iterable[str]) -> None:
+        for kind in kinds:
+            self.redactions.labels(kind=kind)
 
     def record_storage_error(self) -> None:
         self.storage_errors.inc()

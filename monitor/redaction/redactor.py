@@ -145,10 +145,14 @@ class Redactor:
 
     # ------------------------------------------------------------ turn
 
-    def redact_turn(self, turn: TurnEvent) -> TurnRedaction:
+    def check_size(self, turn: TurnEvent) -> None:
+        """Raise ``TooLargeToRedact`` if the turn's text exceeds the bound."""
         size = sum(len(t) for t in _texts(turn))
         if size > self.policy.max_chars:
             raise TooLargeToRedact(size, self.policy.max_chars)
+
+    def redact_turn(self, turn: TurnEvent) -> TurnRedaction:
+        self.check_size(turn)
         names = Pseudonymizer(self.policy.key)
         counts: dict[str, int] = {}
 
@@ -236,3 +240,17 @@ def _texts(turn: TurnEvent) -> Iterator[str]:
     yield from turn.labels.values()
     if turn.feedback is not None:
         yield turn.feedback.comment or ""
+    for model in (turn, case, turn.feedback, *turn.history, *turn.contexts):
+        if model is not None and model.model_extra:
+            yield from _leaves(model.model_extra)
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)

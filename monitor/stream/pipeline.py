@@ -1,4 +1,4 @@
-"""The daemon's processing chain, wired: decode → sample → judge → store → commit.
+"""The daemon's processing chain, wired: decode → redact → sample → judge → store → commit.
 
 ``build_pipeline`` is the only place that knows the concrete steps and their order; the
 daemon's loop sees a ``Pipeline``: submit, poll, join, close, plus the few questions the loop
@@ -20,15 +20,18 @@ from monitor.errors import TransportError
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.models import TurnEvent
+from monitor.redaction import Redactor
 from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S, DecodeStep
 from monitor.stream.steps.judge import JudgeStep
+from monitor.stream.steps.redact import RedactingDeadLetterSink, RedactingWriter, RedactStep
 from monitor.stream.steps.sample import SampleStep
 from monitor.stream.steps.screen import ScreenStep
-from monitor.stream.steps.store import StoreStep
+from monitor.stream.steps.store import StoreStep, VerdictWriter
 
 # Screening a batch takes milliseconds; a revoke waits at most this long for those in flight.
 SCREEN_FINISH_S = 5.0
@@ -126,7 +129,17 @@ def build_pipeline(
 ) -> Pipeline:
     cfg = settings.daemon
     commit = CommitStep(source, tracker, metrics, clock, cfg.commit_interval_seconds)
-    store_step = StoreStep(commit, store, metrics, clock)
+    # Redaction (issue 23): one redactor for the step, the store and the dead-letter topic.
+    red = settings.redaction
+    redactor = Redactor(red.policy()) if red.enabled else None
+    if redactor is not None:
+        metrics.prime_redactions(redactor.policy.kinds())
+    writer: VerdictWriter = store
+    if redactor is not None and red.stored_turns and not red.before_judging:
+        writer = RedactingWriter(store, redactor, metrics)
+    if redactor is not None and red.dead_letter:
+        dlq = RedactingDeadLetterSink(dlq, redactor, metrics)
+    store_step = StoreStep(commit, writer, metrics, clock)
     judge = JudgeStep(
         store_step,
         evaluator,
@@ -145,8 +158,13 @@ def build_pipeline(
         metrics,
         tripwire=identifier_tripwire if settings.sampling.identifier_tripwire else None,
     )
+    after_decode: ProcessingStep[TurnEvent] = sample
+    if redactor is not None and red.active:
+        after_decode = RedactStep(
+            sample, commit, redactor, metrics, forward_redacted=red.before_judging
+        )
     first = DecodeStep(
-        sample,
+        after_decode,
         commit,
         dlq,
         metrics,
@@ -164,6 +182,7 @@ def build_pipeline(
         processes=cfg.screen_processes,
         max_bytes=settings.kafka.max_message_bytes,
         sampling=settings.sampling,
+        redaction=red,
         clock=clock,
     )
     return Pipeline(screen, judge, store_step, commit, screen=screen)
