@@ -28,10 +28,12 @@ from stdnum import luhn
 
 __all__ = [
     "Finding",
+    "card_shaped",
     "cards",
     "custom",
     "emails",
     "hostnames",
+    "iban_shaped",
     "ibans",
     "ips",
     "phones",
@@ -134,6 +136,13 @@ def cards(text: str) -> Iterator[Finding]:
             yield Finding(m.start(), m.end(), "CARD", digits)
 
 
+def card_shaped(text: str) -> Iterator[Finding]:
+    """Digit runs shaped like a card, checksum or not (for near copies of a detected card)."""
+    for m in _CARD.finditer(text):
+        digits = m.group().replace(" ", "").replace("-", "")
+        yield Finding(m.start(), m.end(), "CARD", digits)
+
+
 # ---------------------------------------------------------------- IBAN
 
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
@@ -150,6 +159,12 @@ def ibans(text: str) -> Iterator[Finding]:
             if stdnum_iban.is_valid(compact):
                 yield Finding(m.start(), m.start() + end, "IBAN", compact)
                 break
+
+
+def iban_shaped(text: str) -> Iterator[Finding]:
+    """IBAN-shaped strings, checksum or not (for near copies of a detected IBAN)."""
+    for m in _IBAN.finditer(text):
+        yield Finding(m.start(), m.end(), "IBAN", stdnum_iban.compact(m.group()))
 
 
 # ---------------------------------------------------------------- secrets
@@ -214,10 +229,11 @@ def secrets(text: str) -> Iterator[Finding]:
 
 
 def _assigned_secret(value: str) -> bool:
-    # "password: <redacted>" or "api_key: ${OPENAI_API_KEY}" name a secret without holding one
-    if value.startswith(("$", "<", "{", "%")) or value.isupper() or value.isalpha():
+    # "password: <redacted>", "api_key: ${OPENAI_API_KEY}" or prose ("the secret: `kubectl …`")
+    # name a secret without holding one; a credential mixes letters and digits.
+    if not value[0].isalnum() or value.isupper():
         return False
-    return any(c.isdigit() for c in value) or _entropy(value) >= 3.0
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 
 # ---------------------------------------------------------------- network identifiers

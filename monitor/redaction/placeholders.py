@@ -17,10 +17,12 @@ import hashlib
 import hmac
 import re
 
-__all__ = ["HASH_DIGITS", "PLACEHOLDER", "Pseudonymizer", "is_placeholder"]
+__all__ = ["HASH_DIGITS", "PLACEHOLDER", "PLACEHOLDER_BODY", "Pseudonymizer", "is_placeholder"]
 
 # KIND: capitals, digits and inner underscores; ID: a decimal count or hex digits.
 PLACEHOLDER = re.compile(r"<([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*?)_([0-9]+|[0-9a-f]{10})>")
+# The same without brackets or groups, to embed in other patterns.
+PLACEHOLDER_BODY = r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*?_(?:[0-9]+|[0-9a-f]{10})"
 HASH_DIGITS = 10  # 40 bits: collisions among one conversation's values are negligible
 
 

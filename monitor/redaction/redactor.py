@@ -6,6 +6,12 @@ the identifier tripwire) can still tell that the answer repeats the customer's a
 or gives a different one. Fields are visited in that order, so numbering follows first
 appearance in the conversation.
 
+A checksum decides whether a digit run is a card or an IBAN, so a mistyped copy of the
+customer's card (one digit off: no longer Luhn-valid) would pass as plain digits and leak all
+but one of them. Within a turn, a card- or IBAN-shaped run within two edits of a detected card
+or IBAN is therefore redacted too, as a different value of that kind: the judges and the
+tripwire then see that the answer gives another card than the customer's.
+
 Overlaps are settled by kind: a secret beats an e-mail, an e-mail an IBAN, an IBAN a card, a
 card an operator pattern, which beats a phone, an IP and a hostname (a card's digits are never
 half a phone number).
@@ -22,6 +28,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+
+from rapidfuzz.distance import OSA
 
 from monitor.models import TurnEvent
 from monitor.redaction import detectors
@@ -110,20 +118,35 @@ class Redactor:
         starts: list[int] = []
         kept: list[tuple[Finding, str]] = []
         for label, detect in self._detectors:
-            for f in detect(text):
-                i = bisect_left(starts, f.start)
-                if i > 0 and kept[i - 1][0].end > f.start:
-                    continue
-                if i < len(kept) and kept[i][0].start < f.end:
-                    continue
-                starts.insert(i, f.start)
-                kept.insert(i, (f, label))
+            _keep(kept, starts, label, detect(text))
         return kept
 
-    def redact_text(
-        self, text: str, names: Pseudonymizer, counts: dict[str, int] | None = None
+    def _with_near_copies(
+        self, text: str, found: list[tuple[Finding, str]], known: Mapping[str, set[str]]
+    ) -> list[tuple[Finding, str]]:
+        """``found`` plus the near copies in ``text`` of the turn's checksummed values."""
+        extra = [
+            f
+            for kind, label, shaped in _NEAR_COPIED
+            if known.get(kind)
+            for f in shaped(text)
+            if f.normalised not in known[kind] and _near_any(f.normalised, known[kind])
+        ]
+        if not extra:
+            return found
+        kept = list(found)
+        starts = [f.start for f, _ in kept]
+        for kind, label, _ in _NEAR_COPIED:
+            _keep(kept, starts, label, (f for f in extra if f.kind == kind))
+        return kept
+
+    def _render(
+        self,
+        text: str,
+        found: list[tuple[Finding, str]],
+        names: Pseudonymizer,
+        counts: dict[str, int] | None,
     ) -> str:
-        found = self.spans(text)
         if not found:
             return text
         out: list[str] = []
@@ -136,6 +159,14 @@ class Redactor:
                 counts[label] = counts.get(label, 0) + 1
         out.append(text[at:])
         return "".join(out)
+
+    def redact_text(
+        self, text: str, names: Pseudonymizer, counts: dict[str, int] | None = None
+    ) -> str:
+        """Redact one text on its own (near copies: of values found in this text)."""
+        found = self.spans(text)
+        found = self._with_near_copies(text, found, _checksummed([found]))
+        return self._render(text, found, names, counts)
 
     def redact_loose(self, text: str, counts: dict[str, int] | None = None) -> str:
         """Redact one free-standing text (a dead-letter record) within the bound."""
@@ -155,9 +186,16 @@ class Redactor:
         self.check_size(turn)
         names = Pseudonymizer(self.policy.key)
         counts: dict[str, int] = {}
+        # Two passes: what each text holds, then near copies of the turn's cards and IBANs.
+        spans = {text: self.spans(text) for text in _texts(turn) if text}
+        known = _checksummed(spans.values())
 
         def red(text: str) -> str:
-            return self.redact_text(text, names, counts)
+            found = spans.get(text)
+            if found is None:  # pragma: no cover - every text was visited above
+                found = self.spans(text)
+            found = self._with_near_copies(text, found, known)
+            return self._render(text, found, names, counts)
 
         case = turn.case.model_copy(
             update={
@@ -201,6 +239,41 @@ class Redactor:
             }
         )
         return TurnRedaction(redacted, counts)
+
+
+# Kinds found by checksum whose near copies are redacted too: (kind, label, shape detector).
+_NEAR_COPIED: tuple[tuple[str, str, Detector], ...] = (
+    ("CARD", "card", detectors.card_shaped),
+    ("IBAN", "iban", detectors.iban_shaped),
+)
+_NEAR_EDITS = 2
+
+
+def _keep(
+    kept: list[tuple[Finding, str]], starts: list[int], label: str, found: Iterable[Finding]
+) -> None:
+    """Add each finding that overlaps none already kept (``kept`` sorted by start)."""
+    for f in found:
+        i = bisect_left(starts, f.start)
+        if i > 0 and kept[i - 1][0].end > f.start:
+            continue
+        if i < len(kept) and kept[i][0].start < f.end:
+            continue
+        starts.insert(i, f.start)
+        kept.insert(i, (f, label))
+
+
+def _checksummed(found: Iterable[list[tuple[Finding, str]]]) -> dict[str, set[str]]:
+    known: dict[str, set[str]] = {}
+    for spans in found:
+        for f, _ in spans:
+            if f.kind in ("CARD", "IBAN"):
+                known.setdefault(f.kind, set()).add(f.normalised)
+    return known
+
+
+def _near_any(value: str, known: set[str]) -> bool:
+    return any(OSA.distance(value, k, score_cutoff=_NEAR_EDITS) <= _NEAR_EDITS for k in known)
 
 
 def _opt(red: Callable[[str], str], text: str | None) -> str | None:

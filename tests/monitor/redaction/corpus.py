@@ -367,6 +367,11 @@ HARD_NEGATIVES: tuple[str, ...] = (
     "C:\\Program Files\\Acme\\Agent\\logs\\agent-20240315.log",
     "bucket s3://acme-exports-prod-eu-west-1/daily/",
     "Stripe price price_1OqXyZ2eZvKYlo2C in test mode",
+    # prose around secrets that holds none
+    "Then update the secret: `kubectl create secret tls <name> --cert=fullchain.pem`",
+    "Rotate the token: Settings > Developer > Tokens, then restart the agent.",
+    "The password: the one you set at signup, not the SSO one.",
+    "Set api_key: in the YAML to the name of the env var, not the key itself.",
 )
 
 

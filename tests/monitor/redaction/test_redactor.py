@@ -116,3 +116,17 @@ def test_secret_names_without_a_secret_are_kept() -> None:
     for text in ("api_key: ${OPENAI_API_KEY}", "password: <redacted>", "token=GITHUB_TOKEN"):
         assert redactor.redact_text(text, Pseudonymizer()) == text
     assert redactor.redact_text("password: hunter2024!", Pseudonymizer()) == "password: <SECRET_1>"
+
+
+def test_a_mistyped_copy_of_the_customers_card_or_iban_is_redacted_as_another_value() -> None:
+    # One digit off: no longer Luhn- or mod-97-valid, but nearly the customer's number.
+    t = turn(
+        query="Was my card 4111 1111 1111 1111 refunded? IBAN DE89 3704 0044 0532 0130 00",
+        answer="Yes, 4111 1111 1111 1112 was refunded to DE89 3704 0044 0532 0130 01.",
+        contexts=[{"id": "kb-1", "text": "Order 1234 5678 9012 3456 ships today."}],
+    )
+    out = Redactor(RedactionPolicy()).redact_turn(t).turn
+    assert out.query == "Was my card <CARD_1> refunded? IBAN <IBAN_1>"
+    assert out.answer == "Yes, <CARD_2> was refunded to <IBAN_2>."
+    # digits far from every card in the turn stay as written
+    assert out.contexts[0].text == "Order 1234 5678 9012 3456 ships today."
