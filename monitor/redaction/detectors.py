@@ -10,6 +10,12 @@ Slack, AWS, Google, GitLab), as ``Bearer`` tokens and JWTs, and as long random-l
 that mix upper case, lower case and digits (hex hashes and UUIDs, which support text quotes
 on purpose, are never random-looking by that test).
 
+Cost: every consumed turn goes through these, so each detector first asks a question C answers
+in a pass over the text (is there an ``@``, enough digits, an issuer's prefix) and patterns
+start with a character class rather than a look-behind, which lets the regex engine skip
+positions that cannot start a match; the boundaries are then checked in Python on the few
+matches.
+
 No I/O, no state: safe from any thread or process.
 """
 
@@ -41,6 +47,32 @@ __all__ = [
 ]
 
 
+def digit_count(text: str) -> int:
+    return sum(map(text.count, "0123456789"))
+
+
+def _left_ok(text: str, start: int, joiners: str) -> bool:
+    """Nothing glued on the left: the match does not continue a word or an id."""
+    if start == 0:
+        return True
+    before = text[start - 1]
+    return not (before.isalnum() or before == "_" or before in joiners)
+
+
+def _standalone_matches(
+    pattern: re.Pattern[str], text: str, joiners: str
+) -> Iterator[re.Match[str]]:
+    """Matches with nothing glued on their left. A match refused for its left side is tried
+    again one character on, so "123456 4111 1111 1111 1111" still yields the card."""
+    pos = 0
+    while (m := pattern.search(text, pos)) is not None:
+        if _left_ok(text, m.start(), joiners):
+            yield m
+            pos = m.end()
+        else:
+            pos = m.start() + 1
+
+
 class Finding(NamedTuple):
     start: int
     end: int
@@ -67,9 +99,9 @@ def emails(text: str) -> Iterator[Finding]:
 
 # Where a phone number may be: 7+ digits with the separators people write. Only these windows
 # go to libphonenumber's matcher (it costs ~100 µs per kilobyte of text scanned otherwise).
-_PHONE_CANDIDATE = re.compile(
-    r"(?:\+|\(|\b)\(?\d[\d \t().\-/]{5,22}\d(?:[ \t]*(?:ext\.?|x)[ \t]*\d{1,5})?"
-)
+_PHONE_CANDIDATE = re.compile(r"[+(]?\d[\d \t().\-/]{5,22}\d(?:[ \t]*(?:ext\.?|x)[ \t]*\d{1,5})?")
+# Shapes no phone takes: dotted numbers (versions, IPv4, 10.8.4.0/24) and ISO dates.
+_NOT_PHONE = re.compile(r"\d{1,4}(?:\.\d{1,3}){2,}(?:/\d+)?|\d{4}-\d{2}-\d{2}(?:\D.*)?")
 # An id, a version, a path or a timestamp continues across these: a number inside one is no phone.
 _ID_JOINERS = frozenset("-_/#:.=@&?%\\")
 
@@ -95,10 +127,14 @@ _CONTEXT_CHARS = 40
 
 
 def phones(text: str, region: str) -> Iterator[Finding]:
+    if digit_count(text) < 7:
+        return
     for cand in _PHONE_CANDIDATE.finditer(text):
         chunk = cand.group()
-        if sum(c.isdigit() for c in chunk) < 7:
+        if digit_count(chunk) < 7 or _NOT_PHONE.fullmatch(chunk):
             continue
+        if chunk[0] not in "+(" and not _left_ok(text, cand.start(), ""):
+            continue  # digits glued to a word: an id ("ORD2024558812")
         if chunk.isdigit():
             before = text[max(0, cand.start() - _CONTEXT_CHARS) : cand.start()]
             if not _PHONE_WORDS.search(before):
@@ -116,8 +152,7 @@ def phones(text: str, region: str) -> Iterator[Finding]:
 
 # Unbroken, or in the groups cards are printed in (4-4-4-4[-3], Amex 4-6-5), one separator.
 _CARD = re.compile(
-    r"(?<![\w-])(?:\d{13,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{3})?|\d{4}([ -])\d{6}\2\d{5})"
-    r"(?![\w-])"
+    r"\d{4}(?:\d{9,15}|([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{3})?|([ -])\d{6}\2\d{5})(?![\w-])"
 )
 # Issuer prefixes (ISO/IEC 7812 IINs of the networks in use): Luhn alone passes 1 number in 10.
 _CARD_PREFIX = re.compile(
@@ -127,7 +162,9 @@ _CARD_PREFIX = re.compile(
 
 
 def cards(text: str) -> Iterator[Finding]:
-    for m in _CARD.finditer(text):
+    if digit_count(text) < 13:
+        return
+    for m in _standalone_matches(_CARD, text, "-"):
         raw = m.group()
         digits = raw.replace(" ", "").replace("-", "")
         if not 13 <= len(digits) <= 19 or not _CARD_PREFIX.match(digits):
@@ -138,19 +175,24 @@ def cards(text: str) -> Iterator[Finding]:
 
 def card_shaped(text: str) -> Iterator[Finding]:
     """Digit runs shaped like a card, checksum or not (for near copies of a detected card)."""
-    for m in _CARD.finditer(text):
+    if digit_count(text) < 13:
+        return
+    for m in _standalone_matches(_CARD, text, "-"):
         digits = m.group().replace(" ", "").replace("-", "")
         yield Finding(m.start(), m.end(), "CARD", digits)
 
 
 # ---------------------------------------------------------------- IBAN
 
-_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
+_IBAN = re.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
+_IBAN_MIN_DIGITS = 8  # check digits and a BBAN that is mostly digits in every country
 _IBAN_GROUP = re.compile(r" ?[A-Z0-9]{1,4}")
 
 
 def ibans(text: str) -> Iterator[Finding]:
-    for m in _IBAN.finditer(text):
+    if digit_count(text) < _IBAN_MIN_DIGITS:
+        return
+    for m in _standalone_matches(_IBAN, text, ""):
         raw = m.group()
         # The greedy pattern may take a following capitalised word: try shorter ends too.
         ends = [g.end() for g in _IBAN_GROUP.finditer(raw, 4)]
@@ -163,7 +205,9 @@ def ibans(text: str) -> Iterator[Finding]:
 
 def iban_shaped(text: str) -> Iterator[Finding]:
     """IBAN-shaped strings, checksum or not (for near copies of a detected IBAN)."""
-    for m in _IBAN.finditer(text):
+    if digit_count(text) < _IBAN_MIN_DIGITS:
+        return
+    for m in _standalone_matches(_IBAN, text, ""):
         yield Finding(m.start(), m.end(), "IBAN", stdnum_iban.compact(m.group()))
 
 
@@ -188,7 +232,13 @@ _ASSIGNED = re.compile(
     r"|passwd|client[_-]?secret|x-api-key)[\"']?[ \t]*[:=][ \t]*[\"']?([^\s\"',;]{8,})"
 )
 # A random-looking token: long, from a base64url alphabet, not part of a path or URL.
-_TOKEN = re.compile(r"(?<![\w/.@:=%-])[A-Za-z0-9_\-+]{24,}(?![\w/.@-])")
+_TOKEN = re.compile(r"[A-Za-z0-9_\-+]{24,}")
+_SECRET_PREFIXES = (
+    "sk-", "sk_", "rk_", "pk_", "gho_", "ghp_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox",
+    "AKIA", "ASIA", "AIza", "glpat-", "eyJ",
+)  # fmt: skip
+_BEARER_WORDS = ("bearer", "token", "basic")
+_ASSIGNED_WORDS = ("key", "secret", "token", "passw")
 _MIN_ENTROPY_BITS = 3.6  # per character; English words and code identifiers stay below
 
 
@@ -215,17 +265,27 @@ def random_looking(token: str) -> bool:
 
 
 def secrets(text: str) -> Iterator[Finding]:
-    for m in _KNOWN_SECRET.finditer(text):
-        yield Finding(m.start(), m.end(), "SECRET", m.group())
-    for pattern in (_BEARER, _ASSIGNED):
+    if any(p in text for p in _SECRET_PREFIXES):
+        for m in _KNOWN_SECRET.finditer(text):
+            yield Finding(m.start(), m.end(), "SECRET", m.group())
+    lower = text.lower()
+    for pattern, words in ((_BEARER, _BEARER_WORDS), (_ASSIGNED, _ASSIGNED_WORDS)):
+        if not any(w in lower for w in words):
+            continue
         for m in pattern.finditer(text):
             value = m.group(1).rstrip(".")
             if pattern is _ASSIGNED and not _assigned_secret(value):
                 continue
             yield Finding(m.start(1), m.start(1) + len(value), "SECRET", value)
     for m in _TOKEN.finditer(text):
+        start, end = m.start(), m.end()
+        # not part of a path, URL, e-mail or assignment-free identifier
+        if not _left_ok(text, start, "/.@:=%-") or (
+            end < len(text) and (text[end].isalnum() or text[end] in "_/.@-")
+        ):
+            continue
         if random_looking(m.group()):
-            yield Finding(m.start(), m.end(), "SECRET", m.group())
+            yield Finding(start, end, "SECRET", m.group())
 
 
 def _assigned_secret(value: str) -> bool:

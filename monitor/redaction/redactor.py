@@ -23,10 +23,11 @@ A turn's text is bounded (``max_chars``, summed over its fields): a larger one r
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import accumulate
 from typing import Any
 
 from rapidfuzz.distance import OSA
@@ -93,6 +94,12 @@ class Redactor:
     def __init__(self, policy: RedactionPolicy) -> None:
         self.policy = policy
         found: list[tuple[str, Detector]] = []
+        # Operator patterns may match across lines: they run on each text alone. The built-in
+        # detectors never cross a line break, so they run once over the turn's texts joined.
+        self._per_text: set[str] = set()
+        # Texts found clean (no finding), e.g. knowledge-base passages retrieved again and
+        # again: not scanned twice. Only clean texts, so no personal data is kept here.
+        self._clean: dict[str, None] = {}
         if policy.secrets:
             found.append(("secret", detectors.secrets))
         if policy.emails:
@@ -103,6 +110,7 @@ class Redactor:
             found.append(("card", detectors.cards))
         for name, pattern in policy.patterns.items():
             found.append((name, partial(detectors.custom, kind=name.upper(), pattern=pattern)))
+            self._per_text.add(name)
         if policy.phones:
             found.append(("phone", partial(detectors.phones, region=policy.phone_region)))
         if policy.ips:
@@ -115,11 +123,46 @@ class Redactor:
 
     def spans(self, text: str) -> list[tuple[Finding, str]]:
         """Non-overlapping findings with their kind labels, in text order."""
-        starts: list[int] = []
-        kept: list[tuple[Finding, str]] = []
+        return self.spans_of([text]).get(text, [])
+
+    def spans_of(self, texts: Iterable[str]) -> dict[str, list[tuple[Finding, str]]]:
+        """``spans`` of each distinct non-empty text, the built-in detectors run once over
+        all of them joined (a call per text and detector costs more than the scan)."""
+        out: dict[str, list[tuple[Finding, str]]] = {}
+        todo: list[str] = []
+        for text in texts:
+            if not text or text in out:
+                continue
+            out[text] = []
+            if text not in self._clean:
+                todo.append(text)
+        if not todo:
+            return out
+        offsets = list(accumulate((len(t) + len(_SEP) for t in todo[:-1]), initial=0))
+        joined = _SEP.join(todo) if len(todo) > 1 else todo[0]
+        kept: list[list[tuple[Finding, str]]] = [[] for _ in todo]
+        starts: list[list[int]] = [[] for _ in todo]
         for label, detect in self._detectors:
-            _keep(kept, starts, label, detect(text))
-        return kept
+            if label in self._per_text:
+                for i, text in enumerate(todo):
+                    _keep(kept[i], starts[i], label, detect(text))
+                continue
+            per_text: list[list[Finding]] = [[] for _ in todo]
+            for f in detect(joined):
+                i = bisect_right(offsets, f.start) - 1
+                at = offsets[i]
+                if f.end - at <= len(todo[i]):  # never across texts (the separator stops all)
+                    per_text[i].append(f._replace(start=f.start - at, end=f.end - at))
+            for i, findings in enumerate(per_text):
+                if findings:
+                    _keep(kept[i], starts[i], label, findings)
+        for text, spans in zip(todo, kept, strict=True):
+            out[text] = spans
+            if not spans and len(text) <= _CLEAN_MAX_CHARS:
+                if len(self._clean) >= _CLEAN_REMEMBERED:
+                    del self._clean[next(iter(self._clean))]  # the oldest
+                self._clean[text] = None
+        return out
 
     def _with_near_copies(
         self, text: str, found: list[tuple[Finding, str]], known: Mapping[str, set[str]]
@@ -187,7 +230,9 @@ class Redactor:
         names = Pseudonymizer(self.policy.key)
         counts: dict[str, int] = {}
         # Two passes: what each text holds, then near copies of the turn's cards and IBANs.
-        spans = {text: self.spans(text) for text in _texts(turn) if text}
+        spans = self.spans_of(_texts(turn))
+        if not any(spans.values()):
+            return TurnRedaction(turn, counts)  # nothing to replace: no copy to make
         known = _checksummed(spans.values())
 
         def red(text: str) -> str:
@@ -247,6 +292,10 @@ _NEAR_COPIED: tuple[tuple[str, str, Detector], ...] = (
     ("IBAN", "iban", detectors.iban_shaped),
 )
 _NEAR_EDITS = 2
+# Joins a turn's texts for one scan: no built-in pattern matches a line break or a NUL.
+_SEP = "\n\x00\n"
+_CLEAN_REMEMBERED = 4096
+_CLEAN_MAX_CHARS = 16 * 1024
 
 
 def _keep(

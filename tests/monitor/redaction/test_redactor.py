@@ -130,3 +130,25 @@ def test_a_mistyped_copy_of_the_customers_card_or_iban_is_redacted_as_another_va
     assert out.answer == "Yes, <CARD_2> was refunded to <IBAN_2>."
     # digits far from every card in the turn stay as written
     assert out.contexts[0].text == "Order 1234 5678 9012 3456 ships today."
+
+
+def test_texts_remembered_clean_give_the_same_result_as_a_fresh_scan() -> None:
+    redactor = Redactor(RedactionPolicy())
+    clean_context = [{"id": "kb-1", "text": "Refunds take 5 days (KB-40213)."}]
+    first = redactor.redact_turn(turn(query=f"card {CARD}", contexts=clean_context)).turn
+    # the context is now remembered clean; a turn quoting the card there must still be redacted
+    second = redactor.redact_turn(
+        turn(query=f"card {CARD}", contexts=[{"id": "kb-2", "text": f"on file: {CARD}"}])
+    ).turn
+    assert first.query == second.query == "card <CARD_1>"
+    assert second.contexts[0].text == "on file: <CARD_1>"
+    fresh = Redactor(RedactionPolicy()).redact_turn(
+        turn(query=f"card {CARD}", contexts=clean_context)
+    )
+    assert fresh.turn == first
+
+
+def test_a_turn_without_findings_is_handed_back_as_is() -> None:
+    t = turn()
+    result = Redactor(RedactionPolicy()).redact_turn(t)
+    assert result.turn is t and result.counts == {}
