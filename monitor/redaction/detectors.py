@@ -124,6 +124,7 @@ _PHONE_WORDS = re.compile(
     r"\w*\W{0,4}(?:\w+\W{1,3}){0,3}$"
 )
 _CONTEXT_CHARS = 40
+_E164_MAX_DIGITS = 15
 
 
 def phones(text: str, region: str) -> Iterator[Finding]:
@@ -131,8 +132,11 @@ def phones(text: str, region: str) -> Iterator[Finding]:
         return
     for cand in _PHONE_CANDIDATE.finditer(text):
         chunk = cand.group()
-        if digit_count(chunk) < 7 or _NOT_PHONE.fullmatch(chunk):
+        digits = sum(map(chunk.count, "0123456789"))
+        if digits < 7 or _NOT_PHONE.fullmatch(chunk):
             continue
+        if digits > _E164_MAX_DIGITS and _CARD.fullmatch(chunk.strip()):
+            continue  # a card's digits (the card detector's, which wins the overlap)
         if chunk[0] not in "+(" and not _left_ok(text, cand.start(), ""):
             continue  # digits glued to a word: an id ("ORD2024558812")
         if chunk.isdigit():
