@@ -12,6 +12,7 @@ from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
 from monitor.redaction import RedactionPolicy, Redactor
 from tests.consumers.turns import turn
+from tests.monitor.judging.heuristic.tripwire_corpus import turns as corpus_turns
 
 CARD = "4111 1111 1111 1111"
 OTHER_CARD = "5555 5555 5555 4444"
@@ -66,3 +67,15 @@ def test_the_heuristic_judge_marks_down_another_card() -> None:
     same = score_turn(_redacted(CARD)).identifier_integrity.score
     other = score_turn(_redacted(OTHER_CARD)).identifier_integrity.score
     assert other < same
+
+
+def test_redaction_hides_no_corruption_of_the_tripwire_corpus() -> None:
+    # Every example turn and its corrupted copies: a turn that trips the tripwire as consumed
+    # trips it as the redaction step hands it on (bench/redaction_tripwire.py prints the diff).
+    redactor = Redactor(RedactionPolicy())
+    lost = [
+        key
+        for key, t in corpus_turns()
+        if identifier_tripwire(t) and not identifier_tripwire(redactor.redact_turn(t).turn)
+    ]
+    assert lost == []
