@@ -89,7 +89,8 @@ class TurnRedaction:
 
 
 class Redactor:
-    """The policy's detectors, in overlap priority order. Immutable; safe to share."""
+    """The policy's detectors, in overlap priority order. One thread at a time: it remembers
+    the texts it found clean (each pipeline, batch run and screening process has its own)."""
 
     def __init__(self, policy: RedactionPolicy) -> None:
         self.policy = policy
