@@ -14,12 +14,15 @@ from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.models import TurnEvent, Verdict
 from monitor.redaction import RedactionPolicy, Redactor
+from monitor.redaction.config import RedactionConfig
+from monitor.settings import SamplingConfig
 from monitor.stream.steps.decode import DecodeStep
 from monitor.stream.steps.redact import (
     RedactingDeadLetterSink,
     RedactingWriter,
     RedactStep,
 )
+from monitor.stream.steps.screen import Screener
 from tests.fixtures.databases import make_turn, make_verdict
 from tests.monitor.stream.steps.helpers import Recorder, env, raw
 
@@ -142,3 +145,23 @@ def test_a_poison_value_too_large_to_redact_is_withheld(sink: FileDeadLetterSink
     record = json.loads(sink.path.read_text())
     assert record["value"] == "" and record["reason"] == "not_json"
     assert record["detail"].startswith("value withheld: too large to redact")
+
+
+def test_screening_decides_on_the_redacted_turn_as_the_sample_step_does() -> None:
+    # Raw, the answer's e-mail is three edits from the customer's: beyond the tripwire's reach.
+    # Redacted, it is another e-mail than the customer's: the tripwire trips, so screening
+    # must hand the record on (None) rather than finish it as not sampled.
+    raw = (
+        make_turn(
+            "s1",
+            query="Reset MFA for k.lee@contoso.example please",
+            contexts=[{"id": "kb-1", "text": "Run `acme-admin mfa reset --user <user>`."}],
+            answer="Run `acme-admin mfa reset --user l.lef@contpso.example`.",
+        )
+        .model_dump_json()
+        .encode()
+    )
+    sampling = SamplingConfig(default_rate=0.0)
+    assert Screener(100_000, sampling).mark(raw) == "helpdesk"
+    assert Screener(100_000, sampling, RedactionConfig()).mark(raw) is None
+    assert Screener(100_000, sampling, RedactionConfig(enabled=False)).mark(raw) == "helpdesk"
