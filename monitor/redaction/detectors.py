@@ -152,6 +152,11 @@ def phones(text: str, region: str) -> Iterator[Finding]:
             yield Finding(start, end, "PHONE", e164)
 
 
+def phone_e164(raw: str, region: str) -> str:
+    """The normalised form ``phones`` gives the number written ``raw``."""
+    return phonenumbers.format_number(phonenumbers.parse(raw, region), PhoneNumberFormat.E164)
+
+
 # ---------------------------------------------------------------- payment card
 
 # Unbroken, or in the groups cards are printed in (4-4-4-4[-3], Amex 4-6-5), one separator.
@@ -205,6 +210,10 @@ def ibans(text: str) -> Iterator[Finding]:
             if stdnum_iban.is_valid(compact):
                 yield Finding(m.start(), m.start() + end, "IBAN", compact)
                 break
+
+
+def iban_compact(raw: str) -> str:
+    return str(stdnum_iban.compact(raw))
 
 
 def iban_shaped(text: str) -> Iterator[Finding]:
@@ -321,6 +330,10 @@ def ips(text: str) -> Iterator[Finding]:
             except ValueError:
                 continue
             yield Finding(m.start(), m.end(), "IP", address.compressed)
+
+
+def ip_compressed(raw: str) -> str:
+    return ipaddress.ip_address(raw).compressed
 
 
 def hostnames(text: str) -> Iterator[Finding]:

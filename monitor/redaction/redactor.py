@@ -22,6 +22,7 @@ A turn's text is bounded (``max_chars``, summed over its fields): a larger one r
 
 from __future__ import annotations
 
+import hashlib
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -101,6 +102,10 @@ class Redactor:
         # Texts found clean (no finding), e.g. knowledge-base passages retrieved again and
         # again: not scanned twice. Only clean texts, so no personal data is kept here.
         self._clean: dict[str, None] = {}
+        # Passages with findings (a KB article quoting a support address): where and what, by
+        # a digest of the text; the values are read again from the text of the turn at hand,
+        # so neither the text nor a value is kept here either.
+        self._found: dict[bytes, tuple[tuple[int, int, str, str], ...]] = {}
         if policy.secrets:
             found.append(("secret", detectors.secrets))
         if policy.emails:
@@ -131,12 +136,24 @@ class Redactor:
         all of them joined (a call per text and detector costs more than the scan)."""
         out: dict[str, list[tuple[Finding, str]]] = {}
         todo: list[str] = []
+        digests: dict[str, bytes] = {}
         for text in texts:
             if not text or text in out:
                 continue
             out[text] = []
-            if text not in self._clean:
-                todo.append(text)
+            if text in self._clean:
+                continue
+            if _FOUND_MIN_CHARS <= len(text) <= _CLEAN_MAX_CHARS:
+                digest = _digest(text)
+                known = self._found.get(digest)
+                if known is not None:
+                    out[text] = [
+                        (Finding(a, b, kind, self._normalise(kind, text[a:b])), label)
+                        for a, b, kind, label in known
+                    ]
+                    continue
+                digests[text] = digest
+            todo.append(text)
         if not todo:
             return out
         offsets = list(accumulate((len(t) + len(_SEP) for t in todo[:-1]), initial=0))
@@ -163,7 +180,27 @@ class Redactor:
                 if len(self._clean) >= _CLEAN_REMEMBERED:
                     del self._clean[next(iter(self._clean))]  # the oldest
                 self._clean[text] = None
+            elif spans and text in digests:
+                if len(self._found) >= _CLEAN_REMEMBERED:
+                    del self._found[next(iter(self._found))]
+                self._found[digests[text]] = tuple(
+                    (f.start, f.end, f.kind, label) for f, label in spans
+                )
         return out
+
+    def _normalise(self, kind: str, raw: str) -> str:
+        """What a detector of ``kind`` gives as the normalised form of ``raw``."""
+        if kind == "EMAIL" or kind == "HOST":
+            return raw.lower()
+        if kind == "CARD":
+            return raw.replace(" ", "").replace("-", "")
+        if kind == "IBAN":
+            return detectors.iban_compact(raw)
+        if kind == "PHONE":
+            return detectors.phone_e164(raw, self.policy.phone_region)
+        if kind == "IP":
+            return detectors.ip_compressed(raw)
+        return raw  # secrets and operator kinds: the value as written
 
     def _with_near_copies(
         self, text: str, found: list[tuple[Finding, str]], known: Mapping[str, set[str]]
@@ -297,6 +334,11 @@ _NEAR_EDITS = 2
 _SEP = "\n\x00\n"
 _CLEAN_REMEMBERED = 4096
 _CLEAN_MAX_CHARS = 16 * 1024
+_FOUND_MIN_CHARS = 128  # shorter texts are rescanned: a digest would cost about as much
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _keep(

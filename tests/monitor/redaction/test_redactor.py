@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from monitor.models import TurnEvent
 from monitor.redaction import (
     PLACEHOLDER,
     RedactionPolicy,
@@ -152,3 +153,25 @@ def test_a_turn_without_findings_is_handed_back_as_is() -> None:
     t = turn()
     result = Redactor(RedactionPolicy()).redact_turn(t)
     assert result.turn is t and result.counts == {}
+
+
+def test_a_remembered_passage_with_findings_redacts_as_a_fresh_scan() -> None:
+    passage = (
+        "Billing questions: write to Billing@Example.com or call +1 (415) 555-0132 between 9 and "
+        f"5. Refunds go back to the card charged, e.g. {CARD}, or to IBAN "
+        "DE89 3704 0044 0532 0130 00; never share a key like sk-proj-" + "aB3" * 10 + "."
+    )
+    assert len(passage) >= 128
+    policy = RedactionPolicy(ips=True)
+    redactor = Redactor(policy)
+
+    def make(query: str) -> TurnEvent:
+        return turn(query=query, contexts=[{"id": "kb-1", "text": passage}])
+
+    queries = ["call 415-555-0132?", "mail billing@example.com?", f"card {CARD}?"]
+    for query in queries:
+        remembered = redactor.redact_turn(make(query))
+        fresh = Redactor(policy).redact_turn(make(query))
+        assert remembered.turn == fresh.turn and remembered.counts == fresh.counts
+    last = redactor.redact_turn(make("call 415-555-0132?")).turn
+    assert last.query == "call <PHONE_1>?" and "<PHONE_1>" in last.contexts[0].text
