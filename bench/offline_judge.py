@@ -13,6 +13,10 @@ of severe cases (the share of turns people call severe on the metric that the ju
 severe). A gap between calibration and held-out is overfitting showing. Ends with one JSON line.
 
     .venv/bin/python bench/offline_judge.py [--all-metrics] [--sets calibration,heldout]
+        [--redact]
+
+``--redact`` scores each turn as the daemon's redaction step hands it on (placeholders for
+e-mails, phones, cards, IBANs and secrets): the figures must not fall with it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from monitor import scoring
 from monitor.judging.heuristic.judge import ALGORITHM_VERSION, score_turn
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import METRICS, TurnEvent
+from monitor.redaction import RedactionPolicy, Redactor
 from monitor.reporting.agreement import band_agreement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +76,7 @@ class TripwireFigures:
 
 
 def evaluate(
-    turns_path: Path, labels_path: Path
+    turns_path: Path, labels_path: Path, redactor: Redactor | None = None
 ) -> tuple[dict[str, MetricFigures], TripwireFigures, float]:
     labels = {row["event_id"]: row["labels"] for row in read_jsonl(labels_path)}
     judged: dict[str, dict[str, str]] = {}
@@ -81,6 +86,8 @@ def evaluate(
         if row["event_id"] not in labels:
             continue
         turn = TurnEvent.model_validate(row)
+        if redactor is not None:  # as the daemon's redaction step hands it on (issue 23)
+            turn = redactor.redact_turn(turn).turn
         scores = score_turn(turn)
         judged[row["event_id"]] = {m: scoring.band(s).value for m, s in scores.score_map().items()}
         tripped[row["event_id"]] = bool(identifier_tripwire(turn))
@@ -143,7 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--all-metrics", action="store_true", help="all 8 metrics, not only the critical 3"
     )
+    parser.add_argument(
+        "--redact",
+        action="store_true",
+        help="pseudonymize each turn first, with the default redaction policy (issue 23)",
+    )
     args = parser.parse_args(argv)
+    redactor = Redactor(RedactionPolicy()) if args.redact else None
     names = [n for n in args.sets.split(",") if n]
     unknown = set(names) - set(SETS)
     if unknown:
@@ -152,9 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     wires: dict[str, TripwireFigures] = {}
     us_per_turn: dict[str, float] = {}
     for name in names:
-        results[name], wires[name], seconds = evaluate(*SETS[name])
+        results[name], wires[name], seconds = evaluate(*SETS[name], redactor)
         us_per_turn[name] = seconds * 1e6
-    print(f"offline judge {ALGORITHM_VERSION}: bands vs human labels per set")
+    redacted = " (turns redacted first)" if args.redact else ""
+    print(f"offline judge {ALGORITHM_VERSION}: bands vs human labels per set{redacted}")
     print_table(results, METRICS if args.all_metrics else CRITICAL)
     for name, w in wires.items():
         print(
@@ -163,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     doc: dict[str, Any] = {
         "algorithm": ALGORITHM_VERSION,
+        "redacted": args.redact,
         "us_per_turn": us_per_turn,
         "tripwire": {n: vars(w) for n, w in wires.items()},
     }

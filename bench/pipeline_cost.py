@@ -14,8 +14,14 @@ turn takes the tripwire's slower path) and the example dataset's turns (examples
 ~3 KB, real answers that mostly copy their identifiers). Reported: the median of each and the
 ratio on/off, and the tripwire's own cost per turn (the difference of the medians).
 
+The redaction step (``redaction``, on by default; issue 23) also runs on every turn on this
+path: the loop (tripwire on, as deployed) is timed with redaction off and on, interleaved, on
+the synthetic turns, the example turns and example turns whose query and answer carry the
+labelled personal data of tests/monitor/redaction/corpus.py (one sentence each). The tripwire
+figures above are measured with redaction off, so they compare with earlier runs.
+
     .venv/bin/python bench/pipeline_cost.py [--messages 20000] [--example-messages 3000]
-        [--repeat 7]
+        [--repeat 7] [--only tripwire|redaction]
 """
 
 from __future__ import annotations
@@ -133,11 +139,18 @@ def example_values() -> list[bytes]:
     return [line.rstrip(b"\n") for line in path.read_bytes().splitlines() if line.strip()]
 
 
-def daemon_us_per_msg(records: list[Any], workdir: Path, *, tripwire: bool = False) -> float:
+def daemon_us_per_msg(
+    records: list[Any], workdir: Path, *, tripwire: bool = False, redaction: bool = False
+) -> float:
     # Rate 0, and a budget that admits nothing: the turns the tripwire catches are checked,
     # counted and skipped for budget, so the loop measures the check, not a judge.
     sampling = {"default_rate": 0.0, "identifier_tripwire": tripwire, "budget_calls_per_hour": 1e-9}
-    settings = bench_settings("localhost:9", workdir / "unused.db", sampling=sampling)
+    settings = bench_settings(
+        "localhost:9",
+        workdir / "unused.db",
+        sampling=sampling,
+        redaction={"enabled": redaction},
+    )
     source = _MemorySource(records)
     daemon = Daemon(
         settings,
@@ -185,41 +198,97 @@ def tripwire_cost(records: list[Any], workdir: Path, repeat: int) -> dict[str, f
     }
 
 
+def pii_values(n: int) -> list[bytes]:
+    """``n`` example turns whose query and answer each carry one labelled corpus sentence and
+    a number of their own: no two queries or answers alike, as in live traffic (the contexts
+    repeat, as knowledge-base passages do)."""
+    from tests.monitor.redaction.corpus import positives
+
+    sentences = [p.text for p in positives()]
+    examples = example_values()
+    out = []
+    for i in range(n):
+        doc = json.loads(examples[i % len(examples)])
+        doc["query"] = f"{sentences[(2 * i) % len(sentences)]} {doc['query']} (#{i})"
+        doc["answer"] = f"{doc['answer']} {sentences[(2 * i + 1) % len(sentences)]} (#{i})"
+        out.append(json.dumps(doc).encode())
+    return out
+
+
+def redaction_cost(records: list[Any], workdir: Path, repeat: int) -> dict[str, float]:
+    """The loop (tripwire on) with redaction off and on, interleaved."""
+    off: list[float] = []
+    on: list[float] = []
+    for _ in range(repeat):
+        off.append(daemon_us_per_msg(records, workdir, tripwire=True, redaction=False))
+        on.append(daemon_us_per_msg(records, workdir, tripwire=True, redaction=True))
+    m_off, m_on = _median(off), _median(on)
+    return {
+        "off_us_per_msg_median": round(m_off, 2),
+        "on_us_per_msg_median": round(m_on, 2),
+        "ratio_on_to_off": round(m_on / m_off, 2),
+        "redaction_us_per_turn": round(m_on - m_off, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--example-messages", type=int, default=3_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--only", choices=("tripwire", "redaction"), default=None)
     args = parser.parse_args(argv)
     configure_logging("warning")
     records = kafka_records(args.messages - args.messages % PARTITIONS)
     n_examples = args.example_messages - args.example_messages % PARTITIONS
     examples = kafka_records(n_examples, example_values())
-    with tempfile.TemporaryDirectory() as tmp:
-        synthetic = tripwire_cost(records, Path(tmp), args.repeat)
-        realistic = tripwire_cost(examples, Path(tmp), args.repeat)
-    decode = sorted(decode_us_per_msg(records) for _ in range(args.repeat))
-    result = {
+    result: dict[str, Any] = {
         "bench": "pipeline_cost",
         "messages": len(records),
-        # Without the tripwire, as before it existed (comparable with earlier figures).
-        "daemon_us_per_msg_median": synthetic["off_us_per_msg_median"],
-        "convert_decode_us_per_msg_best": round(decode[0], 2),
-        "tripwire_synthetic": synthetic,
         "example_messages": len(examples),
-        "tripwire_examples": realistic,
     }
-    print(
-        f"daemon loop {synthetic['off_us_per_msg_median']:.2f} us/msg (median) without the "
-        f"tripwire; of which conversion + decode + validation {decode[0]:.2f} us/msg"
-    )
-    for name, r in (("synthetic 1 KB turns", synthetic), ("examples/turns.jsonl", realistic)):
-        print(
-            f"{name}: tripwire off {r['off_us_per_msg_median']:.2f}, on "
-            f"{r['on_us_per_msg_median']:.2f} us/msg (medians of {args.repeat}) = "
-            f"{r['ratio_on_to_off']:.2f}x; the tripwire costs "
-            f"{r['tripwire_us_per_turn']:.1f} us/turn"
+    if args.only != "redaction":
+        with tempfile.TemporaryDirectory() as tmp:
+            synthetic = tripwire_cost(records, Path(tmp), args.repeat)
+            realistic = tripwire_cost(examples, Path(tmp), args.repeat)
+        decode = sorted(decode_us_per_msg(records) for _ in range(args.repeat))
+        result.update(
+            {
+                # Without the tripwire, as before it existed (comparable with earlier figures).
+                "daemon_us_per_msg_median": synthetic["off_us_per_msg_median"],
+                "convert_decode_us_per_msg_best": round(decode[0], 2),
+                "tripwire_synthetic": synthetic,
+                "tripwire_examples": realistic,
+            }
         )
+        print(
+            f"daemon loop {synthetic['off_us_per_msg_median']:.2f} us/msg (median) without the "
+            f"tripwire; of which conversion + decode + validation {decode[0]:.2f} us/msg"
+        )
+        for name, r in (("synthetic 1 KB turns", synthetic), ("examples/turns.jsonl", realistic)):
+            print(
+                f"{name}: tripwire off {r['off_us_per_msg_median']:.2f}, on "
+                f"{r['on_us_per_msg_median']:.2f} us/msg (medians of {args.repeat}) = "
+                f"{r['ratio_on_to_off']:.2f}x; the tripwire costs "
+                f"{r['tripwire_us_per_turn']:.1f} us/turn"
+            )
+    if args.only != "tripwire":
+        pii = kafka_records(n_examples, pii_values(n_examples))
+        sets = (
+            ("synthetic 1 KB turns", "redaction_synthetic", records),
+            ("examples/turns.jsonl", "redaction_examples", examples),
+            ("examples + personal data, unique", "redaction_pii", pii),
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, key, recs in sets:
+                r = redaction_cost(recs, Path(tmp), args.repeat)
+                result[key] = r
+                print(
+                    f"{name}: redaction off {r['off_us_per_msg_median']:.2f}, on "
+                    f"{r['on_us_per_msg_median']:.2f} us/msg (medians of {args.repeat}, tripwire "
+                    f"on) = {r['ratio_on_to_off']:.2f}x; redaction costs "
+                    f"{r['redaction_us_per_turn']:.1f} us/turn"
+                )
     print(json.dumps(result))
     return 0
 

@@ -5,7 +5,8 @@ Variables: ``assistant`` (multi, from the store), ``metric`` (``turn`` for the t
 one of the eight metrics), ``band`` (multi) and the time range; ``event_id`` (a text box) is
 set by the data link on the table's event id, which reopens this dashboard on that turn, so
 the lower panels show the whole turn and every judgment. The quality alerts of rules/ link here
-filtered to their assistant and window (``turns_url`` in ``monitor.stream.prometheus_config``).
+filtered to their assistant and window (the ``dashboard_url`` annotation in
+rules/casewatch.rules.yml, rebased by ``monitor.reporting.alert_links``).
 
 Queries follow Grafana's PostgreSQL macros and interpolation: ``$__timeFilter(col)``,
 ``$__timeFrom()``/``$__timeTo()``, ``$__timeGroupAlias(col, '5m')``; a multi-value variable

@@ -402,6 +402,14 @@ class Metrics:
             ["assistant"],
             registry=r,
         )
+        # Redaction (monitor/redaction/): values pseudonymized, by kind (e-mail, phone, card,
+        # iban, secret, ip, host or an operator pattern's name). Never the values themselves.
+        self.redactions = Counter(
+            "casewatch_redactions",
+            "Values replaced by a placeholder before judging, storing or dead-lettering",
+            ["kind"],
+            registry=r,
+        )
         # The severe rate corrected by human labels (jobs/quality_estimate.py; signal: KEY for
         # the corrected estimate, KEY_judge_only and KEY_labels_only beside it).
         self.quality_estimate = Gauge(

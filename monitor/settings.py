@@ -31,6 +31,7 @@ from pydantic_settings import (
 )
 
 from monitor.errors import ConfigError, validation_error_lines
+from monitor.redaction.config import RedactionConfig
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
 
 HEURISTIC = "heuristic"
@@ -465,6 +466,8 @@ class Settings(BaseSettings):
     quality_estimate: QualityEstimateConfig = Field(default_factory=QualityEstimateConfig)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     redact: list[SecretStr] = Field(default_factory=list, description="Extra strings to redact.")
+    # Personal data in turns (issue 23): pseudonymized after decode.
+    redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -549,6 +552,12 @@ class Settings(BaseSettings):
                 values.append(token)
         if self.kafka.sasl_password is not None:
             values.append(self.kafka.sasl_password.get_secret_value())
+        try:  # issue 23: the pseudonymization key
+            redaction_key = self.redaction.resolve_key()
+        except ConfigError:
+            redaction_key = None
+        if redaction_key:
+            values.append(redaction_key.decode())
         return [v for v in values if v]
 
 

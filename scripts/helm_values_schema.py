@@ -3,8 +3,9 @@ of ``monitor.settings.Settings`` (the casewatch YAML the chart renders into its 
 
 So `helm install` refuses a bad value with the key's path and the broken constraint, the same
 constraints the daemon would refuse at start, before anything is deployed. Secret fields
-(``api_key``, ``kafka.sasl_password``, ``redact``) are left out of ``config``: with
-``additionalProperties: false`` the schema refuses them, since secrets come from ``secrets``.
+(``api_key``, ``kafka.sasl_password``, ``redact``, ``redaction.key``) are left out of
+``config``: with ``additionalProperties: false`` the schema refuses them, since secrets come
+from ``secrets``.
 
     .venv/bin/python scripts/helm_values_schema.py          # rewrite the file
     .venv/bin/python scripts/helm_values_schema.py --check  # exit 1 if it is out of date
@@ -29,6 +30,7 @@ SECRET_FIELDS: dict[str, tuple[str, ...]] = {
     "Settings": ("redact",),
     "JudgeConfig": ("api_key",),
     "KafkaConfig": ("sasl_password",),
+    "RedactionConfig": ("key",),  # issue 23: from key_env or key_file
 }
 
 Schema = dict[str, Any]
@@ -134,6 +136,8 @@ def chart_schema() -> Schema:
                 },
                 "kafkaSaslPasswordKey": _str("Key of the Kafka SASL password in existingSecret."),
                 "storageUrlKey": _str("Key of the database URL in existingSecret."),
+                # issue 23: the pseudonymization key (sets redaction.key)
+                "redactionKeyKey": _str("Key of the redaction key in existingSecret."),
             }
         ),
         "terminationGracePeriodSeconds": {

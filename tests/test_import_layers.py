@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "monitor.exposition",
     ),
     ("monitor.scoring", "monitor.logs", "monitor.exporter", "monitor.budget"),
+    ("monitor.redaction",),
     ("monitor.settings",),
     ("monitor.judging", "monitor.storage", "consumers"),
     ("monitor.reporting",),
@@ -85,6 +86,11 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("pairwise_factory", "panel"),
         ("evaluator",),
     ),
+    "monitor.redaction": (
+        ("detectors", "placeholders"),
+        ("redactor",),
+        ("__init__", "config"),
+    ),
     "monitor.storage": (
         ("__init__", "tables", "engine"),
         ("schema",),
@@ -124,6 +130,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "steps.decode",
             "steps.judge",
             "steps.lookup",
+            "steps.redact",
             "steps.sample",
             "steps.screen",
             "steps.store",

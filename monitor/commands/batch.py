@@ -19,6 +19,7 @@ from monitor.errors import ConfigError, InvalidInput
 from monitor.judging.evaluator import build_evaluator
 from monitor.logs import configure_logging
 from monitor.models import Band
+from monitor.redaction import Redactor
 from monitor.reporting.agreement import (
     BANDS,
     HumanAgreement,
@@ -101,6 +102,8 @@ def judge_command(
             fail(f"output directory {p.parent} does not exist")
     try:
         evaluator = build_evaluator(settings)
+        red = settings.redaction  # issue 23: judges see placeholders here as in the daemon
+        redactor = Redactor(red.policy()) if red.enabled and red.before_judging else None
     except ConfigError as exc:
         fail(str(exc))
     try:
@@ -112,6 +115,7 @@ def judge_command(
             concurrency=concurrency or settings.daemon.concurrency,
             rejects_path=rejects_path,
             progress=not no_progress,
+            redactor=redactor,
         )
     except OSError as exc:
         fail(f"I/O error: {exc}")

@@ -20,7 +20,7 @@ from typing import Any
 from monitor.judging.schema import judge_output_json_schema
 from monitor.models import MAX_JUSTIFICATION_CHARS, METRICS, TurnEvent
 
-PROMPT_VERSION = "case-aware-v1"
+PROMPT_VERSION = "case-aware-v2"  # v2: redaction placeholders (issue 23)
 
 FENCE_OPEN = "<untrusted_case_data>"
 FENCE_CLOSE = "</untrusted_case_data>"
@@ -117,6 +117,13 @@ EVIDENCE
 Use only the given inputs. Do not use outside knowledge to decide whether a case-specific \
 claim, step, command or identifier is right: it is supported only if the contexts, the \
 case fields, the history or the reference support it.
+
+PLACEHOLDERS
+Personal data and secrets may have been replaced by placeholders such as <EMAIL_1>, \
+<PHONE_2>, <CARD_1>, <IBAN_1> or <SECRET_1>. Treat each placeholder as an identifier: the \
+same placeholder is the same value everywhere in the data, a different placeholder of the \
+same kind is a different value (an answer with <CARD_2> where the case has <CARD_1> gives \
+another card). A placeholder is never a flaw of the answer by itself.
 
 METRICS (score each one independently of the others)
 {metrics}

@@ -6,6 +6,10 @@ each verdict as soon as it completes, so a crash loses at most the turns in flig
 (seed 004 A.2): the granular file (one ``Verdict`` per line with raw judge output, attempts,
 tokens, cost, latency) and the compact file (case, answer, context ids, S_final, bands).
 
+With a ``redactor`` (the daemon's ``redaction`` settings, issue 23) each turn is pseudonymized
+before a judge sees it, as in the daemon; a turn too large to redact is rejected
+(``redaction_too_large``), never judged raw.
+
 A bad line never stops the run: it is reported on stderr with its line number and written to
 the rejects file. A rerun with the same ``--out`` resumes: turns whose verdict (from the same
 judge configuration) is already in the granular file are skipped.
@@ -33,6 +37,7 @@ from consumers.records import RawMessage
 from monitor.errors import InvalidEvent, validation_error_lines
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.models import Band, TurnEvent, Verdict
+from monitor.redaction import Redactor, TooLargeToRedact
 
 log = structlog.get_logger(__name__)
 
@@ -197,6 +202,13 @@ def _evaluate(evaluator: Evaluator, turn: TurnEvent) -> tuple[TurnEvent, Verdict
     return turn, evaluate_guarded(evaluator, turn)
 
 
+def _redacted(redactor: Redactor, turn: TurnEvent) -> TurnEvent:
+    try:
+        return redactor.redact_turn(turn).turn
+    except TooLargeToRedact as exc:
+        raise InvalidEvent("redaction_too_large", str(exc)) from None
+
+
 class _Writer:
     """Line-buffered JSONL outputs of a run; only the submitting thread writes."""
 
@@ -245,6 +257,7 @@ def run_batch(
     rejects_path: Path | None = None,
     progress: bool = False,
     *,
+    redactor: Redactor | None = None,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> BatchSummary:
     """Judge every turn of ``input_path``; see the module docstring for the contract.
@@ -286,6 +299,8 @@ def run_batch(
             summary.read += 1
             try:
                 turn = decode_line(raw, number)
+                if redactor is not None:
+                    turn = _redacted(redactor, turn)
             except InvalidEvent as exc:
                 summary.rejected += 1
                 if summary.rejected <= _STDERR_REJECTS:

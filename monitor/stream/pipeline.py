@@ -1,4 +1,5 @@
-"""The daemon's processing chain, wired: decode → sample → look-up → judge → store → commit.
+"""The daemon's processing chain, wired: decode → redact → sample → look-up → judge → store →
+commit.
 
 ``build_pipeline`` is the only place that knows the concrete steps and their order; the
 daemon's loop sees a ``Pipeline``: submit, poll, join, close (``ProcessingStep``), the rebalance
@@ -19,15 +20,18 @@ from monitor.clock import Clock
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.models import TurnEvent
+from monitor.redaction import Redactor
 from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.stream.recorder import StreamRecorder
-from monitor.stream.steps.base import Envelope, ProcessingStep
+from monitor.stream.steps.base import Envelope, ProcessingStep, VerdictWriter
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S, DecodeStep
 from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.steps.lookup import LookupStep
 from monitor.stream.steps.rebalance import Rebalancing
+from monitor.stream.steps.redact import RedactingDeadLetterSink, RedactingWriter, RedactStep
 from monitor.stream.steps.sample import SampleStep
 from monitor.stream.steps.screen import ScreenStep
 from monitor.stream.steps.store import StoreStep
@@ -123,7 +127,17 @@ def build_pipeline(
 ) -> Pipeline:
     cfg = settings.daemon
     commit = CommitStep(source, tracker, metrics, clock, cfg.commit_interval_seconds)
-    store_step = StoreStep(commit, store, metrics, clock)
+    # Redaction (issue 23): one redactor for the step, the store and the dead-letter topic.
+    red = settings.redaction
+    redactor = Redactor(red.policy()) if red.enabled else None
+    if redactor is not None:
+        metrics.prime_redactions(redactor.policy.kinds())
+    writer: VerdictWriter = store
+    if redactor is not None and red.stored_turns and not red.before_judging:
+        writer = RedactingWriter(store, redactor, metrics)
+    if redactor is not None and red.dead_letter:
+        dlq = RedactingDeadLetterSink(dlq, redactor, metrics)
+    store_step = StoreStep(commit, writer, metrics, clock)
     judge = JudgeStep(
         store_step,
         evaluator,
@@ -153,8 +167,13 @@ def build_pipeline(
         metrics,
         tripwire=identifier_tripwire if settings.sampling.identifier_tripwire else None,
     )
+    after_decode: ProcessingStep[TurnEvent] = sample
+    if redactor is not None and red.active:
+        after_decode = RedactStep(
+            sample, commit, redactor, metrics, forward_redacted=red.before_judging
+        )
     first = DecodeStep(
-        sample,
+        after_decode,
         commit,
         dlq,
         metrics,
@@ -174,6 +193,7 @@ def build_pipeline(
         processes=cfg.screen_processes,
         max_bytes=settings.kafka.max_message_bytes,
         sampling=settings.sampling,
+        redaction=red,
         clock=clock,
     )
     return Pipeline(

@@ -9,7 +9,7 @@ type it by the small protocol each needs (``SamplingMetrics``, ``StoreMetrics``,
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from monitor.exporter import Metrics
@@ -41,6 +41,15 @@ class StreamRecorder:
         self._sampling_children: dict[tuple[bool, str, str], Any] = {}
         self._lag_series: set[tuple[str, str]] = set()
         self._lag_lock = threading.Lock()
+
+    def record_redactions(self, counts: Mapping[str, int]) -> None:
+        """Values redacted, by kind; kinds are the configured detectors' names."""
+        for kind, n in counts.items():
+            self._m.redactions.labels(kind=kind).inc(n)
+
+    def prime_redactions(self, kinds: Iterable[str]) -> None:
+        for kind in kinds:
+            self._m.redactions.labels(kind=kind)
 
     def prime(self, *, topics: Iterable[str] = (), dead_letter_reasons: Iterable[str] = ()) -> None:
         """Export zero-valued series for label values known up front, so ``rate()`` and

@@ -14,7 +14,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from monitor.stream.demo import ReplayProducer, find_examples, load_examples
+from monitor.demo.examples import find_examples, load_examples
+from monitor.demo.producer import ReplayProducer
 from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker, create_topics

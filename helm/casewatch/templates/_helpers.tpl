@@ -89,8 +89,8 @@ app.kubernetes.io/part-of: casewatch
 {{/* Whether the judge keys, SASL password and database URL come from a Secret. */}}
 {{- define "casewatch.secretName" -}}
 {{- $s := .Values.secrets }}
-{{- if and (not $s.existingSecret) (or $s.judgeApiKeys $s.kafkaSaslPasswordKey $s.storageUrlKey) }}
-{{- fail "secrets.existingSecret: name the Secret that holds the keys listed in secrets.judgeApiKeys / kafkaSaslPasswordKey / storageUrlKey" }}
+{{- if and (not $s.existingSecret) (or $s.judgeApiKeys $s.kafkaSaslPasswordKey $s.storageUrlKey $s.redactionKeyKey) }}
+{{- fail "secrets.existingSecret: name the Secret that holds the keys listed in secrets.judgeApiKeys / kafkaSaslPasswordKey / storageUrlKey / redactionKeyKey" }}
 {{- end }}
 {{- $s.existingSecret }}
 {{- end }}
@@ -149,6 +149,13 @@ app.kubernetes.io/part-of: casewatch
 {{- end }}
 {{- with .Values.secrets.storageUrlKey }}
 - name: CASEWATCH_STORAGE__URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secretName }}
+      key: {{ . }}
+{{- end }}
+{{- with .Values.secrets.redactionKeyKey }}
+- name: CASEWATCH_REDACTION__KEY
   valueFrom:
     secretKeyRef:
       name: {{ $secretName }}

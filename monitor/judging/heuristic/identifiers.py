@@ -26,6 +26,7 @@ from monitor.judging.heuristic.tokens import (
     near_token,
     normalise_token,
 )
+from monitor.redaction.placeholders import PLACEHOLDER
 
 __all__ = [
     "IdKind",
@@ -290,6 +291,10 @@ def extract(text: str) -> tuple[Identifier, ...]:
     """
     found: list[tuple[int, IdKind, str]] = []
     found.extend(_commands(text))
+    # Redaction placeholders (<EMAIL_1>) are whole identifiers; nothing else is read inside one.
+    held = [(m.start(), m.end()) for m in PLACEHOLDER.finditer(text)] if "<" in text else []
+    if held:
+        found.extend((start, IdKind.ID, text[start:end]) for start, end in held)
     for m in _ARTICLE.finditer(text):
         found.append((m.start(), IdKind.ARTICLE, m.group(0)))
     found.extend((pos, IdKind.ERROR_CODE, raw) for pos, raw in _error_codes(text))
@@ -298,6 +303,10 @@ def extract(text: str) -> tuple[Identifier, ...]:
             found.append((m.start(), IdKind.VERSION, m.group(0)))
     found.extend((pos, IdKind.PATH, raw) for pos, raw in _paths(text))
     found.extend(extract_tokens(text))
+    if held:
+        found = [
+            f for f in found if f[1] is IdKind.COMMAND or not any(s < f[0] < e for s, e in held)
+        ]
     found.sort(key=lambda item: item[0])
     seen: set[tuple[IdKind, str]] = set()
     result: list[Identifier] = []
@@ -345,8 +354,20 @@ def _command_near_miss(a: str, b: str) -> tuple[int, str] | None:
     return None
 
 
+def _placeholder_near(a: str, b: str) -> tuple[int, str] | None:
+    """Two redaction placeholders: of one kind but not equal, they stand for two different
+    values (say the case's card and another one in the answer): a mismatch whose size the
+    placeholders do not tell, so it is reported at the smallest distance."""
+    ma, mb = PLACEHOLDER.fullmatch(a), PLACEHOLDER.fullmatch(b)
+    if ma is None or mb is None or ma.group(1) != mb.group(1) or a == b:
+        return None
+    return 1, f"a different {ma.group(1).lower()} than the evidence's"
+
+
 def _near(kind: IdKind, a: str, b: str) -> tuple[int, str] | None:
     """(distance, reason) when ``a`` looks like a corruption of ``b``; None otherwise."""
+    if kind is IdKind.ID and a.startswith("<") and b.startswith("<"):
+        return _placeholder_near(a, b)
     if kind in TOKEN_KINDS:
         return near_token(kind, a, b)
     if kind is IdKind.COMMAND:

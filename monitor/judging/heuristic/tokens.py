@@ -23,6 +23,7 @@ from functools import lru_cache
 from rapidfuzz.distance import OSA
 
 from monitor.judging.heuristic.kinds import IdKind
+from monitor.redaction.placeholders import PLACEHOLDER_BODY
 
 __all__ = [
     "TOKEN_KINDS",
@@ -212,8 +213,11 @@ def normalise_token(kind: IdKind, raw: str) -> str:
 
 @lru_cache(maxsize=4096)
 def _template(evidence: str) -> re.Pattern[str] | None:
+    # A redaction placeholder (<EMAIL_1>) stands for one value: a literal, not a slot.
     parts = re.split(
-        r"(<[^\s<>]{1,40}>|\{[^\s{}]{1,40}\}|\$\{?[A-Z][A-Z0-9_]*\}?|…|\.\.\.)", evidence
+        r"(<(?!" + PLACEHOLDER_BODY + r">)[^\s<>]{1,40}>"
+        r"|\{[^\s{}]{1,40}\}|\$\{?[A-Z][A-Z0-9_]*\}?|…|\.\.\.)",
+        evidence,
     )
     if len(parts) == 1:
         return None

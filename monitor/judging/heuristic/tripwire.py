@@ -15,6 +15,10 @@ microseconds on a clean turn. It applies the judge's own near-miss rules
    window of their text (so "port 578" is a port, "4.12" after "version" a version) and
    compared kind by kind.
 
+Redaction placeholders (``<CARD_1>``, ``monitor.redaction``) are identifiers compared by kind:
+an answer placeholder absent from the evidence while the evidence has one of the same kind is
+a mismatch (the answer gives another card than the customer's), whatever their spelling.
+
 It sees less than the judge: a near miss it finds is one the judge finds too, but it does not
 compare whole commands (a mistyped plain word inside one), and an identifier that is only
 recognised from a wider context is missed. No state but bounded caches (answer words, evidence
@@ -40,6 +44,7 @@ from rapidfuzz.distance import OSA
 from monitor.judging.heuristic.identifiers import NearMiss, extract, find_near_miss
 from monitor.judging.heuristic.kinds import Identifier, IdKind
 from monitor.models import TurnEvent
+from monitor.redaction.placeholders import PLACEHOLDER
 
 __all__ = ["TripwireHit", "identifier_tripwire"]
 
@@ -193,6 +198,14 @@ _content = attrgetter("content")
 _text = attrgetter("text")
 
 
+def _same_kind_placeholders(kind: str, evidence: str) -> list[str]:
+    """The evidence's redaction placeholders of ``kind``, without brackets (as tokens are)."""
+    if "<" not in evidence:
+        return []
+    found = {m.group()[1:-1] for m in PLACEHOLDER.finditer(evidence) if m.group(1) == kind}
+    return sorted(found)[:_NEIGHBOURS]
+
+
 def _evidence_parts(turn: TurnEvent) -> list[str]:
     case = turn.case
     parts = [case.subject, case.description, turn.query]
@@ -279,7 +292,11 @@ def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
         parts = _pool_parts(texts)
     misses: dict[tuple[IdKind, str], NearMiss] = {}
     for token in missing:
-        near = _near(token, parts)
+        placeholder = PLACEHOLDER.fullmatch(f"<{token}>") if token[-1].isalnum() else None
+        if placeholder is not None:  # compared by kind: keyed ones are far apart as strings
+            near = _same_kind_placeholders(placeholder.group(1), evidence)
+        else:
+            near = _near(token, parts)
         host = _url_host(token) if "://" in token else None
         if host is not None:
             urls = (w.rstrip(_TAIL) for w in evidence.split() if "://" in w)

@@ -20,7 +20,7 @@ step at the end is the only place offsets are marked done, so "committed" always
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from consumers.records import TopicPartition
@@ -90,3 +90,9 @@ class SamplingMetrics(Protocol):
         mismatches: Iterable[tuple[str, int]] = (),
         truncated: int = 0,
     ) -> None: ...
+
+
+class VerdictWriter(Protocol):
+    """Where judged turns are stored (the store, or the redacting writer in front of it)."""
+
+    def save_many(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> int: ...

@@ -39,6 +39,8 @@ from monitor.clock import Clock, Deadline, SystemClock
 from monitor.errors import MessageRejected
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
+from monitor.redaction import Redactor
+from monitor.redaction.config import RedactionConfig
 from monitor.settings import SamplingConfig
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
 
@@ -59,10 +61,18 @@ _Flight = tuple[list[Envelope[RawMessage]], "cf.Future[list[Mark]]", int]
 class Screener:
     """What a screening process runs on each value (pure: no budget, no I/O)."""
 
-    def __init__(self, max_bytes: int, sampling: SamplingConfig) -> None:
+    def __init__(
+        self, max_bytes: int, sampling: SamplingConfig, redaction: RedactionConfig | None = None
+    ) -> None:
         self._max_bytes = max_bytes
         self._sampler = Sampler(sampling, SystemClock())
         self._tripwire = sampling.identifier_tripwire
+        # Rules and tripwire read the redacted turn in-process (issue 23): here too.
+        self._redactor = (
+            Redactor(redaction.policy())
+            if redaction is not None and redaction.active and redaction.before_judging
+            else None
+        )
 
     def mark(self, value: bytes | None) -> Mark:
         if not value or len(value) > self._max_bytes:
@@ -71,6 +81,11 @@ class Screener:
             turn = TurnEvent.model_validate_json(value)
         except ValidationError:
             return None  # dead-lettered with its reason by the decode step
+        if self._redactor is not None:
+            try:
+                turn = self._redactor.redact_turn(turn).turn
+            except Exception:  # too large, or a detector failed: skipped with its reason there
+                return None
         if self._tripwire:
             hit = identifier_tripwire(turn)
             if hit or hit.truncated:  # counted (mismatch kinds, truncation) by the sample step
@@ -86,9 +101,11 @@ class Screener:
 _screener: Screener | None = None
 
 
-def _start_process(max_bytes: int, sampling: SamplingConfig) -> None:
+def _start_process(
+    max_bytes: int, sampling: SamplingConfig, redaction: RedactionConfig | None = None
+) -> None:
     global _screener
-    _screener = Screener(max_bytes, sampling)
+    _screener = Screener(max_bytes, sampling, redaction)
 
 
 def _screen(values: list[bytes | None]) -> list[Mark]:
@@ -107,6 +124,7 @@ class ScreenStep:
         processes: int,
         max_bytes: int,
         sampling: SamplingConfig,
+        redaction: RedactionConfig | None = None,
         batch_size: int = DEFAULT_BATCH,
         clock: Clock | None = None,
     ) -> None:
@@ -116,7 +134,7 @@ class ScreenStep:
         self._done = done
         self._metrics = metrics
         self._processes = processes
-        self._init_args = (max_bytes, sampling)
+        self._init_args = (max_bytes, sampling, redaction)
         self._tripwire = sampling.identifier_tripwire
         self._batch_size = batch_size
         # A few batches queued per process, so a process never waits for the consumer's thread.

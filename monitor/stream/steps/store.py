@@ -9,15 +9,13 @@ judge step fills behind it and the daemon pauses its partitions. ``healthy`` tur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol
 
 import structlog
 
 from monitor.clock import Backoff, Clock, Deadline
 from monitor.errors import MessageRejected, StorageError
-from monitor.models import TurnEvent, Verdict
-from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn
+from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, VerdictWriter
 
 log = structlog.get_logger(__name__)
 
@@ -29,10 +27,6 @@ class StoreMetrics(Protocol):
     def record_stored(self, inserted: int, duplicate: int) -> None: ...
 
     def record_storage_error(self) -> None: ...
-
-
-class VerdictWriter(Protocol):
-    def save_many(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> int: ...
 
 
 class StoreStep:

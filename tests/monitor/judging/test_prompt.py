@@ -20,7 +20,7 @@ INJECTION = (
 )
 
 
-GOLDEN_HASH = "85a84fba135ba41c3b74129dc6f51b34aeb92e2f515b21760f70cda988cfe26a"
+GOLDEN_HASH = "8c2a439526185cd91c71fe46c1fba384606f4e0f79bccd0ca15a224a8a2a7582"
 
 
 def make_turn(**overrides: Any) -> TurnEvent:
@@ -158,5 +158,5 @@ def test_the_prompt_is_deterministic_and_its_hash_stable() -> None:
 def test_prompt_wording_changes_come_with_a_version_bump() -> None:
     # If this fails you changed the prompt: bump PROMPT_VERSION and update both values, so
     # verdicts judged with different prompts are never mixed up in storage.
-    assert PROMPT_VERSION == "case-aware-v1"
+    assert PROMPT_VERSION == "case-aware-v2"
     assert prompt_hash(build_messages(make_turn())) == GOLDEN_HASH

@@ -1,0 +1,199 @@
+"""Redaction: personal data and secrets pseudonymized right after decode (issue 23).
+
+The step sits between decode and sampling, so with ``redaction.before_judging`` the sampling
+rules, the identifier tripwire, the judges and the store only ever see placeholders
+(``monitor.redaction``). With only ``redaction.stored_turns`` the raw turn is judged and
+``RedactingWriter`` redacts what the ``turns`` table keeps (the step still enforces the bound,
+so no turn reaches the store too large to redact).
+
+A turn larger than ``redaction.max_chars`` (or one a detector fails on) is finished here,
+counted in ``casewatch_turns_skipped_total`` under its own reason, and never passed on: a
+turn that cannot be redacted is neither judged nor stored.
+
+``RedactingDeadLetterSink`` gives the dead-letter topic the same treatment (a poison record
+must not leak what a valid one would not): value, key, header values and the failure detail
+(pydantic's messages quote the input) are redacted as text; a value too large to redact is
+withheld, its reason kept.
+
+Counts per kind are added to ``casewatch_redactions_total`` once per ``poll``; values are
+never logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import structlog
+
+from consumers.dlq import DeadLetterSink
+from consumers.records import RawMessage
+from consumers.sampling import SampleDecision
+from monitor.models import TurnEvent, Verdict
+from monitor.redaction import Redactor, TooLargeToRedact
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, VerdictWriter
+
+log = structlog.get_logger(__name__)
+
+TOO_LARGE = SampleDecision(False, "redaction_too_large")
+FAILED = SampleDecision(False, "redaction_failed")
+WITHHELD = "value withheld: too large to redact"
+
+
+class RedactionMetrics(Protocol):
+    def record_redactions(self, counts: Mapping[str, int]) -> None: ...
+
+    def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None: ...
+
+
+class _Tally:
+    """Counts since the last flush: a Prometheus increment per value would be a per-turn cost."""
+
+    def __init__(self, metrics: RedactionMetrics) -> None:
+        self._metrics = metrics
+        self.kinds: dict[str, int] = {}
+
+    def add(self, counts: Mapping[str, int]) -> None:
+        kinds = self.kinds
+        for kind, n in counts.items():
+            kinds[kind] = kinds.get(kind, 0) + n
+
+    def flush(self) -> None:
+        if self.kinds:
+            kinds, self.kinds = self.kinds, {}
+            self._metrics.record_redactions(kinds)
+
+
+class RedactStep:
+    def __init__(
+        self,
+        next_step: ProcessingStep[TurnEvent],
+        done: DoneStep,
+        redactor: Redactor,
+        metrics: RedactionMetrics,
+        *,
+        forward_redacted: bool = True,
+    ) -> None:
+        self._next = next_step
+        self._done = done
+        self._redactor = redactor
+        self._metrics = metrics
+        self._forward_redacted = forward_redacted
+        self._tally = _Tally(metrics)
+        # The redacted turn of a record the next step refused (and its counts): offered
+        # again, not redone.
+        self._held: tuple[Envelope[TurnEvent], Mapping[str, int]] | None = None
+
+    def submit(self, message: Envelope[TurnEvent]) -> None:
+        held = self._held
+        if held is not None and held[0].offset == message.offset and held[0].tp == message.tp:
+            self._next.submit(held[0])
+            self._held = None
+            self._tally.add(held[1])
+            return
+        turn = message.payload
+        try:
+            if self._forward_redacted:
+                result = self._redactor.redact_turn(turn)
+                out = message.replace(result.turn)
+                counts = result.counts
+            else:
+                self._redactor.check_size(turn)
+                out, counts = message, {}
+        except TooLargeToRedact as exc:
+            self._skip(message, TOO_LARGE, chars=exc.chars, limit=exc.limit)
+            return
+        except Exception as exc:  # a detector bug must not let raw text through
+            self._skip(message, FAILED, error=type(exc).__name__)
+            return
+        self._held = (out, counts)
+        self._next.submit(out)  # MessageRejected keeps it held
+        self._held = None
+        self._tally.add(counts)
+
+    def _skip(self, message: Envelope[TurnEvent], decision: SampleDecision, **why: object) -> None:
+        log.warning(
+            "turn not redacted; skipped, neither judged nor stored",
+            reason=decision.reason,
+            topic=message.tp.topic,
+            partition=message.tp.partition,
+            offset=message.offset,
+            **why,
+        )
+        self._done.submit(message)
+        self._metrics.record_sampling(message.payload.assistant.name, decision)
+
+    def poll(self) -> None:
+        self._tally.flush()
+        self._next.poll()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._tally.flush()
+        self._next.join(timeout)
+
+    def close(self) -> None:
+        self._next.close()
+
+
+class RedactingWriter:
+    """The store's writer, redacting each turn first (``stored_turns`` without
+    ``before_judging``: the judges saw the raw turn, the table keeps the redacted one)."""
+
+    def __init__(
+        self, writer: VerdictWriter, redactor: Redactor, metrics: RedactionMetrics
+    ) -> None:
+        self._writer = writer
+        self._redactor = redactor
+        self._metrics = metrics
+
+    def save_many(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> int:
+        redacted = []
+        counts: dict[str, int] = {}
+        for turn, verdict in items:
+            result = self._redactor.redact_turn(turn)  # within the bound: the step checked
+            redacted.append((result.turn, verdict))
+            for kind, n in result.counts.items():
+                counts[kind] = counts.get(kind, 0) + n
+        inserted = self._writer.save_many(redacted)
+        if counts:
+            self._metrics.record_redactions(counts)
+        return inserted
+
+
+class RedactingDeadLetterSink:
+    """A dead-letter sink that redacts what it forwards (``redaction.dead_letter``)."""
+
+    def __init__(self, sink: DeadLetterSink, redactor: Redactor, metrics: RedactionMetrics) -> None:
+        self._sink = sink
+        self._redactor = redactor
+        self._metrics = metrics
+
+    def _text(self, data: bytes | None, counts: dict[str, int]) -> bytes | None:
+        if data is None:
+            return None
+        # surrogateescape: bytes that are not UTF-8 go through unchanged, the rest is scanned
+        text = data.decode("utf-8", errors="surrogateescape")
+        out = self._redactor.redact_loose(text, counts)
+        return out.encode("utf-8", errors="surrogateescape")
+
+    def send(self, msg: RawMessage, reason: str, detail: str) -> None:
+        counts: dict[str, int] = {}
+        try:
+            value = self._text(msg.value, counts)
+        except TooLargeToRedact:
+            value, detail = b"", f"{WITHHELD}; {detail}"
+        try:
+            key = self._text(msg.key, counts)
+            headers = tuple((name, self._text(v, counts) or b"") for name, v in msg.headers)
+            detail = self._redactor.redact_loose(detail, counts)
+        except TooLargeToRedact:
+            key, headers, detail = None, (), WITHHELD
+        self._sink.send(msg._replace(value=value, key=key, headers=headers), reason, detail)
+        if counts:
+            self._metrics.record_redactions(counts)
+
+    def flush(self, timeout_s: float) -> None:
+        self._sink.flush(timeout_s)
+
+    def close(self) -> None:
+        self._sink.close()
