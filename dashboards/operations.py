@@ -280,6 +280,16 @@ PIPELINE = DashboardSpec(
                     unit="reqps",
                     stacked=True,
                 ),
+                PanelSpec(
+                    "timeseries",
+                    "Personal data redacted by kind",
+                    "Values replaced by a placeholder before judging, storing or dead-lettering "
+                    "(e-mail, phone, card, iban, secret, or an operator pattern's name). A kind "
+                    "dropping to zero while traffic flows: check the redaction settings.",
+                    (Query(f"sum by (kind) (rate(casewatch_redactions_total{RI}))", "{{kind}}"),),
+                    unit="reqps",
+                    stacked=True,
+                ),
             ),
         ),
         RowSpec(

@@ -172,7 +172,7 @@ def store_agreement(store: Store, batch_ids: Sequence[str] | None) -> HumanAgree
     unknown = [i for i in ids if i not in known]
     if unknown:
         fail(f"unknown labelling batch {unknown[0]!r}; known: {', '.join(sorted(known)) or 'none'}")
-    rows = label_sql.labels(store, ids)
+    rows = label_sql.stored_labels(store, ids)
     if not rows:
         fail("no human labels stored yet: casewatch labels export, then labels import")
     items = label_sql.batch_items(store, ids)

@@ -58,7 +58,7 @@ def labelled_batch(store: Store, assistant: str, batch_id: str | None = None) ->
     if batch_id is not None:
         return batch_id
     for batch in reversed(label_sql.batches(store, assistant)):
-        if label_sql.labels(store, [batch["id"]]):
+        if label_sql.stored_labels(store, [batch["id"]]):
             return str(batch["id"])
     return None
 
@@ -70,7 +70,7 @@ def estimate_batch(
     batch = label_sql.batch(store, batch_id)
     if batch is None:
         raise KeyError(batch_id)
-    human = consensus(label_sql.labels(store, [batch_id]))
+    human = consensus(label_sql.stored_labels(store, [batch_id]))
     drawn = {e: bands for (_b, e), bands in label_sql.batch_items(store, [batch_id]).items()}
     end = batch["frame_end"] or batch["created_at"]
     frame = list(label_sql.judged_frame(store, batch["assistant"], batch["frame_start"], end))

@@ -145,7 +145,7 @@ def save_labels(store: Store, rows: Sequence[Mapping[str, Any]]) -> int:
     return len(rows)
 
 
-def labels(store: Store, batch_ids: Sequence[str]) -> list[dict[str, Any]]:
+def stored_labels(store: Store, batch_ids: Sequence[str]) -> list[dict[str, Any]]:
     query = (
         sa.select(
             human_labels.c.batch_id,

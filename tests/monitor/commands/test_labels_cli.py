@@ -84,7 +84,7 @@ def test_jsonl_labels_round_trip_into_agreement(
     assert human["metrics"]["hallucination"]["accuracy"] == pytest.approx(11 / 12)
     # Importing the same file again replaces, never duplicates.
     _run(runner, "labels", "import", "--db", seeded.url, str(tmp_path / "a.jsonl"))
-    assert len(label_sql.labels(seeded, [lines[0]["batch_id"]])) == 24
+    assert len(label_sql.stored_labels(seeded, [lines[0]["batch_id"]])) == 24
     text = _run(runner, "agreement", "--store", "--db", seeded.url,
                 "--batch", lines[0]["batch_id"]).output  # fmt: skip
     assert "judge vs human: 12 labelled turns" in text
@@ -122,7 +122,7 @@ def test_label_studio_export_round_trips(runner: CliRunner, seeded: Store, tmp_p
     export.write_text(json.dumps(tasks))
     out = _run(runner, "labels", "import", "--db", seeded.url, str(export)).output
     assert "imported 10 label(s) on 5 turn(s)" in out
-    stored = label_sql.labels(seeded, [tasks[0]["data"]["batch_id"]])
+    stored = label_sql.stored_labels(seeded, [tasks[0]["data"]["batch_id"]])
     assert {(r["metric"], r["band"], r["labeller"]) for r in stored} == {
         ("hallucination", "moderate", "bo@example.com"),
         ("turn_band", "minor", "bo@example.com"),
@@ -150,7 +150,7 @@ def test_bad_rows_are_listed_and_nothing_is_imported(
     assert "line 4: event 'h-not-drawn' is not in batch" in result.output
     assert "line 5:" in result.output
     assert "Traceback" not in result.output
-    assert label_sql.labels(seeded, [lines[0]["batch_id"]]) == []
+    assert label_sql.stored_labels(seeded, [lines[0]["batch_id"]]) == []
     result = runner.invoke(main, ["agreement", "--store", "--db", seeded.url])
     assert result.exit_code == 2 and "no human labels stored yet" in result.output
     result = runner.invoke(main, ["agreement", "--store", "--db", seeded.url, "--batch", "nope"])
