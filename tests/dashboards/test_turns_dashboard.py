@@ -14,12 +14,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from monitor.demo.examples import find_examples, load_examples
-from monitor.demo.producer import ReplayProducer
 from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker, create_topics
 from dashboards import generate, turns
+from monitor.demo.examples import find_examples, load_examples
+from monitor.demo.producer import ReplayProducer
 from monitor.models import METRICS
 from monitor.settings import load_settings
 from monitor.stream.runner import DaemonRunner
