@@ -29,6 +29,7 @@ from prometheus_client import (
 )
 
 from monitor import __version__
+from monitor.detection_gauges import DETECTION_METRIC_NAMES, DetectionGauges
 from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.judge import FAILURE_REASONS
 from monitor.models import Band, Verdict
@@ -87,6 +88,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_tripwire_checked_total",
     "casewatch_identifier_mismatch_total",
     "casewatch_tripwire_truncated_total",
+    # Sequential detectors (issue 19: monitor/jobs/detection.py, monitor/detection_gauges.py).
+    *DETECTION_METRIC_NAMES,
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -490,6 +493,7 @@ class Metrics:
             self.stored.labels(outcome=outcome)
         self._drift_series: dict[str, set[str]] = {}
         self._drift_lock = threading.Lock()
+        self.detection = DetectionGauges(r, self._assistant)  # issue 19
 
     # ------------------------------------------------------------------ recording helpers
 

@@ -58,6 +58,18 @@ def build_jobs(
                 retention_days=storage.retention_days,
             )
         )
+    if settings.detection.enabled:  # issue 19: sequential detection of quality regressions
+        from monitor.jobs.detection import DetectionJob
+
+        jobs.append(
+            DetectionJob(
+                settings.detection,
+                list(settings.critical_metrics),
+                store,
+                metrics.detection,
+                clock=clock,
+            )
+        )
     if settings.baseline.enabled:
         from monitor.jobs.baseline_tiers import build_baseline_job
 
