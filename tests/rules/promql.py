@@ -53,7 +53,11 @@ def exported_labels() -> dict[str, frozenset[str]]:
     """Label names of every exported series name (counters with _total, histogram parts)."""
     metrics = Metrics(CollectorRegistry())
     out: dict[str, frozenset[str]] = {}
-    for value in vars(metrics).values():
+    values = list(vars(metrics).values())
+    for group in list(values):  # per-feature gauge groups (metrics.detection) hold theirs
+        if not hasattr(group, "_name") and hasattr(group, "__dict__"):
+            values.extend(vars(group).values())
+    for value in values:
         # prometheus_client keeps these private; stable since 0.x and only read by tests.
         name, kind, labels = (getattr(value, a, None) for a in ("_name", "_type", "_labelnames"))
         if not isinstance(name, str) or labels is None:
