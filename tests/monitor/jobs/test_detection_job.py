@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-import numpy as np
 import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
@@ -15,66 +14,17 @@ from monitor.clock import ManualClock
 from monitor.exporter import Metrics
 from monitor.jobs.detection import DetectionJob, DetectorRow
 from monitor.jobs.scheduler import JobScheduler
-from monitor.judging.verdicts import failed_verdict, scored_verdict
-from monitor.models import METRICS, TurnEvent, Verdict
+from monitor.models import TurnEvent, Verdict
 from monitor.reporting.detection import Detector
-from monitor.settings import DEFAULT_CRITICAL_METRICS, DetectionConfig
+from monitor.settings import DEFAULT_CRITICAL_METRICS
 from monitor.storage.detection_queries import read_states
 from monitor.storage.store import Store
 from monitor.storage.tables import turn_row, verdict_row
-from tests.fixtures.databases import WEIGHTS, make_judgment, make_turn
+from tests.fixtures.databases import make_turn
+from tests.fixtures.detection import Feed, config, verdict
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 CRITICAL = list(DEFAULT_CRITICAL_METRICS)
-
-
-def verdict(turn: TurnEvent, severe: bool, *, failed: bool = False) -> Verdict:
-    if failed:
-        return failed_verdict(
-            turn,
-            [make_judgment("primary", ok=False)],
-            "invalid_output",
-            weight_profile="default",
-            judge_config_hash="cfg",
-        )
-    score = 0.1 if severe else 0.95
-    return scored_verdict(
-        turn,
-        {m: score for m in METRICS},
-        [make_judgment("primary", score=score)],
-        weights=WEIGHTS,
-        weight_profile="default",
-        critical=DEFAULT_CRITICAL_METRICS,
-        judge_config_hash="cfg",
-        arbitrated=False,
-        arbitration_trigger=None,
-    )
-
-
-class Feed:
-    """Stores judged turns of assistants with event timestamps on the shared manual clock."""
-
-    def __init__(self, store: Store, clock: ManualClock, seed: int = 1) -> None:
-        self.store, self.clock = store, clock
-        self.rng = np.random.default_rng(seed)
-        self.n = 0
-
-    def turns(
-        self, assistant: str, count: int, p: float, *, at: datetime | None = None, failed=False
-    ) -> None:
-        when = at or datetime.fromtimestamp(self.clock.time(), tz=UTC)
-        items = []
-        for x in self.rng.random(count) < p:
-            self.n += 1
-            turn = make_turn(f"e{self.n}", assistant=assistant, timestamp=when.isoformat())
-            items.append((turn, verdict(turn, bool(x), failed=failed)))
-        self.store.save_many(items)
-
-
-def config(**kw: object) -> DetectionConfig:
-    base: dict[str, object] = {"min_reference_turns": 500, "false_alarm_days": 30}
-    base.update(kw)
-    return DetectionConfig.model_validate(base)
 
 
 @pytest.fixture
