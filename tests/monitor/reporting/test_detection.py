@@ -142,3 +142,30 @@ def test_arl_rejects_nothing_silently() -> None:
     assert arl(0.05, 0.05, 0.1, 0.0) == 1.0
     with pytest.raises(ValueError):
         threshold(0.05, 0.1, 0.5)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_vectorised_update_matches_the_observation_by_observation_definition(seed: int) -> None:
+    # Low thresholds, so alarms, latches and recoveries all happen many times in the stream.
+    rng = np.random.default_rng(seed)
+    rates = tuple(shifted_rate(0.05, c) for c in DEFAULT_SHIFTS)
+    cal = Calibration(0.05, rates, (2.5, 3.0, 3.5, 2.0))
+    p = np.repeat(rng.choice([0.03, 0.05, 0.15, 0.4], size=40), 500)
+    xs = list(rng.random(p.size) < p)
+    ts = [float(i) for i in range(p.size)]
+    fast, slow = Detector(DEFAULT_SHIFTS), Detector(DEFAULT_SHIFTS)
+    raised_fast = raised_slow = 0
+    for lo in range(0, p.size, 777):  # uneven batches, as the job reads them
+        raised_fast += fast.update(xs[lo : lo + 777], ts[lo : lo + 777], cal)
+        raised_slow += slow.update_reference(xs[lo : lo + 777], ts[lo : lo + 777], cal)
+        a, b = fast.to_dict(), slow.to_dict()
+        assert a["latched"] == b["latched"]
+        for sa_, sb in zip(a["states"], b["states"], strict=True):
+            assert sa_["s"] == pytest.approx(sb["s"], abs=1e-9)
+            assert (sa_["zero_at"], sa_["n_since"], sa_["x_since"]) == (
+                sb["zero_at"],
+                sb["n_since"],
+                sb["x_since"],
+            )
+        assert a["recovery"] == pytest.approx(b["recovery"], abs=1e-9)
+    assert raised_fast == raised_slow >= 3
