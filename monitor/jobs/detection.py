@@ -263,9 +263,10 @@ class DetectionJob:
             if not row.armed or row.calibration is None:
                 continue
             was = row.detector.latched is not None
-            if row.detector.update(xs, ts, row.calibration):
+            raised = row.detector.update(xs, ts, row.calibration)
+            if raised:
                 row.alarm_at = now
-                self.alarms_raised += 1
+                self.alarms_raised += raised
                 latched = row.detector.latched
                 log.warning(
                     "quality regression detected",

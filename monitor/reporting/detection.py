@@ -246,8 +246,9 @@ class Detector:
         """max over shifts of S / h: 1.0 is the threshold."""
         return max(s.s / h for s, h in zip(self.states, cal.thresholds, strict=True))
 
-    def update(self, severe: Sequence[bool], times: Sequence[float], cal: Calibration) -> bool:
-        """Feed observations in order; True when a new alarm was raised (not while latched).
+    def update(self, severe: Sequence[bool], times: Sequence[float], cal: Calibration) -> int:
+        """Feed observations in order; returns how many alarms were raised (pages: an alarm
+        while latched is not a new one).
 
         Vectorised (a benchmark feeds it millions of observations): between two events (an
         alarm, or the latch clearing) each CUSUM is Lindley's recursion in closed form,
@@ -259,7 +260,7 @@ class Detector:
         if x_all.shape != t_all.shape:
             raise ValueError("severe and times must have the same length")
         incs = [increments(cal.p0, p1) for p1 in cal.rates]
-        raised = False
+        raised = 0
         start = 0
         while start < x_all.size:
             stop = min(x_all.size, start + _CHUNK)
@@ -291,7 +292,7 @@ class Detector:
                 ratios = [st.s / h for st, h in zip(self.states, cal.thresholds, strict=True)]
                 fired = self.states[max(range(len(ratios)), key=ratios.__getitem__)]
                 if self.latched is None:
-                    raised = True
+                    raised += 1
                     self.latched = Alarm(fired.shift, fired.zero_at, fired.n_since, fired.x_since)
                 self.recovery = 0.0
                 for st in self.states:
@@ -301,9 +302,9 @@ class Detector:
 
     def update_reference(
         self, severe: Sequence[bool], times: Sequence[float], cal: Calibration
-    ) -> bool:
+    ) -> int:
         """``update``, one observation at a time: the definition (for tests)."""
-        raised = False
+        raised = 0
         incs = [increments(cal.p0, p1) for p1 in cal.rates]
         for x, t in zip(severe, times, strict=True):
             fired: ShiftState | None = None
@@ -324,7 +325,7 @@ class Detector:
                 self._recover(x, cal)
             if fired is not None:
                 if self.latched is None:
-                    raised = True
+                    raised += 1
                     self.latched = Alarm(fired.shift, fired.zero_at, fired.n_since, fired.x_since)
                 self.recovery = 0.0
                 for st in self.states:
