@@ -266,6 +266,7 @@ class DetectorJob(threading.Thread):
                     rate_since=None if latched is None else latched.rate_since,
                     change_point=None if latched is None else latched.change_point,
                 )
+            self.gauges.record_run(time.time())
             self.busy_s += time.monotonic() - began
 
 
