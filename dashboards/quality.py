@@ -118,6 +118,63 @@ OVERVIEW = DashboardSpec(
                 ),
             ),
         ),
+        # --- detection (issue 19) ---
+        RowSpec(
+            "Regression detectors",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Detector statistic vs threshold",
+                    "Sequential detectors (Bernoulli CUSUMs over 1.5x-5x shifts of the baseline "
+                    "severe rate), per assistant and signal: the largest statistic as a fraction "
+                    "of its threshold. At 1.0 CasewatchQualityRegressionDetected pages; the "
+                    "threshold allows one false alarm per detection.false_alarm_days for the "
+                    "whole deployment. 0 while a detector is not armed (see the table).",
+                    (
+                        Query(
+                            f"max by (assistant, signal) (casewatch_detector_statistic{{{A}}})",
+                            "{{assistant}} {{signal}}",
+                        ),
+                        Query("vector(1)", "threshold"),
+                    ),
+                    width=12,
+                    min=0,
+                ),
+                PanelSpec(
+                    "table",
+                    "Detectors now",
+                    "Per assistant and signal: armed (1: a baseline from enough reference "
+                    "turns, or pinned; 0: not watched) and alarm (1: a regression is held until "
+                    "the rate returns). `casewatch detect` prints baselines and change points.",
+                    (
+                        Query(
+                            f"max by (assistant, signal) (casewatch_detector_armed{{{A}}})",
+                            instant=True,
+                        ),
+                        Query(
+                            f"max by (assistant, signal) (casewatch_detector_alarm{{{A}}})",
+                            instant=True,
+                        ),
+                    ),
+                    width=8,
+                ),
+                PanelSpec(
+                    "stat",
+                    "Since the last detection run",
+                    "Seconds since the detection job last completed (the replica holding its "
+                    "lease; it runs every detection.interval_seconds, 15 s by default).",
+                    (
+                        Query(
+                            "time() - (max(casewatch_detector_last_run_timestamp_seconds) > 0)",
+                            "detection",
+                        ),
+                    ),
+                    unit="s",
+                    width=4,
+                ),
+            ),
+        ),
+        # --- end detection ---
         RowSpec(
             "Alerts",
             (

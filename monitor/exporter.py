@@ -410,6 +410,52 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        # Sequential detectors (jobs/detection.py): per assistant and signal (turn_severe or
+        # <critical metric>_severe).
+        detector = ["assistant", "signal"]
+        self.detector_statistic = Gauge(
+            "casewatch_detector_statistic",
+            "Largest CUSUM statistic of the detector's shifts as a fraction of its threshold "
+            "(1.0 = threshold; 0 while not armed)",
+            detector,
+            registry=r,
+        )
+        self.detector_alarm = Gauge(
+            "casewatch_detector_alarm",
+            "1 while the detector holds an alarm (from the first crossing until the rate "
+            "returns to the baseline), else 0",
+            detector,
+            registry=r,
+        )
+        self.detector_armed = Gauge(
+            "casewatch_detector_armed",
+            "1 when the detector has a baseline (enough reference turns or a pinned rate)",
+            detector,
+            registry=r,
+        )
+        self.detector_baseline_rate = Gauge(
+            "casewatch_detector_baseline_rate",
+            "In-control severe rate p0 the detector tests against (NaN: not armed)",
+            detector,
+            registry=r,
+        )
+        self.detector_rate_since = Gauge(
+            "casewatch_detector_rate_since_change",
+            "Observed severe rate since the estimated change point (only while in alarm)",
+            detector,
+            registry=r,
+        )
+        self.detector_change_point = Gauge(
+            "casewatch_detector_change_point_timestamp_seconds",
+            "Unix time of the estimated change point (only while in alarm)",
+            detector,
+            registry=r,
+        )
+        self.detector_last_run = Gauge(
+            "casewatch_detector_last_run_timestamp_seconds",
+            "Unix time the detection job last completed on this replica",
+            registry=r,
+        )
         # The severe rate corrected by human labels (jobs/quality_estimate.py; signal: KEY for
         # the corrected estimate, KEY_judge_only and KEY_labels_only beside it).
         self.quality_estimate = Gauge(

@@ -429,6 +429,61 @@ class DriftConfig(_Section):
         return self
 
 
+# --- detection (issue 19): sequential detection of quality regressions ---
+class DetectionConfig(_Section):
+    """Bernoulli CUSUMs per assistant and signal, run by a short-interval job on the lease."""
+
+    enabled: bool = True
+    interval_seconds: float = Field(default=15.0, gt=0, description="How often the job runs.")
+    false_alarm_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="At most one false alarm per this many days for the whole deployment.",
+    )
+    shifts: list[float] = Field(
+        default_factory=lambda: [1.5, 2.0, 3.0, 5.0],
+        min_length=1,
+        max_length=8,
+        description="Regressions watched for, as multiples of the baseline rate (each > 1).",
+    )
+    reference_window_seconds: float = Field(
+        default=7 * 86400.0, gt=0, description="The baseline rate's window, ending the gap ago."
+    )
+    reference_gap_seconds: float = Field(
+        default=3600.0, ge=0, description="Between the reference window's end and now."
+    )
+    baseline_refresh_seconds: float = Field(
+        default=600.0, gt=0, description="How often baselines and thresholds are recomputed."
+    )
+    min_reference_turns: int = Field(
+        default=500, ge=10, description="Fewer judged turns in the reference: not armed."
+    )
+    overlap_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="Re-read window of the cursor: longer than any write transaction plus the "
+        "replicas' clock skew.",
+    )
+    baselines: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Pinned baseline rates: {assistant: {signal: rate}} (signal: turn_severe "
+        "or <metric>_severe).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DetectionConfig:
+        if any(c <= 1.0 for c in self.shifts) or len(set(self.shifts)) != len(self.shifts):
+            raise ValueError(f"shifts must be distinct multiples > 1, got {self.shifts}")
+        for assistant, rates in self.baselines.items():
+            for signal, rate in rates.items():
+                if not 0.0 < rate < 1.0:
+                    raise ValueError(f"baselines.{assistant}.{signal}: {rate} is not in (0, 1)")
+        return self
+
+
+# --- end detection ---
+
+
 def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
@@ -464,6 +519,7 @@ class Settings(BaseSettings):
     rubric: RubricConfig = Field(default_factory=RubricConfig)
     drift: DriftConfig = Field(default_factory=DriftConfig)
     quality_estimate: QualityEstimateConfig = Field(default_factory=QualityEstimateConfig)
+    detection: DetectionConfig = Field(default_factory=DetectionConfig)  # issue 19
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     redact: list[SecretStr] = Field(default_factory=list, description="Extra strings to redact.")
     # Personal data in turns (issue 23): pseudonymized after decode.

@@ -95,7 +95,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "tables", "engine"),
         ("schema",),
         ("store",),
-        ("audit", "retention", "turn_queries", "labels"),
+        ("audit", "detection_queries", "labels", "retention", "turn_queries"),
         ("drift_queries", "leases", "matches", "rubric_gradings"),
     ),
     "monitor.reporting": (
@@ -103,6 +103,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "__init__",
             "alert_links",
             "batch",
+            "detection",
             "elo",
             "label_files",
             "lazy",
@@ -118,7 +119,15 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "assistant_template", "recorders"),
         ("assistant_client",),
         # the jobs themselves and their scheduler: siblings, none imports another
-        ("baseline_tiers", "drift", "quality_estimate", "retention", "rubric", "scheduler"),
+        (
+            "baseline_tiers",
+            "detection",
+            "drift",
+            "quality_estimate",
+            "retention",
+            "rubric",
+            "scheduler",
+        ),
         ("build",),
     ),
     "monitor.stream": (
@@ -148,7 +157,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.commands": (
         ("__init__", "usage", "output"),
         ("store_access",),
-        ("estimate", "inspect", "labels"),
+        ("detect", "estimate", "inspect", "labels"),
         ("batch", "daemon", "db", "demo", "drift", "pairwise", "rubric"),
     ),
 }

@@ -63,6 +63,19 @@ def build_jobs(
         from monitor.jobs.quality_estimate import QualityEstimateJob
 
         jobs.append(QualityEstimateJob(settings.quality_estimate, store, metrics, clock=clock))
+    if settings.detection.enabled:  # issue 19: sequential detection of quality regressions
+        from monitor.jobs.detection import DetectionJob
+        from monitor.jobs.recorders import DetectionRecorder
+
+        jobs.append(
+            DetectionJob(
+                settings.detection,
+                list(settings.critical_metrics),
+                store,
+                DetectionRecorder(metrics),
+                clock=clock,
+            )
+        )
     if settings.baseline.enabled:
         from monitor.jobs.baseline_tiers import build_baseline_job
 

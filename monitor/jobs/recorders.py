@@ -102,6 +102,47 @@ class RubricRecorder:
                 self._m.rubric_replies.labels(path=path).inc(n)
 
 
+class DetectionRecorder:
+    """The sequential detectors' gauges; ``rate_since`` and ``change_point`` exist only while
+    a detector holds an alarm, so a stale change point never outlives its regression."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+
+    def record(
+        self,
+        assistant: str,
+        signal: str,
+        *,
+        armed: bool,
+        statistic: float,
+        alarm: bool,
+        baseline_rate: float | None,
+        rate_since: float | None,
+        change_point: float | None,
+    ) -> None:
+        m, label = self._m, self._assistant(assistant)
+        m.detector_armed.labels(label, signal).set(1 if armed else 0)
+        m.detector_statistic.labels(label, signal).set(statistic if armed else 0.0)
+        m.detector_alarm.labels(label, signal).set(1 if alarm and armed else 0)
+        m.detector_baseline_rate.labels(label, signal).set(
+            float("nan") if baseline_rate is None else baseline_rate
+        )
+        for gauge, value in (
+            (m.detector_rate_since, rate_since),
+            (m.detector_change_point, change_point),
+        ):
+            if alarm and value is not None:
+                gauge.labels(label, signal).set(value)
+            else:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(label, signal)
+
+    def record_run(self, finished_at: float) -> None:
+        self._m.detector_last_run.set(finished_at)
+
+
 class QualityEstimateRecorder:
     def __init__(self, metrics: Metrics) -> None:
         self._m = metrics

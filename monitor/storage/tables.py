@@ -353,3 +353,44 @@ def judgment_row(judgment: Judgment, verdict_id: int) -> dict[str, Any]:
         "cost_usd": judgment.cost_usd,
         "latency_seconds": judgment.latency_seconds,
     }
+
+
+# --- detection (issue 19): the sequential detectors' state and their cursor over verdicts ---
+# One row per (assistant, signal): the CUSUMs' statistics, baseline and alarm, so a restart or a
+# lease moving to another replica continues them. Written with the cursor in one transaction.
+detector_states = sa.Table(
+    "detector_states",
+    metadata,
+    sa.Column("assistant", sa.String(256), primary_key=True),
+    sa.Column("signal", sa.String(64), primary_key=True),
+    sa.Column("armed", sa.Boolean, nullable=False),
+    sa.Column("baseline_rate", sa.Float),
+    sa.Column("baseline_source", sa.String(16), nullable=False),  # reference | pinned | none
+    sa.Column("reference_turns", sa.Integer, nullable=False),
+    sa.Column("turn_rate", sa.Float),  # judged turns per second in the reference window
+    sa.Column("statistic", sa.Float, nullable=False),  # max over shifts of S / h
+    sa.Column("alarm", sa.Boolean, nullable=False),
+    sa.Column("alarm_at", UTCDateTime),
+    sa.Column("change_point", UTCDateTime),
+    sa.Column("rate_since", sa.Float),
+    sa.Column("observations", sa.BigInteger, nullable=False),
+    sa.Column("calibrated_at", UTCDateTime),
+    # {calibration: {rates, thresholds}, detector: Detector.to_dict()}
+    sa.Column("state", JSONDoc, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# The detection job's position in the verdicts: the newest stored_at read and the ids read in
+# the overlap window before it (re-read and skipped, so late commits are neither lost nor
+# counted twice).
+detector_cursor = sa.Table(
+    "detector_cursor",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("position", UTCDateTime, nullable=False),
+    sa.Column("seen", JSONDoc, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+TABLES = (*TABLES, detector_states, detector_cursor)  # issue 19
+# --- end detection ---

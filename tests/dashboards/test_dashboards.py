@@ -156,6 +156,14 @@ def test_queries_cover_the_core_metrics() -> None:
         "casewatch_build_info",
         "casewatch_job_last_success_timestamp_seconds",
     }
+    # The detectors' baseline, rate since the change point and change point (issue 19) are
+    # NaN or absent until a detector is armed or alarms: the alert's annotations and
+    # `casewatch detect` show them, the dashboards the statistic, armed and alarm.
+    not_shown |= {
+        "casewatch_detector_baseline_rate",
+        "casewatch_detector_rate_since_change",
+        "casewatch_detector_change_point_timestamp_seconds",
+    }
     assert set(METRIC_NAMES) - not_shown <= families, set(METRIC_NAMES) - not_shown - families
 
 

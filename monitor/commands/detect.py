@@ -1,0 +1,109 @@
+"""``casewatch detect``: the sequential detectors' state as the daemon's job last stored it.
+
+Read-only: reads ``detector_states`` from ``storage.url`` (every replica's verdicts went into
+it through the job on the lease) and prints one line per (assistant, signal), or JSON.
+Operator errors (bad config, unreachable or unmigrated database) print one message and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from monitor.commands.usage import fail
+from monitor.errors import CasewatchError
+from monitor.settings import load_settings
+from monitor.storage.detection_queries import read_states
+from monitor.storage.store import Store
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat(timespec="seconds")
+
+
+def _doc(row: dict[str, Any]) -> dict[str, Any]:
+    cal = (row["state"] or {}).get("calibration")
+    return {
+        "assistant": row["assistant"],
+        "signal": row["signal"],
+        "armed": row["armed"],
+        "baseline_rate": row["baseline_rate"],
+        "baseline_source": row["baseline_source"],
+        "reference_turns": row["reference_turns"],
+        "turn_rate_per_s": row["turn_rate"],
+        "statistic": row["statistic"],
+        "alarm": row["alarm"],
+        "alarm_at": _iso(row["alarm_at"]),
+        "change_point": _iso(row["change_point"]),
+        "rate_since_change": row["rate_since"],
+        "observations": row["observations"],
+        "thresholds": None
+        if not cal
+        else [{"p1": p1, "h": h} for p1, h in zip(cal["rates"], cal["thresholds"], strict=True)],
+        "updated_at": _iso(row["updated_at"]),
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2%}"
+
+
+def _line(d: dict[str, Any]) -> list[str]:
+    if not d["armed"]:
+        state = f"NOT ARMED ({d['reference_turns']} reference turns)"
+    elif d["alarm"]:
+        state = f"ALARM since {d['change_point']} ({_pct(d['rate_since_change'])} since)"
+    else:
+        state = "watching"
+    return [
+        d["assistant"],
+        d["signal"],
+        _pct(d["baseline_rate"]),
+        d["baseline_source"],
+        f"{d['statistic']:.2f}",
+        str(d["observations"]),
+        state,
+    ]
+
+
+@click.command("detect")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML settings file (storage.url).",
+)
+@click.option("--assistant", help="Only this assistant.")
+@click.option("--json", "as_json", is_flag=True, help="Print the detectors as JSON.")
+def detect_command(config_file: Path | None, assistant: str | None, as_json: bool) -> None:
+    """Print the sequential detectors' state (statistic 1.0 = threshold) from the store."""
+    try:
+        settings = load_settings(config_file)
+        store = Store.from_config(settings.storage)
+        try:
+            rows = read_states(store)
+        finally:
+            store.close()
+    except CasewatchError as exc:
+        fail(str(exc))
+    docs = [_doc(r) for r in rows if assistant is None or r["assistant"] == assistant]
+    if as_json:
+        click.echo(json.dumps({"detectors": docs}, indent=2, allow_nan=False))
+        return
+    if not docs:
+        click.echo("no detectors yet: the detection job has not run on this database")
+        return
+    table = [["assistant", "signal", "baseline", "source", "stat", "observed", "state"]]
+    table += [_line(d) for d in docs]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for n, row in enumerate(table):
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            click.echo("  ".join("-" * w for w in widths))
+
+
+COMMANDS: list[click.Command] = [detect_command]

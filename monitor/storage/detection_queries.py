@@ -1,0 +1,215 @@
+"""SQL for the sequential detectors: new verdicts past a cursor, reference counts, state.
+
+The cursor. PostgreSQL draws verdict ids from a sequence when a row is inserted, but rows become
+visible when their transaction commits, so a verdict with a lower id (or an earlier
+``stored_at``) can appear after a higher one has been read: neither "id > last id" nor
+"stored_at > last time" is safe. The cursor is a position on ``stored_at`` plus the ids already
+read in an *overlap* window before it. Each read takes every verdict with
+``stored_at >= position - overlap``, skips the ids already read, and moves the position to the
+newest ``stored_at`` read. ``stored_at`` is stamped by the writing replica just before its
+transaction, so a verdict commits within (transaction time + clock skew) of its stamp; as long as
+the overlap is longer than that, a late commit is still inside the re-read window when it becomes
+visible (not skipped) and a verdict read once is in the seen set while it can be re-read (not
+counted twice). State and cursor are written in one transaction with the detectors' statistics,
+so a crash between the two cannot double-count either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from monitor.storage.store import Store
+from monitor.storage.tables import detector_cursor, detector_states, turns, verdicts
+
+CURSOR_NAME = "verdicts"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One verdict as the detectors read it (``ok`` False: judge_failed, not an observation)."""
+
+    id: int
+    stored_at: datetime
+    assistant: str
+    event_timestamp: datetime
+    ok: bool
+    turn_severe: bool
+    severe_metrics: frozenset[str]
+
+
+@dataclass
+class Cursor:
+    position: datetime | None = None
+    seen: dict[int, float] = field(default_factory=dict)  # id -> stored_at (unix seconds)
+
+
+@dataclass(frozen=True)
+class ReferenceCounts:
+    turns: int  # judged ok turns
+    severe_turns: int
+    severe_metrics: dict[str, int]
+    first: datetime | None  # earliest event timestamp in the window
+    last: datetime | None
+
+
+def read_cursor(store: Store) -> Cursor:
+    with store.transaction(write=False) as conn:
+        row = conn.execute(
+            sa.select(detector_cursor).where(detector_cursor.c.name == CURSOR_NAME)
+        ).first()
+    if row is None:
+        return Cursor()
+    seen = {int(k): float(v) for k, v in dict(row.seen).items()}
+    return Cursor(row.position, seen)
+
+
+def read_new(
+    store: Store, cursor: Cursor, overlap_s: float, metrics: Sequence[str], *, start: datetime
+) -> list[Observation]:
+    """Verdicts not yet read, oldest first: ``stored_at >= position - overlap`` minus the ids
+    in the seen set (``start`` stands for the position of a cursor that never moved)."""
+    since = (cursor.position or start) - timedelta(seconds=overlap_s)
+    bands = [
+        verdicts.c.metric_bands[m].as_string().label(f"band_{i}") for i, m in enumerate(metrics)
+    ]
+    query = (
+        sa.select(
+            verdicts.c.id,
+            verdicts.c.stored_at,
+            verdicts.c.status,
+            verdicts.c.turn_band,
+            turns.c.assistant_name,
+            turns.c.event_timestamp,
+            *bands,
+        )
+        .select_from(verdicts.join(turns, turns.c.event_id == verdicts.c.event_id))
+        .where(verdicts.c.stored_at >= since)
+        .order_by(verdicts.c.stored_at, verdicts.c.id)
+    )
+    out = []
+    with store.transaction(write=False) as conn:
+        for r in conn.execute(query):
+            if int(r.id) in cursor.seen:
+                continue
+            m = r._mapping
+            ok = r.status == "ok"
+            out.append(
+                Observation(
+                    id=int(r.id),
+                    stored_at=r.stored_at,
+                    assistant=str(r.assistant_name),
+                    event_timestamp=r.event_timestamp,
+                    ok=ok,
+                    turn_severe=ok and r.turn_band == "severe",
+                    severe_metrics=frozenset(
+                        metric
+                        for i, metric in enumerate(metrics)
+                        if ok and m[f"band_{i}"] == "severe"
+                    ),
+                )
+            )
+    return out
+
+
+def advance(cursor: Cursor, read: Iterable[Observation], overlap_s: float) -> Cursor:
+    """The cursor after ``read``: the newest stored_at, and the ids still inside the overlap."""
+    seen = dict(cursor.seen)
+    position = cursor.position
+    for o in read:
+        seen[o.id] = o.stored_at.timestamp()
+        if position is None or o.stored_at > position:
+            position = o.stored_at
+    if position is None:
+        return Cursor(None, seen)
+    horizon = position.timestamp() - overlap_s
+    return Cursor(position, {i: t for i, t in seen.items() if t >= horizon})
+
+
+def reference_counts(
+    store: Store, start: datetime, end: datetime, metrics: Sequence[str]
+) -> dict[str, ReferenceCounts]:
+    """Per assistant, judged ok turns (and severe ones, per metric) with an event timestamp in
+    [start, end)."""
+    severe = [
+        sa.func.sum(
+            sa.case((verdicts.c.metric_bands[m].as_string() == "severe", 1), else_=0)
+        ).label(f"m_{i}")
+        for i, m in enumerate(metrics)
+    ]
+    query = (
+        sa.select(
+            turns.c.assistant_name,
+            sa.func.count().label("n"),
+            sa.func.sum(sa.case((verdicts.c.turn_band == "severe", 1), else_=0)).label("x"),
+            sa.func.min(turns.c.event_timestamp).label("first"),
+            sa.func.max(turns.c.event_timestamp).label("last"),
+            *severe,
+        )
+        .select_from(verdicts.join(turns, turns.c.event_id == verdicts.c.event_id))
+        .where(
+            turns.c.event_timestamp >= start,
+            turns.c.event_timestamp < end,
+            verdicts.c.status == "ok",
+        )
+        .group_by(turns.c.assistant_name)
+    )
+    out = {}
+    with store.transaction(write=False) as conn:
+        for r in conn.execute(query):
+            m = r._mapping
+            out[str(r.assistant_name)] = ReferenceCounts(
+                turns=int(m["n"]),
+                severe_turns=int(m["x"] or 0),
+                severe_metrics={metric: int(m[f"m_{i}"] or 0) for i, metric in enumerate(metrics)},
+                first=m["first"],
+                last=m["last"],
+            )
+    return out
+
+
+def read_states(store: Store) -> list[dict[str, Any]]:
+    with store.transaction(write=False) as conn:
+        query = sa.select(detector_states).order_by(
+            detector_states.c.assistant, detector_states.c.signal
+        )
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def save(store: Store, states: Iterable[Mapping[str, Any]], cursor: Cursor, now: datetime) -> None:
+    """Upsert the detectors' rows and the cursor in one transaction."""
+    dialect = postgresql if store.dialect == "postgresql" else sqlite
+    rows = [dict(s) for s in states]
+    with store.transaction(write=True) as conn:
+        if rows:
+            stmt = dialect.insert(detector_states)
+            keys = [c.name for c in detector_states.c if c.name not in ("assistant", "signal")]
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["assistant", "signal"],
+                    set_={k: stmt.excluded[k] for k in keys},
+                ),
+                rows,
+            )
+        if cursor.position is not None:
+            stmt = dialect.insert(detector_cursor).values(
+                name=CURSOR_NAME,
+                position=cursor.position,
+                seen={str(k): v for k, v in cursor.seen.items()},
+                updated_at=now,
+            )
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["name"],
+                    set_={
+                        "position": stmt.excluded.position,
+                        "seen": stmt.excluded.seen,
+                        "updated_at": stmt.excluded.updated_at,
+                    },
+                )
+            )

@@ -1,0 +1,249 @@
+"""The detection job on a real store: arming, alarms, the cursor under out-of-order commits,
+and state that survives a restart and a lease moving to another replica."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry
+
+from monitor.clock import ManualClock
+from monitor.exporter import Metrics
+from monitor.jobs.detection import DetectionJob, DetectorRow
+from monitor.jobs.recorders import DetectionRecorder
+from monitor.jobs.scheduler import JobScheduler
+from monitor.models import TurnEvent, Verdict
+from monitor.reporting.detection import Detector
+from monitor.settings import DEFAULT_CRITICAL_METRICS
+from monitor.storage.detection_queries import read_states
+from monitor.storage.store import Store
+from monitor.storage.tables import turn_row, verdict_row
+from tests.fixtures.databases import make_turn
+from tests.fixtures.detection import Feed, config, verdict
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+CRITICAL = list(DEFAULT_CRITICAL_METRICS)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(start=NOW.timestamp())
+
+
+@pytest.fixture
+def clocked(db_url: str, clock: ManualClock) -> Store:
+    s = Store(db_url, clock=clock)
+    s.migrate()
+    yield s
+    s.close()
+
+
+def _gauge(m: Metrics, name: str, **labels: str) -> float | None:
+    return m.registry.get_sample_value(name, labels)
+
+
+def _seed_reference(feed: Feed, *names: str) -> None:
+    for name in names:
+        feed.turns(name, 2000, 0.05, at=NOW - timedelta(days=2))
+
+
+def test_a_regression_pages_once_and_the_stable_assistant_stays_quiet(
+    clocked: Store, clock: ManualClock
+) -> None:
+    feed = Feed(clocked, clock)
+    _seed_reference(feed, "canary", "stable")
+    metrics = Metrics(CollectorRegistry())
+    job = DetectionJob(config(), CRITICAL, clocked, DetectionRecorder(metrics), clock=clock)
+    job.run_once()
+    assert (
+        _gauge(metrics, "casewatch_detector_armed", assistant="canary", signal="turn_severe") == 1
+    )
+    base = _gauge(
+        metrics, "casewatch_detector_baseline_rate", assistant="canary", signal="turn_severe"
+    )
+    assert base is not None and 0.03 < base < 0.07
+    step = None
+    for minute in range(60):
+        clock.advance(15)
+        if minute == 10:
+            step = clock.time()
+        feed.turns("stable", 30, 0.05)
+        feed.turns("canary", 30, 0.30 if step is not None else 0.05)
+        job.run_once()
+    assert step is not None
+    g = "casewatch_detector_alarm"
+    assert _gauge(metrics, g, assistant="canary", signal="turn_severe") == 1
+    assert _gauge(metrics, g, assistant="stable", signal="turn_severe") == 0
+    for metric in CRITICAL:
+        assert _gauge(metrics, g, assistant="stable", signal=f"{metric}_severe") == 0
+    assert job.alarms_raised == 1 + len(CRITICAL)  # every severe turn is severe on each metric
+    cp = _gauge(
+        metrics,
+        "casewatch_detector_change_point_timestamp_seconds",
+        assistant="canary",
+        signal="turn_severe",
+    )
+    assert cp is not None and step - 60 <= cp <= step + 120
+    since = _gauge(
+        metrics, "casewatch_detector_rate_since_change", assistant="canary", signal="turn_severe"
+    )
+    assert since is not None and 0.2 < since < 0.4
+    stored = {(r["assistant"], r["signal"]): r for r in read_states(clocked)}
+    assert stored[("canary", "turn_severe")]["alarm"] is True
+    assert stored[("canary", "turn_severe")]["change_point"] is not None
+    assert stored[("stable", "turn_severe")]["alarm"] is False
+
+
+def test_too_few_reference_turns_is_not_armed_never_no_regression(
+    clocked: Store, clock: ManualClock
+) -> None:
+    feed = Feed(clocked, clock)
+    feed.turns("fresh", 100, 0.05, at=NOW - timedelta(days=1))
+    metrics = Metrics(CollectorRegistry())
+    job = DetectionJob(config(), CRITICAL, clocked, DetectionRecorder(metrics), clock=clock)
+    for _ in range(5):
+        clock.advance(15)
+        feed.turns("fresh", 50, 0.9)
+        job.run_once()
+    labels = {"assistant": "fresh", "signal": "turn_severe"}
+    assert _gauge(metrics, "casewatch_detector_armed", **labels) == 0
+    assert _gauge(metrics, "casewatch_detector_alarm", **labels) == 0
+    rate = _gauge(metrics, "casewatch_detector_baseline_rate", **labels)
+    assert rate is not None and rate != rate  # NaN: no baseline
+    # A pinned baseline still needs the reference window's volume for its calibration.
+    pinned = DetectionJob(
+        config(min_reference_turns=50, baselines={"fresh": {"turn_severe": 0.02}}),
+        CRITICAL,
+        clocked,
+        DetectionRecorder(metrics),
+        clock=clock,
+    )
+    clock.advance(3600)
+    pinned.run_once()
+    assert _gauge(metrics, "casewatch_detector_armed", **labels) == 1
+    assert _gauge(metrics, "casewatch_detector_baseline_rate", **labels) == 0.02
+
+
+def test_judge_failed_verdicts_are_not_observations(clocked: Store, clock: ManualClock) -> None:
+    feed = Feed(clocked, clock)
+    _seed_reference(feed, "helpdesk")
+    job = DetectionJob(config(), CRITICAL, clocked, None, clock=clock)
+    job.run_once()
+    clock.advance(15)
+    feed.turns("helpdesk", 40, 0.05)
+    feed.turns("helpdesk", 25, 0.0, failed=True)
+    rows = {r.signal: r for r in job.run_once() if r.assistant == "helpdesk"}
+    assert rows["turn_severe"].observations == 40
+    assert rows["hallucination_severe"].observations == 40
+
+
+def _insert(conn: sa.Connection, turn: TurnEvent, v: Verdict, stored_at: datetime) -> None:
+    from monitor.storage.tables import turns, verdicts
+
+    conn.execute(sa.insert(turns), [turn_row(turn, stored_at)])
+    conn.execute(sa.insert(verdicts), [verdict_row(v, stored_at)])
+
+
+def test_the_cursor_neither_skips_nor_double_counts_out_of_order_commits(
+    pg_url: str, clock: ManualClock, request: pytest.FixtureRequest
+) -> None:
+    store = Store(pg_url, clock=clock)
+    store.migrate()
+    try:
+        feed = Feed(store, clock)
+        _seed_reference(feed, "helpdesk")
+        job = DetectionJob(config(), CRITICAL, store, None, clock=clock)
+        job.run_once()
+        engine = sa.create_engine(store.url)
+        clock.advance(5)
+        stamp = datetime.fromtimestamp(clock.time(), tz=UTC)
+        slow = engine.connect()
+        tx = slow.begin()
+        request.addfinalizer(slow.close)  # a failed assertion must not leave it open
+        # The slow transaction draws the lower id and the earlier stamp, then commits last.
+        early = make_turn("slow-1", assistant="helpdesk")
+        _insert(slow, early, verdict(early, True), stamp)
+        with engine.begin() as fast:
+            for i in range(3):
+                t = make_turn(f"fast-{i}", assistant="helpdesk")
+                _insert(fast, t, verdict(t, False), stamp + timedelta(seconds=2))
+        pick = "SELECT id FROM verdicts WHERE event_id = :e"
+        slow_id = slow.execute(sa.text(pick), {"e": "slow-1"}).scalar_one()
+        with engine.connect() as c:
+            fast_id = c.execute(sa.text(pick), {"e": "fast-0"}).scalar_one()
+            invisible = c.execute(sa.text(pick), {"e": "slow-1"}).first()
+        assert slow_id < fast_id and invisible is None  # a lower id, not yet visible
+        clock.advance(10)
+        obs = {r.signal: r.observations for r in job.run_once() if r.assistant == "helpdesk"}
+        assert obs["turn_severe"] == 3
+        tx.commit()
+        slow.close()
+        clock.advance(15)
+        obs = {r.signal: r.observations for r in job.run_once() if r.assistant == "helpdesk"}
+        assert obs["turn_severe"] == 4  # the late commit is read, once
+        for _ in range(3):
+            clock.advance(15)
+            obs = {r.signal: r.observations for r in job.run_once() if r.assistant == "helpdesk"}
+        assert obs["turn_severe"] == 4  # and never again
+        engine.dispose()
+    finally:
+        store.close()
+
+
+def test_state_survives_a_restart_and_a_lease_move(clocked: Store, clock: ManualClock) -> None:
+    feed = Feed(clocked, clock, seed=3)
+    _seed_reference(feed, "canary")
+    cfg = config(interval_seconds=15)
+    metrics = Metrics(CollectorRegistry())
+    # Replica A runs the job under the lease, then dies without releasing it.
+    a = JobScheduler(clocked, metrics, owner="replica-a", clock=clock, lease_margin_seconds=5)
+    a.add(DetectionJob(cfg, CRITICAL, clocked, None, clock=clock))
+    b_job = DetectionJob(cfg, CRITICAL, clocked, None, clock=clock)
+    b = JobScheduler(clocked, metrics, owner="replica-b", clock=clock, lease_margin_seconds=5)
+    b.add(b_job)
+    assert a.run_once("detection") == "ok"
+    for _ in range(4):
+        clock.advance(15)
+        feed.turns("canary", 40, 0.2)
+        assert a.run_once("detection") == "ok"
+    assert b.run_once("detection") == "skipped"  # A still holds the lease
+    before = {
+        r["signal"]: (r["observations"], r["statistic"], r["state"])
+        for r in read_states(clocked)
+        if r["assistant"] == "canary"
+    }
+    fresh = Detector(tuple(cfg.shifts)).to_dict()
+    assert before["turn_severe"][0] == 160 and before["turn_severe"][2]["detector"] != fresh
+    clock.advance(25)  # A's lease expires (interval + margin): B takes the job over
+    assert b.run_once("detection") == "ok"
+    after = {r.signal: r for r in b_job.run_once() if r.assistant == "canary"}
+    row: DetectorRow = after["turn_severe"]
+    # B continued A's statistics: the same observations and CUSUM state, not a blind restart.
+    assert row.observations == 160
+    assert row.detector.to_dict() == before["turn_severe"][2]["detector"]
+    clock.advance(15)
+    feed.turns("canary", 40, 0.2)
+    assert b.run_once("detection") == "ok"
+    again = {r["signal"]: r for r in read_states(clocked) if r["assistant"] == "canary"}
+    assert again["turn_severe"]["observations"] == 200
+
+
+def test_concurrent_runs_do_not_lose_the_cursor(clocked: Store, clock: ManualClock) -> None:
+    # The scheduler's per-job lock keeps a CLI run from overlapping a scheduled one.
+    feed = Feed(clocked, clock)
+    _seed_reference(feed, "helpdesk")
+    sched = JobScheduler(clocked, Metrics(CollectorRegistry()), clock=clock)
+    sched.add(DetectionJob(config(), CRITICAL, clocked, None, clock=clock))
+    sched.run_once("detection")
+    clock.advance(15)
+    feed.turns("helpdesk", 30, 0.05)
+    threads = [threading.Thread(target=sched.run_once, args=("detection",)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = {r["signal"]: r for r in read_states(clocked) if r["assistant"] == "helpdesk"}
+    assert rows["turn_severe"]["observations"] == 30
