@@ -14,8 +14,8 @@ window, the false-alarm budget of one per ``--arl0-days`` for a deployment of
 ``--deployment-detectors`` (assistant, signal) pairs; the replicate streams are repetitions, not
 one deployment), and their gauges (``monitor.jobs.recorders.DetectionRecorder``) are scraped by
 the same Prometheus, which fires CasewatchQualityRegressionDetected from rules/. Not in the
-loop: the SQL store and the job's cursor (the judged turns go straight to the detector, as the exporter's
-counters do for the burn-rate alerts). Each judged turn is a Bernoulli draw (severe or not),
+loop: the SQL store and the job's cursor (the judged turns go straight to the detector, as
+the exporter's counters do for the burn-rate alerts). Each judged turn is a Bernoulli draw (severe or not),
 counted on ``casewatch_turns_judged_total{assistant,band}`` of the real exporter
 (``monitor.exporter``), served over HTTP and scraped by Debian's Prometheus, which evaluates
 rules/ (the quality groups: objective, severe-share recording rules and burn-rate alerts) and
