@@ -6,22 +6,21 @@ regressed rate (``--steps``, default 10 %, 15 % and 25 %), ``--runs`` (10) assis
 known moment (independent replicates of the cell), and ``--controls`` (5) ``flat-<rate>-<i>``,
 which stay at 5 % throughout (the false-alarm control).
 
-Two detectors watch every stream. The burn-rate alerts, as before. And the sequential
-detectors of issue 19: each stream's judged turns, in order, go through
-``monitor.reporting.detection.Detector`` every ``--job-interval`` (15 s production, the job's
-default), calibrated as the job calibrates them (baseline from a simulated 7-day reference
-window, the false-alarm budget of one per ``--arl0-days`` for a deployment of
-``--deployment-detectors`` (assistant, signal) pairs; the replicate streams are repetitions, not
-one deployment), and their gauges (``monitor.jobs.recorders.DetectionRecorder``) are scraped by
-the same Prometheus, which fires CasewatchQualityRegressionDetected from rules/. Not in the
-loop: the SQL store and the job's cursor (the judged turns go straight to the detector, as
-the exporter's counters do for the burn-rate alerts). Each judged turn is a Bernoulli draw (severe or not),
-counted on ``casewatch_turns_judged_total{assistant,band}`` of the real exporter
-(``monitor.exporter``), served over HTTP and scraped by Debian's Prometheus, which evaluates
-rules/ (the quality groups: objective, severe-share recording rules and burn-rate alerts) and
-sends alerts to Alertmanager. Measured: wall time from the step to the first severe-share alert seen
-``firing`` in Prometheus (polled every 0.1 s), and how many alerts ever fire for the flat
-streams (and for the step streams before their step).
+Two detectors watch every stream. The burn-rate alerts, as before. And the sequential detectors of
+issue 19: each stream's judged turns, in order, go through ``monitor.reporting.detection.Detector``
+every ``--job-interval`` (15 s production, the job's default), calibrated as the job calibrates them
+(baseline from a simulated 7-day reference window, the false-alarm budget of one per ``--arl0-days``
+for a deployment of ``--deployment-detectors`` (assistant, signal) pairs; the replicate streams are
+repetitions, not one deployment), and their gauges (``monitor.jobs.recorders.DetectionRecorder``)
+are scraped by the same Prometheus, which fires CasewatchQualityRegressionDetected from rules/. Not
+in the loop: the SQL store and the job's cursor (the judged turns go straight to the detector, as
+the exporter's counters do for the burn-rate alerts). Each judged turn is a Bernoulli draw (severe
+or not), counted on ``casewatch_turns_judged_total{assistant,band}`` of the real exporter
+(``monitor.exporter``), served over HTTP and scraped by Debian's Prometheus, which evaluates rules/
+(the quality groups: objective, severe-share recording rules and burn-rate alerts) and sends alerts
+to Alertmanager. Measured: wall time from the step to the first severe-share alert seen ``firing``
+in Prometheus (polled every 0.1 s), and how many alerts ever fire for the flat streams (and for the
+step streams before their step).
 
 Honest about time: everything runs in REAL wall time, compressed by a stated ``--factor`` K
 (default 240). The rules are a rewritten copy of rules/ where every range window (``[6h]`` ...)
