@@ -22,10 +22,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from monitor.stream.prometheus_stack import PrometheusStack
 from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker
+from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook
