@@ -18,6 +18,7 @@ RULE_FILES = sorted((ROOT / "rules").glob("*.rules.yml"))
 QUALITY_ALERTS = {
     "CasewatchSevereShareBurnRateHigh", "CasewatchSevereShareBurnRateElevated",
     "CasewatchCanaryWorseThanStable", "CasewatchQualityDriftDetected",
+    "CasewatchQualityRegressionDetected",
 }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from monitor.cli import main
 from monitor.clock import ManualClock
 from monitor.exporter import Metrics
 from monitor.jobs.detection import DetectionJob
+from monitor.jobs.recorders import DetectionRecorder
 from monitor.settings import DEFAULT_CRITICAL_METRICS
 from monitor.storage.store import Store
 from tests.fixtures.detection import Feed, config
@@ -42,7 +43,7 @@ def seeded(tmp_path: Path) -> Path:
         config(),
         list(DEFAULT_CRITICAL_METRICS),
         store,
-        Metrics(CollectorRegistry()).detection,
+        DetectionRecorder(Metrics(CollectorRegistry())),
         clock=clock,
     )
     job.run_once()
