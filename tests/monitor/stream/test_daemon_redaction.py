@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from consumers.dlq import KafkaDeadLetterQueue
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import EmbeddedBroker
+from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
@@ -120,7 +121,7 @@ def test_no_raw_personal_data_reaches_a_judge_a_table_or_the_dead_letter_topic(
                 lambda: committed_offset(bootstrap, kafka.group_id, kafka_topic) == len(values),
                 what="both records finished",
             )
-            assert store.counts()["verdicts"] == 1
+            assert counts(store)["verdicts"] == 1
             for kind in ("email", "phone", "card", "iban", "secret"):
                 assert h.sample("casewatch_redactions_total", {"kind": kind}) >= 1, kind
         bodies = [b.decode("utf-8") for b in judge.request_bodies]

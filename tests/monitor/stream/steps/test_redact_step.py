@@ -16,6 +16,7 @@ from monitor.models import TurnEvent, Verdict
 from monitor.redaction import RedactionPolicy, Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.settings import SamplingConfig
+from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.decode import DecodeStep
 from monitor.stream.steps.redact import (
     RedactingDeadLetterSink,
@@ -49,7 +50,7 @@ def sink(tmp_path: Path) -> Iterator[FileDeadLetterSink]:
 def test_the_next_step_sees_only_placeholders_and_kinds_are_counted() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
-    step = RedactStep(nxt, done, Redactor(RedactionPolicy()), Metrics(registry))
+    step = RedactStep(nxt, done, Redactor(RedactionPolicy()), StreamRecorder(Metrics(registry)))
     step.submit(env(_pii(), offset=3))
     out: TurnEvent = nxt.items[0].payload
     assert nxt.offsets == [3] and done.items == []
@@ -66,7 +67,9 @@ def test_the_next_step_sees_only_placeholders_and_kinds_are_counted() -> None:
 def test_a_turn_too_large_is_skipped_with_its_own_reason_never_passed_on() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
-    step = RedactStep(nxt, done, Redactor(RedactionPolicy(max_chars=200)), Metrics(registry))
+    step = RedactStep(
+        nxt, done, Redactor(RedactionPolicy(max_chars=200)), StreamRecorder(Metrics(registry))
+    )
     step.submit(env(_pii(reference="x" * 500), offset=4))
     assert nxt.items == [] and done.offsets == [4]
     labels = {"assistant": "helpdesk", "reason": "redaction_too_large"}
@@ -76,7 +79,9 @@ def test_a_turn_too_large_is_skipped_with_its_own_reason_never_passed_on() -> No
 def test_the_bound_holds_also_when_only_storage_is_redacted() -> None:
     nxt, done = Recorder(), Recorder()
     redactor = Redactor(RedactionPolicy(max_chars=200))
-    step = RedactStep(nxt, done, redactor, Metrics(CollectorRegistry()), forward_redacted=False)
+    step = RedactStep(
+        nxt, done, redactor, StreamRecorder(Metrics(CollectorRegistry())), forward_redacted=False
+    )
     step.submit(env(_pii(), offset=1))
     step.submit(env(_pii("e2", reference="x" * 500), offset=2))
     assert nxt.offsets == [1] and nxt.items[0].payload.query.startswith(f"Refund {CARD}")
@@ -86,7 +91,7 @@ def test_the_bound_holds_also_when_only_storage_is_redacted() -> None:
 def test_a_refused_turn_is_offered_again_without_redacting_twice() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(capacity=0), Recorder()
-    step = RedactStep(nxt, done, Redactor(RedactionPolicy()), Metrics(registry))
+    step = RedactStep(nxt, done, Redactor(RedactionPolicy()), StreamRecorder(Metrics(registry)))
     message = env(_pii(), offset=5)
     with pytest.raises(MessageRejected):
         step.submit(message)
@@ -109,7 +114,9 @@ class _Writer:
 def test_the_redacting_writer_stores_the_redacted_turn() -> None:
     registry = CollectorRegistry()
     writer = _Writer()
-    redacting = RedactingWriter(writer, Redactor(RedactionPolicy()), Metrics(registry))
+    redacting = RedactingWriter(
+        writer, Redactor(RedactionPolicy()), StreamRecorder(Metrics(registry))
+    )
     turn = _pii()
     assert redacting.save_many([(turn, make_verdict(turn))]) == 1
     stored = writer.saved[0][0].model_dump_json()
@@ -119,7 +126,7 @@ def test_the_redacting_writer_stores_the_redacted_turn() -> None:
 
 def test_poison_reaches_the_dead_letter_file_redacted(sink: FileDeadLetterSink) -> None:
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = StreamRecorder(Metrics(registry))
     dlq = RedactingDeadLetterSink(sink, Redactor(RedactionPolicy()), metrics)
     step = DecodeStep(Recorder(), Recorder(), dlq, metrics, max_bytes=100_000)
     doc = json.loads(_pii().model_dump_json())
@@ -139,7 +146,7 @@ def test_poison_reaches_the_dead_letter_file_redacted(sink: FileDeadLetterSink) 
 
 def test_a_poison_value_too_large_to_redact_is_withheld(sink: FileDeadLetterSink) -> None:
     dlq = RedactingDeadLetterSink(
-        sink, Redactor(RedactionPolicy(max_chars=50)), Metrics(CollectorRegistry())
+        sink, Redactor(RedactionPolicy(max_chars=50)), StreamRecorder(Metrics(CollectorRegistry()))
     )
     dlq.send(raw(f"{EMAIL} {'x' * 100}".encode(), offset=9), "not_json", "bad json")
     record = json.loads(sink.path.read_text())
