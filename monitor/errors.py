@@ -12,6 +12,7 @@ boundary (``raise ... from exc``) so callers never import a client library to ca
     │   ├── JudgeTransientError     429 / 5xx / timeout / connection (retryable with backoff)
     │   └── JudgeFatalError         4xx other than 429, auth errors (not retryable)
     ├── StorageError                database unreachable or a write failed
+    │   └── UnstorableRow           the database refuses one row's data (permanent, never retried)
     ├── TransportError              the turn source or dead-letter sink failed (paused, retried)
     │   ├── BrokerError             Kafka unreachable or a commit failed
     │   └── TurnFileError           reading a turn file, writing an offsets or dead-letter file
@@ -72,6 +73,23 @@ class JudgeFatalError(JudgeError):
 
 class StorageError(CasewatchError):
     """The database is unreachable or a write failed."""
+
+
+class UnstorableRow(StorageError):
+    """The database refuses the data of one row (encoding, range, constraint): retrying fails
+    the same way, so the row is set aside (dead-lettered, or recorded as failed) instead.
+
+    ``row`` names it (an event id) when known; ``detail`` is the database's own message.
+    """
+
+    def __init__(self, detail: str, row: str | None = None) -> None:
+        self.detail = detail
+        self.row = row
+        what = f"turn {row!r}" if row is not None else "a row"
+        super().__init__(
+            f"the database refused {what}: {detail} (its data cannot be stored; "
+            "retrying would fail the same way)"
+        )
 
 
 class TransportError(CasewatchError):

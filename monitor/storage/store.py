@@ -3,7 +3,8 @@
 Writes are idempotent on ``(event_id, judge_config_hash)``: turns and verdicts go in with
 ``INSERT ... ON CONFLICT DO NOTHING`` and judgments only for the verdicts this transaction
 actually created, so Kafka replays and concurrent replicas never store a verdict twice.
-Every SQLAlchemy, DBAPI or Alembic error leaves this module as ``StorageError``.
+Every SQLAlchemy, DBAPI or Alembic error leaves this module as ``StorageError``; one about the
+data of a row (``monitor.storage.refusals``) as ``UnstorableRow``, which is never worth a retry.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+import structlog
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -26,9 +28,10 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from monitor.clock import Clock, SystemClock
-from monitor.errors import StorageError
+from monitor.errors import StorageError, UnstorableRow
 from monitor.models import TurnEvent, Verdict
 from monitor.settings import StorageConfig
+from monitor.storage.refusals import Refused, is_refusal, refusal_message, write_isolating
 from monitor.storage.tables import (
     AUDIT_TABLES,
     judgment_row,
@@ -39,6 +42,7 @@ from monitor.storage.tables import (
     verdicts,
 )
 
+_log = structlog.get_logger(__name__)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # pg_advisory_xact_lock key held while migrating, so replicas starting together take turns.
 _MIGRATION_LOCK_KEY = 0x6361_7365_7761_7463  # "casewatc"
@@ -93,6 +97,17 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(source).__name__
 
 
+Item = tuple[TurnEvent, Verdict]
+
+
+class SaveResult(NamedTuple):
+    """What ``save_batch`` did: verdicts new to the store, and the pairs the database refused
+    on their own (every other pair of the batch is stored)."""
+
+    inserted: int
+    refused: list[Refused[Item]]
+
+
 class Store:
     """Persists verdicts for audit and idempotency. Safe to share between threads."""
 
@@ -131,7 +146,12 @@ class Store:
     def _translate(self, action: str) -> Iterator[None]:
         try:
             yield
-        except (SQLAlchemyError, CommandError) as exc:
+        except UnstorableRow:
+            raise
+        except (SQLAlchemyError, CommandError, OverflowError, UnicodeError) as exc:
+            if is_refusal(exc):
+                # About the row, not the database: storage.url is not the thing to check.
+                raise UnstorableRow(f"{action}: {refusal_message(exc)}") from exc
             raise StorageError(
                 f"{action} failed on {redact_url(self.url)}: {_first_line(exc)} ({_hint(exc)})"
             ) from exc
@@ -200,9 +220,20 @@ class Store:
         """Store the turn and its verdict; False if this (event, judge config) was stored before."""
         return self.save_many([(turn, verdict)]) == 1
 
-    def save_many(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> int:
-        """Store a batch in one transaction; returns how many verdicts were new."""
-        batch: dict[tuple[str, str], tuple[TurnEvent, Verdict]] = {}
+    def save_many(self, items: Sequence[Item]) -> int:
+        """Store a batch; returns how many verdicts were new. Raises ``UnstorableRow`` naming
+        the first turn the database refused, after storing every other turn of the batch."""
+        result = self.save_batch(items)
+        if result.refused:
+            first = result.refused[0]
+            raise UnstorableRow(first.message, row=first.item[0].event_id)
+        return result.inserted
+
+    def save_batch(self, items: Sequence[Item]) -> SaveResult:
+        """Store a batch in one transaction. A pair the database refuses (its data, not its
+        availability) is isolated by splitting the batch, and returned in ``refused`` with the
+        database's message; the others are stored. Unavailability raises ``StorageError``."""
+        batch: dict[tuple[str, str], Item] = {}
         for turn, verdict in items:
             if verdict.event_id != turn.event_id:
                 raise ValueError(
@@ -210,14 +241,20 @@ class Store:
                 )
             batch.setdefault((turn.event_id, verdict.judge_config_hash), (turn, verdict))
         if not batch:
-            return 0
+            return SaveResult(0, [])
+        # Sorted so concurrent batches take row locks in one order (no PostgreSQL deadlocks).
+        ordered = [batch[k] for k in sorted(batch)]
+        with self._translate("saving verdicts"):
+            counts, refused = write_isolating(ordered, self._write_batch)
+        return SaveResult(sum(counts), refused)
+
+    def _write_batch(self, pairs: Sequence[Item]) -> int:
         now = self._now()
         # A replayed event keeps its first stored copy (ON CONFLICT DO NOTHING on turns too).
-        # Sorted so concurrent batches take row locks in one order (no PostgreSQL deadlocks).
-        keys = sorted(batch)
-        turn_rows = {batch[k][0].event_id: turn_row(batch[k][0], now) for k in keys}
-        verdict_rows = [verdict_row(batch[k][1], now) for k in keys]
-        with self._translate("saving verdicts"), self._tx(write=True) as conn:
+        turn_rows = {turn.event_id: turn_row(turn, now) for turn, _ in pairs}
+        by_key = {(v.event_id, v.judge_config_hash): v for _, v in pairs}
+        verdict_rows = [verdict_row(v, now) for _, v in pairs]
+        with self._tx(write=True) as conn:
             conn.execute(
                 self._insert(turns).on_conflict_do_nothing(index_elements=["event_id"]),
                 list(turn_rows.values()),
@@ -231,7 +268,7 @@ class Store:
             judgment_rows = [
                 judgment_row(j, row.id)
                 for row in inserted
-                for j in batch[(row.event_id, row.judge_config_hash)][1].judgments
+                for j in by_key[(row.event_id, row.judge_config_hash)].judgments
             ]
             if judgment_rows:
                 conn.execute(sa.insert(judgments), judgment_rows)
@@ -279,17 +316,32 @@ class Store:
         return bool(self.existing([event_id], judge_config_hash))
 
     def existing(self, event_ids: Iterable[str], judge_config_hash: str) -> set[str]:
-        """The subset of ``event_ids`` already judged under ``judge_config_hash``."""
+        """The subset of ``event_ids`` already judged under ``judge_config_hash``.
+
+        An id the database refuses even to look up (PostgreSQL: a NUL character) cannot have
+        been stored either: it is isolated and reported absent, so its turn is judged once and
+        then dead-lettered by the store step, instead of stalling every look-up.
+        """
         ids = sorted(set(event_ids))
+        chunks = [ids[start : start + _IN_CHUNK] for start in range(0, len(ids), _IN_CHUNK)]
         found: set[str] = set()
-        with self._translate("reading verdicts"), self._tx(write=False) as conn:
-            for start in range(0, len(ids), _IN_CHUNK):
-                query = sa.select(verdicts.c.event_id).where(
-                    verdicts.c.judge_config_hash == judge_config_hash,
-                    verdicts.c.event_id.in_(ids[start : start + _IN_CHUNK]),
+        with self._translate("reading verdicts"):
+            for chunk in chunks:
+                hits, refused = write_isolating(
+                    chunk, lambda part: self._existing(part, judge_config_hash)
                 )
-                found.update(conn.scalars(query))
+                for hit in hits:
+                    found.update(hit)
+                for bad in refused:
+                    _log_unreadable(bad)
         return found
+
+    def _existing(self, ids: Sequence[str], judge_config_hash: str) -> set[str]:
+        query = sa.select(verdicts.c.event_id).where(
+            verdicts.c.judge_config_hash == judge_config_hash, verdicts.c.event_id.in_(ids)
+        )
+        with self._tx(write=False) as conn:
+            return set(conn.scalars(query))
 
     def event(self, event_id: str) -> dict[str, Any] | None:
         """The turn event exactly as stored for audit (unknown producer fields included)."""
@@ -353,6 +405,10 @@ class Store:
 
     def close(self) -> None:
         self._engine.dispose()
+
+
+def _log_unreadable(bad: Refused[str]) -> None:
+    _log.warning("event id refused by the database", event_id=bad.item, error=bad.message)
 
 
 # ---------------------------------------------------------------------- engine

@@ -46,6 +46,7 @@ from monitor.stream.http import Heartbeat
 from monitor.stream.pipeline import build_pipeline
 from monitor.stream.readiness import Readiness
 from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.store import UNSTORABLE
 
 log = structlog.get_logger(__name__)
 
@@ -92,7 +93,7 @@ class Daemon:
         self._pipeline = build_pipeline(
             settings, source, dlq, store, evaluator, metrics, self.tracker, sampler, self._clock
         )
-        metrics.prime(dead_letter_reasons=DLQ_REASONS)
+        metrics.prime(dead_letter_reasons=(*DLQ_REASONS, UNSTORABLE))
 
         self._backlog: deque[Envelope[RawMessage]] = deque()
         self._next_offset: dict[TopicPartition, int] = {}  # per partition, to detect rewinds

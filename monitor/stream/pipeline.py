@@ -126,7 +126,7 @@ def build_pipeline(
 ) -> Pipeline:
     cfg = settings.daemon
     commit = CommitStep(source, tracker, metrics, clock, cfg.commit_interval_seconds)
-    store_step = StoreStep(commit, store, metrics, clock)
+    store_step = StoreStep(commit, store, metrics, clock, dlq=dlq)
     judge = JudgeStep(
         store_step,
         evaluator,
