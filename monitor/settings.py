@@ -155,6 +155,13 @@ class KafkaConfig(_Section):
     ssl_keyfile: Path | None = Field(default=None, description="Client key (mTLS).")
     max_message_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger → dead letter.")
 
+    @property
+    def join_timeout_ms(self) -> int:
+        """How long a group join may take: the broker holds a JoinGroup up to the rebalance
+        timeout (max.poll.interval.ms). A poll may block this long in a rebalance, which the
+        liveness probe allows (issue 21)."""
+        return max(30_000, self.max_poll_interval_ms + 5_000)
+
     @model_validator(mode="after")
     def _static_member_name(self) -> KafkaConfig:
         # An empty value (an unset environment variable in a chart) means dynamic membership.

@@ -113,6 +113,8 @@ class Daemon:
             self._cfg.revoke_timeout_seconds, settings.kafka.max_poll_interval_ms / 4000
         )
         source.set_rebalance_listener(self._on_assigned, self._on_revoked)
+        # Liveness (issue 21): a poll may block in a group join for up to the join timeout.
+        self._poll_block_s = settings.kafka.join_timeout_ms / 1000 + POLL_TIMEOUT_S
 
     # ------------------------------------------------------------------ control
 
@@ -187,7 +189,8 @@ class Daemon:
     def _poll(self) -> list[RawMessage]:
         timeout = BACKLOG_WAIT_S if self._backlog else POLL_TIMEOUT_S
         try:
-            records = self._source.poll(timeout, self._max_poll_records)
+            with self.heartbeat.excused(self._poll_block_s):
+                records = self._source.poll(timeout, self._max_poll_records)
         except TransportError as exc:
             self._readiness.broker_failed()
             log.warning("polling the broker failed; retrying", error=str(exc))
