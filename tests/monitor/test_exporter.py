@@ -6,7 +6,7 @@ import math
 from datetime import UTC, datetime
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from monitor import __version__
 from monitor.exporter import (
@@ -18,8 +18,17 @@ from monitor.exporter import (
     is_declared,
 )
 from monitor.judging.verdicts import failed_verdict, single_judge_verdict
-from monitor.models import METRICS, Assistant, Case, JudgeScores, Judgment, MetricScore, TurnEvent
-from monitor.scoring import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE
+from monitor.models import (
+    METRICS,
+    Assistant,
+    Band,
+    Case,
+    JudgeScores,
+    Judgment,
+    MetricScore,
+    TurnEvent,
+)
+from monitor.scoring import BAND_BUCKET_BOUNDS, DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE, band
 
 
 def _turn(assistant: str = "helpdesk") -> TurnEvent:
@@ -78,8 +87,28 @@ def test_is_declared_accepts_histogram_series_only_for_histograms() -> None:
     assert not is_declared("casewatch_nope_total")
 
 
-def test_score_buckets_contain_the_band_edges() -> None:
-    assert {0.3, 0.6, 0.85, 1.0} <= set(SCORE_BUCKETS)
+@pytest.mark.parametrize(
+    "score", [0.0, 0.3, 0.305, 0.30999, 0.31, 0.6, 0.605, 0.61, 0.85, 0.855, 0.86, 1.0]
+)
+def test_score_buckets_agree_with_the_band_edges(score: float) -> None:
+    # Issue 21: 0.305 is severe but landed above the 0.3 bucket. Each band bound is a bucket,
+    # and a score is at or below a band's bound exactly when its band is that one or worse.
+    severe, moderate, minor = BAND_BUCKET_BOUNDS
+    assert set(BAND_BUCKET_BOUNDS) | {1.0} <= set(SCORE_BUCKETS)
+    for bound, worst_band in (
+        (severe, Band.SEVERE),
+        (moderate, Band.MODERATE),
+        (minor, Band.MINOR),
+    ):
+        assert (score <= bound) == (band(score).rank <= worst_band.rank), (score, bound)
+
+
+def test_a_severe_score_between_the_printed_edges_counts_in_the_severe_bucket() -> None:
+    registry = CollectorRegistry()
+    histogram = Histogram("s", "score", buckets=SCORE_BUCKETS, registry=registry)
+    histogram.observe(0.305)
+    severe = BAND_BUCKET_BOUNDS[0]
+    assert registry.get_sample_value("s_bucket", {"le": str(severe)}) == 1.0
 
 
 def test_build_info(registry: CollectorRegistry) -> None:
@@ -102,7 +131,13 @@ def test_record_verdict_scored(registry: CollectorRegistry) -> None:
     labels = {"assistant": "helpdesk", "metric": "hallucination", "band": "severe"}
     assert get("casewatch_metric_band_total", labels) == 1
     assert get("casewatch_score_final_count", {"assistant": "helpdesk"}) == 1
-    assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.3"}) == 1
+    assert (
+        get(
+            "casewatch_score_final_bucket",
+            {"assistant": "helpdesk", "le": str(BAND_BUCKET_BOUNDS[0])},
+        )
+        == 1
+    )
     assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.1"}) == 0
     assert (
         get("casewatch_metric_score_count", {"assistant": "helpdesk", "metric": "answer_type_fit"})
