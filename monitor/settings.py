@@ -19,11 +19,12 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    YamlConfigSettingsSource,
+    SettingsError,
 )
 
 from monitor.errors import ConfigError, validation_error_lines
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
+from monitor.settings_errors import CheckedYamlSource, env_value_errors, mapping_expected
 
 HEURISTIC = "heuristic"
 
@@ -471,7 +472,7 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if settings_cls.model_config.get("yaml_file"):
-            sources.append(YamlConfigSettingsSource(settings_cls))
+            sources.append(CheckedYamlSource(settings_cls))
         sources.append(file_secret_settings)
         return tuple(sources)
 
@@ -514,7 +515,12 @@ class Settings(BaseSettings):
 
 
 def _describe(exc: ValidationError) -> str:
-    lines = [f"  {line}" for line in validation_error_lines(exc)]
+    lines = []
+    for error, line in zip(exc.errors(), validation_error_lines(exc), strict=True):
+        if error["type"] in ("model_type", "dict_type") and error["loc"]:
+            # A list (or scalar) where a section belongs: say what to write (issue 21).
+            line = mapping_expected(".".join(str(p) for p in error["loc"]), error.get("input"))
+        lines.append(f"  {line}")
     return "invalid configuration:\n" + "\n".join(lines)
 
 
@@ -541,5 +547,12 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         return cls(**overrides)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
+    except SettingsError as exc:
+        prefix = Settings.model_config.get("env_prefix") or ""
+        delimiter = Settings.model_config.get("env_nested_delimiter") or "__"
+        bad = env_value_errors(Settings, prefix, delimiter)
+        if bad:
+            raise ConfigError("invalid environment value: " + "; ".join(bad)) from None
+        raise ConfigError(f"invalid configuration: {exc}") from None
     except (ValueError, OSError) as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from monitor.errors import CasewatchError
+from monitor.commands.usage import fail
+from monitor.errors import CasewatchError, ConfigError
 from monitor.settings import Settings, load_settings
 from monitor.storage.store import Store, redact_url
 
@@ -24,9 +25,13 @@ _config_option = click.option(
 
 @contextmanager
 def _store(config_file: Path | None) -> Iterator[tuple[Settings, Store]]:
-    # Operator-facing errors (bad config, unreachable database) end as one clear line, exit 1.
+    # Operator-facing errors end as one clear line: a bad config exits 2 (as in every
+    # command), an unreachable database 1.
     try:
         settings = load_settings(config_file)
+    except ConfigError as exc:
+        fail(str(exc))
+    try:
         store = Store.from_config(settings.storage)
         try:
             yield settings, store

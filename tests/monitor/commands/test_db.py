@@ -108,5 +108,5 @@ def test_unreachable_database_is_one_clear_line_and_exit_1(
 
 def test_a_missing_config_file_is_reported(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(main, ["db", "upgrade", "--config", str(tmp_path / "nope.yaml")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a configuration problem, as in every command
     assert "does not exist" in result.output

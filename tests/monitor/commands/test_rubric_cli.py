@@ -41,13 +41,15 @@ KEYWORDS = {
 
 def _config(tmp_path: Path, server: FakeJudgeServer) -> Path:
     path = tmp_path / "casewatch.yaml"
+    key = tmp_path / "judge-key"  # keys come from files or the environment, never the config
+    key.write_text(FAKE_JUDGE_KEY)
     path.write_text(
         "judges:\n"
         "  grader:\n"
         "    kind: openai\n"
         f"    base_url: {server.base_url}\n"
         f"    model: {FAKE_JUDGE_MODEL}\n"
-        f"    api_key: {FAKE_JUDGE_KEY}\n"
+        f"    api_key_file: {key}\n"
         "    transport_retries: 0\n"
         "rubric:\n"
         "  judge: grader\n"
