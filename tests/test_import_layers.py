@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. A group is a module or a package prefix.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("monitor", "monitor.models", "monitor.errors", "monitor.clock", "monitor.processes"),
-    ("monitor.scoring", "monitor.logs"),
+    ("monitor.scoring", "monitor.logs", "monitor.settings_errors"),
     ("monitor.settings",),
     ("monitor.judging", "monitor.storage", "consumers"),
     ("monitor.exporter",),
