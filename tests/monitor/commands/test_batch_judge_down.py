@@ -76,7 +76,7 @@ def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_tur
     with FakeJudgeServer(latency=0.3) as server:
         config = _config(tmp_path, server.base_url)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen(  # noqa: S603 -- our own CLI
+        proc = subprocess.Popen(
             [*args, "--config", str(config), "--concurrency", "1", "--no-progress"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
