@@ -182,12 +182,21 @@ class AlwaysJudgeRule(_Section):
     equals: str | None = Field(default=None, description="Exact value of the field.")
 
 
+# Safe defaults for a monitor that may call a paid API (issue 21): a tenth of the conversations
+# and at most this many judge calls (and USD, once prices are configured) per hour. Raise them
+# on purpose; the demo judges everything (monitor.stream.demo).
+DEFAULT_SAMPLING_RATE = 0.1
+DEFAULT_BUDGET_CALLS_PER_HOUR = 1000.0
+DEFAULT_BUDGET_USD_PER_HOUR = 5.0
+
+
 class SamplingConfig(_Section):
-    default_rate: float = Field(default=1.0, ge=0, le=1)
+    default_rate: float = Field(default=DEFAULT_SAMPLING_RATE, ge=0, le=1)
     rates: dict[str, float] = Field(default_factory=dict, description="Per assistant name.")
     always_judge: list[AlwaysJudgeRule] = Field(default_factory=list)
-    budget_calls_per_hour: float | None = Field(default=None, gt=0)
-    budget_usd_per_hour: float | None = Field(default=None, gt=0)
+    # null: no budget (every sampled turn is judged, whatever it costs).
+    budget_calls_per_hour: float | None = Field(default=DEFAULT_BUDGET_CALLS_PER_HOUR, gt=0)
+    budget_usd_per_hour: float | None = Field(default=DEFAULT_BUDGET_USD_PER_HOUR, gt=0)
     estimated_usd_per_call: float = Field(default=0.0, ge=0)
     # Check every consumed turn's answer for near misses of evidence identifiers (no network);
     # a hit is judged (reason rule:identifier_tripwire) within the budget.

@@ -160,7 +160,7 @@ def test_every_judge_call_of_a_turn_is_charged_to_the_hourly_call_budget(
     # The sampler charges one call per primary up front; a panel's arbiter call is only known
     # once the verdict is in (make_verdict carries two judgments: primary + arbiter here).
     clock = ManualClock()
-    sampling = SamplingConfig(budget_calls_per_hour=10)
+    sampling = SamplingConfig(default_rate=1.0, budget_calls_per_hour=10)
     sampler = Sampler(sampling, clock, calls_per_turn=1)
     downstream = Recorder()
     step = JudgeStep(downstream, GatedEvaluator(), Metrics(registry), sampler, 1, 4, clock=clock)

@@ -52,7 +52,7 @@ def test_sampled_turns_go_on_and_are_counted_by_reason() -> None:
 def test_a_rejected_turn_keeps_its_decision_and_budget() -> None:
     registry = CollectorRegistry()
     nxt = Recorder(capacity=0)
-    sampler = Sampler(SamplingConfig(budget_calls_per_hour=1), ManualClock())
+    sampler = Sampler(SamplingConfig(default_rate=1.0, budget_calls_per_hour=1), ManualClock())
     step = SampleStep(nxt, Recorder(), sampler, Metrics(registry))
     message = env(make_turn("e1"))
     for _ in range(3):
@@ -73,7 +73,10 @@ def test_a_rejected_turn_keeps_its_decision_and_budget() -> None:
 def test_poll_join_close_reach_the_next_step() -> None:
     nxt = Recorder()
     step = SampleStep(
-        nxt, Recorder(), Sampler(SamplingConfig(), ManualClock()), Metrics(CollectorRegistry())
+        nxt,
+        Recorder(),
+        Sampler(SamplingConfig(default_rate=1.0), ManualClock()),
+        Metrics(CollectorRegistry()),
     )
     step.poll()
     step.join(3.0)
