@@ -86,6 +86,17 @@ def test_a_changed_heuristic_algorithm_changes_the_judge_config_hash(
     assert judge_config_hash(settings) == before
 
 
+def test_the_shipped_sampling_defaults_are_a_tenth_under_an_hourly_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 21: a monitor that may call a paid API samples and caps its calls by default.
+    monkeypatch.delenv("CASEWATCH_SAMPLING")  # the suite judges everything (tests/conftest.py)
+    sampling = load_settings().sampling
+    assert sampling.default_rate == 0.1
+    assert sampling.budget_calls_per_hour == 1000
+    assert sampling.budget_usd_per_hour == 5.0
+
+
 def test_group_instance_id_from_the_environment_and_empty_means_dynamic(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
