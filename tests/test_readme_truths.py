@@ -63,4 +63,3 @@ def test_the_sampling_defaults_in_the_readme_are_the_defaults() -> None:
     assert f"default_rate: {defaults.default_rate}" in text
     assert f"budget_calls_per_hour: {defaults.budget_calls_per_hour:g}" in text
     assert f"budget_usd_per_hour: {defaults.budget_usd_per_hour}" in text
-
