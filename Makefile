@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# `make run` needs the package and the embedded broker only, not the test and bench tools
+# (issue 21: those are ~1.3 GB); a venv that has the dev install has them already.
+RUN_STAMP := $(VENV)/.run-stamp
 
 .PHONY: run test lint typecheck unit services bench clean
 
@@ -12,7 +15,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP) services
+$(RUN_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[broker]'
+	touch $(RUN_STAMP)
+
+run: $(RUN_STAMP) services
 	$(VENV)/bin/casewatch demo
 
 services:

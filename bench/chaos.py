@@ -270,7 +270,6 @@ def daemon_config(workdir: Path, bootstrap: str, judge_url: str, static: bool, g
                 "kind": "openai",
                 "base_url": judge_url,
                 "model": "fake-judge",
-                "api_key": "chaos-key",
                 "timeout_seconds": JUDGE_TIMEOUT_S,
                 "transport_retries": 4,
                 "output_retries": 2,
@@ -279,6 +278,12 @@ def daemon_config(workdir: Path, bootstrap: str, judge_url: str, static: bool, g
             }
         },
         "judge": "remote",
+        # Every turn judged, no budget: the chaos run counts every turn (issue 21 defaults).
+        "sampling": {
+            "default_rate": 1.0,
+            "budget_calls_per_hour": None,
+            "budget_usd_per_hour": None,
+        },
         "storage": {"url": f"sqlite:///{workdir / 'chaos.db'}", "retention_days": None},
         "server": {"host": "127.0.0.1", "port": 0},
         "daemon": {"concurrency": 16, "max_in_flight": 64, "drain_timeout_seconds": 10},

@@ -113,7 +113,12 @@ def write_config(path: Path, bootstrap: str, base_url: str, port: int, args: Any
             }
         },
         "judge": "bench",
-        "sampling": {"default_rate": args.rate},
+        # No hourly budget: the bench measures memory over the whole backlog (issue 21 defaults).
+        "sampling": {
+            "default_rate": args.rate,
+            "budget_calls_per_hour": None,
+            "budget_usd_per_hour": None,
+        },
         "daemon": {"concurrency": args.concurrency, "max_in_flight": MAX_IN_FLIGHT},
         "storage": {"url": f"sqlite:///{path.parent / 'verdicts.db'}", "retention_days": None},
         "server": {"host": "127.0.0.1", "port": port},

@@ -67,8 +67,7 @@ class KafkaTurnSource:
         self._servers = list(config.bootstrap_servers)
         self._commit_timeout_s = commit_timeout_s
         self._close_timeout_s = close_timeout_s
-        # How long a JoinGroup may take: the broker holds it up to the rebalance timeout.
-        self._join_timeout_ms = max(30_000, config.max_poll_interval_ms + 5_000)
+        self._join_timeout_ms = config.join_timeout_ms
         self._on_assigned: PartitionsCallback | None = None
         self._on_revoked: PartitionsCallback | None = None
         # Set while a user callback runs on the I/O thread; commit() checks it.

@@ -10,7 +10,33 @@ import click
 from monitor import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class IndexedGroup(click.Group):
+    """Lists its commands from ``monitor.commands.INDEX`` summaries, so ``casewatch --help``
+    imports no command module (and none of their dependencies)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from monitor.commands import INDEX
+
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            summary = INDEX.get(name, (None, None))[1]
+            if summary is None:  # defined here (or not indexed): ask the command itself
+                command = self.get_command(ctx, name)
+                if command is None or command.hidden:
+                    continue
+                rows.append((name, command.get_short_help_str(limit)))
+            else:
+                # A bare command carrying the summary shortens it exactly as click would.
+                rows.append((name, click.Command(name, help=summary).get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=IndexedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="casewatch")
 def main() -> None:
     """casewatch: case-aware quality monitoring for RAG support assistants."""

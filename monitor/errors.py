@@ -22,6 +22,7 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     ├── AssistantError              the assistant's endpoint gave no usable answer (baseline job)
     ├── TemplateError               an assistant request template or answer selector cannot apply
     ├── StorageError                database unreachable or a write failed
+    │   └── UnstorableRow           the database refuses one row's data (permanent, never retried)
     ├── TransportError              the turn source or dead-letter sink failed (paused, retried)
     │   ├── BrokerError             Kafka unreachable or a commit failed
     │   └── TurnFileError           reading a turn file, writing an offsets or dead-letter file
@@ -135,6 +136,23 @@ class TemplateError(CasewatchError):
 
 class StorageError(CasewatchError):
     """The database is unreachable or a write failed."""
+
+
+class UnstorableRow(StorageError):
+    """The database refuses the data of one row (encoding, range, constraint): retrying fails
+    the same way, so the row is set aside (dead-lettered, or recorded as failed) instead.
+
+    ``row`` names it (an event id) when known; ``detail`` is the database's own message.
+    """
+
+    def __init__(self, detail: str, row: str | None = None) -> None:
+        self.detail = detail
+        self.row = row
+        what = f"turn {row!r}" if row is not None else "a row"
+        super().__init__(
+            f"the database refused {what}: {detail} (its data cannot be stored; "
+            "retrying would fail the same way)"
+        )
 
 
 class TransportError(CasewatchError):

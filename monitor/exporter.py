@@ -35,10 +35,14 @@ from prometheus_client import (
 )
 
 from monitor import __version__
+from monitor.scoring import BAND_BUCKET_BOUNDS
 
-# Score buckets share the band edges of seed 004 appendix B (0.30 / 0.60 / 0.85), so a
-# PromQL histogram_quantile or a bucket ratio reads directly as a band share.
-SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 1.0)
+# Score buckets include the band bounds of seed 004 appendix B (scoring.BAND_BUCKET_BOUNDS: the
+# top of severe, moderate and minor, just below 0.31 / 0.61 / 0.86), so a bucket ratio reads
+# directly as a band share: a score of 0.305 is severe and counted in the severe bucket.
+SCORE_BUCKETS: tuple[float, ...] = tuple(
+    sorted({0.1, 0.2, 0.4, 0.5, 0.7, 0.8, 0.9, 1.0, *BAND_BUCKET_BOUNDS})
+)
 # Judge calls range from a local heuristic (~ms) to a slow hosted model with retries (minutes).
 LATENCY_BUCKETS: tuple[float, ...] = (
     0.01,

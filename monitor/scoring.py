@@ -54,6 +54,13 @@ _BAND_EDGES: tuple[tuple[float, Band], ...] = (
     (0.31, Band.MODERATE),
 )
 
+# The top of each band below "none", as a Prometheus bucket bound (``le`` is inclusive): the
+# largest float below the next band's lower edge, so ``le`` of the severe bucket counts
+# exactly the severe scores (0.305 included), and so on. Printed as e.g. 0.30999999999999994.
+BAND_BUCKET_BOUNDS: tuple[float, ...] = tuple(
+    math.nextafter(edge, 0.0) for edge, _ in reversed(_BAND_EDGES)
+)
+
 WEIGHT_TOLERANCE = 1e-6
 
 

@@ -27,12 +27,13 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    YamlConfigSettingsSource,
+    SettingsError,
 )
 
 from monitor.errors import ConfigError, validation_error_lines
 from monitor.redaction.config import RedactionConfig
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
+from monitor.settings_errors import CheckedYamlSource, env_value_errors, mapping_expected
 
 HEURISTIC = "heuristic"
 
@@ -181,6 +182,13 @@ class KafkaConfig(_Section):
     ssl_keyfile: Path | None = Field(default=None, description="Client key (mTLS).")
     max_message_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger → dead letter.")
 
+    @property
+    def join_timeout_ms(self) -> int:
+        """How long a group join may take: the broker holds a JoinGroup up to the rebalance
+        timeout (max.poll.interval.ms). A poll may block this long in a rebalance, which the
+        liveness probe allows (issue 21)."""
+        return max(30_000, self.max_poll_interval_ms + 5_000)
+
     @model_validator(mode="after")
     def _static_member_name(self) -> KafkaConfig:
         # An empty value (an unset environment variable in a chart) means dynamic membership.
@@ -200,12 +208,21 @@ class AlwaysJudgeRule(_Section):
     equals: str | None = Field(default=None, description="Exact value of the field.")
 
 
+# Safe defaults for a monitor that may call a paid API (issue 21): a tenth of the conversations
+# and at most this many judge calls (and USD, once prices are configured) per hour. Raise them
+# on purpose; the demo judges everything (monitor.demo.run).
+DEFAULT_SAMPLING_RATE = 0.1
+DEFAULT_BUDGET_CALLS_PER_HOUR = 1000.0
+DEFAULT_BUDGET_USD_PER_HOUR = 5.0
+
+
 class SamplingConfig(_Section):
-    default_rate: float = Field(default=1.0, ge=0, le=1)
+    default_rate: float = Field(default=DEFAULT_SAMPLING_RATE, ge=0, le=1)
     rates: dict[str, float] = Field(default_factory=dict, description="Per assistant name.")
     always_judge: list[AlwaysJudgeRule] = Field(default_factory=list)
-    budget_calls_per_hour: float | None = Field(default=None, gt=0)
-    budget_usd_per_hour: float | None = Field(default=None, gt=0)
+    # null: no budget (every sampled turn is judged, whatever it costs).
+    budget_calls_per_hour: float | None = Field(default=DEFAULT_BUDGET_CALLS_PER_HOUR, gt=0)
+    budget_usd_per_hour: float | None = Field(default=DEFAULT_BUDGET_USD_PER_HOUR, gt=0)
     estimated_usd_per_call: float = Field(default=0.0, ge=0)
     # Check every consumed turn's answer for near misses of evidence identifiers (no network);
     # a hit is judged (reason rule:identifier_tripwire) within the budget.
@@ -564,7 +581,7 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if settings_cls.model_config.get("yaml_file"):
-            sources.append(YamlConfigSettingsSource(settings_cls))
+            sources.append(CheckedYamlSource(settings_cls))
         sources.append(file_secret_settings)
         return tuple(sources)
 
@@ -618,7 +635,12 @@ class Settings(BaseSettings):
 
 
 def _describe(exc: ValidationError) -> str:
-    lines = [f"  {line}" for line in validation_error_lines(exc)]
+    lines = []
+    for error, line in zip(exc.errors(), validation_error_lines(exc), strict=True):
+        if error["type"] in ("model_type", "dict_type") and error["loc"]:
+            # A list (or scalar) where a section belongs: say what to write (issue 21).
+            line = mapping_expected(".".join(str(p) for p in error["loc"]), error.get("input"))
+        lines.append(f"  {line}")
     return "invalid configuration:\n" + "\n".join(lines)
 
 
@@ -645,5 +667,12 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         return cls(**overrides)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
+    except SettingsError as exc:
+        prefix = Settings.model_config.get("env_prefix") or ""
+        delimiter = Settings.model_config.get("env_nested_delimiter") or "__"
+        bad = env_value_errors(Settings, prefix, delimiter)
+        if bad:
+            raise ConfigError("invalid environment value: " + "; ".join(bad)) from None
+        raise ConfigError(f"invalid configuration: {exc}") from None
     except (ValueError, OSError) as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None

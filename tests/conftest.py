@@ -1,5 +1,7 @@
 """Shared fixtures live in tests/fixtures/, one module per real component."""
 
+import os
+
 from hypothesis import HealthCheck, settings
 
 from monitor.exporter import disable_created_series
@@ -20,3 +22,12 @@ settings.load_profile("casewatch")
 # monitor.exporter.disable_created_series); tests that build a Metrics of their own expose what
 # the daemon would.
 disable_created_series()
+# The shipped sampling defaults are a tenth of the conversations under an hourly call budget
+# (issue 21: a monitor must not surprise its user with cost). The suite's streams are small and
+# count every turn, so the tests judge everything unless a test says otherwise; the defaults
+# themselves are tested with this variable removed (tests/monitor/test_settings.py). Set here,
+# at import, so subprocesses (the CLI, the demo) inherit it too.
+JUDGE_EVERYTHING = (
+    '{"default_rate": 1.0, "budget_calls_per_hour": null, "budget_usd_per_hour": null}'
+)
+os.environ.setdefault("CASEWATCH_SAMPLING", JUDGE_EVERYTHING)

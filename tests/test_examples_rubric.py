@@ -42,9 +42,11 @@ def test_grading_two_variants_again_gives_the_committed_qrels_and_runs(tmp_path:
     gold = {q.question: q.gold_answer or "" for e in rubrics.entries for q in e.questions}
     with FakeJudgeServer(gold_answer_grader(gold)) as server:
         config = tmp_path / "grader.yaml"
+        key = tmp_path / "judge-key"
+        key.write_text(FAKE_JUDGE_KEY)
         config.write_text(
             f"judges:\n  grader:\n    kind: openai\n    base_url: {server.base_url}\n"
-            f"    model: {FAKE_JUDGE_MODEL}\n    api_key: {FAKE_JUDGE_KEY}\n"
+            f"    model: {FAKE_JUDGE_MODEL}\n    api_key_file: {key}\n"
             "rubric:\n  judge: grader\n  concurrency: 8\n"
         )
         result = CliRunner().invoke(

@@ -33,8 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "monitor.workers",
         "monitor.exposition",
     ),
-    ("monitor.scoring", "monitor.logs", "monitor.exporter", "monitor.budget"),
-    ("monitor.redaction",),
+    ("monitor.scoring", "monitor.logs", "monitor.budget", "monitor.settings_errors"),
+    ("monitor.exporter", "monitor.redaction"),
     ("monitor.settings",),
     ("monitor.judging", "monitor.storage", "consumers"),
     ("monitor.reporting",),
@@ -72,8 +72,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("chat_options",),
         ("chat_endpoint", "prompt", "recorder", "rubric_match", "heuristic.tokens"),
         (
-            "config_hash",
             "openai_judge",
+            "preflight",
             "pairwise_prompt",
             "rubric_prompt",
             "heuristic.identifiers",
@@ -82,7 +82,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("heuristic.constraints",),
         ("heuristic.judge",),
         # composition: which judge a setting names, the panel, the evaluator
-        ("factory", "pairwise_heuristic"),
+        ("config_hash", "factory", "pairwise_heuristic"),
         ("pairwise_factory", "panel"),
         ("evaluator",),
     ),
@@ -92,7 +92,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "config"),
     ),
     "monitor.storage": (
-        ("__init__", "tables", "engine"),
+        ("__init__", "tables", "engine", "location", "refusals"),
         ("schema",),
         ("store",),
         ("audit", "detection_queries", "labels", "retention", "turn_queries"),
@@ -111,6 +111,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "rubric_runs",
             "turn_view",
         ),
+        ("bradley_terry",),
         ("drift_stats", "pairwise_report", "stats", "tournament"),
         ("agreement", "comparison", "drift", "tournament_plot", "trec"),
         ("panel_report",),
@@ -158,7 +159,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "usage", "output"),
         ("store_access",),
         ("detect", "estimate", "inspect", "labels"),
-        ("batch", "daemon", "db", "demo", "drift", "pairwise", "rubric"),
+        ("batch", "broker", "daemon", "db", "demo", "drift", "pairwise", "rubric"),
     ),
 }
 

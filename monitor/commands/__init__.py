@@ -2,11 +2,13 @@
 collected automatically, so adding a command never means editing a shared list.
 
 Collecting imports every module, and with them every command's dependencies (the OpenAI SDK
-for pairwise judging, scipy for agreement statistics, ...): seconds on a busy node. A command
-that must start fast is listed in ``FAST`` with its module, and ``CommandTable`` imports only
-that module to run it. ``casewatch run`` is one: a restarted daemon's time to its first verdict
-starts with it. A command missing from ``FAST`` still works (everything is collected to find
-it); tests/monitor/commands/test_registry.py checks that every entry names the right module.
+for pairwise judging, scipy for agreement statistics, ...): seconds on a busy node. So every
+command is listed in ``INDEX`` with its module and its one-line summary: ``CommandTable``
+imports only that module to run it (``casewatch run``: a restarted daemon's time to its first
+verdict starts with it), and ``casewatch --help`` lists the summaries without importing any
+command module (issue 21). A command missing from ``INDEX`` still works (everything is
+collected to find it); tests/monitor/commands/test_registry.py checks that every command is
+listed with the right module and its current summary.
 """
 
 from __future__ import annotations
@@ -17,7 +19,68 @@ from collections.abc import Iterator, MutableMapping
 
 import click
 
-FAST: dict[str, str] = {"run": "daemon", "produce": "daemon"}
+# name -> (module, the summary ``--help`` shows: the command's own short help, kept equal by
+# tests/monitor/commands/test_registry.py).
+INDEX: dict[str, tuple[str, str]] = {
+    "agreement": (
+        "batch",
+        "How well the judge agrees with human labels (--labels or --store) and another judge "
+        "(--other).",
+    ),
+    "broker": (
+        "broker",
+        "Start the embedded Kafka-protocol broker (Tansu, in memory) and print its address.",
+    ),
+    "compare": (
+        "batch",
+        "Compare assistant B with A on the conversations both answered (Wilcoxon, t, bootstrap).",
+    ),
+    "db": ("db", "Manage the verdict database (storage.url)."),
+    "detect": (
+        "detect",
+        "Print the sequential detectors' state (statistic 1.0 = threshold) from the store.",
+    ),
+    "demo": (
+        "demo",
+        "Run the daemon against an embedded Kafka broker fed with the example turns.",
+    ),
+    "drift": (
+        "drift",
+        "Compare each assistant's recent window with its reference window (read-only).",
+    ),
+    "estimate": (
+        "estimate",
+        "The severe rate corrected by human labels (prediction-powered inference).",
+    ),
+    "inspect": ("inspect", "Show judged turns and why the judges scored them so (read-only)."),
+    "judge": (
+        "batch",
+        "Judge every turn event of INPUT.jsonl; resumable (turns already in --out are skipped).",
+    ),
+    "labels": ("labels", "Human labels: export a random batch to label, import the labels."),
+    "pairwise": (
+        "pairwise",
+        "Compare two answer sets to the same questions: per question A/B/Tie with confidence, "
+        "totals, and A's win rate with a 95 % bootstrap interval.",
+    ),
+    "produce": (
+        "daemon",
+        "Publish the turns of a JSONL file to a Kafka topic, as raw bytes (one line, one message).",
+    ),
+    "rubric": (
+        "rubric",
+        "Rubric grading (seed 001): question generation, grading to qrels/runs, trec_eval.",
+    ),
+    "run": ("daemon", "Run the streaming daemon: consume, sample, judge, store, export metrics."),
+    "tournament": (
+        "pairwise",
+        "Rank systems (one turn-event file each) by a Bradley-Terry fit on the Elo scale to a "
+        "Swiss tournament (default) or a round-robin; ratings come with 95 % bootstrap "
+        "intervals.",
+    ),
+}
+# Kept for callers of the earlier table: every command is fast now.
+FAST: dict[str, str] = {name: module for name, (module, _) in INDEX.items()}
 
 
 def module_commands(name: str) -> list[click.Command]:
@@ -73,12 +136,11 @@ class CommandTable(MutableMapping[str, click.Command]):
         del self._table[key]
 
     def __iter__(self) -> Iterator[str]:
-        self._collect_all()
-        return iter(dict(self._table))
+        # The names only: listing them (``--help``) imports no command module.
+        return iter(sorted({*self._table, *INDEX}))
 
     def __len__(self) -> int:
-        self._collect_all()
-        return len(self._table)
+        return len({*self._table, *INDEX})
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None

@@ -17,6 +17,7 @@ from monitor.commands.output import MISSING, num, p_value, table
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import ConfigError, InvalidInput
 from monitor.judging.evaluator import build_evaluator
+from monitor.judging.preflight import unreachable_judges
 from monitor.logs import configure_logging
 from monitor.models import Band
 from monitor.redaction import Redactor
@@ -100,6 +101,11 @@ def judge_command(
     for p in (out_path, compact_path, rejects_path):
         if p is not None and not p.parent.is_dir():
             fail(f"output directory {p.parent} does not exist")
+    # One cheap request per judge endpoint first: a judge that is down or refuses the key
+    # stops the run here, not after every turn failed (issue 21).
+    problems = unreachable_judges(settings)
+    if problems:
+        fail("; ".join(problems) + " — nothing was judged", code=1)
     try:
         evaluator = build_evaluator(settings)
         red = settings.redaction  # issue 23: judges see placeholders here as in the daemon
@@ -128,6 +134,19 @@ def judge_command(
     if summary.rejected:
         where = rejects_path or default_rejects_path(out_path)
         click.echo(f"casewatch: {summary.rejected} line(s) rejected, listed in {where}", err=True)
+    if summary.interrupted:
+        kept = summary.judged + summary.skipped_existing
+        fail(
+            f"interrupted: {kept} turn(s) kept in {out_path}; run the same command again to "
+            "resume (turns already there are skipped)",
+            code=130,
+        )
+    if summary.all_failed:
+        fail(
+            f"all {summary.judged} turn(s) judged in this run ended judge_failed: the judge "
+            f"is not scoring (see the failure reasons in {out_path})",
+            code=1,
+        )
 
 
 # ---------------------------------------------------------------- compare

@@ -40,7 +40,8 @@ _CONFIG = click.Path(dir_okay=False, path_type=Path)
     "file_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Read turns from a JSONL file instead of Kafka (dead letters go beside it).",
+    help="Read turns from a JSONL file instead of Kafka (dead letters go beside it); "
+    "- reads standard input (dead letters: ./casewatch-stdin.dlq.jsonl).",
 )
 @click.option("--follow", is_flag=True, help="With --file: keep reading as lines are appended.")
 def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
@@ -51,8 +52,8 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
     from monitor.logs import configure_logging
     from monitor.stream.runner import DaemonRunner
 
-    if follow and file_path is None:
-        raise click.UsageError("--follow needs --file")
+    if follow and (file_path is None or str(file_path) == "-"):
+        raise click.UsageError("--follow needs --file with a file (standard input ends at EOF)")
     settings = settings_or_fail(config_file)
     configure_logging(settings.log_level, settings.secret_values())
     log.info("settings loaded")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from monitor.commands.usage import fail
+from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import CasewatchError
-from monitor.settings import Settings, load_settings
+from monitor.settings import Settings
 from monitor.storage.engine import redact_url
 from monitor.storage.retention import purge_older_than
 from monitor.storage.store import Store
@@ -28,8 +28,8 @@ _config_option = click.option(
 @contextmanager
 def _store(config_file: Path | None) -> Iterator[tuple[Settings, Store]]:
     # Operator-facing errors (bad config, unreachable database) end as one clear line, exit 2.
+    settings = settings_or_fail(config_file)
     try:
-        settings = load_settings(config_file)
         store = Store.from_config(settings.storage)
         try:
             yield settings, store

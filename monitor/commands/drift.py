@@ -19,6 +19,7 @@ from monitor.errors import CasewatchError
 from monitor.jobs.drift import AssistantDrift, DriftRun, analyze_store
 from monitor.reporting.drift import SignalResult
 from monitor.settings import load_settings
+from monitor.storage.location import missing_database_message
 from monitor.storage.store import Store
 
 
@@ -103,6 +104,9 @@ def drift_command(
     now = _at(at)
     try:
         settings = load_settings(config_file)
+        missing = missing_database_message(settings.storage.url)
+        if missing is not None:
+            fail(missing)  # opening it would create an empty file
         store = Store.from_config(settings.storage)
         try:
             run = analyze_store(store, settings.drift, now, assistant=assistant)

@@ -233,8 +233,8 @@ def tournament_command(
     config: Path | None,
     as_json: bool,
 ) -> None:
-    """Rank systems (one turn-event file each) with seed 000's Elo, from a Swiss tournament
-    (default) or a round-robin; ratings come with 95 % bootstrap intervals over questions."""
+    """Rank systems (one turn-event file each) by a Bradley-Terry fit on the Elo scale to a Swiss
+    tournament (default) or a round-robin; ratings come with 95 % bootstrap intervals."""
     if len(paths) < 2:
         _fail("a tournament needs at least two systems")
     settings = settings_or_fail(config)

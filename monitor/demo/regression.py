@@ -7,9 +7,13 @@ demo replays them in two phases:
 - healthy: the canary's flawed answers are swapped for the stable version's answer to the
   same turn (same conversation and turn index; the canary's name, version and event id kept),
   so the canary starts as good as the stable one;
-- regressed (from the injection on): every canary slot carries one of the canary's flawed
+- regressed (from the injection on): every canary slot answers with one of the canary's flawed
   answers (corrupted identifiers, hallucinated or repeated steps, off-topic answers,
-  inappropriate "not enough information"), cycled, each with an event id of its own.
+  inappropriate "not enough information"): its own when its turn has one, else the others
+  cycled, each with an event id of its own. Only the answer changes: the slot keeps its own
+  case, query, history and contexts. (Replaying the flawed turns whole, as the demo did, moved
+  the canary's inputs to those 29 turns' mix of products, environments and retrieval scores,
+  and the drift job rightly flagged input drift where only the answers had changed; issue 21.)
 
 The stable assistant is the same in both phases: a healthy sibling that must fire nothing.
 """
@@ -109,8 +113,11 @@ def plan_regression(
                 swapped += 1
             else:
                 healthy.append(dict(doc))
-            flawed = bad[n_canary % len(bad)]
-            regressed.append({**flawed, "event_id": f"{flawed['event_id']}~r{n_canary}"})
+            own = flaws.get(str(doc.get("event_id"))) in REGRESSION_FLAWS
+            flawed = doc if own else bad[n_canary % len(bad)]
+            regressed.append(
+                {**doc, "answer": flawed["answer"], "event_id": f"{doc['event_id']}~r{n_canary}"}
+            )
             n_canary += 1
         return RegressionPlan(canary, stable, healthy, regressed, swapped, len(bad))
     return None

@@ -34,7 +34,7 @@ from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan
 from monitor.demo.summary import Snapshot, format_summary
 from monitor.errors import DemoError, ListenError
 from monitor.reporting.turn_view import inspect_hint
-from monitor.settings import Settings
+from monitor.settings import SamplingConfig, Settings
 from monitor.stream.runner import DaemonRunner, shutdown_budget_s
 
 if TYPE_CHECKING:
@@ -60,6 +60,11 @@ def describe_judges(settings: Settings) -> str:
     return text
 
 
+DEMO_SAMPLING = SamplingConfig(
+    default_rate=1.0, budget_calls_per_hour=None, budget_usd_per_hour=None
+)
+
+
 def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: int) -> Settings:
     """``base`` (judges, panel, sampling, weights) pointed at the demo's broker, DB and port.
 
@@ -78,9 +83,14 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
             "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
         }
     )
+    # The demo judges every turn with the offline judge unless the configuration says how to
+    # sample: the production defaults (a tenth, an hourly budget) would leave its dashboards
+    # and alerts thin (issue 21).
+    sampling = base.sampling if "sampling" in base.model_fields_set else DEMO_SAMPLING
     return base.model_copy(
         update={
             "kafka": kafka,
+            "sampling": sampling,
             "storage": base.storage.model_copy(update={"url": db_url, "retention_days": None}),
             "server": base.server.model_copy(update={"host": host, "port": port}),
         }

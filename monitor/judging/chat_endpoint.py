@@ -191,6 +191,11 @@ class ChatEndpoint:
             )
         except openai.APIError as exc:
             raise self.translate(exc) from exc
+        except RuntimeError as exc:
+            if not self._closed:
+                raise
+            # close() during the call (a stopping batch run): a failure, not a bug's traceback.
+            raise JudgeFatalError("the judge endpoint was closed", reason="connection") from exc
         try:
             response = ChatReply.model_validate_json(http.content)
         except pydantic.ValidationError as exc:
@@ -277,6 +282,17 @@ class ChatEndpoint:
                 {"role": "user", "content": feedback(error)},
             ]
         raise error
+
+    def probe(self, timeout_s: float) -> None:
+        """One cheap request (``GET /models``) to check the endpoint answers and takes the key,
+        before a run commits to it. An endpoint without ``/models`` (404) passes: it answered.
+        Raises the ``JudgeError`` a judge call would (``reason`` says which kind)."""
+        try:
+            self._client().with_options(timeout=timeout_s).models.list()
+        except openai.NotFoundError:
+            return
+        except openai.APIError as exc:
+            raise self.translate(exc) from exc
 
     def with_retries(self, attempt: Callable[[], T], call: CallStats) -> T:
         """``attempt()``, retried on JudgeTransientError within the call's budget."""

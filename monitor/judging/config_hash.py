@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
+from monitor.judging.heuristic import judge as heuristic
 from monitor.judging.prompt import PROMPT_VERSION
-from monitor.settings import Settings
+from monitor.settings import HEURISTIC, JudgeConfig, Settings
 
 
 def judge_config_hash(settings: Settings) -> str:
@@ -22,10 +24,19 @@ def judge_config_hash(settings: Settings) -> str:
     names = [*panel.primaries, *([panel.arbiter] if panel.arbiter else [])]
     doc = {
         "prompt": PROMPT_VERSION,
-        "judges": {n: settings.judge_config(n).fingerprint() for n in names},
+        "judges": {n: _fingerprint(settings.judge_config(n)) for n in names},
         "panel": panel.model_dump(mode="json"),
         "weights": settings.weights(),
         "critical": sorted(settings.critical_metrics),
     }
     raw = json.dumps(doc, sort_keys=True).encode()
     return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _fingerprint(judge: JudgeConfig) -> dict[str, Any]:
+    doc = judge.fingerprint()
+    if judge.kind == HEURISTIC:
+        # The heuristic has no prompt: its algorithm version is what changes its scores, so a
+        # changed heuristic re-judges instead of reusing old verdicts (issue 21).
+        doc["algorithm"] = heuristic.ALGORITHM_VERSION
+    return doc

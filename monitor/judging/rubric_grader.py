@@ -111,9 +111,12 @@ class RubricGrader:
         clock: Clock | None = None,
     ) -> None:
         if config.kind != "openai":
+            what = "the offline heuristic" if config.kind == "heuristic" else repr(config.kind)
             raise ConfigError(
-                f"rubric grading needs an 'openai' judge (an OpenAI-compatible endpoint); "
-                f"judge {name!r} is {config.kind!r}"
+                f"rubric questions are written and graded by an LLM, and judge {name!r} is "
+                f"{what}: configure an OpenAI-compatible judge, e.g. judges.grader: {{kind: "
+                "openai, base_url: https://api.openai.com/v1, model: gpt-4o-mini, api_key_env: "
+                "OPENAI_API_KEY}, and select it with rubric.judge: grader (or --judge grader)"
             )
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")

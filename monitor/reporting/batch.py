@@ -88,7 +88,15 @@ class BatchSummary:
     duplicates: int = 0
     rejected: int = 0
     elapsed_seconds: float = 0.0
+    # Per assistant over every turn of the file with a verdict: judged now or by an earlier run
+    # into the same --out (a resumed run's table covers the whole file).
     per_assistant: dict[str, AssistantTally] = field(default_factory=dict)
+    interrupted: bool = False  # Ctrl-C: stopped early; what was written is kept
+
+    @property
+    def all_failed(self) -> bool:
+        """Every turn this run judged ended judge_failed (the judge is down or misconfigured)."""
+        return self.judged > 0 and self.judge_failed == self.judged
 
     @property
     def turns_per_second(self) -> float:
@@ -96,12 +104,22 @@ class BatchSummary:
 
     def add(self, verdict: Verdict) -> None:
         self.judged += 1
+        if verdict.status != "ok" or verdict.s_final is None:
+            self.judge_failed += 1
+        self._tally(verdict)
+
+    def add_existing(self, verdict: Verdict | None) -> None:
+        """A turn skipped because ``--out`` already holds its verdict (a resumed run)."""
+        self.skipped_existing += 1
+        if verdict is not None:
+            self._tally(verdict)
+
+    def _tally(self, verdict: Verdict) -> None:
         a = verdict.assistant
         key = f"{a.name}@{a.version}" if a.version else a.name
         tally = self.per_assistant.setdefault(key, AssistantTally())
         tally.n += 1
         if verdict.status != "ok" or verdict.s_final is None:
-            self.judge_failed += 1
             tally.judge_failed += 1
             return
         tally.s_final_sum += verdict.s_final
@@ -116,6 +134,7 @@ class BatchSummary:
             "skipped_existing": self.skipped_existing,
             "duplicates": self.duplicates,
             "rejected": self.rejected,
+            "interrupted": self.interrupted,
             "elapsed_seconds": round(self.elapsed_seconds, 3),
             "turns_per_second": round(self.turns_per_second, 2),
             "per_assistant": {k: v.to_dict() for k, v in sorted(self.per_assistant.items())},
@@ -179,7 +198,13 @@ def _drop_partial_last_line(path: Path) -> None:
 
 def existing_event_ids(out_path: Path, config_hash: str) -> set[str]:
     """Event ids already judged into ``out_path`` under the same judge configuration."""
-    done: set[str] = set()
+    return set(existing_verdicts(out_path, config_hash))
+
+
+def existing_verdicts(out_path: Path, config_hash: str) -> dict[str, Verdict | None]:
+    """The verdicts already judged into ``out_path`` under the same judge configuration, by
+    event id (None for a line whose event id is readable but not the whole verdict)."""
+    done: dict[str, Verdict | None] = {}
     if not out_path.exists():
         return done
     with out_path.open("rb") as f:
@@ -191,7 +216,10 @@ def existing_event_ids(out_path: Path, config_hash: str) -> set[str]:
             if isinstance(doc, dict) and doc.get("judge_config_hash") == config_hash:
                 event_id = doc.get("event_id")
                 if isinstance(event_id, str):
-                    done.add(event_id)
+                    try:
+                        done[event_id] = Verdict.model_validate(doc)
+                    except ValidationError:
+                        done[event_id] = None
     return done
 
 
@@ -268,7 +296,7 @@ def run_batch(
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     summary = BatchSummary()
     started = monotonic()
-    existing = existing_event_ids(out_path, evaluator.config_hash)
+    existing = existing_verdicts(out_path, evaluator.config_hash)
     seen: set[str] = set()
     rejects_path = rejects_path or default_rejects_path(out_path)
     show = progress and sys.stderr.isatty()
@@ -319,7 +347,9 @@ def run_batch(
                 bar.update(1)
                 continue
             if turn.event_id in existing:
-                summary.skipped_existing += 1
+                # A repeated line counts as skipped again, but is tallied once.
+                summary.add_existing(None if turn.event_id in seen else existing[turn.event_id])
+                seen.add(turn.event_id)
                 bar.update(1)
                 continue
             if turn.event_id in seen:
@@ -330,6 +360,10 @@ def run_batch(
             pending.add(pool.submit(_evaluate, evaluator, turn))
             drain(until=_PENDING_PER_WORKER * concurrency - 1)
         drain(until=0)
+    except KeyboardInterrupt:
+        # Ctrl-C: keep what is written (a rerun resumes from it); turns in flight are dropped
+        # and judged again by the rerun.
+        summary.interrupted = True
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         bar.close()

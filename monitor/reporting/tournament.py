@@ -1,7 +1,11 @@
 """Swiss-system and round-robin tournaments with Elo, and bootstrap intervals (pure).
 
 Seed 000 Algorithm 1: everyone starts at 1500; each round pairs systems by current rating
-without repeating a pair, plays the matches, updates Elo after each one. With n systems,
+without repeating a pair, plays the matches, updates Elo after each one. The final ratings
+are a Bradley-Terry fit to every match played, on the Elo scale (``bradley_terry``, as
+Chatbot Arena rates): sequential Elo, six updates a system for 32 systems, cannot correct an
+early noisy result, while the matches hold the information (issue 21). The seed's Elo
+trajectory is kept (``TournamentResult.elo``): it is what each round paired by. With n systems,
 ``default_rounds(n)`` = ⌈log2 n⌉ + 1 rounds (8 systems: 4 rounds, 16 matches instead of 28).
 An odd count gives one system a bye per round: the lowest-rated one that has not had one yet.
 
@@ -9,9 +13,9 @@ The judge is a callback ``play(a, b) -> {question_id: score of a}``, so the same
 real pairwise judgments (the CLI) and simulated outcomes (bench/tournament.py).
 
 Confidence intervals resample the questions (with replacement, the same draw for every
-match, since all systems answer the same questions) and replay the Elo updates of the
-matches that were played, in the order they were played; the 2.5th and 97.5th percentiles of
-each system's rating over the resamples give its 95 % interval.
+match, since all systems answer the same questions) and refit the ratings to the matches
+that were played; the 2.5th and 97.5th percentiles of each system's rating over the
+resamples give its 95 % interval.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.errors import NoPairing
-from monitor.reporting.elo import DEFAULT_ELO, EloConfig, MatchResult, apply, replay
+from monitor.reporting.bradley_terry import fit_counts, fit_ratings
+from monitor.reporting.elo import DEFAULT_ELO, EloConfig, MatchResult, apply
 
 Play = Callable[[str, str], Mapping[str, float]]
 
@@ -38,10 +43,19 @@ class Round:
 
 @dataclass
 class TournamentResult:
+    """``ratings``: the Bradley-Terry fit to every match (the ranking); ``elo``: seed 000's
+    sequential Elo after the last match (what the rounds paired by)."""
+
     systems: tuple[str, ...]
     ratings: dict[str, float]
     matches: list[MatchResult] = field(default_factory=list)
     rounds: list[Round] = field(default_factory=list)
+    elo: dict[str, float] = field(default_factory=dict)
+
+    def fit(self, config: EloConfig) -> None:
+        """Final ratings from all matches played; the Elo trajectory's end kept in ``elo``."""
+        self.elo = dict(self.ratings)
+        self.ratings = fit_ratings(self.systems, self.matches, initial=config.initial)
 
     @property
     def match_count(self) -> int:
@@ -168,6 +182,7 @@ def swiss(
             played.add(pair_key(a, b))
             result.matches.append(match)
             apply(result.ratings, match, config)
+    result.fit(config)
     return result
 
 
@@ -177,8 +192,9 @@ def round_robin(
     config: EloConfig = DEFAULT_ELO,
     rng: random.Random | None = None,
 ) -> TournamentResult:
-    """Every pair once. Elo is order-dependent, so the matches are played in a shuffled
-    order (``rng``; the given order without one)."""
+    """Every pair once. The sequential Elo (``elo``) is order-dependent, so the matches are
+    played in a shuffled order (``rng``; the given order without one); the fitted ratings
+    are not."""
     _check_systems(systems)
     pairs = list(itertools.combinations(systems, 2))
     if rng is not None:
@@ -189,6 +205,7 @@ def round_robin(
         match = MatchResult(a, b, dict(play(a, b)))
         result.matches.append(match)
         apply(result.ratings, match, config)
+    result.fit(config)
     return result
 
 
@@ -216,17 +233,26 @@ def bootstrap_intervals(
     questions = sorted({q for m in matches for q in m.scores})
     if not questions:
         return {s: Interval(config.initial, config.initial) for s in systems}
+    column = {q: i for i, q in enumerate(questions)}
+    played = [m for m in matches if m.scores]
+    pairs = [(m.a, m.b) for m in played]
+    # scores[i, j]: a's score on question j of match i; asked[i, j]: 1 if it was judged.
+    scores = np.zeros((len(played), len(questions)))
+    asked = np.zeros_like(scores)
+    for i, m in enumerate(played):
+        for q, score in m.scores.items():
+            scores[i, column[q]] = score
+            asked[i, column[q]] = 1.0
     rng = np.random.default_rng(seed)
     samples: dict[str, list[float]] = {s: [] for s in systems}
     for _ in range(resamples):
         draw = rng.integers(0, len(questions), size=len(questions))
-        weights: dict[str, int] = {}
-        for index in draw:
-            q = questions[int(index)]
-            weights[q] = weights.get(q, 0) + 1
-        replayed = replay(systems, (_reweighted(m, weights) for m in matches), config)
+        weights = np.bincount(draw, minlength=len(questions)).astype(float)
+        refit = fit_counts(
+            systems, pairs, scores @ weights, asked @ weights, initial=config.initial
+        )
         for s in systems:
-            samples[s].append(replayed[s])
+            samples[s].append(refit[s])
     alpha = (1.0 - confidence) / 2.0
     return {
         s: Interval(
@@ -234,16 +260,6 @@ def bootstrap_intervals(
         )
         for s in systems
     }
-
-
-def _reweighted(match: MatchResult, weights: Mapping[str, int]) -> MatchResult:
-    """The match as seen on a resample: each question counted as often as it was drawn.
-    Elo reads only the mean, so the resampled match carries it as one entry."""
-    total = sum(weights.get(q, 0) for q in match.scores)
-    if total == 0:
-        return MatchResult(match.a, match.b, {})
-    mean = sum(score * weights.get(q, 0) for q, score in match.scores.items()) / total
-    return MatchResult(match.a, match.b, {"resampled": min(1.0, max(0.0, mean))})
 
 
 def _check_systems(systems: Sequence[str]) -> None:

@@ -76,6 +76,10 @@ def format_run(run: Mapping[str, Sequence[tuple[str, float]]], system: str) -> s
 
 def read_qrels(path: Path) -> Qrels:
     try:
+        _check_lines(path, "qrels", QRELS_FIELDS)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrecFormatError(f"{path}: cannot read: {exc}") from exc
+    try:
         with path.open(encoding="utf-8") as f:
             parsed = pytrec_eval.parse_qrel(f)
     except (OSError, ValueError, AssertionError) as exc:
@@ -83,7 +87,40 @@ def read_qrels(path: Path) -> Qrels:
     return {q: dict(docs) for q, docs in parsed.items()}
 
 
+RUN_FIELDS = "query Q0 doc rank score system"
+QRELS_FIELDS = "query 0 doc relevance"
+
+
+def _check_lines(path: Path, kind: str, fields: str) -> None:
+    """Name the first line that does not have the format's fields (pytrec_eval's own error
+    is a bare unpacking message)."""
+    expected = len(fields.split())
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            problem = None
+            if len(parts) != expected:
+                problem = f"{len(parts)} field(s)"
+            elif kind == "run":
+                try:
+                    int(parts[3])
+                    float(parts[4])
+                except ValueError:
+                    problem = "a rank that is not an integer or a score that is not a number"
+            if problem is not None:
+                raise TrecFormatError(
+                    f"{path}: line {number}: not a {kind} file line: expected the {expected} "
+                    f"fields `{fields}`, got {problem}"
+                )
+
+
 def read_run(path: Path) -> Run:
+    try:
+        _check_lines(path, "run", RUN_FIELDS)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrecFormatError(f"{path}: cannot read: {exc}") from exc
     try:
         with path.open(encoding="utf-8") as f:
             parsed = pytrec_eval.parse_run(f)

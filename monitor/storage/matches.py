@@ -11,19 +11,40 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+import structlog
 
 from monitor.models import TurnEvent
+from monitor.storage.refusals import write_isolating
 from monitor.storage.store import Store
 from monitor.storage.tables import matches, turns
 
+log = structlog.get_logger(__name__)
+
 
 def insert_matches(store: Store, rows: Sequence[Mapping[str, Any]]) -> int:
-    """Insert match rows in one transaction; returns how many were written."""
+    """Insert match rows in one transaction; returns how many were written.
+
+    A row the database refuses (an assistant answer with a NUL character on PostgreSQL...) is
+    isolated, logged with its probe and left out; the run's other rows are written.
+    """
     if not rows:
         return 0
-    with store.transaction(write=True) as conn:
-        conn.execute(sa.insert(matches), [dict(r) for r in rows])
-    return len(rows)
+
+    def write(part: Sequence[Mapping[str, Any]]) -> int:
+        with store.transaction(write=True) as conn:
+            conn.execute(sa.insert(matches), [dict(r) for r in part])
+        return len(part)
+
+    written, refused = write_isolating(rows, write)
+    for bad in refused:
+        log.error(
+            "match row refused by the database; left out",
+            assistant=bad.item.get("assistant"),
+            tier=bad.item.get("opponent"),
+            probe_id=bad.item.get("probe_id"),
+            error=bad.message,
+        )
+    return sum(written)
 
 
 def run_matches(store: Store, run_id: str) -> list[dict[str, Any]]:

@@ -13,8 +13,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+import structlog
 from sqlalchemy.dialects import postgresql, sqlite
 
+from monitor.errors import UnstorableRow, truncate
 from monitor.storage.store import Store
 from monitor.storage.tables import rubric_gradings, turns
 
@@ -28,6 +30,10 @@ class StoredTurn:
     @property
     def cursor(self) -> tuple[datetime, str]:
         return (self.stored_at, self.event_id)
+
+
+log = structlog.get_logger(__name__)
+_MAX_REASON_CHARS = 500
 
 
 class RubricGradings:
@@ -64,7 +70,31 @@ class RubricGradings:
             return [StoredTurn(r.event_id, r.stored_at, r.event) for r in conn.execute(query)]
 
     def save(self, row: dict[str, Any]) -> bool:
-        """Insert one grading row; False if this (event, entry, grader) was graded before."""
+        """Insert one grading row; False if this (event, entry, grader) was graded before.
+
+        A graded row the database refuses (an extracted answer with a NUL character on
+        PostgreSQL...) is stored as a failed grading with reason ``unstorable: <why>`` and no
+        grades, so the turn is not graded (and paid for) again on every run.
+        """
+        try:
+            return self._insert(row)
+        except UnstorableRow as exc:
+            log.error(
+                "rubric grading refused by the database; stored as failed",
+                event_id=row.get("event_id"),
+                entry_id=row.get("entry_id"),
+                error=exc.detail,
+            )
+            failed = {
+                **row,
+                "status": "failed",
+                "failure_reason": truncate(f"unstorable: {exc.detail}", _MAX_REASON_CHARS),
+                "grades": None,
+                "coverage": None,
+            }
+            return self._insert(failed)
+
+    def _insert(self, row: dict[str, Any]) -> bool:
         dialect = postgresql if self._store.dialect == "postgresql" else sqlite
         stmt = (
             dialect.insert(rubric_gradings)

@@ -7,7 +7,8 @@ Retention is ``retention.py``; the reads only tests and people use are ``audit.p
 Writes are idempotent on ``(event_id, judge_config_hash)``: turns and verdicts go in with
 ``INSERT ... ON CONFLICT DO NOTHING`` and judgments only for the verdicts this transaction
 actually created, so Kafka replays and concurrent replicas never store a verdict twice.
-Every SQLAlchemy, DBAPI or Alembic error leaves this module as ``StorageError``.
+Every SQLAlchemy, DBAPI or Alembic error leaves this module as ``StorageError``; one about the
+data of a row (``monitor.storage.refusals``) as ``UnstorableRow``, which is never worth a retry.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+import structlog
 from alembic.util.exc import CommandError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.clock import Clock, SystemClock
-from monitor.errors import StorageError
+from monitor.errors import StorageError, UnstorableRow
 from monitor.models import TurnEvent, Verdict
 from monitor.settings import StorageConfig
 from monitor.storage import schema
@@ -36,6 +38,7 @@ from monitor.storage.engine import (
     normalize_url,
     redact_url,
 )
+from monitor.storage.refusals import Refused, is_refusal, refusal_message, write_isolating
 from monitor.storage.tables import (
     judgment_row,
     judgments,
@@ -46,6 +49,18 @@ from monitor.storage.tables import (
 )
 
 IN_CHUNK = 500  # keeps IN (...) lists far below SQLite's bound-parameter limit
+_log = structlog.get_logger(__name__)
+
+
+Item = tuple[TurnEvent, Verdict]
+
+
+class SaveResult(NamedTuple):
+    """What ``save_batch`` did: verdicts new to the store, and the pairs the database refused
+    on their own (every other pair of the batch is stored)."""
+
+    inserted: int
+    refused: list[Refused[Item]]
 
 
 class Store:
@@ -86,7 +101,12 @@ class Store:
     def _translate(self, action: str) -> Iterator[None]:
         try:
             yield
-        except (SQLAlchemyError, CommandError) as exc:
+        except UnstorableRow:
+            raise
+        except (SQLAlchemyError, CommandError, OverflowError, UnicodeError) as exc:
+            if is_refusal(exc):
+                # About the row, not the database: storage.url is not the thing to check.
+                raise UnstorableRow(f"{action}: {refusal_message(exc)}") from exc
             raise StorageError(
                 f"{action} failed on {redact_url(self.url)}: {first_line(exc)} ({hint(exc)})"
             ) from exc
@@ -143,9 +163,20 @@ class Store:
         """Store the turn and its verdict; False if this (event, judge config) was stored before."""
         return self.save_many([(turn, verdict)]) == 1
 
-    def save_many(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> int:
-        """Store a batch in one transaction; returns how many verdicts were new."""
-        batch: dict[tuple[str, str], tuple[TurnEvent, Verdict]] = {}
+    def save_many(self, items: Sequence[Item]) -> int:
+        """Store a batch; returns how many verdicts were new. Raises ``UnstorableRow`` naming
+        the first turn the database refused, after storing every other turn of the batch."""
+        result = self.save_batch(items)
+        if result.refused:
+            first = result.refused[0]
+            raise UnstorableRow(first.message, row=first.item[0].event_id)
+        return result.inserted
+
+    def save_batch(self, items: Sequence[Item]) -> SaveResult:
+        """Store a batch in one transaction. A pair the database refuses (its data, not its
+        availability) is isolated by splitting the batch, and returned in ``refused`` with the
+        database's message; the others are stored. Unavailability raises ``StorageError``."""
+        batch: dict[tuple[str, str], Item] = {}
         for turn, verdict in items:
             if verdict.event_id != turn.event_id:
                 raise ValueError(
@@ -153,14 +184,20 @@ class Store:
                 )
             batch.setdefault((turn.event_id, verdict.judge_config_hash), (turn, verdict))
         if not batch:
-            return 0
+            return SaveResult(0, [])
+        # Sorted so concurrent batches take row locks in one order (no PostgreSQL deadlocks).
+        ordered = [batch[k] for k in sorted(batch)]
+        with self._translate("saving verdicts"):
+            counts, refused = write_isolating(ordered, self._write_batch)
+        return SaveResult(sum(counts), refused)
+
+    def _write_batch(self, pairs: Sequence[Item]) -> int:
         now = self._now()
         # A replayed event keeps its first stored copy (ON CONFLICT DO NOTHING on turns too).
-        # Sorted so concurrent batches take row locks in one order (no PostgreSQL deadlocks).
-        keys = sorted(batch)
-        turn_rows = {batch[k][0].event_id: turn_row(batch[k][0], now) for k in keys}
-        verdict_rows = [verdict_row(batch[k][1], now) for k in keys]
-        with self._translate("saving verdicts"), self._tx(write=True) as conn:
+        turn_rows = {turn.event_id: turn_row(turn, now) for turn, _ in pairs}
+        by_key = {(v.event_id, v.judge_config_hash): v for _, v in pairs}
+        verdict_rows = [verdict_row(v, now) for _, v in pairs]
+        with self._tx(write=True) as conn:
             conn.execute(
                 self._insert(turns).on_conflict_do_nothing(index_elements=["event_id"]),
                 list(turn_rows.values()),
@@ -174,7 +211,7 @@ class Store:
             judgment_rows = [
                 judgment_row(j, row.id)
                 for row in inserted
-                for j in batch[(row.event_id, row.judge_config_hash)][1].judgments
+                for j in by_key[(row.event_id, row.judge_config_hash)].judgments
             ]
             if judgment_rows:
                 conn.execute(sa.insert(judgments), judgment_rows)
@@ -183,17 +220,32 @@ class Store:
     # ------------------------------------------------------------------ reads
 
     def existing(self, event_ids: Iterable[str], judge_config_hash: str) -> set[str]:
-        """The subset of ``event_ids`` already judged under ``judge_config_hash``."""
+        """The subset of ``event_ids`` already judged under ``judge_config_hash``.
+
+        An id the database refuses even to look up (PostgreSQL: a NUL character) cannot have
+        been stored either: it is isolated and reported absent, so its turn is judged once and
+        then dead-lettered by the store step, instead of stalling every look-up.
+        """
         ids = sorted(set(event_ids))
+        chunks = [ids[start : start + IN_CHUNK] for start in range(0, len(ids), IN_CHUNK)]
         found: set[str] = set()
-        with self._translate("reading verdicts"), self._tx(write=False) as conn:
-            for start in range(0, len(ids), IN_CHUNK):
-                query = sa.select(verdicts.c.event_id).where(
-                    verdicts.c.judge_config_hash == judge_config_hash,
-                    verdicts.c.event_id.in_(ids[start : start + IN_CHUNK]),
+        with self._translate("reading verdicts"):
+            for chunk in chunks:
+                hits, refused = write_isolating(
+                    chunk, lambda part: self._existing(part, judge_config_hash)
                 )
-                found.update(conn.scalars(query))
+                for hit in hits:
+                    found.update(hit)
+                for bad in refused:
+                    _log_unreadable(bad)
         return found
+
+    def _existing(self, ids: Sequence[str], judge_config_hash: str) -> set[str]:
+        query = sa.select(verdicts.c.event_id).where(
+            verdicts.c.judge_config_hash == judge_config_hash, verdicts.c.event_id.in_(ids)
+        )
+        with self._tx(write=False) as conn:
+            return set(conn.scalars(query))
 
     def ping(self) -> bool:
         """``SELECT 1``; never raises (the reason of a failure is kept in ``last_error``)."""
@@ -208,3 +260,7 @@ class Store:
 
     def close(self) -> None:
         self._engine.dispose()
+
+
+def _log_unreadable(bad: Refused[str]) -> None:
+    _log.warning("event id refused by the database", event_id=bad.item, error=bad.message)

@@ -47,6 +47,7 @@ from monitor.stream.pipeline import build_pipeline
 from monitor.stream.readiness import Readiness
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.store import UNSTORABLE
 
 log = structlog.get_logger(__name__)
 
@@ -93,7 +94,7 @@ class Daemon:
         self._pipeline = build_pipeline(
             settings, source, dlq, store, evaluator, recorder, self.tracker, sampler, self._clock
         )
-        self._metrics.prime(dead_letter_reasons=DLQ_REASONS)
+        self._metrics.prime(dead_letter_reasons=(*DLQ_REASONS, UNSTORABLE))
 
         self._backlog: deque[Envelope[RawMessage]] = deque()
         self._next_offset: dict[TopicPartition, int] = {}  # per partition, to detect rewinds
@@ -113,6 +114,8 @@ class Daemon:
             self._cfg.revoke_timeout_seconds, settings.kafka.max_poll_interval_ms / 4000
         )
         source.set_rebalance_listener(self._on_assigned, self._on_revoked)
+        # Liveness (issue 21): a poll may block in a group join for up to the join timeout.
+        self._poll_block_s = settings.kafka.join_timeout_ms / 1000 + POLL_TIMEOUT_S
 
     # ------------------------------------------------------------------ control
 
@@ -187,7 +190,8 @@ class Daemon:
     def _poll(self) -> list[RawMessage]:
         timeout = BACKLOG_WAIT_S if self._backlog else POLL_TIMEOUT_S
         try:
-            records = self._source.poll(timeout, self._max_poll_records)
+            with self.heartbeat.excused(self._poll_block_s):
+                records = self._source.poll(timeout, self._max_poll_records)
         except TransportError as exc:
             self._readiness.broker_failed()
             log.warning("polling the broker failed; retrying", error=str(exc))

@@ -18,7 +18,8 @@ from __future__ import annotations
 import gzip
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from socketserver import ThreadingMixIn
 from typing import Any
 from urllib.parse import parse_qs
@@ -38,7 +39,13 @@ Environ = dict[str, Any]
 
 
 class Heartbeat:
-    """The processing loop calls ``tick()``; liveness fails when ticks stop for ``max_age``."""
+    """The processing loop calls ``tick()``; liveness fails when ticks stop for ``max_age``.
+
+    A call that may legitimately block longer (a consumer-group join holds ``poll`` for up to
+    max.poll.interval + 5 s during a rebalance) runs inside ``excused(bound)``: until the bound
+    passes, a stale tick is not a failure, so Kubernetes does not restart a healthy pod in the
+    middle of a rebalance; past it, the loop is stuck after all and liveness fails.
+    """
 
     def __init__(self, max_age_seconds: float = 60.0, clock: Clock | None = None) -> None:
         if max_age_seconds <= 0:
@@ -46,6 +53,7 @@ class Heartbeat:
         self._clock = clock or SystemClock()
         self._max_age = max_age_seconds
         self._last: float | None = None
+        self._excused_until: float | None = None
         self._lock = threading.Lock()
 
     def tick(self) -> None:
@@ -53,12 +61,28 @@ class Heartbeat:
         with self._lock:
             self._last = now
 
+    @contextmanager
+    def excused(self, bound_seconds: float) -> Iterator[None]:
+        """Ticks may stop for up to ``bound_seconds`` from now while inside this block."""
+        with self._lock:
+            self._excused_until = self._clock.monotonic() + bound_seconds
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._excused_until = None
+            self.tick()
+
     def status(self) -> tuple[bool, str]:
         with self._lock:
             last = self._last
+            excused_until = self._excused_until
         if last is None:
             return False, "processing loop has not started"
-        age = self._clock.monotonic() - last
+        now = self._clock.monotonic()
+        age = now - last
+        if age > self._max_age and excused_until is not None and now <= excused_until:
+            return True, f"waiting on a blocking call (e.g. a group join) for {age:.1f}s"
         if age > self._max_age:
             return False, f"processing loop last ticked {age:.1f}s ago (limit {self._max_age}s)"
         return True, "ok"

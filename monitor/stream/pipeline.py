@@ -137,7 +137,7 @@ def build_pipeline(
         writer = RedactingWriter(store, redactor, metrics)
     if redactor is not None and red.dead_letter:
         dlq = RedactingDeadLetterSink(dlq, redactor, metrics)
-    store_step = StoreStep(commit, writer, metrics, clock)
+    store_step = StoreStep(commit, writer, metrics, clock, dlq=dlq)
     judge = JudgeStep(
         store_step,
         evaluator,

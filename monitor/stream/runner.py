@@ -61,6 +61,10 @@ def shutdown_budget_s(settings: Settings) -> float:
     )
 
 
+STDIN = Path("-")  # `casewatch run --file -`: turns from standard input
+STDIN_DLQ = Path("casewatch-stdin.dlq.jsonl")  # in the working directory
+
+
 def file_sidecars(path: Path) -> tuple[Path, Path]:
     """Where the file source keeps its dead letters and its committed offset."""
     stem = path.name.removesuffix(".jsonl")
@@ -106,7 +110,12 @@ def _source_and_dlq(
 
     source: TurnSource
     dlq: DeadLetterSink
-    if file_path is not None:
+    if file_path == STDIN:
+        # A pipe cannot be re-read: no offsets file; dead letters in the working directory.
+        source = FileTurnSource(None)
+        closers.append(source.close)
+        dlq = FileDeadLetterSink(STDIN_DLQ)
+    elif file_path is not None:
         dlq_path, offsets_path = file_sidecars(file_path)
         source = FileTurnSource(file_path, follow=follow, offsets_path=offsets_path)
         closers.append(source.close)

@@ -13,9 +13,17 @@ from monitor.errors import ConfigError
 from monitor.settings import AlwaysJudgeRule, SamplingConfig
 from tests.consumers.turns import turn
 
+# Everything sampled, no budget, unless a test says otherwise (the shipped defaults are a
+# tenth and an hourly budget: tests/monitor/test_settings.py).
+OPEN: dict[str, Any] = {
+    "default_rate": 1.0,
+    "budget_calls_per_hour": None,
+    "budget_usd_per_hour": None,
+}
+
 
 def sampler(clock: ManualClock | None = None, **config: Any) -> Sampler:
-    return Sampler(SamplingConfig(**config), clock or ManualClock())
+    return Sampler(SamplingConfig(**{**OPEN, **config}), clock or ManualClock())
 
 
 def decide(s: Sampler, conversation: str = "conv-1", **overrides: Any) -> SampleDecision:
@@ -193,7 +201,9 @@ def test_skipped_turns_are_not_charged() -> None:
 
 
 def test_calls_per_turn_and_actual_calls() -> None:
-    s = Sampler(SamplingConfig(budget_calls_per_hour=5), ManualClock(), calls_per_turn=2)
+    s = Sampler(
+        SamplingConfig(**{**OPEN, "budget_calls_per_hour": 5}), ManualClock(), calls_per_turn=2
+    )
     assert decide(s, "a").sampled and decide(s, "b").sampled
     assert decide(s, "c").reason == "budget_calls"  # 1 left, a turn needs 2
     s.budget.settle(2, 3, 0.0)  # turn "a" needed an arbiter: one more call charged
@@ -241,6 +251,9 @@ def test_reserve_and_settle_charge_jobs_to_the_same_buckets() -> None:
     assert sampler.budget.levels() == {"calls": pytest.approx(4), "usd": pytest.approx(0.9)}
     assert sampler.budget.reserve(4) is None
     assert sampler.budget.reserve(1) == "budget_calls"
-    usd_only = Sampler(SamplingConfig(budget_usd_per_hour=0.1, estimated_usd_per_call=0.05), clock)
+    usd_only = Sampler(
+        SamplingConfig(**{**OPEN, "budget_usd_per_hour": 0.1, "estimated_usd_per_call": 0.05}),
+        clock,
+    )
     assert usd_only.budget.reserve(3) == "budget_usd"
     assert usd_only.budget.reserve(2) is None

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Histogram
 
 from monitor import __version__
 from monitor.exporter import (
@@ -18,6 +18,8 @@ from monitor.exporter import (
     Metrics,
     is_declared,
 )
+from monitor.models import Band
+from monitor.scoring import BAND_BUCKET_BOUNDS, band
 
 ROOT = Path(__file__).resolve().parents[2]
 # The only modules that set metric values (see monitor/exporter.py).
@@ -78,8 +80,28 @@ def test_is_declared_accepts_histogram_series_only_for_histograms() -> None:
     assert not is_declared("casewatch_nope_total")
 
 
-def test_score_buckets_contain_the_band_edges() -> None:
-    assert {0.3, 0.6, 0.85, 1.0} <= set(SCORE_BUCKETS)
+@pytest.mark.parametrize(
+    "score", [0.0, 0.3, 0.305, 0.30999, 0.31, 0.6, 0.605, 0.61, 0.85, 0.855, 0.86, 1.0]
+)
+def test_score_buckets_agree_with_the_band_edges(score: float) -> None:
+    # Issue 21: 0.305 is severe but landed above the 0.3 bucket. Each band bound is a bucket,
+    # and a score is at or below a band's bound exactly when its band is that one or worse.
+    severe, moderate, minor = BAND_BUCKET_BOUNDS
+    assert set(BAND_BUCKET_BOUNDS) | {1.0} <= set(SCORE_BUCKETS)
+    for bound, worst_band in (
+        (severe, Band.SEVERE),
+        (moderate, Band.MODERATE),
+        (minor, Band.MINOR),
+    ):
+        assert (score <= bound) == (band(score).rank <= worst_band.rank), (score, bound)
+
+
+def test_a_severe_score_between_the_printed_edges_counts_in_the_severe_bucket() -> None:
+    registry = CollectorRegistry()
+    histogram = Histogram("s", "score", buckets=SCORE_BUCKETS, registry=registry)
+    histogram.observe(0.305)
+    severe = BAND_BUCKET_BOUNDS[0]
+    assert registry.get_sample_value("s_bucket", {"le": str(severe)}) == 1.0
 
 
 def test_build_info(registry: CollectorRegistry) -> None:

@@ -4,6 +4,7 @@ import pytest
 
 from monitor.errors import ConfigError
 from monitor.judging.config_hash import judge_config_hash
+from monitor.judging.heuristic import judge as heuristic_judge
 from monitor.settings import load_settings
 
 
@@ -70,6 +71,30 @@ def test_judge_config_hash_changes_with_the_judge_but_not_the_key() -> None:
     c = load_settings(judges={"j": {"model": "m2", "api_key": "k1"}}, judge="j")
     assert judge_config_hash(a) == judge_config_hash(b)
     assert judge_config_hash(a) != judge_config_hash(c)
+
+
+def test_a_changed_heuristic_algorithm_changes_the_judge_config_hash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 21: the heuristic has no prompt; its ALGORITHM_VERSION is what a change bumps, so it
+    # must re-judge replayed turns instead of reusing the old heuristic's verdicts.
+    settings = load_settings()  # the default judge is the heuristic
+    before = judge_config_hash(settings)
+    monkeypatch.setattr(heuristic_judge, "ALGORITHM_VERSION", "heuristic-v999")
+    assert judge_config_hash(settings) != before
+    monkeypatch.undo()
+    assert judge_config_hash(settings) == before
+
+
+def test_the_shipped_sampling_defaults_are_a_tenth_under_an_hourly_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 21: a monitor that may call a paid API samples and caps its calls by default.
+    monkeypatch.delenv("CASEWATCH_SAMPLING")  # the suite judges everything (tests/conftest.py)
+    sampling = load_settings().sampling
+    assert sampling.default_rate == 0.1
+    assert sampling.budget_calls_per_hour == 1000
+    assert sampling.budget_usd_per_hour == 5.0
 
 
 def test_group_instance_id_from_the_environment_and_empty_means_dynamic(

@@ -26,6 +26,7 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 from consumers.records import TopicPartition
 from consumers.sampling import SampleDecision
 from monitor.models import TurnEvent, Verdict
+from monitor.storage.refusals import Refused
 
 T_co = TypeVar("T_co", covariant=True)
 U = TypeVar("U")
@@ -92,7 +93,18 @@ class SamplingMetrics(Protocol):
     ) -> None: ...
 
 
+class SavedBatch(Protocol):
+    """What storing a batch did: verdicts new to the store, and the pairs the database refused
+    on their own (every other pair was stored)."""
+
+    @property
+    def inserted(self) -> int: ...
+
+    @property
+    def refused(self) -> Sequence[Refused[tuple[TurnEvent, Verdict]]]: ...
+
+
 class VerdictWriter(Protocol):
     """Where judged turns are stored (the store, or the redacting writer in front of it)."""
 
-    def save_many(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> int: ...
+    def save_batch(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> SavedBatch: ...

@@ -31,7 +31,13 @@ from consumers.records import RawMessage
 from consumers.sampling import SampleDecision
 from monitor.models import TurnEvent, Verdict
 from monitor.redaction import Redactor, TooLargeToRedact
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, VerdictWriter
+from monitor.stream.steps.base import (
+    DoneStep,
+    Envelope,
+    ProcessingStep,
+    SavedBatch,
+    VerdictWriter,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -146,7 +152,7 @@ class RedactingWriter:
         self._redactor = redactor
         self._metrics = metrics
 
-    def save_many(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> int:
+    def save_batch(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> SavedBatch:
         redacted = []
         counts: dict[str, int] = {}
         for turn, verdict in items:
@@ -154,10 +160,10 @@ class RedactingWriter:
             redacted.append((result.turn, verdict))
             for kind, n in result.counts.items():
                 counts[kind] = counts.get(kind, 0) + n
-        inserted = self._writer.save_many(redacted)
+        saved = self._writer.save_batch(redacted)
         if counts:
             self._metrics.record_redactions(counts)
-        return inserted
+        return saved
 
 
 class RedactingDeadLetterSink:

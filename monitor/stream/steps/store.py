@@ -5,6 +5,12 @@ database did apply, or a turn replayed after a restart, is stored once (counted 
 While the database fails nothing is marked done: the buffer fills, ``submit`` rejects, the
 judge step fills behind it and the daemon pauses its partitions. ``healthy`` turns False so
 ``/readyz`` reports the outage; the process keeps running and recovers on its own.
+
+A turn the database refuses (its data, e.g. a NUL character PostgreSQL cannot hold: see
+``monitor.storage.refusals``) is not an outage: the store isolates it, stores the rest of the
+batch, and this step sends it to the dead-letter topic with reason ``unstorable`` and the
+database's message, then marks it done. Its judge call is never made again. A dead-letter
+queue that refuses writes holds it (backpressure), as in the decode step.
 """
 
 from __future__ import annotations
@@ -13,20 +19,26 @@ from typing import Protocol
 
 import structlog
 
+from consumers.dlq import DeadLetterSink
+from consumers.records import RawMessage
 from monitor.clock import Backoff, Clock, Deadline
-from monitor.errors import MessageRejected, StorageError
+from monitor.errors import MessageRejected, StorageError, TransportError
 from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, VerdictWriter
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_BATCH_SIZE = 64
 _MIN_WAIT_S = 0.01  # join never spins, even with a zero backoff
+DLQ_FLUSH_TIMEOUT_S = 10.0
+UNSTORABLE = "unstorable"  # the dead-letter reason of a turn the database refuses
 
 
 class StoreMetrics(Protocol):
     def record_stored(self, inserted: int, duplicate: int) -> None: ...
 
     def record_storage_error(self) -> None: ...
+
+    def record_dead_letter(self, reason: str) -> None: ...
 
 
 class StoreStep:
@@ -38,6 +50,8 @@ class StoreStep:
         clock: Clock,
         batch_size: int = DEFAULT_BATCH_SIZE,
         backoff: Backoff | None = None,
+        *,
+        dlq: DeadLetterSink,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -48,6 +62,9 @@ class StoreStep:
         self._batch_size = batch_size
         self._backoff = backoff or Backoff()
         self._buffer: list[Envelope[JudgedTurn]] = []
+        self._dlq = dlq
+        # Refused by the database, waiting for the dead-letter queue to take them.
+        self._unstorable: list[tuple[Envelope[JudgedTurn], str]] = []
         self._failures = 0
         self._retry_at = 0.0
         self.last_error: str | None = None
@@ -59,23 +76,25 @@ class StoreStep:
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) + len(self._unstorable)
 
     def submit(self, message: Envelope[JudgedTurn]) -> None:
-        if len(self._buffer) >= self._batch_size:
+        if self.buffered >= self._batch_size:
             self._flush()
-            if len(self._buffer) >= self._batch_size:
+            if self.buffered >= self._batch_size:
                 raise MessageRejected("verdict buffer full: the database is not keeping up")
         self._buffer.append(message)
 
     def _flush(self) -> bool:
+        if not self._dead_letter():
+            return False
         if not self._buffer:
             return True
         if self._failures and self._clock.monotonic() < self._retry_at:
             return False
         items = [(m.payload.turn, m.payload.verdict) for m in self._buffer]
         try:
-            inserted = self._store.save_many(items)
+            result = self._store.save_batch(items)
         except StorageError as exc:
             self._failures += 1
             delay = self._backoff.delay(self._failures)
@@ -94,11 +113,49 @@ class StoreStep:
             log.info("storage recovered", after_failures=self._failures)
         self._failures = 0
         self.last_error = None
-        # save_many counts distinct new rows; a batch may repeat an event (duplicate publish).
-        self._metrics.record_stored(inserted, len(items) - inserted)
+        refused = {
+            (r.item[0].event_id, r.item[1].judge_config_hash): r.message for r in result.refused
+        }
+        # save_batch counts distinct new rows; a batch may repeat an event (duplicate publish).
+        self._metrics.record_stored(
+            result.inserted, len(items) - result.inserted - len(result.refused)
+        )
         for message in self._buffer:
-            self._next.submit(message)
+            why = refused.get(
+                (message.payload.turn.event_id, message.payload.verdict.judge_config_hash)
+            )
+            if why is None:
+                self._next.submit(message)
+            else:
+                self._unstorable.append((message, why))
         self._buffer.clear()
+        return self._dead_letter()
+
+    def _dead_letter(self) -> bool:
+        """Send the refused turns to the dead-letter queue; each is done once it is there."""
+        while self._unstorable:
+            message, why = self._unstorable[0]
+            turn = message.payload.turn
+            detail = f"the database refused turn {turn.event_id!r}: {why}"
+            try:
+                self._dlq.send(_as_record(message), UNSTORABLE, detail)
+                self._dlq.flush(DLQ_FLUSH_TIMEOUT_S)
+            except TransportError as err:
+                log.warning(
+                    "dead-letter queue refused an unstorable turn; will retry", error=str(err)
+                )
+                return False
+            self._unstorable.pop(0)
+            self._metrics.record_dead_letter(UNSTORABLE)
+            log.error(
+                "turn dead-lettered: the database refuses it",
+                event_id=turn.event_id,
+                topic=message.tp.topic,
+                partition=message.tp.partition,
+                offset=message.offset,
+                error=why,
+            )
+            self._next.submit(message)
         return True
 
     def poll(self) -> None:
@@ -110,7 +167,7 @@ class StoreStep:
         while not self._flush():
             remaining = deadline.remaining()
             if remaining is not None and remaining <= 0:
-                log.warning("drain timed out with verdicts unsaved", n=len(self._buffer))
+                log.warning("drain timed out with verdicts unsaved", n=self.buffered)
                 break
             wait = max(_MIN_WAIT_S, self._retry_at - self._clock.monotonic())
             self._clock.sleep(min(wait, remaining) if remaining is not None else wait)
@@ -118,3 +175,11 @@ class StoreStep:
 
     def close(self) -> None:
         self._next.close()
+
+
+def _as_record(message: Envelope[JudgedTurn]) -> RawMessage:
+    """The turn as a record for the dead-letter queue. The original bytes are gone by now, so
+    the value is the decoded turn re-serialized (unknown producer fields included), which
+    ``casewatch replay`` can publish again once the data is fixed."""
+    value = message.payload.turn.model_dump_json().encode()
+    return RawMessage(message.tp.topic, message.tp.partition, message.offset, value)

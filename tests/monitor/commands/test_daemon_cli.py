@@ -129,6 +129,8 @@ def _kafka_config(
     drain_timeout_s: float = 20,
     judge_timeout_s: float = 10,
 ) -> tuple[Path, dict[str, Any]]:
+    key = tmp_path / "judge-key"  # keys come from files or the environment, not the config
+    key.write_text(FAKE_JUDGE_KEY)
     doc: dict[str, Any] = {
         "kafka": {
             "bootstrap_servers": [bootstrap],
@@ -145,7 +147,7 @@ def _kafka_config(
                 "kind": "openai",
                 "base_url": judge.base_url,
                 "model": FAKE_JUDGE_MODEL,
-                "api_key": FAKE_JUDGE_KEY,
+                "api_key_file": str(key),
                 "timeout_seconds": judge_timeout_s,
             }
         },

@@ -110,5 +110,5 @@ def test_unreachable_database_is_one_clear_line_and_exit_2(
 
 def test_a_missing_config_file_is_reported(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(main, ["db", "upgrade", "--config", str(tmp_path / "nope.yaml")])
-    assert result.exit_code == 2
+    assert result.exit_code == 2  # a configuration problem, as in every command
     assert "does not exist" in result.output

@@ -133,7 +133,22 @@ def test_bad_input_is_refused_with_a_clear_message(
 
 def test_an_unmigrated_database_points_at_db_upgrade(runner: CliRunner, tmp_path: Path) -> None:
     config = tmp_path / "empty.yaml"
+    (tmp_path / "empty.db").touch()  # there, but never migrated
     config.write_text(f"storage:\n  url: sqlite:///{tmp_path / 'empty.db'}\n")
     result = runner.invoke(main, ["drift", "--config", str(config), "--at", AT])
     assert result.exit_code == 2
     assert "casewatch db upgrade" in result.output
+
+
+def test_a_missing_database_says_what_to_run_and_creates_nothing(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # Issue 21: `casewatch drift` where no daemon ran created an empty casewatch.db.
+    db = tmp_path / "casewatch.db"
+    config = tmp_path / "c.yaml"
+    config.write_text(f"storage:\n  url: sqlite:///{db}\n")
+    result = runner.invoke(main, ["drift", "--config", str(config)])
+    assert result.exit_code == 2
+    assert f"no database at {db}" in result.output
+    assert "casewatch run" in result.output and "storage.url" in result.output
+    assert not db.exists()

@@ -50,7 +50,7 @@ def test_panel_judge_then_agreement_reports_before_and_after(tmp_path: Path) -> 
         judge = {
             "kind": "openai",
             "base_url": server.base_url,
-            "api_key": "k-123456",
+            # no key: the fake server checks none (keys never go in a config file)
             "transport_retries": 0,
             "output_retries": 0,
             "price_input_per_mtok": 1.0,

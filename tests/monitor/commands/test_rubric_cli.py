@@ -41,13 +41,15 @@ KEYWORDS = {
 
 def _config(tmp_path: Path, server: FakeJudgeServer) -> Path:
     path = tmp_path / "casewatch.yaml"
+    key = tmp_path / "judge-key"  # keys come from files or the environment, never the config
+    key.write_text(FAKE_JUDGE_KEY)
     path.write_text(
         "judges:\n"
         "  grader:\n"
         "    kind: openai\n"
         f"    base_url: {server.base_url}\n"
         f"    model: {FAKE_JUDGE_MODEL}\n"
-        f"    api_key: {FAKE_JUDGE_KEY}\n"
+        f"    api_key_file: {key}\n"
         "    transport_retries: 0\n"
         "rubric:\n"
         "  judge: grader\n"
@@ -126,7 +128,7 @@ def test_generate_reports_queries_without_questions(
         ["rubric", "generate", queries, "--out", out, "--config", _config(tmp_path, fake_judge)]
     )
     assert result.exit_code == 1
-    assert "no questions for 1 queries: b (invalid_output)" in result.stderr
+    assert "no questions for 1 queries: b (invalid_output: " in result.stderr
     assert [e.id for e in load_rubric_set(out).entries] == ["a"]  # what succeeded is kept
 
 
@@ -276,7 +278,7 @@ def test_grade_needs_an_openai_judge(tmp_path: Path) -> None:
     good, _ = _responses(tmp_path)
     result = _run(["rubric", "grade", rubrics, good, "--out-dir", tmp_path / "o"])
     assert result.exit_code == 2
-    assert "rubric grading needs an 'openai' judge" in result.stderr
+    assert "judge 'heuristic' is the offline heuristic" in result.stderr
 
 
 def test_evaluate_refuses_a_bad_qrels_file(tmp_path: Path) -> None:
@@ -287,3 +289,40 @@ def test_evaluate_refuses_a_bad_qrels_file(tmp_path: Path) -> None:
     result = _run(["rubric", "evaluate", qrels, run])
     assert result.exit_code == 2
     assert "not a qrels file" in result.stderr
+
+
+# ---------------------------------------------------------------- issue 21: messages
+
+
+def test_generate_without_an_llm_judge_says_how_to_configure_one(tmp_path: Path) -> None:
+    queries = _write(tmp_path / "q.jsonl", [{"id": "q1", "query": "Reset the VPN?"}])
+    result = _run(["rubric", "generate", queries, "--out", tmp_path / "r.yaml"])
+    assert result.exit_code == 2
+    assert "judge 'heuristic' is the offline heuristic" in result.output
+    assert "kind: openai" in result.output and "rubric.judge" in result.output
+    assert "is 'heuristic'" not in result.output
+
+
+def test_generate_that_produced_no_questions_writes_no_file_and_says_why(tmp_path: Path) -> None:
+    queries = _write(tmp_path / "q.jsonl", [{"id": "q1", "query": "Reset the VPN?"}])
+    out = tmp_path / "r.yaml"
+    with FakeJudgeServer() as server:  # answers judge scores: no questions in the reply
+        result = _run(
+            ["rubric", "generate", queries, "--out", out, "--config", _config(tmp_path, server)]
+        )
+    assert result.exit_code == 1
+    assert f"no questions were generated, so {out} was not written" in result.output
+    assert "q1 (invalid_output: " in result.output and "holds no questions" in result.output
+    assert "wrote 0 entries" not in result.output
+    assert not out.exists()
+
+
+def test_evaluate_names_the_line_and_the_six_fields_of_a_run_file(tmp_path: Path) -> None:
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 0 d1 1\n")
+    run = tmp_path / "sys.run"
+    run.write_text("q1 Q0 d1 1 0.5 sys\nq1 Q0 d2 2 0.4\n")
+    result = _run(["rubric", "evaluate", qrels, run])
+    assert result.exit_code == 2
+    assert f"{run}: line 2:" in result.output
+    assert "the 6 fields `query Q0 doc rank score system`, got 5" in result.output

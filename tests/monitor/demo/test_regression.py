@@ -42,12 +42,28 @@ def test_the_canary_starts_healthy_and_regresses_to_its_flawed_answers() -> None
         assert doc["assistant"]["name"] == CANARY  # type: ignore[index]
     regressed = _of(plan.regressed, CANARY)
     assert len(regressed) == len(_of(DOCS, CANARY)) == 72
-    assert {str(d["event_id"]).split("~")[0] for d in regressed} == flawed_ids
+    flawed_answers = {d["answer"] for d in _of(DOCS, CANARY) if d["event_id"] in flawed_ids}
+    assert {d["answer"] for d in regressed} == flawed_answers  # every slot answers badly
     # The stable sibling is the same in both phases, and nothing else moves.
     assert _of(plan.healthy, STABLE) == _of(plan.regressed, STABLE) == _of(DOCS, STABLE)
     for phase in (plan.healthy, plan.regressed):
         assert len(phase) == len(DOCS)
         assert len({d["event_id"] for d in phase}) == len(phase)  # idempotency keys stay unique
+
+
+def test_the_regression_changes_the_canary_answers_only_not_its_inputs() -> None:
+    # Issue 21: the demo's drift run flagged product, environment and retrieval_score on the
+    # canary. The regressed phase replayed the 29 flawed turns whole, so the canary's inputs
+    # became those turns' mix. Now each slot keeps its own inputs; only the answer changes.
+    plan = plan_regression(DOCS, FLAWS)
+    assert plan is not None
+    original = _of(DOCS, CANARY)
+    for before, after in zip(original, _of(plan.regressed, CANARY), strict=True):
+        assert str(after["event_id"]).startswith(f"{before['event_id']}~r")
+        inputs = {k: v for k, v in before.items() if k not in ("answer", "event_id")}
+        assert {k: v for k, v in after.items() if k not in ("answer", "event_id")} == inputs
+    for before, after in zip(original, _of(plan.healthy, CANARY), strict=True):
+        assert after["case"] == before["case"] and after["contexts"] == before["contexts"]
 
 
 def test_no_pair_or_no_flaws_means_no_regression(tmp_path: Path) -> None:

@@ -84,6 +84,19 @@ def test_demo_settings_keep_the_judges_and_replace_kafka_storage_and_server() ->
     assert s.sampling.default_rate == 0.5 and s.judge == base.judge
 
 
+def test_the_demo_judges_every_turn_unless_the_configuration_says_how_to_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 21: production defaults sample a tenth under an hourly budget; the demo does not.
+    monkeypatch.delenv("CASEWATCH_SAMPLING")  # the suite judges everything (tests/conftest.py)
+    defaults = load_settings(None)
+    assert defaults.sampling.default_rate < 1.0
+    assert defaults.sampling.budget_calls_per_hour is not None
+    s = demo_settings(defaults, "127.0.0.1:1234", "sqlite:///x.db", "127.0.0.1", 0)
+    assert s.sampling.default_rate == 1.0
+    assert s.sampling.budget_calls_per_hour is None and s.sampling.budget_usd_per_hour is None
+
+
 def test_cli_reports_missing_examples_and_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["demo", "--examples", str(tmp_path / "nope.jsonl")])
     assert result.exit_code == 2

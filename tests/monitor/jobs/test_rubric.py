@@ -87,7 +87,10 @@ def make_job(
             fake_judge_config(fake_judge, transport_retries=0),
             store,
             metrics,
-            budget or Sampler(SamplingConfig(), clock).budget,
+            budget
+            or Sampler(
+                SamplingConfig(budget_calls_per_hour=None, budget_usd_per_hour=None), clock
+            ).budget,
             clock=clock,
             rubrics=RUBRICS,
         )
@@ -184,7 +187,9 @@ def test_the_hourly_budget_is_charged_and_refusals_wait(
 ) -> None:
     _save(store, "t0")
     _save(store, "t1")
-    budget = Sampler(SamplingConfig(budget_calls_per_hour=6), clock).budget
+    budget = Sampler(
+        SamplingConfig(budget_calls_per_hour=6, budget_usd_per_hour=None), clock
+    ).budget
     job = make_job(budget=budget)
     summary = job.run_once()
     assert (summary.graded, summary.budget_refused) == (1, 1)  # 4 calls, then 4 > 2 left

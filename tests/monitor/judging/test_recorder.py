@@ -13,7 +13,7 @@ from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.recorder import JudgingRecorder
 from monitor.judging.verdicts import failed_verdict, single_judge_verdict
 from monitor.models import METRICS, Assistant, Case, JudgeScores, Judgment, MetricScore, TurnEvent
-from monitor.scoring import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE
+from monitor.scoring import BAND_BUCKET_BOUNDS, DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE
 
 
 def _turn(assistant: str = "helpdesk") -> TurnEvent:
@@ -67,7 +67,8 @@ def test_record_verdict_scored(registry: CollectorRegistry) -> None:
     labels = {"assistant": "helpdesk", "metric": "hallucination", "band": "severe"}
     assert get("casewatch_metric_band_total", labels) == 1
     assert get("casewatch_score_final_count", {"assistant": "helpdesk"}) == 1
-    assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.3"}) == 1
+    severe_bucket = {"assistant": "helpdesk", "le": str(BAND_BUCKET_BOUNDS[0])}
+    assert get("casewatch_score_final_bucket", severe_bucket) == 1
     assert get("casewatch_score_final_bucket", {"assistant": "helpdesk", "le": "0.1"}) == 0
     assert (
         get("casewatch_metric_score_count", {"assistant": "helpdesk", "metric": "answer_type_fit"})

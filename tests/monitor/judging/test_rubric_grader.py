@@ -208,5 +208,5 @@ def test_generation_reads_the_questions(
 
 
 def test_a_heuristic_judge_cannot_grade() -> None:
-    with pytest.raises(ConfigError, match="needs an 'openai' judge"):
+    with pytest.raises(ConfigError, match="configure an OpenAI-compatible judge"):
         RubricGrader("heuristic", JudgeConfig(kind="heuristic"))

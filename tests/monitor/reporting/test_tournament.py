@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.errors import NoPairing
+from monitor.reporting.bradley_terry import fit_ratings
 from monitor.reporting.elo import MatchResult
 from monitor.reporting.tournament import (
     bootstrap_intervals,
@@ -118,12 +119,17 @@ def test_bootstrap_intervals_cover_the_ratings_and_shrink_with_clear_results() -
         MatchResult("b", "c", {q: float(i % 2) for i, q in enumerate(many)}),
     ]
     intervals = bootstrap_intervals(systems, mixed, resamples=300, seed=3)
-    assert intervals["a"].low < 1500 + 32 * (0.75 - 0.5) < intervals["a"].high
-    assert intervals["a"].low > 1500  # a won 75 % of 40 questions: clearly above 1500
-    assert intervals["c"].low < 1500 < intervals["c"].high  # c drew half: not separable
+    fitted = fit_ratings(systems, mixed)
+    for s in systems:
+        assert intervals[s].low < fitted[s] < intervals[s].high
+    assert intervals["a"].low > 1500  # a won 75 % of 40 questions: clearly above the field
+    # b and c drew half of their questions: not separable.
+    assert intervals["c"].low < fitted["b"] < intervals["c"].high
     unanimous = [MatchResult("a", "b", dict.fromkeys(QUESTIONS, 1.0))]
     tight = bootstrap_intervals(["a", "b"], unanimous, resamples=50)
-    assert tight["a"].low == tight["a"].high == 1516.0  # every resample is the same match
+    # Every resample is the same match: one fit, a point interval.
+    assert tight["a"].low == pytest.approx(tight["a"].high)
+    assert tight["a"].low == pytest.approx(fit_ratings(["a", "b"], unanimous)["a"])
     empty = bootstrap_intervals(["a", "b"], [MatchResult("a", "b", {})], resamples=5)
     assert empty["a"].low == empty["a"].high == 1500.0
     with pytest.raises(ValueError, match="resamples"):

@@ -6,18 +6,20 @@ import random
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 import monitor.storage.retention as retention_module
 from monitor.clock import ManualClock
-from monitor.errors import StorageError
+from monitor.errors import StorageError, UnstorableRow
 from monitor.models import METRICS, TurnEvent, Verdict
 from monitor.settings import StorageConfig
 from monitor.storage.audit import counts, has_verdict, stored_event, stored_verdicts
 from monitor.storage.engine import normalize_url, redact_url
 from monitor.storage.retention import purge_older_than
 from monitor.storage.store import Store
+from tests.fixtures import refused_rows
 from tests.fixtures.databases import make_turn, make_verdict
 
 DAY = 86_400.0
@@ -322,3 +324,63 @@ def test_from_config_and_url_helpers(tmp_path: object) -> None:
     assert normalize_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert normalize_url("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
     assert "s3cret" not in redact_url("postgresql://u:s3cret@h/db")
+
+
+# ---------------------------------------------------------------- rows the database refuses
+
+
+def test_refused_rows_are_isolated_and_the_rest_of_the_batch_is_stored(store: Store) -> None:
+    kinds = refused_rows.kinds(store.dialect)
+    good = [(t, make_verdict(t)) for t in (make_turn(f"ok-{i:02d}") for i in range(12))]
+    bad = [refused_rows.refused_pair(store.dialect, k, f"bad-{k}") for k in kinds]
+    # Bad rows at the start, in the middle and at the end of the batch.
+    batch = [bad[0], *good[:6], *bad[1:-1], *good[6:], bad[-1]] if len(bad) > 1 else [*good, *bad]
+
+    result = store.save_batch(batch)
+
+    assert result.inserted == len(good)
+    assert sorted(r.item[0].event_id for r in result.refused) == sorted(f"bad-{k}" for k in kinds)
+    for refused in result.refused:
+        assert refused.message  # the database's (or driver's) own words
+        assert "storage.url" not in refused.message
+    assert counts(store)["verdicts"] == len(good)
+    assert store.existing([t.event_id for t, _ in good], "cfg-a") == {t.event_id for t, _ in good}
+
+
+@pytest.mark.parametrize("kind_index", range(5))
+def test_each_kind_of_refusal_names_the_event_and_is_not_an_outage(
+    store: Store, kind_index: int
+) -> None:
+    kinds = refused_rows.kinds(store.dialect)
+    if kind_index >= len(kinds):
+        pytest.skip(f"{store.dialect} refuses {len(kinds)} kinds here")
+    kind = kinds[kind_index]
+    turn, verdict = refused_rows.refused_pair(store.dialect, kind, f"evt-{kind}")
+
+    with pytest.raises(UnstorableRow) as info:
+        store.save(turn, verdict)
+
+    assert f"evt-{kind}" in str(info.value)
+    assert "storage.url" not in str(info.value)
+    assert info.value.row == f"evt-{kind}"
+    assert counts(store) == {"turns": 0, "verdicts": 0, "judgments": 0}
+
+
+def test_an_outage_is_still_a_storage_error_not_a_refusal(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")  # no schema: like a broken database
+    try:
+        turn = make_turn("evt-1")
+        with pytest.raises(StorageError) as info:
+            store.save_batch([(turn, make_verdict(turn))])
+        assert not isinstance(info.value, UnstorableRow)
+        assert "db upgrade" in str(info.value)
+    finally:
+        store.close()
+
+
+def test_an_event_id_the_database_cannot_look_up_is_reported_absent(store: Store) -> None:
+    # PostgreSQL refuses a NUL even in a WHERE clause; SQLite takes it. Either way the look-up
+    # answers for the other ids instead of failing the whole batch forever.
+    turn = make_turn("evt-1")
+    store.save(turn, make_verdict(turn))
+    assert store.existing(["evt-1", "evt\x00bad", "evt-2"], "cfg-a") == {"evt-1"}

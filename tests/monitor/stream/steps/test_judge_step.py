@@ -171,7 +171,7 @@ def test_every_judge_request_of_a_turn_is_charged_to_the_hourly_budget(
     # retries are only known once the verdict is in (make_verdict carries two judgments,
     # primary + arbiter, of 2 attempts each: four requests, all billed).
     clock = ManualClock()
-    sampling = SamplingConfig(budget_calls_per_hour=10)
+    sampling = SamplingConfig(default_rate=1.0, budget_calls_per_hour=10)
     sampler = Sampler(sampling, clock, calls_per_turn=1)
     downstream = Recorder()
     step = JudgeStep(

@@ -53,7 +53,7 @@ def test_sampled_turns_go_on_and_are_counted_by_reason() -> None:
 def test_a_rejected_turn_keeps_its_decision_and_budget() -> None:
     registry = CollectorRegistry()
     nxt = Recorder(capacity=0)
-    sampler = Sampler(SamplingConfig(budget_calls_per_hour=1), ManualClock())
+    sampler = Sampler(SamplingConfig(default_rate=1.0, budget_calls_per_hour=1), ManualClock())
     step = SampleStep(nxt, Recorder(), sampler, StreamRecorder(Metrics(registry)))
     message = env(make_turn("e1"))
     for _ in range(3):
@@ -76,7 +76,7 @@ def test_poll_join_close_reach_the_next_step() -> None:
     step = SampleStep(
         nxt,
         Recorder(),
-        Sampler(SamplingConfig(), ManualClock()),
+        Sampler(SamplingConfig(default_rate=1.0), ManualClock()),
         StreamRecorder(Metrics(CollectorRegistry())),
     )
     step.poll()

@@ -1,0 +1,67 @@
+"""``casewatch broker``: the embedded Kafka-protocol broker on its own, for trying casewatch
+against your own stream without the demo (issue 21).
+
+It starts Tansu (in memory: nothing survives a stop), creates the topics with their dead-letter
+topics, prints the address and how to publish to it and run the daemon on it, and runs until
+Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import click
+
+from monitor.commands.usage import fail
+from monitor.errors import CasewatchError
+
+DEFAULT_TOPIC = "support.turns"
+
+
+@click.command("broker")
+@click.option("--port", type=click.IntRange(0, 65535), default=9092, show_default=True,
+              help="Port to listen on (0: any free port).")  # fmt: skip
+@click.option("--topic", "topics", multiple=True, default=[DEFAULT_TOPIC], show_default=True,
+              help="Topic to create (repeatable), with its <topic>.dlq.")  # fmt: skip
+@click.option("--partitions", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Partitions per topic.")  # fmt: skip
+def broker_command(port: int, topics: tuple[str, ...], partitions: int) -> None:
+    """Start the embedded Kafka-protocol broker (Tansu, in memory) and print its address.
+
+    For trying `casewatch produce` and `casewatch run` without the demo; stops on Ctrl-C.
+    """
+    from consumers.tansu import EmbeddedBroker, create_topics
+    from monitor.logs import configure_logging
+
+    configure_logging("warning")  # stdout is for the address and the hints
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda _signum, _frame: stop.set())
+    broker = EmbeddedBroker(port=port or None)
+    try:
+        broker.start()
+        create_topics(broker.bootstrap, list(topics), partitions, dlq_suffix=".dlq")
+    except CasewatchError as exc:
+        broker.stop()
+        fail(f"{exc} (the broker comes with the 'broker' extra: pip install 'casewatch[broker]')")
+    address = broker.bootstrap
+    topic = topics[0]
+    click.echo(f"broker listening on {address}")
+    click.echo(f"topics: {', '.join(f'{t}, {t}.dlq' for t in topics)} (in memory)")
+    click.echo("try, in another terminal:")
+    click.echo(f"  casewatch produce examples/turns.jsonl --topic {topic} --bootstrap {address}")
+    click.echo(
+        f"  CASEWATCH_KAFKA__BOOTSTRAP_SERVERS='[\"{address}\"]' "
+        f"CASEWATCH_KAFKA__TOPICS='[\"{topic}\"]' casewatch run"
+    )
+    click.echo("Ctrl-C stops the broker (its messages are gone).", err=True)
+    try:
+        while not stop.wait(0.5):
+            if not broker.running:
+                fail("the broker stopped unexpectedly", code=1)
+    finally:
+        broker.stop()
+
+
+COMMANDS: list[click.Command] = [broker_command]

@@ -1,0 +1,113 @@
+"""``casewatch judge`` when the judge is down (issue 21): a check before the run, a non-zero
+exit when every turn failed, and Ctrl-C that keeps what was written and says how to resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from monitor.commands.batch import judge_command
+from tests.fake_judge_server import FakeJudgeServer, malformed
+from tests.fixtures.judge_server import FAKE_JUDGE_MODEL
+from tests.monitor.commands.test_batch_cli import _inputs
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _config(tmp_path: Path, base_url: str) -> Path:
+    path = tmp_path / "casewatch.yaml"
+    path.write_text(
+        "judges:\n  remote:\n    kind: openai\n"
+        f"    base_url: {base_url}\n    model: {FAKE_JUDGE_MODEL}\n"
+        "    timeout_seconds: 5\n    transport_retries: 0\n    output_retries: 0\n"
+        "judge: remote\n"
+    )
+    return path
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_judge_that_is_down_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    src, _ = _inputs(tmp_path, conversations=2)
+    out = tmp_path / "out.jsonl"
+    config = _config(tmp_path, f"http://127.0.0.1:{_closed_port()}/v1")
+    result = CliRunner().invoke(
+        judge_command, [str(src), "--out", str(out), "--config", str(config), "--no-progress"]
+    )
+    assert result.exit_code == 1
+    assert "judge 'remote'" in result.output and "did not answer" in result.output
+    assert "nothing was judged" in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_a_run_where_every_turn_failed_exits_non_zero_with_a_summary(tmp_path: Path) -> None:
+    src, _ = _inputs(tmp_path, conversations=2)
+    out = tmp_path / "out.jsonl"
+    with FakeJudgeServer() as server:
+        server.responder = lambda request: malformed()
+        config = _config(tmp_path, server.base_url)
+        result = CliRunner().invoke(
+            judge_command,
+            [str(src), "--out", str(out), "--config", str(config), "--no-progress"],
+        )
+    assert result.exit_code == 1, result.output
+    assert "all 4 turn(s) judged in this run ended judge_failed" in result.output
+
+
+def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_turn(
+    tmp_path: Path,
+) -> None:
+    src, _ = _inputs(tmp_path, conversations=6)  # 12 turns
+    out = tmp_path / "out.jsonl"
+    args = [sys.executable, "-m", "monitor.cli", "judge", str(src), "--out", str(out)]
+    with FakeJudgeServer(latency=0.3) as server:
+        config = _config(tmp_path, server.base_url)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(
+            [*args, "--config", str(config), "--concurrency", "1", "--no-progress"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not (out.exists() and out.read_bytes().count(b"\n") >= 2):
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "no verdict written"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        stderr = err.decode()
+        assert proc.returncode == 130, stderr
+        assert "Traceback" not in stderr
+        kept = out.read_bytes().count(b"\n")
+        assert 2 <= kept < 12
+        assert f"interrupted: {kept} turn(s) kept in {out}" in stderr
+        assert "run the same command again to resume" in stderr
+
+        again = CliRunner().invoke(
+            judge_command,
+            [str(src), "--out", str(out), "--config", str(config), "--no-progress", "--json"],
+        )
+    assert again.exit_code == 0, again.output
+    summary = json.loads(again.stdout)
+    assert summary["read"] == 12
+    assert summary["skipped_existing"] == kept and summary["judged"] == 12 - kept
+    # The table covers every turn of the file, the earlier run's verdicts included.
+    assert sum(a["n"] for a in summary["per_assistant"].values()) == 12
