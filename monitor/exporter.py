@@ -87,6 +87,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_tripwire_checked_total",
     "casewatch_identifier_mismatch_total",
     "casewatch_tripwire_truncated_total",
+    # Record batches the consumer could not read (issue 24: codec missing, corrupt batch).
+    "casewatch_unreadable_batches_total",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -483,6 +485,16 @@ class Metrics:
             "casewatch_tripwire_truncated",
             "Turns larger than the identifier tripwire's bounds, checked only in part",
             ["assistant"],
+            registry=r,
+        )
+
+        # Unreadable record batches (issue 24): each failed read attempt of a partition held
+        # back on a batch it cannot read (reason=codec_unavailable|corrupt; retried with a
+        # backoff of at most 30 s, so increase() over a few minutes is > 0 while it is stuck).
+        self.unreadable_batches = Counter(
+            "casewatch_unreadable_batches",
+            "Failed reads of a record batch the consumer cannot decompress or check (retried)",
+            ["topic", "reason"],
             registry=r,
         )
 

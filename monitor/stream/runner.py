@@ -212,7 +212,12 @@ class DaemonRunner:
                 sampler=sampler,
                 exit_when_idle=exit_when_idle,
             )
-            app = ProbeApp(registry, self.daemon.heartbeat, self.daemon.checks())
+            app = ProbeApp(
+                registry,
+                self.daemon.heartbeat,
+                self.daemon.checks(),
+                self.daemon.readiness_details,
+            )
             host, port = settings.server.host, settings.server.port
             try:
                 self.server = ProbeServer(app, host, port)
