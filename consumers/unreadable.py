@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from consumers.records import TopicPartition
-from monitor.clock import Clock
+from monitor.clock import Backoff, Clock
 
 # Bounded values of the ``reason`` label.
 CODEC_UNAVAILABLE = "codec_unavailable"  # the batch's compression library is not installed
@@ -70,11 +70,6 @@ class ReportsUnreadable(Protocol):
         ...
 
 
-def backoff_s(attempts: int, initial_s: float, max_s: float) -> float:
-    """Wait after the ``attempts``-th failure: initial, doubled per attempt, capped."""
-    return float(min(max_s, initial_s * 2 ** max(0, attempts - 1)))
-
-
 class UnreadablePartitions:
     """Which partitions are stuck, since which offset, and when each is retried."""
 
@@ -87,8 +82,7 @@ class UnreadablePartitions:
         if not 0 < initial_s <= max_s:
             raise ValueError(f"need 0 < initial_s <= max_s, got {initial_s}, {max_s}")
         self._clock = clock
-        self._initial = initial_s
-        self._max = max_s
+        self._backoff = Backoff(initial_s, max_s)
         self._stuck: dict[TopicPartition, UnreadableBatch] = {}
         self._lock = threading.Lock()  # snapshots are read from the HTTP thread
 
@@ -99,7 +93,7 @@ class UnreadablePartitions:
         with self._lock:
             before = self._stuck.get(tp)
             attempts = before.attempts + 1 if before is not None and before.offset == offset else 1
-            wait = backoff_s(attempts, self._initial, self._max)
+            wait = self._backoff.delay(attempts)
             batch = UnreadableBatch(
                 tp.topic, tp.partition, offset, reason, error, attempts,
                 self._clock.monotonic() + wait,
