@@ -271,10 +271,17 @@ PIPELINE = DashboardSpec(
                     "timeseries",
                     "Dead letters by reason",
                     "Records sent to the dead-letter topic: a producer shipping a bad schema "
-                    "shows up here first.",
+                    "shows up here first. Below them, failed reads of record batches the "
+                    "consumer cannot decompress or check (their partition is held, not "
+                    "dead-lettered; runbook: CasewatchUnreadableBatches).",
                     (
                         Query(
                             f"sum by (reason) (rate(casewatch_dead_letter_total{RI}))", "{{reason}}"
+                        ),
+                        Query(
+                            "sum by (topic, reason) "
+                            f"(rate(casewatch_unreadable_batches_total{RI}))",
+                            "unreadable {{topic}} {{reason}}",
                         ),
                     ),
                     unit="reqps",
