@@ -137,6 +137,8 @@ def build_pipeline(
         clock=clock,
         judged=store,  # a replayed turn costs a database read, not a judge call
         done=commit,
+        # Write-through (issue 24): stored by the judge thread as soon as it is judged.
+        persist=lambda turn, verdict: store.save_many([(turn, verdict)]),
     )
     sample = SampleStep(
         judge,

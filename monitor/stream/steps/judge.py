@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
 from typing import Protocol
 
@@ -79,6 +79,7 @@ class JudgeStep:
         judged: JudgedLookup | None = None,
         done: DoneStep | None = None,
         backoff: Backoff | None = None,
+        persist: Callable[[TurnEvent, Verdict], int] | None = None,
     ) -> None:
         if concurrency < 1 or max_in_flight < 1:
             raise ValueError("concurrency and max_in_flight must be >= 1")
@@ -91,10 +92,15 @@ class JudgeStep:
         self._max = max_in_flight
         self._clock = clock or SystemClock()
         self._pool = DaemonThreadPool(concurrency, "judge")
-        self._running: dict[Future[Verdict], Envelope[TurnEvent]] = {}
+        # Issue 24: a judge thread stores its verdict before it takes the next turn, so a
+        # finished verdict never waits in memory for the loop (a SIGKILL then costs the calls
+        # in flight, at most ``concurrency``); a failed write leaves it to the store step,
+        # which retries with backoff.
+        self._persist = persist
+        self._running: dict[Future[tuple[Verdict, int | None]], Envelope[TurnEvent]] = {}
         # Filled by the judge threads as calls end, so waiting and collecting cost the same
         # with 256 turns in flight as with one (no scan of every future, no waiter on each).
-        self._finished: deque[Future[Verdict]] = deque()
+        self._finished: deque[Future[tuple[Verdict, int | None]]] = deque()
         self._progress = threading.Event()
         self._ready: deque[Envelope[JudgedTurn]] = deque()
         # Turns of revoked partitions not yet started: judged only if the partition comes back.
@@ -131,11 +137,22 @@ class JudgeStep:
             self._unchecked.append(message)  # looked up, in one batch, on the next poll
 
     def _start(self, message: Envelope[TurnEvent]) -> None:
-        future = self._pool.submit(evaluate_guarded, self._evaluator, message.payload)
+        future = self._pool.submit(self._judge, message.payload)
         self._running[future] = message
         future.add_done_callback(self._finish)
 
-    def _finish(self, future: Future[Verdict]) -> None:
+    def _judge(self, turn: TurnEvent) -> tuple[Verdict, int | None]:
+        """On a judge thread: judge, then store (write-through) when a writer is given."""
+        verdict = evaluate_guarded(self._evaluator, turn)
+        if self._persist is None:
+            return verdict, None
+        try:
+            return verdict, self._persist(turn, verdict)
+        except StorageError as exc:  # the store step retries it, with backoff and metrics
+            log.debug("storing a verdict from the judge thread failed", error=str(exc))
+            return verdict, None
+
+    def _finish(self, future: Future[tuple[Verdict, int | None]]) -> None:
         # On the judge thread (or here, for a cancel): deque.append is atomic, no lock needed.
         self._finished.append(future)
         self._progress.set()
@@ -231,14 +248,14 @@ class JudgeStep:
             message = self._running.pop(future, None)
             if message is None:
                 continue  # cancelled by hold or discard, which took the turn back
-            verdict = future.result()
+            verdict, stored = future.result()
             self._metrics.record_verdict(verdict)
             # Every judgment is one judge call: with a panel, the arbiter's is charged here.
             calls = len(verdict.judgments)
             cost = sum(j.cost_usd for j in verdict.judgments)
             if cost or calls:
                 self._budget.record_cost(cost, calls=calls)
-            self._ready.append(message.replace(JudgedTurn(message.payload, verdict)))
+            self._ready.append(message.replace(JudgedTurn(message.payload, verdict, stored)))
 
     def _forward(self) -> None:
         while self._ready:

@@ -79,9 +79,13 @@ class StoreStep:
             return True
         if self._failures and self._clock.monotonic() < self._retry_at:
             return False
-        items = [(m.payload.turn, m.payload.verdict) for m in self._buffer]
+        # Verdicts a judge thread stored already (write-through) are only counted here.
+        items = [
+            (m.payload.turn, m.payload.verdict) for m in self._buffer if m.payload.stored is None
+        ]
+        before = [m.payload.stored for m in self._buffer if m.payload.stored is not None]
         try:
-            inserted = self._store.save_many(items)
+            inserted = self._store.save_many(items) if items else 0
         except StorageError as exc:
             self._failures += 1
             delay = self._backoff.delay(self._failures)
@@ -101,7 +105,7 @@ class StoreStep:
         self._failures = 0
         self.last_error = None
         # save_many counts distinct new rows; a batch may repeat an event (duplicate publish).
-        self._metrics.record_stored(inserted, len(items) - inserted)
+        self._metrics.record_stored(inserted + sum(before), len(items) - inserted + before.count(0))
         for message in self._buffer:
             self._next.submit(message)
         self._buffer.clear()
