@@ -52,6 +52,7 @@ __all__ = [
     "discard_fetched",
     "finish_pending_join",
     "from_kafka_tp",
+    "group_formed",
     "join_group",
     "kafka",
     "require_reachable",
@@ -148,6 +149,7 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaProducer._sender.force_close",
     "KafkaConsumer._fetcher.PartitionRecords.take",
     "KafkaConsumer._fetcher._paused_partition_records.pop",
+    "KafkaConsumer._coordinator.stable",
 )
 _warned: set[str] = set()
 
@@ -371,3 +373,18 @@ def discard_fetched(consumer: Any, tp: TopicPartition) -> None:
     pending = getattr(fetcher, "_next_in_line_exception_metadata", None)
     if pending is not None and pending.partition == ktp:
         fetcher._next_in_line_exception_metadata = None
+
+
+# ---------------------------------------------------------------- group formation (issue 24)
+
+
+def group_formed(consumer: Any) -> bool | None:
+    """Whether the consumer is a member of a formed group (joined, synced, no rejoin due);
+    None when that cannot be told (no coordinator known: a broker outage, not a stuck group)."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not hasattr(coordinator, "stable"):
+        _fallback("group_formed", "KafkaConsumer._coordinator.stable")
+        return None
+    if coordinator.coordinator_unknown():
+        return None
+    return bool(coordinator.stable() and not coordinator.need_rejoin())

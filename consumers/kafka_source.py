@@ -37,10 +37,16 @@ from consumers._kafka import (
     discard_fetched,
     finish_pending_join,
     from_kafka_tp,
+    group_formed,
     join_group,
     require_reachable,
     to_kafka_tp,
     wait_within,
+)
+from consumers.group_health import (
+    SESSION_TIMEOUTS,
+    GroupFormation,
+    RejoinListener,
 )
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import PartitionsCallback
@@ -100,10 +106,21 @@ class KafkaTurnSource:
         self._unreadable = UnreadablePartitions(SystemClock(), *unreadable_backoff_s)
         self._on_unreadable: UnreadableListener | None = None
         self._user_paused: set[TopicPartition] = set()
+        # A group that does not form (Tansu 0.6 can wedge one with static members) is left
+        # and joined again as a dynamic member (issue 24, consumers/group_health.py).
+        session_s = config.session_timeout_ms / 1000
+        self._formation = GroupFormation(SystemClock(), SESSION_TIMEOUTS * session_s, session_s)
+        self._on_rejoin: RejoinListener | None = None
+        self._connect_timeout_s = connect_timeout_s
         # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
         require_reachable(self._servers, connect_timeout_s)
+        self._consumer = self._subscribed(config.group_instance_id)
+
+    def _subscribed(self, group_instance_id: str | None) -> Any:
+        """A consumer of the group, subscribed to the topics with the rebalance listener."""
+        config = self._config
         with broker_errors("connecting the consumer", self._servers):
-            self._consumer = KafkaConsumer(
+            consumer = KafkaConsumer(
                 **client_options(config),
                 group_id=config.group_id,
                 enable_auto_commit=False,
@@ -113,17 +130,18 @@ class KafkaTurnSource:
                 max_poll_interval_ms=config.max_poll_interval_ms,
                 max_poll_records=config.max_poll_records,
                 fetch_max_wait_ms=config.fetch_max_wait_ms,
-                bootstrap_timeout_ms=int(connect_timeout_s * 1000),
+                bootstrap_timeout_ms=int(self._connect_timeout_s * 1000),
                 # None: a dynamic member, which leaves the group on close(); a static one stays
                 # (until its session times out) so its restart takes the partitions back.
-                group_instance_id=config.group_instance_id,
+                group_instance_id=group_instance_id,
             )
         try:
             with broker_errors("subscribing", self._servers):
-                self._consumer.subscribe(topics=list(config.topics), listener=_Listener(self))
+                consumer.subscribe(topics=list(config.topics), listener=_Listener(self))
         except BaseException:
-            self._consumer.close(autocommit=False, timeout_ms=int(close_timeout_s * 1000))
+            consumer.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
             raise
+        return consumer
 
     def start_join(self) -> None:
         """Join the group now, on a thread, while the caller gets the rest ready.
@@ -192,6 +210,9 @@ class KafkaTurnSource:
                         attempts=was.attempts,
                     )
         self._maybe_refresh_lag()
+        formed = group_formed(self._consumer)
+        if formed is not None and self._formation.observe(formed):
+            self._rejoin_dynamic()
         return out
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
@@ -231,6 +252,9 @@ class KafkaTurnSource:
         self._settle()
         held = self._unreadable.held() - self._user_paused if self._unreadable else set()
         return {from_kafka_tp(tp) for tp in self._consumer.paused()} - held
+
+    def set_rejoin_listener(self, listener: RejoinListener) -> None:
+        self._on_rejoin = listener
 
     def set_unreadable_listener(self, listener: UnreadableListener) -> None:
         self._on_unreadable = listener
@@ -281,6 +305,30 @@ class KafkaTurnSource:
             log.warning("closing the Kafka consumer failed", error=str(exc))
 
     # ------------------------------------------------------------------ internals
+
+    def _rejoin_dynamic(self) -> None:
+        """Leave a group that has not formed for several session timeouts and join it again
+        as a dynamic member (a new member id: the broker's stale state for the old one no
+        longer matters). Static membership comes back with the next restart of the process."""
+        log.warning(
+            "the consumer group has not formed; leaving it and rejoining as a dynamic member",
+            group=self._config.group_id,
+            group_instance_id=self._config.group_instance_id,
+            unformed_for_s=round(self._formation.bound_s, 1),
+        )
+        old = self._consumer
+        try:
+            with broker_errors("leaving the stuck group", self._servers):
+                # Revokes what is still assigned (the rebalance listener commits it first).
+                old.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
+        except Exception as exc:
+            log.warning("closing the stuck consumer failed", error=str(exc))
+        self._forget(set(self._positions) | set(self._lag))
+        self._unreadable.forget(set(self._unreadable.snapshot()))
+        self._user_paused.clear()
+        self._consumer = self._subscribed(None)
+        if self._on_rejoin is not None:
+            self._on_rejoin()
 
     def _hold_unreadable(self, exc: UnreadableBatchError) -> None:
         """Pause the partition on its unread batch (its position stays there, so nothing past

@@ -316,13 +316,18 @@ PIPELINE = DashboardSpec(
                 PanelSpec(
                     "timeseries",
                     "Offset commits and failures",
-                    "Successful offset commits per topic and commits the broker refused.",
+                    "Successful offset commits per topic, commits the broker refused, and "
+                    "rejoins of a consumer group that did not form (left, joined dynamically).",
                     (
                         Query(
                             f"sum by (topic) (rate(casewatch_offsets_committed_total{RI}))",
                             "commits {{topic}}",
                         ),
                         Query(f"sum(rate(casewatch_commit_failures_total{RI}))", "failures"),
+                        Query(
+                            f"sum(rate(casewatch_consumer_group_rejoins_total{RI}))",
+                            "group rejoins",
+                        ),
                     ),
                     unit="reqps",
                 ),

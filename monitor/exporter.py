@@ -89,6 +89,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "casewatch_tripwire_truncated_total",
     # Record batches the consumer could not read (issue 24: codec missing, corrupt batch).
     "casewatch_unreadable_batches_total",
+    # Rejoins of a consumer group that did not form for several session timeouts (issue 24).
+    "casewatch_consumer_group_rejoins_total",
 )
 
 HISTOGRAMS: frozenset[str] = frozenset(
@@ -495,6 +497,13 @@ class Metrics:
             "casewatch_unreadable_batches",
             "Failed reads of a record batch the consumer cannot decompress or check (retried)",
             ["topic", "reason"],
+            registry=r,
+        )
+        # A consumer group that did not form for several session timeouts (SyncGroup failing,
+        # or rebalancing without end), left and joined again as a dynamic member.
+        self.group_rejoins = Counter(
+            "casewatch_consumer_group_rejoins",
+            "Consumer group left and rejoined (dynamically) because it did not form",
             registry=r,
         )
 

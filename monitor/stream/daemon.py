@@ -32,6 +32,7 @@ import structlog
 
 from consumers.decode import DLQ_REASONS
 from consumers.dlq import DeadLetterSink
+from consumers.group_health import RejoinsStuckGroup
 from consumers.offsets import OffsetTracker
 from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import Sampler
@@ -106,6 +107,8 @@ class Daemon:
         if isinstance(source, ReportsUnreadable):
             source.set_unreadable_listener(self._on_unreadable)
             stuck = source.unreadable
+        if isinstance(source, RejoinsStuckGroup):
+            source.set_rejoin_listener(metrics.group_rejoins.inc)
         self._readiness = Readiness(
             source, store, lambda: self._pipeline.healthy, self._clock, stuck=stuck
         )
