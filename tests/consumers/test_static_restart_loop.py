@@ -73,7 +73,7 @@ def test_a_static_restart_loop_resumes_by_itself(
     group = f"restarts-{uuid.uuid4().hex[:6]}"
     logs = {name: tmp_path / f"{name}.log" for name in ("r0", "r1")}
     members = {name: Member(bootstrap, topic, group, name, log) for name, log in logs.items()}
-    rng = random.Random(1)  # a schedule that wedged Tansu without the rejoin (2026-11-25)
+    rng = random.Random(3)  # a schedule that wedged Tansu without the rejoin (2026-11-25)
     try:
         for _ in range(6):
             time.sleep(rng.uniform(4, 10))  # the scenario: a crash loop's rhythm
