@@ -58,6 +58,7 @@ from consumers.unreadable import (
     UnreadablePartitions,
 )
 from monitor.clock import SystemClock
+from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
 
 log = structlog.get_logger(__name__)
@@ -316,6 +317,11 @@ class KafkaTurnSource:
             group_instance_id=self._config.group_instance_id,
             unformed_for_s=round(self._formation.bound_s, 1),
         )
+        try:
+            fresh = self._subscribed(None)  # first: if the broker is gone, keep what there is
+        except BrokerError as exc:
+            log.warning("rejoining failed; retried after the next bound", error=str(exc))
+            return
         old = self._consumer
         try:
             with broker_errors("leaving the stuck group", self._servers):
@@ -326,7 +332,7 @@ class KafkaTurnSource:
         self._forget(set(self._positions) | set(self._lag))
         self._unreadable.forget(set(self._unreadable.snapshot()))
         self._user_paused.clear()
-        self._consumer = self._subscribed(None)
+        self._consumer = fresh
         if self._on_rejoin is not None:
             self._on_rejoin()
 
