@@ -25,6 +25,7 @@ with warnings.catch_warnings():
         "ignore", message=r"(read|open)_text is deprecated", category=DeprecationWarning
     )
     import kafka
+    import kafka.consumer.fetcher
     import kafka.errors
     import kafka.net.inet
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -43,12 +44,15 @@ __all__ = [
     "KafkaProducer",
     "KafkaTopicPartition",
     "OffsetAndMetadata",
+    "UnreadableBatchError",
     "any_reachable",
     "broker_errors",
     "client_options",
     "close_producer",
+    "discard_fetched",
     "finish_pending_join",
     "from_kafka_tp",
+    "group_formed",
     "join_group",
     "kafka",
     "require_reachable",
@@ -146,6 +150,9 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator._manager.wait_for",
     "KafkaProducer._sender.force_close",
     _SOCK_CONNECT,
+    "KafkaConsumer._fetcher.PartitionRecords.take",
+    "KafkaConsumer._fetcher._paused_partition_records.pop",
+    "KafkaConsumer._coordinator.stable",
 )
 _warned: set[str] = set()
 
@@ -264,3 +271,123 @@ def close_producer(producer: Any, timeout_s: float) -> bool:
     except kafka.errors.KafkaTimeoutError:
         delivered = False  # the sender did not exit in time; it is a daemon thread
     return delivered
+
+
+# ---------------------------------------------------------------- unreadable batches (issue 24)
+
+
+class UnreadableBatchError(Exception):
+    """A fetched batch of ``tp`` from ``offset`` on cannot be read (``reason``: one of
+    ``consumers.unreadable.REASONS``). Raised out of ``KafkaConsumer.poll`` by the patch below;
+    never a KafkaError, so ``broker_errors`` lets it through to the source, which holds the
+    partition back."""
+
+    def __init__(self, tp: TopicPartition, offset: int, reason: str, cause: BaseException) -> None:
+        self.tp = tp
+        self.offset = offset
+        self.reason = reason
+        self.cause = cause
+        super().__init__(
+            f"{tp.topic}/{tp.partition} at offset {offset}: {describe_unreadable(reason, cause)}"
+        )
+
+
+def describe_unreadable(reason: str, cause: BaseException) -> str:
+    """What failed, and what the operator can do about it."""
+    from consumers.unreadable import CODEC_UNAVAILABLE
+
+    detail = f"{type(cause).__name__}: {cause}"
+    if reason == CODEC_UNAVAILABLE:
+        return (
+            f"{detail}; the producer compressed this batch with a codec whose library is not "
+            "installed: install casewatch's dependencies python-snappy, lz4 and zstandard into "
+            "the daemon's environment and restart it"
+        )
+    return (
+        f"{detail}; the batch fails its checks or does not decompress: check the producer and "
+        "the broker's log for this offset (rules/RUNBOOK.md, CasewatchUnreadableBatches)"
+    )
+
+
+def _unreadable_reason(exc: BaseException) -> str:
+    from consumers.unreadable import CODEC_UNAVAILABLE, CORRUPT
+
+    return CODEC_UNAVAILABLE if isinstance(exc, kafka.errors.UnsupportedCodecError) else CORRUPT
+
+
+def _fail_unreadable_batches() -> None:
+    """Make an unreadable batch fail loudly, with its partition and offset, instead of spinning.
+
+    kafka-python 3.0.12 reads a fetched partition through a generator (``PartitionRecords``):
+    when decompressing or checking a batch raises (a codec library missing, a CRC mismatch),
+    ``poll()`` raises once, the generator is finished, and every later ``take()`` returns no
+    records without draining, so ``Fetcher.fetched_records`` loops forever on it holding the
+    polling thread (100 % CPU, every partition stopped, SIGTERM never acted on). Patched here:
+    the failure is remembered and raised again at every ``take()`` as an
+    ``UnreadableBatchError`` naming partition and offset, until the source discards the
+    records (``discard_fetched``) and pauses the partition. Applied once, at import.
+    """
+    fetcher_cls = getattr(getattr(kafka.consumer, "fetcher", None), "Fetcher", None)
+    cls = getattr(fetcher_cls, "PartitionRecords", None)
+    original = getattr(cls, "take", None)
+    if cls is None or original is None:
+        _fallback("fail_unreadable_batches", "kafka.consumer.fetcher.Fetcher.PartitionRecords.take")
+        return
+    if getattr(original, "fails_unreadable", False):
+        return
+
+    def take(self: Any, n: Any = None) -> Any:
+        failed = getattr(self, "_casewatch_unreadable", None)
+        if failed is not None:
+            raise failed
+        try:
+            return original(self, n)
+        except Exception as exc:
+            tp = from_kafka_tp(self.topic_partition)
+            error = UnreadableBatchError(
+                tp, int(self.next_fetch_offset), _unreadable_reason(exc), exc
+            )
+            self._casewatch_unreadable = error
+            raise error from exc
+
+    take.fails_unreadable = True  # type: ignore[attr-defined]
+    cls.take = take
+
+
+_fail_unreadable_batches()
+
+
+def discard_fetched(consumer: Any, tp: TopicPartition) -> None:
+    """Drop what the fetcher holds of ``tp`` (parsed or parked), so that reading it again, once
+    resumed, fetches it again from its position (which stayed on the unread batch)."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    if fetcher is None or not hasattr(fetcher, "_paused_partition_records"):
+        _fallback("discard_fetched", "KafkaConsumer._fetcher._paused_partition_records")
+        return
+    ktp = to_kafka_tp(tp)
+    current = getattr(fetcher, "_next_partition_records", None)
+    if current is not None and current.topic_partition == ktp:
+        current.drain()
+        fetcher._next_partition_records = None
+    parked = fetcher._paused_partition_records.pop(ktp, None)
+    if parked is not None:
+        parked.drain()
+    getattr(fetcher, "_paused_completed_fetches", {}).pop(ktp, None)
+    pending = getattr(fetcher, "_next_in_line_exception_metadata", None)
+    if pending is not None and pending.partition == ktp:
+        fetcher._next_in_line_exception_metadata = None
+
+
+# ---------------------------------------------------------------- group formation (issue 24)
+
+
+def group_formed(consumer: Any) -> bool | None:
+    """Whether the consumer is a member of a formed group (joined, synced, no rejoin due);
+    None when that cannot be told (no coordinator known: a broker outage, not a stuck group)."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not hasattr(coordinator, "stable"):
+        _fallback("group_formed", "KafkaConsumer._coordinator.stable")
+        return None
+    if coordinator.coordinator_unknown():
+        return None
+    return bool(coordinator.stable() and not coordinator.need_rejoin())

@@ -29,18 +29,36 @@ from consumers._kafka import (
     AsyncConsumerRebalanceListener,
     KafkaConsumer,
     OffsetAndMetadata,
+    UnreadableBatchError,
     any_reachable,
     broker_errors,
     client_options,
+    describe_unreadable,
+    discard_fetched,
     finish_pending_join,
     from_kafka_tp,
+    group_formed,
     join_group,
     require_reachable,
     to_kafka_tp,
     wait_within,
 )
+from consumers.group_health import (
+    SESSION_TIMEOUTS,
+    GroupFormation,
+    RejoinListener,
+)
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import PartitionsCallback
+from consumers.unreadable import (
+    INITIAL_BACKOFF_S,
+    MAX_BACKOFF_S,
+    UnreadableBatch,
+    UnreadableListener,
+    UnreadablePartitions,
+)
+from monitor.clock import SystemClock
+from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
 
 log = structlog.get_logger(__name__)
@@ -62,6 +80,7 @@ class KafkaTurnSource:
         commit_timeout_s: float = 30.0,
         close_timeout_s: float = CLOSE_TIMEOUT_S,
         lag_refresh_s: float = LAG_REFRESH_S,
+        unreadable_backoff_s: tuple[float, float] = (INITIAL_BACKOFF_S, MAX_BACKOFF_S),
     ) -> None:
         self._config = config
         self._servers = list(config.bootstrap_servers)
@@ -82,10 +101,26 @@ class KafkaTurnSource:
         self._closed = False
         self._joiner: threading.Thread | None = None
         self._unannounced: set[TopicPartition] = set()  # assigned before a listener was set
+        # Partitions held back on a batch they cannot read, and those the caller paused
+        # (backpressure): a held partition is resumed when its retry is due, not before.
+        self._unreadable = UnreadablePartitions(SystemClock(), *unreadable_backoff_s)
+        self._on_unreadable: UnreadableListener | None = None
+        self._user_paused: set[TopicPartition] = set()
+        # A group that does not form (Tansu 0.6 can wedge one with static members) is left
+        # and joined again as a dynamic member (issue 24, consumers/group_health.py).
+        session_s = config.session_timeout_ms / 1000
+        self._formation = GroupFormation(SystemClock(), SESSION_TIMEOUTS * session_s, session_s)
+        self._on_rejoin: RejoinListener | None = None
+        self._connect_timeout_s = connect_timeout_s
         # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
         require_reachable(self._servers, connect_timeout_s)
+        self._consumer = self._subscribed(config.group_instance_id)
+
+    def _subscribed(self, group_instance_id: str | None) -> Any:
+        """A consumer of the group, subscribed to the topics with the rebalance listener."""
+        config = self._config
         with broker_errors("connecting the consumer", self._servers):
-            self._consumer = KafkaConsumer(
+            consumer = KafkaConsumer(
                 **client_options(config),
                 group_id=config.group_id,
                 enable_auto_commit=False,
@@ -95,17 +130,18 @@ class KafkaTurnSource:
                 max_poll_interval_ms=config.max_poll_interval_ms,
                 max_poll_records=config.max_poll_records,
                 fetch_max_wait_ms=config.fetch_max_wait_ms,
-                bootstrap_timeout_ms=int(connect_timeout_s * 1000),
+                bootstrap_timeout_ms=int(self._connect_timeout_s * 1000),
                 # None: a dynamic member, which leaves the group on close(); a static one stays
                 # (until its session times out) so its restart takes the partitions back.
-                group_instance_id=config.group_instance_id,
+                group_instance_id=group_instance_id,
             )
         try:
             with broker_errors("subscribing", self._servers):
-                self._consumer.subscribe(topics=list(config.topics), listener=_Listener(self))
+                consumer.subscribe(topics=list(config.topics), listener=_Listener(self))
         except BaseException:
-            self._consumer.close(autocommit=False, timeout_ms=int(close_timeout_s * 1000))
+            consumer.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
             raise
+        return consumer
 
     def start_join(self) -> None:
         """Join the group now, on a thread, while the caller gets the rest ready.
@@ -145,20 +181,38 @@ class KafkaTurnSource:
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
         self._settle()
+        if self._unreadable:
+            self._sync_held()
         with broker_errors("polling", self._servers):
             # During a rebalance this may block past timeout_s (bounded by the join timeout).
             finish_pending_join(self._consumer, self._join_timeout_ms)
-            batches = self._consumer.poll(
-                timeout_ms=max(0, int(timeout_s * 1000)), max_records=max_records
-            )
+            try:
+                batches = self._consumer.poll(
+                    timeout_ms=max(0, int(timeout_s * 1000)), max_records=max_records
+                )
+            except UnreadableBatchError as exc:  # no records came with it: see _kafka.py
+                self._hold_unreadable(exc)
+                batches = {}
         out: list[RawMessage] = []
         for records in batches.values():
             for r in records:
                 out.append(_to_raw(r))
             if records:
                 last = records[-1]
-                self._positions[TopicPartition(last.topic, last.partition)] = last.offset + 1
+                tp = TopicPartition(last.topic, last.partition)
+                self._positions[tp] = last.offset + 1
+                if self._unreadable and (was := self._unreadable.read(tp, last.offset)):
+                    log.info(
+                        "unreadable partition readable again",
+                        topic=was.topic,
+                        partition=was.partition,
+                        offset=was.offset,
+                        attempts=was.attempts,
+                    )
         self._maybe_refresh_lag()
+        formed = group_formed(self._consumer)
+        if formed is not None and self._formation.observe(formed):
+            self._rejoin_dynamic()
         return out
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
@@ -176,20 +230,37 @@ class KafkaTurnSource:
             self._consumer.commit(offsets=payload, timeout_ms=max(1, timeout_ms))
 
     def pause(self, tps: Iterable[TopicPartition]) -> None:
-        ktps = [to_kafka_tp(tp) for tp in tps]
-        if ktps:
+        tps = set(tps)
+        if tps:
             self._settle()
-            self._consumer.pause(*ktps)
+            self._user_paused |= tps
+            self._consumer.pause(*(to_kafka_tp(tp) for tp in tps))
 
     def resume(self, tps: Iterable[TopicPartition]) -> None:
-        ktps = [to_kafka_tp(tp) for tp in tps]
-        if ktps:
+        tps = set(tps)
+        if tps:
             self._settle()
-            self._consumer.resume(*ktps)
+            self._user_paused -= tps
+            # A partition held on an unreadable batch stays paused until its retry is due.
+            ktps = [to_kafka_tp(tp) for tp in tps - self._unreadable.held()]
+            if ktps:
+                self._consumer.resume(*ktps)
 
     def paused(self) -> set[TopicPartition]:
+        """Partitions the caller paused (those held on an unreadable batch are not theirs to
+        resume: see ``unreadable()``)."""
         self._settle()
-        return {from_kafka_tp(tp) for tp in self._consumer.paused()}
+        held = self._unreadable.held() - self._user_paused if self._unreadable else set()
+        return {from_kafka_tp(tp) for tp in self._consumer.paused()} - held
+
+    def set_rejoin_listener(self, listener: RejoinListener) -> None:
+        self._on_rejoin = listener
+
+    def set_unreadable_listener(self, listener: UnreadableListener) -> None:
+        self._on_unreadable = listener
+
+    def unreadable(self) -> dict[TopicPartition, UnreadableBatch]:
+        return self._unreadable.snapshot()
 
     @property
     def member_id(self) -> str:
@@ -234,6 +305,74 @@ class KafkaTurnSource:
             log.warning("closing the Kafka consumer failed", error=str(exc))
 
     # ------------------------------------------------------------------ internals
+
+    def _rejoin_dynamic(self) -> None:
+        """Leave a group that has not formed for several session timeouts and join it again
+        as a dynamic member (a new member id: the broker's stale state for the old one no
+        longer matters). Static membership comes back with the next restart of the process."""
+        log.warning(
+            "the consumer group has not formed; leaving it and rejoining as a dynamic member",
+            group=self._config.group_id,
+            group_instance_id=self._config.group_instance_id,
+            unformed_for_s=round(self._formation.bound_s, 1),
+        )
+        try:
+            fresh = self._subscribed(None)  # first: if the broker is gone, keep what there is
+        except BrokerError as exc:
+            log.warning("rejoining failed; retried after the next bound", error=str(exc))
+            return
+        old = self._consumer
+        try:
+            with broker_errors("leaving the stuck group", self._servers):
+                # Revokes what is still assigned (the rebalance listener commits it first).
+                old.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
+        except Exception as exc:
+            log.warning("closing the stuck consumer failed", error=str(exc))
+        self._forget(set(self._positions) | set(self._lag))
+        self._unreadable.forget(set(self._unreadable.snapshot()))
+        self._user_paused.clear()
+        self._consumer = fresh
+        if self._on_rejoin is not None:
+            self._on_rejoin()
+
+    def _hold_unreadable(self, exc: UnreadableBatchError) -> None:
+        """Pause the partition on its unread batch (its position stays there, so nothing past
+        it is read or committed) and schedule a fresh fetch of it after a backoff."""
+        tp = exc.tp
+        discard_fetched(self._consumer, tp)
+        batch = self._unreadable.failed(
+            tp, exc.offset, exc.reason, describe_unreadable(exc.reason, exc.cause)
+        )
+        ktp = to_kafka_tp(tp)
+        if ktp in self._consumer.assignment():
+            self._consumer.pause(ktp)
+        log.error(
+            "unreadable record batch: partition held back, other partitions go on",
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=exc.offset,
+            reason=exc.reason,
+            attempts=batch.attempts,
+            retry_in_s=round(batch.retry_at - time.monotonic(), 1),
+            error=batch.error,
+        )
+        if self._on_unreadable is not None:
+            self._on_unreadable(batch)
+
+    def _sync_held(self) -> None:
+        """Keep held partitions paused; resume those whose retry is due (unless the caller
+        paused them too): their next fetch reads the batch again."""
+        stuck = self._unreadable.snapshot()
+        held = self._unreadable.held()
+        assigned = self._consumer.assignment()
+        paused = set(self._consumer.paused())
+        hold = {to_kafka_tp(tp) for tp in held} & assigned - paused
+        retry = {to_kafka_tp(tp) for tp in set(stuck) - held - self._user_paused} & paused
+        if hold:
+            self._consumer.pause(*hold)
+        if retry:
+            log.info("retrying unreadable partitions", partitions=_names(map(from_kafka_tp, retry)))
+            self._consumer.resume(*retry)
 
     def _maybe_refresh_lag(self) -> None:
         """Recompute lag from highwater marks the fetches already returned (no request)."""
@@ -286,6 +425,8 @@ class KafkaTurnSource:
         if not tps:  # kafka-python reports an empty revocation before the first join
             return []
         self._forget(tps)
+        self._unreadable.forget(tps)
+        self._user_paused -= tps
         log.info("partitions lost" if lost else "partitions revoked", partitions=_names(tps))
         self._deferred_commits = []
         try:

@@ -271,10 +271,17 @@ PIPELINE = DashboardSpec(
                     "timeseries",
                     "Dead letters by reason",
                     "Records sent to the dead-letter topic: a producer shipping a bad schema "
-                    "shows up here first.",
+                    "shows up here first. Below them, failed reads of record batches the "
+                    "consumer cannot decompress or check (their partition is held, not "
+                    "dead-lettered; runbook: CasewatchUnreadableBatches).",
                     (
                         Query(
                             f"sum by (reason) (rate(casewatch_dead_letter_total{RI}))", "{{reason}}"
+                        ),
+                        Query(
+                            "sum by (topic, reason) "
+                            f"(rate(casewatch_unreadable_batches_total{RI}))",
+                            "unreadable {{topic}} {{reason}}",
                         ),
                     ),
                     unit="reqps",
@@ -319,13 +326,18 @@ PIPELINE = DashboardSpec(
                 PanelSpec(
                     "timeseries",
                     "Offset commits and failures",
-                    "Successful offset commits per topic and commits the broker refused.",
+                    "Successful offset commits per topic, commits the broker refused, and "
+                    "rejoins of a consumer group that did not form (left, joined dynamically).",
                     (
                         Query(
                             f"sum by (topic) (rate(casewatch_offsets_committed_total{RI}))",
                             "commits {{topic}}",
                         ),
                         Query(f"sum(rate(casewatch_commit_failures_total{RI}))", "failures"),
+                        Query(
+                            f"sum(rate(casewatch_consumer_group_rejoins_total{RI}))",
+                            "group rejoins",
+                        ),
                     ),
                     unit="reqps",
                 ),

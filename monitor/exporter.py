@@ -470,6 +470,23 @@ class Metrics:
             registry=r,
         )
 
+        # Unreadable record batches: each failed read attempt of a partition held
+        # back on a batch it cannot read (reason=codec_unavailable|corrupt; retried with a
+        # backoff of at most 30 s, so increase() over a few minutes is > 0 while it is stuck).
+        self.unreadable_batches = Counter(
+            "casewatch_unreadable_batches",
+            "Failed reads of a record batch the consumer cannot decompress or check (retried)",
+            ["topic", "reason"],
+            registry=r,
+        )
+        # A consumer group that did not form for several session timeouts (SyncGroup failing,
+        # or rebalancing without end), left and joined again as a dynamic member.
+        self.group_rejoins = Counter(
+            "casewatch_consumer_group_rejoins",
+            "Consumer group left and rejoined (dynamically) because it did not form",
+            registry=r,
+        )
+
         for outcome in ("inserted", "duplicate"):  # both outcomes are known up front
             self.stored.labels(outcome=outcome)
 

@@ -48,7 +48,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # Each package's modules (relative names; "__init__" is the package itself), lowest first.
 INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "consumers": (
-        ("__init__", "records", "replay", "sampling"),
+        ("__init__", "group_health", "records", "replay", "sampling"),
+        ("unreadable",),
         ("_kafka", "decode", "offsets", "source"),
         ("dlq", "file_source", "kafka_source", "tansu"),
     ),
@@ -132,7 +133,15 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("build",),
     ),
     "monitor.stream": (
-        ("__init__", "http", "readiness", "recorder", "steps.__init__", "steps.base"),
+        (
+            "__init__",
+            "http",
+            "readiness",
+            "recorder",
+            "watchdog",
+            "steps.__init__",
+            "steps.base",
+        ),
         ("steps.rebalance",),
         # the steps: siblings, none imports another (what two share lives in steps.base)
         (

@@ -112,6 +112,13 @@ def _lines(path: Path) -> Iterator[bytes]:
     show_default=True,
     help="Seconds to wait for the broker to accept connections.",
 )
+@click.option(
+    "--compression",
+    type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+    default="none",
+    show_default=True,
+    help="Batch compression (every Kafka codec; the daemon reads them all).",
+)
 def produce(
     file: Path,
     topic: str,
@@ -121,6 +128,7 @@ def produce(
     loop: bool,
     count: int | None,
     connect_timeout: float,
+    compression: str,
 ) -> None:
     """Publish the turns of a JSONL file to a Kafka topic, as raw bytes (one line, one message)."""
     from consumers._kafka import (
@@ -147,6 +155,7 @@ def produce(
                 **options,
                 acks="all",
                 linger_ms=5,
+                compression_type=None if compression == "none" else compression,
                 max_request_size=settings.kafka.max_message_bytes + 64 * 1024,
             )
     except CasewatchError as exc:

@@ -32,10 +32,13 @@ import structlog
 
 from consumers.decode import DLQ_REASONS
 from consumers.dlq import DeadLetterSink
+from consumers.group_health import RejoinsStuckGroup
 from consumers.offsets import OffsetTracker
 from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import Sampler
 from consumers.source import TurnSource
+from consumers.unreadable import REASONS as UNREADABLE_REASONS
+from consumers.unreadable import ReportsUnreadable, UnreadableBatch
 from monitor.clock import Clock, Deadline, SystemClock
 from monitor.errors import MessageRejected, TransportError
 from monitor.exporter import Metrics
@@ -101,7 +104,16 @@ class Daemon:
         self._stop = threading.Event()
         self._stop_at: float | None = None  # when stop() was first called (monotonic)
         self._finished = threading.Event()
-        self._readiness = Readiness(source, store, lambda: self._pipeline.healthy, self._clock)
+        # A source that can meet unreadable batches (Kafka) reports each failed read (issue 24).
+        stuck = None
+        if isinstance(source, ReportsUnreadable):
+            source.set_unreadable_listener(self._on_unreadable)
+            stuck = source.unreadable
+        if isinstance(source, RejoinsStuckGroup):
+            source.set_rejoin_listener(self._metrics.record_group_rejoin)
+        self._readiness = Readiness(
+            source, store, lambda: self._pipeline.healthy, self._clock, stuck=stuck
+        )
         self._next_lag = 0.0
         self._backlog_since: float | None = None
         self._holding = False  # a revoke held queued judge work back until the next poll
@@ -143,6 +155,10 @@ class Daemon:
     def final_commit_error(self) -> TransportError | None:
         """Why the commit at the end of ``run`` failed; None if it succeeded (or is to come)."""
         return self._pipeline.final_commit_error
+
+    def readiness_details(self) -> dict[str, list[str]]:
+        """Added to the /readyz body: which partitions are stuck on an unreadable batch."""
+        return self._readiness.details()
 
     def checks(self) -> dict[str, Callable[[], bool]]:
         """Readiness checks for /readyz. Values cached by the loop: the consumer is not
@@ -296,6 +312,10 @@ class Daemon:
     def _on_assigned(self, tps: Collection[TopicPartition]) -> None:
         # Offsets need no set-up (tracked from the first record read); the metrics do.
         self._metrics.prime(topics={tp.topic for tp in tps})
+        self._metrics.prime_unreadable({tp.topic for tp in tps}, UNREADABLE_REASONS)
+
+    def _on_unreadable(self, batch: UnreadableBatch) -> None:
+        self._metrics.record_unreadable(batch.topic, batch.reason)
 
     def _on_revoked(self, tps: Collection[TopicPartition]) -> None:
         """Finish the revoked partitions' turns being judged (up to ``revoke_timeout_seconds``),

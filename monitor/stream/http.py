@@ -107,7 +107,9 @@ class ProbeApp:
         registry: CollectorRegistry,
         heartbeat: Heartbeat,
         checks: Mapping[str, Callable[[], bool]],
+        details: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
+        self._details = details  # more for the /readyz body (e.g. which partition is stuck)
         self._metrics_app = make_wsgi_app(registry)
         self._exposition = Exposition(registry)
         self._heartbeat = heartbeat
@@ -125,7 +127,9 @@ class ProbeApp:
             failing = sorted(n for n, ok in results.items() if not ok)
             body: dict[str, Any] = {"ready": not failing, "checks": results}
             if failing:
-                body["reason"] = f"not reachable: {', '.join(failing)}"
+                body["reason"] = f"not ready: {', '.join(failing)}"
+            if self._details is not None:
+                body.update(self._details())
             return _json(start_response, not failing, body)
         start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
         return [b"not found: try /metrics, /healthz or /readyz\n"]

@@ -9,6 +9,7 @@ questions the loop asks (is the database healthy, how many judge calls still run
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 
 from consumers.dlq import DeadLetterSink
@@ -20,7 +21,7 @@ from monitor.clock import Clock
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import TurnEvent
+from monitor.models import TurnEvent, Verdict
 from monitor.redaction import Redactor
 from monitor.settings import Settings
 from monitor.storage.store import Store
@@ -114,6 +115,13 @@ class Pipeline:
         return self._commit.final_error
 
 
+def write_through(writer: VerdictWriter, turn: TurnEvent, verdict: Verdict) -> int | None:
+    """Store one judged turn from the judge thread: 1 inserted, 0 already there, None when the
+    database refused the row (the store step then dead-letters it with the reason)."""
+    saved = writer.save_batch([(turn, verdict)])
+    return None if saved.refused else saved.inserted
+
+
 def build_pipeline(
     settings: Settings,
     source: TurnSource,
@@ -147,6 +155,8 @@ def build_pipeline(
         max_in_flight=cfg.max_in_flight,
         clock=clock,
         reserved_per_turn=sampler.calls_per_turn,
+        # Write-through: the judge thread stores its verdict as soon as it is judged.
+        persist=functools.partial(write_through, writer),
     )
     # A replayed turn costs a database read, not a judge call.
     lookup = LookupStep(

@@ -42,6 +42,18 @@ class StreamRecorder:
         self._lag_series: set[tuple[str, str]] = set()
         self._lag_lock = threading.Lock()
 
+    def prime_unreadable(self, topics: Iterable[str], reasons: Iterable[str]) -> None:
+        for topic in topics:
+            for reason in reasons:
+                self._m.unreadable_batches.labels(topic=topic, reason=reason)
+
+    def record_unreadable(self, topic: str, reason: str) -> None:
+        """One failed read of a batch the consumer cannot decompress or check (retried)."""
+        self._m.unreadable_batches.labels(topic=topic, reason=reason).inc()
+
+    def record_group_rejoin(self) -> None:
+        self._m.group_rejoins.inc()
+
     def record_redactions(self, counts: Mapping[str, int]) -> None:
         """Values redacted, by kind; kinds are the configured detectors' names."""
         for kind, n in counts.items():

@@ -165,6 +165,7 @@ class DaemonRunner:
         self._jobs: JobScheduler | None = None
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._shutdown_budget_s = shutdown_budget_s(settings)
         closers: list[Callable[[], None]] = []
         try:
             # The source first: a Kafka consumer joins its group on a thread while the rest is
@@ -217,7 +218,12 @@ class DaemonRunner:
                 sampler=sampler,
                 exit_when_idle=exit_when_idle,
             )
-            app = ProbeApp(registry, self.daemon.heartbeat, self.daemon.checks())
+            app = ProbeApp(
+                registry,
+                self.daemon.heartbeat,
+                self.daemon.checks(),
+                self.daemon.readiness_details,
+            )
             host, port = settings.server.host, settings.server.port
             try:
                 self.server = ProbeServer(app, host, port)
@@ -272,15 +278,25 @@ class DaemonRunner:
         with ``install_signals``, ``daemon.stop()``, or an exhausted file); then close all.
         Raises ``OffsetsNotCommitted`` (after closing) when the final commit failed."""
         self._start_services()
+        # Issue 24: the stop bound holds whatever a client library does (stream/watchdog.py).
+        from monitor.stream.watchdog import StopWatchdog
+
+        watchdog = StopWatchdog(self._shutdown_budget_s).start()
         try:
             if install_signals:
-                install_drain_signals(self.daemon.stop)
+
+                def stop() -> None:
+                    watchdog.arm()
+                    self.daemon.stop()
+
+                install_drain_signals(stop)
                 log.info("SIGTERM/SIGINT drain and stop; a second one stops at once")
             self.daemon.run()
         finally:
             self._stopped = True
             self._stop_services()
             self.daemon.close()
+            watchdog.done()
         if (error := self.commit_error) is not None:
             raise error
 

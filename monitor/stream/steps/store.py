@@ -92,9 +92,13 @@ class StoreStep:
             return True
         if self._failures and self._clock.monotonic() < self._retry_at:
             return False
-        items = [(m.payload.turn, m.payload.verdict) for m in self._buffer]
+        # Verdicts a judge thread stored already (write-through) are only counted here.
+        items = [
+            (m.payload.turn, m.payload.verdict) for m in self._buffer if m.payload.stored is None
+        ]
+        before = [m.payload.stored for m in self._buffer if m.payload.stored is not None]
         try:
-            result = self._store.save_batch(items)
+            result = self._store.save_batch(items) if items else None
         except StorageError as exc:
             self._failures += 1
             delay = self._backoff.delay(self._failures)
@@ -113,12 +117,14 @@ class StoreStep:
             log.info("storage recovered", after_failures=self._failures)
         self._failures = 0
         self.last_error = None
+        inserted = result.inserted if result is not None else 0
+        refused_rows = list(result.refused) if result is not None else []
         refused = {
-            (r.item[0].event_id, r.item[1].judge_config_hash): r.message for r in result.refused
+            (r.item[0].event_id, r.item[1].judge_config_hash): r.message for r in refused_rows
         }
         # save_batch counts distinct new rows; a batch may repeat an event (duplicate publish).
         self._metrics.record_stored(
-            result.inserted, len(items) - result.inserted - len(result.refused)
+            inserted + sum(before), len(items) - inserted - len(refused_rows) + before.count(0)
         )
         for message in self._buffer:
             why = refused.get(

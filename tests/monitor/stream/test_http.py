@@ -100,7 +100,7 @@ def test_readyz_names_failing_checks(
     doc = json.loads(body)
     assert status == 503
     assert doc["checks"] == {"broker": True, "database": False}
-    assert doc["reason"] == "not reachable: database"
+    assert doc["reason"] == "not ready: database"
 
 
 def test_readyz_check_that_raises_counts_as_failing(
@@ -111,7 +111,7 @@ def test_readyz_check_that_raises_counts_as_failing(
     checks.broker = False
     status, _, body = _get(f"{srv.url}/readyz")
     assert status == 503
-    assert json.loads(body)["reason"] == "not reachable: broker, database"
+    assert json.loads(body)["reason"] == "not ready: broker, database"
 
 
 def test_unknown_path_is_404(server: tuple[ProbeServer, Heartbeat]) -> None:

@@ -16,6 +16,7 @@ from monitor.models import TurnEvent, Verdict
 from monitor.redaction import RedactionPolicy, Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.settings import SamplingConfig
+from monitor.storage.store import SaveResult
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.decode import DecodeStep
 from monitor.stream.steps.redact import (
@@ -106,9 +107,9 @@ class _Writer:
     def __init__(self) -> None:
         self.saved: list[tuple[TurnEvent, Verdict]] = []
 
-    def save_many(self, items: object) -> int:
+    def save_batch(self, items: object) -> SaveResult:
         self.saved.extend(items)  # type: ignore[call-overload]
-        return len(self.saved)
+        return SaveResult(len(self.saved), [])
 
 
 def test_the_redacting_writer_stores_the_redacted_turn() -> None:
@@ -118,7 +119,7 @@ def test_the_redacting_writer_stores_the_redacted_turn() -> None:
         writer, Redactor(RedactionPolicy()), StreamRecorder(Metrics(registry))
     )
     turn = _pii()
-    assert redacting.save_many([(turn, make_verdict(turn))]) == 1
+    assert redacting.save_batch([(turn, make_verdict(turn))]).inserted == 1
     stored = writer.saved[0][0].model_dump_json()
     assert EMAIL not in stored and CARD not in stored and "<EMAIL_1>" in stored
     assert registry.get_sample_value("casewatch_redactions_total", {"kind": "email"}) == 2

@@ -1,0 +1,73 @@
+"""Noticing a consumer group that does not form, so the member can rejoin it (issue 24).
+
+Tansu 0.6 can wedge a group with static members: a member restarted under its
+``group_instance_id`` within the broker's 3 s hold makes Tansu expire the old session, mint a
+new member id and keep the expired one as the group's leader; every SyncGroup is answered
+"rebalance in progress" (error 27) from then on and no member ever gets partitions again. Real
+Kafka does not do this, but the member cannot tell the two apart, and a group that has not
+formed for several session timeouts is stuck whatever the cause: the source leaves it and
+joins again as a dynamic member (``consumers/kafka_source.py``). Pure; the clock is injected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from monitor.clock import Clock
+
+# A group that has not formed for this many session timeouts is taken to be stuck: a healthy
+# rebalance takes one join round (on Tansu half a session timeout plus 3 s).
+SESSION_TIMEOUTS = 3
+
+
+class GroupFormation:
+    """Formed means stable for ``settle_s`` at a stretch: a group that keeps rebalancing
+    (Tansu can also forget a static member's id a second after its SyncGroup, so the member
+    rejoins every few seconds) is no more formed than one whose SyncGroup keeps failing."""
+
+    def __init__(self, clock: Clock, bound_s: float, settle_s: float) -> None:
+        if bound_s <= 0 or settle_s < 0:
+            raise ValueError(f"need bound_s > 0 and settle_s >= 0, got {bound_s}, {settle_s}")
+        self._clock = clock
+        self._bound = bound_s
+        self._settle = settle_s
+        self._since: float | None = None  # not settled since
+        self._formed_at: float | None = None  # formed (not yet settled) since
+
+    @property
+    def bound_s(self) -> float:
+        return self._bound
+
+    def observe(self, formed: bool) -> bool:
+        """Record whether the member is in a formed group now; True once it has not been
+        settled in one for longer than the bound (then the count starts again, for the
+        rejoin's own rounds)."""
+        now = self._clock.monotonic()
+        if formed:
+            if self._formed_at is None:
+                self._formed_at = now
+            if now - self._formed_at >= self._settle:
+                self._since = None
+                return False
+        else:
+            self._formed_at = None
+        if self._since is None:
+            self._since = now
+            return False
+        if now - self._since > self._bound:
+            self._since, self._formed_at = now, None
+            return True
+        return False
+
+
+RejoinListener = Callable[[], None]
+
+
+@runtime_checkable
+class RejoinsStuckGroup(Protocol):
+    """A source that leaves and rejoins a consumer group that does not form (Kafka)."""
+
+    def set_rejoin_listener(self, listener: RejoinListener) -> None:
+        """``listener`` is called (on the polling thread) at every such rejoin."""
+        ...
