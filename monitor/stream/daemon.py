@@ -1,4 +1,5 @@
-"""The streaming daemon: source → decode → sample → judge → store → commit.
+"""The streaming daemon: source → [screen →] decode → redact → sample → look-up → judge → store →
+commit.
 
 One thread runs the loop (the Kafka consumer is not thread-safe): poll the source, offer each
 record to the first step, poll the steps. Backpressure follows arroyo's processor: a step that

@@ -19,7 +19,8 @@ So screening never changes an outcome; it only moves the common case off the con
 thread. A batch whose process fails or dies (``BrokenProcessPool``) goes on whole to the
 in-process path and the pool is rebuilt. Batches are collected in submission order; a record
 the next step refuses waits here (backpressure: ``submit`` refuses while any does). On a
-revoke the daemon calls ``finish`` so nothing of a revoked partition stays in flight here.
+revoke the pipeline's ``hold`` (``Rebalancing``) finishes what is in flight here, so nothing of
+a revoked partition stays in this step.
 """
 
 from __future__ import annotations
