@@ -232,8 +232,10 @@ def test_a_failed_grading_settles_the_budget_it_reserved(
     budget = Sampler(SamplingConfig(budget_calls_per_hour=10), clock).budget
     summary = make_job(budget=budget, concurrency=1).run_once()
     assert summary.failed == 1
+    # How many were sent before the rest were cancelled depends on thread timing (a busy
+    # machine may send all four): whatever was sent is charged, whatever was not comes back.
     sent = fake_judge.request_count
-    assert 1 <= sent < 4
+    assert 1 <= sent <= 4
     assert budget.levels()["calls"] == pytest.approx(10 - sent)
 
 
