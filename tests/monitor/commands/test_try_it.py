@@ -91,7 +91,9 @@ def test_run_reads_turns_from_standard_input(tmp_path: Path) -> None:
 def test_make_run_installs_the_package_and_the_broker_not_the_dev_tools(tmp_path: Path) -> None:
     # `make -n` prints what a fresh checkout would run, without running it.
     plan = subprocess.run(
-        ["make", "-n", "run", f"VENV={tmp_path / 'venv'}"],
+        # --no-print-directory: under `make test` this make is a sub-make, which would print
+        # "Entering directory" lines around the plan.
+        ["make", "-n", "--no-print-directory", "run", f"VENV={tmp_path / 'venv'}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
