@@ -11,6 +11,7 @@ joins again as a dynamic member (``consumers/kafka_source.py``). Pure; the clock
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
@@ -19,6 +20,10 @@ from monitor.clock import Clock
 # A group that has not formed for this many session timeouts is taken to be stuck: a healthy
 # rebalance takes one join round (on Tansu half a session timeout plus 3 s).
 SESSION_TIMEOUTS = 3
+# After each rejoin that did not help, the bound doubles (up to this factor) and gets a random
+# extra of up to half of itself: members of one group that rejoin on the same rhythm interrupt
+# each other's join rounds for ever (seen on Tansu with two members rejoining every ~32 s).
+MAX_BACKOFF = 8
 
 
 class GroupFormation:
@@ -26,11 +31,20 @@ class GroupFormation:
     (Tansu can also forget a static member's id a second after its SyncGroup, so the member
     rejoins every few seconds) is no more formed than one whose SyncGroup keeps failing."""
 
-    def __init__(self, clock: Clock, bound_s: float, settle_s: float) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        bound_s: float,
+        settle_s: float,
+        rng: random.Random | None = None,
+    ) -> None:
         if bound_s <= 0 or settle_s < 0:
             raise ValueError(f"need bound_s > 0 and settle_s >= 0, got {bound_s}, {settle_s}")
         self._clock = clock
+        self._base = bound_s
         self._bound = bound_s
+        self._backoff = 1
+        self._rng = rng or random.Random()  # noqa: S311 (jitter, not a secret)
         self._settle = settle_s
         self._since: float | None = None  # not settled since
         self._formed_at: float | None = None  # formed (not yet settled) since
@@ -49,6 +63,7 @@ class GroupFormation:
                 self._formed_at = now
             if now - self._formed_at >= self._settle:
                 self._since = None
+                self._backoff, self._bound = 1, self._base  # settled: the next stall is new
                 return False
         else:
             self._formed_at = None
@@ -57,6 +72,8 @@ class GroupFormation:
             return False
         if now - self._since > self._bound:
             self._since, self._formed_at = now, None
+            self._backoff = min(self._backoff * 2, MAX_BACKOFF)
+            self._bound = self._base * self._backoff * (1 + self._rng.uniform(0, 0.5))
             return True
         return False
 

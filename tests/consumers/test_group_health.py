@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from consumers.group_health import GroupFormation
+from consumers.group_health import MAX_BACKOFF, GroupFormation
 from monitor.clock import ManualClock
 
 
@@ -17,11 +19,29 @@ def _run(formation: GroupFormation, clock: ManualClock, states: str, step: float
     return "".join(out)
 
 
-def test_a_group_whose_sync_keeps_failing_is_rejoined_after_the_bound() -> None:
+class NoJitter(random.Random):
+    def uniform(self, a: float, b: float) -> float:
+        return a
+
+
+def test_a_group_whose_sync_keeps_failing_is_rejoined_with_a_growing_bound() -> None:
     clock = ManualClock()
-    formation = GroupFormation(clock, bound_s=5, settle_s=2)
-    # Not formed from t=0: the sixth second past the bound rejoins, then the count restarts.
-    assert _run(formation, clock, "." * 14) == "......R.....R."
+    formation = GroupFormation(clock, bound_s=5, settle_s=2, rng=NoJitter())
+    # Not formed from t=0: past the bound (5 s) it rejoins at t=6; a rejoin that did not help
+    # doubles the bound (10 s: t=17, then 20 s: t=38), so members of one group stop
+    # interrupting each other's joins on a common rhythm.
+    marks = _run(formation, clock, "." * 40)
+    assert [i for i, c in enumerate(marks) if c == "R"] == [6, 17, 38]
+
+
+def test_the_backoff_is_capped_jittered_and_reset_once_the_group_settles() -> None:
+    clock = ManualClock()
+    formation = GroupFormation(clock, bound_s=5, settle_s=2, rng=random.Random(1))
+    _run(formation, clock, "." * 400)
+    assert 5 * MAX_BACKOFF <= formation.bound_s <= 5 * MAX_BACKOFF * 1.5
+    _run(formation, clock, "FFF")  # settled: the next stall starts from the base bound
+    assert formation.bound_s == 5
+    assert "R" in _run(formation, clock, "." * 7)
 
 
 def test_a_group_that_forms_and_stays_formed_is_left_alone() -> None:
