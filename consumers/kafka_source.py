@@ -314,7 +314,7 @@ class KafkaTurnSource:
             "the consumer group has not formed; leaving it and rejoining as a dynamic member",
             group=self._config.group_id,
             group_instance_id=self._config.group_instance_id,
-            unformed_for_s=round(self._formation.bound_s, 1),
+            next_bound_s=round(self._formation.bound_s, 1),
         )
         try:
             fresh = self._subscribed(None)  # first: if the broker is gone, keep what there is
