@@ -20,17 +20,20 @@ step at the end is the only place offsets are marked done, so "committed" always
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from consumers.records import TopicPartition
 from consumers.sampling import SampleDecision
+from monitor.errors import MessageRejected
 from monitor.models import TurnEvent, Verdict
 from monitor.storage.refusals import Refused
 
 T_co = TypeVar("T_co", covariant=True)
 U = TypeVar("U")
 T_contra = TypeVar("T_contra", contravariant=True)
+T = TypeVar("T")
 
 
 class Envelope(NamedTuple, Generic[T_co]):
@@ -111,3 +114,15 @@ class VerdictWriter(Protocol):
     """Where judged turns are stored (the store, or the redacting writer in front of it)."""
 
     def save_batch(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> SavedBatch: ...
+
+
+def forward(ready: deque[Envelope[T]], next_step: ProcessingStep[T]) -> None:
+    """Offer ``ready`` to ``next_step`` in order until it refuses one; what it refused stays
+    at the head of ``ready``, offered again on the next poll (backpressure, order kept)."""
+    submit = next_step.submit
+    while ready:
+        try:
+            submit(ready[0])
+        except MessageRejected:
+            return
+        ready.popleft()

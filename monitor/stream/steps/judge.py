@@ -27,7 +27,7 @@ from monitor.clock import Clock, Deadline, SystemClock
 from monitor.errors import MessageRejected, StorageError
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.models import TurnEvent, Verdict
-from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep
+from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, forward
 from monitor.workers import DaemonThreadPool
 
 log = structlog.get_logger(__name__)
@@ -178,17 +178,9 @@ class JudgeStep:
                 self._budget.settle(self._reserved, requests, cost)
             self._ready.append(message.replace(JudgedTurn(message.payload, verdict, stored)))
 
-    def _forward(self) -> None:
-        while self._ready:
-            try:
-                self._next.submit(self._ready[0])
-            except MessageRejected:
-                return  # keep it; offered again on the next poll
-            self._ready.popleft()
-
     def poll(self) -> None:
         self._collect()
-        self._forward()
+        forward(self._ready, self._next)
         self._next.poll()
 
     def join(self, timeout: float | None = None) -> None:

@@ -22,7 +22,7 @@ from monitor.budget import Budget
 from monitor.clock import Backoff, Clock, Deadline, SystemClock
 from monitor.errors import MessageRejected, StorageError
 from monitor.models import TurnEvent
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, forward
 
 log = structlog.get_logger(__name__)
 
@@ -129,17 +129,9 @@ class LookupStep:
         for assistant, n in skipped.items():
             self._metrics.record_already_judged(assistant, n)
 
-    def _forward(self) -> None:
-        while self._ready:
-            try:
-                self._next.submit(self._ready[0])
-            except MessageRejected:
-                return  # keep it; offered again on the next poll
-            self._ready.popleft()
-
     def poll(self) -> None:
         self._check()
-        self._forward()
+        forward(self._ready, self._next)
         self._next.poll()
 
     # ``Rebalancing``: every turn of a revoked partition not handed to the judge yet is held.

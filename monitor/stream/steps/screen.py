@@ -43,7 +43,7 @@ from monitor.models import TurnEvent
 from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.settings import SamplingConfig
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics, forward
 
 log = structlog.get_logger(__name__)
 
@@ -245,13 +245,7 @@ class ScreenStep:
             )
 
     def _forward(self) -> None:
-        ready, submit = self._ready, self._next.submit
-        while ready:
-            try:
-                submit(ready[0])
-            except MessageRejected:
-                return
-            ready.popleft()
+        forward(self._ready, self._next)
 
     def _flush_counts(self) -> None:
         skipped, self._skipped = self._skipped, {}
