@@ -47,6 +47,7 @@ from consumers.decode import decode_turn  # noqa: E402
 from consumers.kafka_source import _to_raw  # noqa: E402
 from consumers.records import RawMessage, TopicPartition  # noqa: E402
 from monitor.exporter import Metrics  # noqa: E402
+from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
 from monitor.stream.daemon import Daemon  # noqa: E402
 
@@ -157,7 +158,9 @@ def daemon_us_per_msg(
         source,
         _NoDeadLetters(),
         _IdleStore(),  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]  # nothing is judged: rate 0 and no budget
+        # Built like the daemon's (the look-up step needs its configuration hash), never
+        # called: rate 0 and no budget, nothing is judged.
+        build_evaluator(settings),
         Metrics(CollectorRegistry()),
         exit_when_idle=True,
     )
