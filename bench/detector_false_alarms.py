@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
 
-from monitor.reporting.detection import DEFAULT_SHIFTS, Detector, calibrate  # noqa: E402
+from monitor.reporting.cusum_calibration import calibrate  # noqa: E402
+from monitor.reporting.detection import DEFAULT_SHIFTS, Detector  # noqa: E402
 
 DAY_S = 86400.0
 REFERENCE_DAYS = 7.0

@@ -71,14 +71,13 @@ from monitor.demo.prometheus_stack import PrometheusStack  # noqa: E402
 from monitor.exporter import Metrics, disable_created_series  # noqa: E402
 from monitor.jobs.recorders import DetectionRecorder  # noqa: E402
 from monitor.models import Band  # noqa: E402
-from monitor.reporting.detection import (  # noqa: E402
-    DEFAULT_SHIFTS,
+from monitor.reporting.cusum_calibration import (  # noqa: E402
     Calibration,
-    Detector,
     calibrate,
     expected_delay,
     threshold,
 )
+from monitor.reporting.detection import DEFAULT_SHIFTS, Detector  # noqa: E402
 
 RULES = ROOT / "rules" / "casewatch.rules.yml"
 SEVERE_ALERTS = ("CasewatchSevereShareBurnRateHigh", "CasewatchSevereShareBurnRateElevated")

@@ -28,7 +28,8 @@ import structlog
 
 from monitor.clock import Clock, SystemClock
 from monitor.jobs.recorders import DetectionRecorder
-from monitor.reporting.detection import Calibration, Detector, calibrate
+from monitor.reporting.cusum_calibration import Calibration, calibrate
+from monitor.reporting.detection import Detector
 from monitor.settings import DetectionConfig
 from monitor.storage import detection_queries as q
 from monitor.storage.store import Store

@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from monitor.reporting.detection import (
-    DEFAULT_SHIFTS,
+from monitor.reporting.cusum_calibration import (
     Calibration,
-    Detector,
     arl,
     calibrate,
     expected_delay,
@@ -22,6 +20,7 @@ from monitor.reporting.detection import (
     target_arl0,
     threshold,
 )
+from monitor.reporting.detection import DEFAULT_SHIFTS, Detector
 
 
 def test_increments_are_the_log_likelihood_ratios() -> None:
