@@ -23,6 +23,7 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     ├── TemplateError               an assistant request template or answer selector cannot apply
     ├── StorageError                database unreachable or a write failed
     │   └── UnstorableRow           the database refuses one row's data (permanent, never retried)
+    ├── SchemaMissing               the database has no casewatch schema (`casewatch db upgrade`)
     ├── TransportError              the turn source or dead-letter sink failed (paused, retried)
     │   ├── BrokerError             Kafka unreachable or a commit failed
     │   └── TurnFileError           reading a turn file, writing an offsets or dead-letter file
@@ -31,6 +32,7 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     ├── DemoError                   the demo cannot start; says what to do
     ├── PrometheusStackError        the demo's Prometheus or Alertmanager failed or answered badly
     ├── NoPairing                   no Swiss pairing without a repeat is left (tournament over)
+    ├── TooLargeToRedact            a turn's text exceeds the redaction step's bound
     └── MessageRejected             a pipeline step is full: backpressure, try again later
 """
 
@@ -231,3 +233,16 @@ def validation_error_lines(exc: ValidationError, limit: int | None = None) -> li
     if len(errors) > len(shown):
         lines.append(f"... and {len(errors) - len(shown)} more error(s)")
     return lines
+
+
+class SchemaMissing(CasewatchError):
+    """The database has no casewatch schema yet (``casewatch db upgrade`` never ran)."""
+
+
+class TooLargeToRedact(CasewatchError):
+    """The turn's text exceeds the bound the redaction step promises to finish within."""
+
+    def __init__(self, chars: int, limit: int) -> None:
+        super().__init__(f"turn text is {chars} characters; redaction is bounded at {limit}")
+        self.chars = chars
+        self.limit = limit

@@ -34,6 +34,7 @@ from typing import Any
 from rapidfuzz.distance import OSA
 
 import monitor.redaction.detectors as detectors
+from monitor.errors import TooLargeToRedact
 from monitor.models import TurnEvent
 from monitor.redaction.detectors import Finding
 from monitor.redaction.placeholders import Pseudonymizer
@@ -49,15 +50,6 @@ __all__ = [
 # label values of casewatch_redactions_total{kind} for the built-in detectors
 BUILTIN_KINDS = ("secret", "email", "iban", "card", "phone", "ip", "host")
 DEFAULT_MAX_CHARS = 1 << 20
-
-
-class TooLargeToRedact(Exception):
-    """The turn's text exceeds the bound the redaction step promises to finish within."""
-
-    def __init__(self, chars: int, limit: int) -> None:
-        super().__init__(f"turn text is {chars} characters; redaction is bounded at {limit}")
-        self.chars = chars
-        self.limit = limit
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from monitor.errors import SchemaMissing
 from monitor.models import METRICS, Band
 from monitor.storage.store import Store
 from monitor.storage.tables import judgments, turns, verdicts
 
 _IN_CHUNK = 500
-
-
-class SchemaMissing(Exception):
-    """The database has no casewatch schema yet (``casewatch db upgrade`` never ran)."""
 
 
 @dataclass(frozen=True)
