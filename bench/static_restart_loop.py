@@ -42,7 +42,7 @@ class Member:
         self.log = log
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-        with log.open("ab") as fh:
+        with log.open("ab") as fh, log.with_suffix(".err").open("ab") as err:
             self.proc = subprocess.Popen(
                 [
                     sys.executable,
@@ -54,7 +54,7 @@ class Member:
                     name,
                 ],
                 stdout=fh,
-                stderr=subprocess.DEVNULL,
+                stderr=err,
                 env=env,
                 cwd=ROOT,
             )

@@ -26,6 +26,7 @@ with warnings.catch_warnings():
     )
     import kafka
     import kafka.consumer.fetcher
+    import kafka.coordinator.base
     import kafka.errors
     import kafka.net.inet
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -50,10 +51,7 @@ __all__ = [
     "client_options",
     "close_producer",
     "discard_fetched",
-    "finish_pending_join",
     "from_kafka_tp",
-    "group_formed",
-    "join_group",
     "kafka",
     "require_reachable",
     "to_kafka_tp",
@@ -139,10 +137,11 @@ def require_reachable(servers: list[str], timeout_s: float) -> None:
         time.sleep(0.2)
 
 
-# The private kafka-python attributes the workarounds below use. pyproject pins kafka-python to
-# the minor version they were written against; tests/consumers/test_kafka_workarounds.py checks
-# they still exist, and a fallback taken at run time is logged once per workaround. An entry
-# starts with the client class it is read from, or with ``kafka`` for a module attribute.
+# The private kafka-python attributes the workarounds below and in consumers/_kafka_group.py
+# use. pyproject pins kafka-python to the minor version they were written against;
+# tests/consumers/test_kafka_workarounds.py checks they still exist, and a fallback taken at run
+# time is logged once per workaround. An entry starts with the client class it is read from, or
+# with ``kafka`` for a module attribute.
 _SOCK_CONNECT = "kafka.net.inet.KafkaNetSocket.sock_connect"
 PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator.need_rejoin",
@@ -153,6 +152,9 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._fetcher.PartitionRecords.take",
     "KafkaConsumer._fetcher._paused_partition_records.pop",
     "KafkaConsumer._coordinator.stable",
+    "KafkaConsumer._coordinator._process_join_group_response",
+    "KafkaConsumer._coordinator.reset_generation",
+    "KafkaAdminClient._process_acl_operations",
 )
 _warned: set[str] = set()
 
@@ -197,38 +199,6 @@ def _close_failed_connects() -> None:
 
 
 _close_failed_connects()
-
-
-def finish_pending_join(consumer: Any, timeout_ms: int) -> None:
-    """Wait, in one call, for a group (re)join that is due, before the consumer polls.
-
-    Works around kafka-python 3.0.12: a JoinGroup/SyncGroup round that completes while no
-    ``poll()`` is waiting for it is thrown away and the member joins again. With short poll
-    timeouts (and a follower whose SyncGroup waits for the leader's) that repeats forever, so a
-    rebalance never finishes. Waiting for the whole round keeps its result. Only done while
-    the coordinator is known, so an unreachable broker still returns within the poll timeout.
-    """
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is None or not hasattr(coordinator, "need_rejoin"):
-        _fallback("finish_pending_join", "KafkaConsumer._coordinator.need_rejoin")
-        return
-    if not coordinator.coordinator_unknown() and coordinator.need_rejoin():
-        coordinator.poll(timeout_ms=timeout_ms)
-
-
-def join_group(consumer: Any, timeout_ms: int) -> bool:
-    """Find the coordinator and join the group (JoinGroup, SyncGroup, assignment) in one call,
-    without fetching; False when that did not finish within ``timeout_ms`` or is not possible.
-
-    ``KafkaConsumer`` joins only inside ``poll()``, which also fetches and returns records; this
-    lets a caller join first (on a thread of its own, while it gets everything else ready) and
-    poll later. One call for the whole round, as ``finish_pending_join`` explains.
-    """
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is None or not hasattr(coordinator, "poll"):
-        _fallback("join_group", "KafkaConsumer._coordinator.poll")
-        return False
-    return bool(coordinator.poll(timeout_ms=timeout_ms))
 
 
 async def wait_within(consumer: Any, future: Any, timeout_s: float) -> Any:
@@ -376,18 +346,3 @@ def discard_fetched(consumer: Any, tp: TopicPartition) -> None:
     pending = getattr(fetcher, "_next_in_line_exception_metadata", None)
     if pending is not None and pending.partition == ktp:
         fetcher._next_in_line_exception_metadata = None
-
-
-# ---------------------------------------------------------------- group formation (issue 24)
-
-
-def group_formed(consumer: Any) -> bool | None:
-    """Whether the consumer is a member of a formed group (joined, synced, no rejoin due);
-    None when that cannot be told (no coordinator known: a broker outage, not a stuck group)."""
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is None or not hasattr(coordinator, "stable"):
-        _fallback("group_formed", "KafkaConsumer._coordinator.stable")
-        return None
-    if coordinator.coordinator_unknown():
-        return None
-    return bool(coordinator.stable() and not coordinator.need_rejoin())

@@ -35,13 +35,18 @@ from consumers._kafka import (
     client_options,
     describe_unreadable,
     discard_fetched,
-    finish_pending_join,
     from_kafka_tp,
-    group_formed,
-    join_group,
     require_reachable,
     to_kafka_tp,
     wait_within,
+)
+from consumers._kafka_group import (
+    finish_pending_join,
+    group_formed,
+    group_member_ids,
+    join_group,
+    joined_leader,
+    take_member_id,
 )
 from consumers.group_health import (
     SESSION_TIMEOUTS,
@@ -212,7 +217,7 @@ class KafkaTurnSource:
         self._maybe_refresh_lag()
         formed = group_formed(self._consumer)
         if formed is not None and self._formation.observe(formed):
-            self._rejoin_dynamic()
+            self._rejoin()
         return out
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
@@ -306,21 +311,40 @@ class KafkaTurnSource:
 
     # ------------------------------------------------------------------ internals
 
-    def _rejoin_dynamic(self) -> None:
-        """Leave a group that has not formed for several session timeouts and join it again
-        as a dynamic member (a new member id: the broker's stale state for the old one no
-        longer matters). Static membership comes back with the next restart of the process."""
-        log.warning(
-            "the consumer group has not formed; leaving it and rejoining as a dynamic member",
-            group=self._config.group_id,
-            group_instance_id=self._config.group_instance_id,
-            next_bound_s=round(self._formation.bound_s, 1),
-        )
+    def _rejoin(self) -> None:
+        """Leave a group that has not formed for several session timeouts and join it again as
+        a dynamic member (a new member id: the broker's stale state for the old one no longer
+        matters); static membership comes back with the next restart of the process.
+
+        When the leader the broker keeps naming is no longer a member of the group (Tansu 0.6,
+        ``consumers/_kafka_group.py``), no new member can form it: one member, the one whose
+        id sorts first, rejoins under the departed leader's id instead, and so becomes the
+        leader. One only, so that two processes never share a member id.
+        """
+        leader = self._departed_leader()
+        if leader is not None:
+            log.warning(
+                "the consumer group's leader is no longer a member of it; rejoining under the "
+                "leader's member id, so that this member leads the group and it forms again",
+                group=self._config.group_id,
+                group_instance_id=self._config.group_instance_id,
+                leader=leader,
+                next_bound_s=round(self._formation.bound_s, 1),
+            )
+        else:
+            log.warning(
+                "the consumer group has not formed; leaving it and rejoining as a dynamic member",
+                group=self._config.group_id,
+                group_instance_id=self._config.group_instance_id,
+                next_bound_s=round(self._formation.bound_s, 1),
+            )
         try:
             fresh = self._subscribed(None)  # first: if the broker is gone, keep what there is
         except BrokerError as exc:
             log.warning("rejoining failed; retried after the next bound", error=str(exc))
             return
+        if leader is not None:
+            take_member_id(fresh, leader)
         old = self._consumer
         try:
             with broker_errors("leaving the stuck group", self._servers):
@@ -334,6 +358,19 @@ class KafkaTurnSource:
         self._consumer = fresh
         if self._on_rejoin is not None:
             self._on_rejoin()
+
+    def _departed_leader(self) -> str | None:
+        """The leader's member id, when the broker names a leader that is not a member of the
+        group and this member is the one to take its place (its own id sorts first among the
+        members); None otherwise, or when that cannot be told."""
+        leader = joined_leader(self._consumer)
+        own = str(self._consumer.group_metadata().member_id or "")
+        if leader is None or not own or leader == own:
+            return None
+        members = group_member_ids(self._config, self._close_timeout_s)
+        if members is None or leader in members or own not in members:
+            return None
+        return leader if own == min(members) else None
 
     def _hold_unreadable(self, exc: UnreadableBatchError) -> None:
         """Pause the partition on its unread batch (its position stays there, so nothing past

@@ -51,6 +51,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "group_health", "records", "replay", "sampling"),
         ("unreadable",),
         ("_kafka", "decode", "offsets", "source"),
+        ("_kafka_group",),
         ("dlq", "file_source", "kafka_source", "tansu"),
     ),
     "monitor.judging": (

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from consumers import _kafka
-from consumers._kafka import KafkaConsumer, KafkaProducer
+from consumers import _kafka, _kafka_group
+from consumers._kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from consumers.tansu import EmbeddedBroker
 
 
@@ -29,14 +29,21 @@ def test_the_private_attributes_the_workarounds_use_still_exist(
 ) -> None:
     consumer = KafkaConsumer(bootstrap_servers=tansu_broker.bootstrap, group_id="workarounds")
     producer = KafkaProducer(bootstrap_servers=tansu_broker.bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=tansu_broker.bootstrap)
     try:
-        clients = {"KafkaConsumer": consumer, "KafkaProducer": producer, "kafka": _kafka.kafka}
+        clients = {
+            "KafkaConsumer": consumer,
+            "KafkaProducer": producer,
+            "KafkaAdminClient": admin,
+            "kafka": _kafka.kafka,
+        }
         for dotted in _kafka.PRIVATE_ATTRIBUTES:
             owner, *path = dotted.split(".")
             assert callable(_resolve(clients[owner], path)), dotted
     finally:
         consumer.close()
         producer.close(timeout=5)
+        admin.close()
 
 
 def test_every_patched_module_attribute_exists_and_is_patched() -> None:
@@ -47,6 +54,8 @@ def test_every_patched_module_attribute_exists_and_is_patched() -> None:
     for dotted in module_level:
         assert callable(_resolve(_kafka.kafka, dotted.split(".")[1:])), dotted
     assert _kafka.kafka.net.inet.KafkaNetSocket.sock_connect.closes_on_failure is True
+    coordinator = _kafka.kafka.coordinator.base.BaseCoordinator
+    assert coordinator._process_join_group_response.remembers_leader is True
 
 
 class _Bare:
@@ -56,16 +65,23 @@ class _Bare:
 def test_a_missing_private_attribute_falls_back_with_a_warning() -> None:
     _kafka._warned.clear()
     with capture_logs() as logs:
-        _kafka.finish_pending_join(_Bare(), timeout_ms=10)  # nothing to finish: no error
+        _kafka_group.finish_pending_join(_Bare(), timeout_ms=10)  # nothing to finish: no error
 
         async def done() -> str:
             return "result"
 
         # Without the I/O loop's wait_for, the future is simply awaited.
         assert asyncio.run(_kafka.wait_within(_Bare(), done(), 1.0)) == "result"
-        _kafka.finish_pending_join(_Bare(), timeout_ms=10)  # warned once per workaround
+        _kafka_group.finish_pending_join(_Bare(), timeout_ms=10)  # warned once per workaround
+        # No leader known and no member id taken: the source rejoins as a fresh member instead.
+        assert _kafka_group.joined_leader(_Bare()) is None
+        assert _kafka_group.take_member_id(_Bare(), "departed-leader") is False
     warnings = [e for e in logs if e["log_level"] == "warning"]
-    assert [w["workaround"] for w in warnings] == ["finish_pending_join", "wait_within"]
+    assert [w["workaround"] for w in warnings] == [
+        "finish_pending_join",
+        "wait_within",
+        "take_member_id",
+    ]
     assert all("kafka_python" in w for w in warnings)
 
 

@@ -1,0 +1,151 @@
+"""kafka-python's group coordinator, reached into: joining without fetching, telling whether
+the group is formed, and what a member needs to get a wedged group formed again (issue 24).
+
+The private attributes used here are listed in ``consumers._kafka.PRIVATE_ATTRIBUTES`` with the
+others, and degrade the same way (a warning, then the library's own behaviour).
+
+Why a member may have to rejoin under another member's id: Tansu 0.6 can keep, as the leader
+of a forming group, a member it has already removed (one its heartbeat check evicted while the
+group was formed, or one that left during a rebalance). Only the leader's SyncGroup can form a
+group, so every other SyncGroup is answered "rebalance in progress" for ever, new members and
+dynamic rejoins included. The broker still accepts a JoinGroup carrying that member id, though,
+and makes its sender the leader: one member rejoining under the departed leader's id forms the
+group again. ``group_member_ids`` is what tells a departed leader from a slow one; on Kafka the
+leader is always a member, so there this never happens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from consumers._kafka import KafkaAdminClient, _fallback, broker_errors, client_options, kafka
+from monitor.settings import KafkaConfig
+
+__all__ = [
+    "finish_pending_join",
+    "group_formed",
+    "group_member_ids",
+    "join_group",
+    "joined_leader",
+    "take_member_id",
+]
+
+
+def finish_pending_join(consumer: Any, timeout_ms: int) -> None:
+    """Wait, in one call, for a group (re)join that is due, before the consumer polls.
+
+    Works around kafka-python 3.0.12: a JoinGroup/SyncGroup round that completes while no
+    ``poll()`` is waiting for it is thrown away and the member joins again. With short poll
+    timeouts (and a follower whose SyncGroup waits for the leader's) that repeats forever, so a
+    rebalance never finishes. Waiting for the whole round keeps its result. Only done while
+    the coordinator is known, so an unreachable broker still returns within the poll timeout.
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not hasattr(coordinator, "need_rejoin"):
+        _fallback("finish_pending_join", "KafkaConsumer._coordinator.need_rejoin")
+        return
+    if not coordinator.coordinator_unknown() and coordinator.need_rejoin():
+        coordinator.poll(timeout_ms=timeout_ms)
+
+
+def join_group(consumer: Any, timeout_ms: int) -> bool:
+    """Find the coordinator and join the group (JoinGroup, SyncGroup, assignment) in one call,
+    without fetching; False when that did not finish within ``timeout_ms`` or is not possible.
+
+    ``KafkaConsumer`` joins only inside ``poll()``, which also fetches and returns records; this
+    lets a caller join first (on a thread of its own, while it gets everything else ready) and
+    poll later. One call for the whole round, as ``finish_pending_join`` explains.
+    """
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not hasattr(coordinator, "poll"):
+        _fallback("join_group", "KafkaConsumer._coordinator.poll")
+        return False
+    return bool(coordinator.poll(timeout_ms=timeout_ms))
+
+
+def group_formed(consumer: Any) -> bool | None:
+    """Whether the consumer is a member of a formed group (joined, synced, no rejoin due);
+    None when that cannot be told (no coordinator known: a broker outage, not a stuck group)."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not hasattr(coordinator, "stable"):
+        _fallback("group_formed", "KafkaConsumer._coordinator.stable")
+        return None
+    if coordinator.coordinator_unknown():
+        return None
+    return bool(coordinator.stable() and not coordinator.need_rejoin())
+
+
+_LEADER = "_casewatch_join_leader"
+
+
+def _remember_join_leaders() -> None:
+    """Keep the leader each successful JoinGroup response names on the coordinator.
+
+    kafka-python 3.0.12 reads ``JoinGroupResponse.leader`` only to decide whether it is the
+    leader itself, and keeps nothing of it; a member whose group does not form needs it to
+    find out whether that leader is still in the group (``joined_leader``). Applied once, at
+    import.
+    """
+    cls = getattr(getattr(kafka.coordinator, "base", None), "BaseCoordinator", None)
+    original = getattr(cls, "_process_join_group_response", None)
+    if cls is None or original is None:
+        _fallback(
+            "remember_join_leaders", "KafkaConsumer._coordinator._process_join_group_response"
+        )
+        return
+    if getattr(original, "remembers_leader", False):
+        return
+
+    def process(self: Any, response: Any, send_time: Any) -> Any:
+        result = original(self, response, send_time)  # raises on an error code
+        setattr(self, _LEADER, str(response.leader or ""))
+        return result
+
+    process.remembers_leader = True  # type: ignore[attr-defined]
+    cls._process_join_group_response = process
+
+
+_remember_join_leaders()
+
+
+def joined_leader(consumer: Any) -> str | None:
+    """The leader's member id in the consumer's last successful JoinGroup response (None
+    before one, or when that cannot be told)."""
+    return getattr(getattr(consumer, "_coordinator", None), _LEADER, None) or None
+
+
+def take_member_id(consumer: Any, member_id: str) -> bool:
+    """Make the consumer's next JoinGroup carry ``member_id`` (a dynamic member's id, as
+    kafka-python itself records one the broker handed out); False when that cannot be done."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or not hasattr(coordinator, "reset_generation"):
+        _fallback("take_member_id", "KafkaConsumer._coordinator.reset_generation")
+        return False
+    coordinator.reset_generation(member_id=member_id)
+    return True
+
+
+def group_member_ids(config: KafkaConfig, timeout_s: float) -> set[str] | None:
+    """The member ids the group coordinator lists for ``config.group_id`` (DescribeGroups), or
+    None when it could not be asked (unreachable, refused, or an unexpected answer)."""
+    timeout_ms = max(1, int(timeout_s * 1000))
+    try:
+        with broker_errors("describing the consumer group", list(config.bootstrap_servers)):
+            admin = KafkaAdminClient(
+                **client_options(config),
+                bootstrap_timeout_ms=timeout_ms,
+                request_timeout_ms=timeout_ms,
+            )
+            try:
+                if not hasattr(admin, "_process_acl_operations"):
+                    _fallback("group_member_ids", "KafkaAdminClient._process_acl_operations")
+                # kafka-python 3.0.12 cannot parse the authorized-operations bits Tansu returns
+                # (ValueError: 15 is not a valid ACLOperation); the member list does not need
+                # them, and they were not asked for.
+                admin._process_acl_operations = lambda described: described
+                description = admin.describe_groups([config.group_id])[config.group_id]
+            finally:
+                admin.close()
+        return {str(member["member_id"]) for member in description["members"]}
+    except Exception:  # best effort: the caller falls back to an ordinary rejoin
+        return None
