@@ -1,21 +1,55 @@
-"""One consumer-group member in a process of its own, for restart-loop tests:
+"""One consumer-group member in a process of its own, for restart-loop tests and benchmarks:
 
     python -m tests.consumers.group_member BOOTSTRAP TOPIC GROUP INSTANCE_ID
 
 Polls a ``KafkaTurnSource`` (static membership under INSTANCE_ID; session 6 s) forever and
 prints ``assignment <partitions>`` each time its assignment changes, ``rejoined`` at each
-rejoin of a group that did not form.
+rejoin of a group that did not form. ``MemberProcess`` starts one and reads what it printed.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+from pathlib import Path
 
-from consumers.kafka_source import KafkaTurnSource
-from monitor.settings import KafkaConfig
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class MemberProcess:
+    """A member started as ``python -m tests.consumers.group_member``; its output (and the
+    source's log lines) go to ``log``, its stderr beside it (``.err``)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, name: str, log: Path) -> None:
+        self.log = log
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        argv = [sys.executable, "-m", "tests.consumers.group_member", bootstrap, topic, group, name]
+        with log.open("ab") as out, log.with_suffix(".err").open("ab") as err:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=ROOT)
+
+    def lines(self) -> list[str]:
+        return self.log.read_text(errors="replace").splitlines()
+
+    def assignment(self) -> set[int]:
+        last = [x for x in self.lines() if x.startswith("assignment")]
+        return {int(p) for p in last[-1].split()[1:]} if last else set()
+
+    def rejoins(self) -> int:
+        return sum(x == "rejoined" for x in self.lines())
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
 
 
 def main() -> None:
+    from consumers.kafka_source import KafkaTurnSource
+    from monitor.settings import KafkaConfig
+
     bootstrap, topic, group, name = sys.argv[1:5]
     config = KafkaConfig(
         bootstrap_servers=[bootstrap],
