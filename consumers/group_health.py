@@ -11,8 +11,9 @@ joins again as a dynamic member (``consumers/kafka_source.py``). Pure; the clock
 
 from __future__ import annotations
 
+import enum
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from typing import Protocol, runtime_checkable
 
 from monitor.clock import Clock
@@ -76,6 +77,44 @@ class GroupFormation:
             self._bound = self._base * self._backoff * (1 + self._rng.uniform(0, 0.5))
             return True
         return False
+
+
+class Rejoin(enum.Enum):
+    DYNAMIC = "dynamic"  # as a fresh dynamic member
+    TAKE_OVER = "take_over"  # under the departed leader's member id
+    WAIT = "wait"  # not now: another member is to take the departed leader's place
+
+
+class LeaderTakeover:
+    """How a member rejoins a group that did not form, when the broker keeps naming as its
+    leader a member the group no longer has (Tansu 0.6; consumers/_kafka_group.py).
+
+    Only a JoinGroup under the departed leader's id can form such a group, and only one member
+    may send it: two processes sharing a member id would both be given its partitions. The
+    member whose id sorts first takes the leader's place; the others keep their ids (so the
+    choice does not move) and wait one bound for it. If the group still has not formed after
+    that, the chosen member may be a dead one the broker has not expired yet (static members'
+    requests do not make Tansu expire anyone): they rejoin as fresh dynamic members, whose
+    requests do, and the next choice is among the living.
+    """
+
+    def __init__(self) -> None:
+        self._waited = False
+
+    def decide(self, own_id: str, leader: str | None, members: Set[str]) -> Rejoin:
+        """``leader``: the departed leader's id, None when the leader is a member (or that
+        could not be told); ``members``: the member ids the coordinator lists."""
+        if leader is None or leader in members or own_id not in members:
+            self._waited = False
+            return Rejoin.DYNAMIC
+        if own_id == min(members):
+            self._waited = False
+            return Rejoin.TAKE_OVER
+        if not self._waited:
+            self._waited = True
+            return Rejoin.WAIT
+        self._waited = False
+        return Rejoin.DYNAMIC
 
 
 RejoinListener = Callable[[], None]

@@ -51,6 +51,8 @@ from consumers._kafka_group import (
 from consumers.group_health import (
     SESSION_TIMEOUTS,
     GroupFormation,
+    LeaderTakeover,
+    Rejoin,
     RejoinListener,
 )
 from consumers.records import RawMessage, TopicPartition
@@ -116,6 +118,7 @@ class KafkaTurnSource:
         session_s = config.session_timeout_ms / 1000
         self._formation = GroupFormation(SystemClock(), SESSION_TIMEOUTS * session_s, session_s)
         self._on_rejoin: RejoinListener | None = None
+        self._takeover = LeaderTakeover()
         self._connect_timeout_s = connect_timeout_s
         # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
         require_reachable(self._servers, connect_timeout_s)
@@ -312,38 +315,46 @@ class KafkaTurnSource:
     # ------------------------------------------------------------------ internals
 
     def _rejoin(self) -> None:
-        """Leave a group that has not formed for several session timeouts and join it again as
-        a dynamic member (a new member id: the broker's stale state for the old one no longer
-        matters); static membership comes back with the next restart of the process.
-
-        When the leader the broker keeps naming is no longer a member of the group (Tansu 0.6,
-        ``consumers/_kafka_group.py``), no new member can form it: one member, the one whose
-        id sorts first, rejoins under the departed leader's id instead, and so becomes the
-        leader. One only, so that two processes never share a member id.
-        """
-        leader = self._departed_leader()
-        if leader is not None:
+        """Leave a group that has not formed for several session timeouts and join it again:
+        as a dynamic member (a new member id: the broker's stale state for the old one no
+        longer matters; static membership comes back with the next restart of the process),
+        or, when the broker keeps naming a leader the group no longer has, in that leader's
+        place (``LeaderTakeover`` says which, and when to wait instead)."""
+        own = self._own_member_id()
+        leader, members = self._departed_leader(own)
+        how = self._takeover.decide(own, leader, members)
+        context = {
+            "group": self._config.group_id,
+            "group_instance_id": self._config.group_instance_id,
+            "next_bound_s": round(self._formation.bound_s, 1),
+        }
+        if how is Rejoin.WAIT:
+            log.warning(
+                "the consumer group's leader is no longer a member of it; waiting for the "
+                "member whose id sorts first to take its place",
+                leader=leader,
+                chosen=min(members),
+                **context,
+            )
+            return
+        if how is Rejoin.TAKE_OVER:
             log.warning(
                 "the consumer group's leader is no longer a member of it; rejoining under the "
                 "leader's member id, so that this member leads the group and it forms again",
-                group=self._config.group_id,
-                group_instance_id=self._config.group_instance_id,
                 leader=leader,
-                next_bound_s=round(self._formation.bound_s, 1),
+                **context,
             )
         else:
             log.warning(
                 "the consumer group has not formed; leaving it and rejoining as a dynamic member",
-                group=self._config.group_id,
-                group_instance_id=self._config.group_instance_id,
-                next_bound_s=round(self._formation.bound_s, 1),
+                **context,
             )
         try:
             fresh = self._subscribed(None)  # first: if the broker is gone, keep what there is
         except BrokerError as exc:
             log.warning("rejoining failed; retried after the next bound", error=str(exc))
             return
-        if leader is not None:
+        if how is Rejoin.TAKE_OVER and leader is not None:
             take_member_id(fresh, leader)
         old = self._consumer
         try:
@@ -359,18 +370,19 @@ class KafkaTurnSource:
         if self._on_rejoin is not None:
             self._on_rejoin()
 
-    def _departed_leader(self) -> str | None:
-        """The leader's member id, when the broker names a leader that is not a member of the
-        group and this member is the one to take its place (its own id sorts first among the
-        members); None otherwise, or when that cannot be told."""
+    def _own_member_id(self) -> str:
+        return str(self._consumer.group_metadata().member_id or "")
+
+    def _departed_leader(self, own: str) -> tuple[str | None, set[str]]:
+        """The leader the broker last named, if it is not a member of the group (else None),
+        and the group's member ids (empty when they could not be asked)."""
         leader = joined_leader(self._consumer)
-        own = str(self._consumer.group_metadata().member_id or "")
         if leader is None or not own or leader == own:
-            return None
+            return None, set()
         members = group_member_ids(self._config, self._close_timeout_s)
-        if members is None or leader in members or own not in members:
-            return None
-        return leader if own == min(members) else None
+        if members is None or leader in members:
+            return None, members or set()
+        return leader, members
 
     def _hold_unreadable(self, exc: UnreadableBatchError) -> None:
         """Pause the partition on its unread batch (its position stays there, so nothing past

@@ -480,10 +480,11 @@ class Metrics:
             registry=r,
         )
         # A consumer group that did not form for several session timeouts (SyncGroup failing,
-        # or rebalancing without end), left and joined again as a dynamic member.
+        # or rebalancing without end), left and joined again: as a dynamic member, or in the
+        # place of a leader the broker names but no longer has.
         self.group_rejoins = Counter(
             "casewatch_consumer_group_rejoins",
-            "Consumer group left and rejoined (dynamically) because it did not form",
+            "Consumer group left and rejoined because it did not form",
             registry=r,
         )
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from consumers.group_health import MAX_BACKOFF, GroupFormation
+from consumers.group_health import MAX_BACKOFF, GroupFormation, LeaderTakeover, Rejoin
 from monitor.clock import ManualClock
 
 
@@ -62,3 +62,28 @@ def test_a_group_that_keeps_rebalancing_counts_as_not_formed() -> None:
 def test_bad_bounds_fail_fast() -> None:
     with pytest.raises(ValueError, match="bound_s"):
         GroupFormation(ManualClock(), bound_s=0, settle_s=1)
+
+
+MEMBERS = {"casewatch-1-aa", "casewatch-0-bb", "r1-cc"}
+
+
+def test_the_member_whose_id_sorts_first_takes_the_departed_leaders_place() -> None:
+    assert LeaderTakeover().decide("casewatch-0-bb", "r0-gone", MEMBERS) is Rejoin.TAKE_OVER
+
+
+def test_the_others_keep_their_ids_for_one_bound_then_rejoin_dynamically() -> None:
+    takeover = LeaderTakeover()
+    # Waiting keeps the choice where it is (a dynamic rejoin would change this member's id and
+    # perhaps which id sorts first); the chosen one may be dead, so only for one bound.
+    assert takeover.decide("r1-cc", "r0-gone", MEMBERS) is Rejoin.WAIT
+    assert takeover.decide("r1-cc", "r0-gone", MEMBERS) is Rejoin.DYNAMIC
+    assert takeover.decide("r1-cc", "r0-gone", MEMBERS) is Rejoin.WAIT  # a new stall
+
+
+def test_a_leader_that_is_a_member_or_unknown_is_never_taken_over() -> None:
+    takeover = LeaderTakeover()
+    assert takeover.decide("casewatch-0-bb", "r1-cc", MEMBERS) is Rejoin.DYNAMIC  # a member
+    assert takeover.decide("casewatch-0-bb", None, MEMBERS) is Rejoin.DYNAMIC  # not known
+    assert takeover.decide("casewatch-0-bb", "r0-gone", set()) is Rejoin.DYNAMIC  # no answer
+    # A member the coordinator does not list (already expired) has no say either.
+    assert takeover.decide("a-expired", "r0-gone", MEMBERS) is Rejoin.DYNAMIC

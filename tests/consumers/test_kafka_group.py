@@ -203,5 +203,10 @@ def test_a_group_whose_leader_is_a_member_is_never_taken_over(
         member.stop_polling()
     ids = {m.member_id for m in members}
     assert {m.leader for m in members} <= ids
-    assert [m.source._departed_leader() for m in members] == [None, None]
+    found = [m.source._departed_leader(m.member_id) for m in members]
+    assert [leader for leader, _ in found] == [None, None]
+    # The follower asked the coordinator and found the leader among the members; the leader
+    # did not need to ask.
+    assert sorted(len(listed) for _, listed in found) == [0, 2]
+    assert ids in [listed for _, listed in found]
     assert [m.rejoins for m in members] == [0, 0]
