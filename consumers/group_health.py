@@ -57,7 +57,8 @@ class GroupFormation:
     def observe(self, formed: bool) -> bool:
         """Record whether the member is in a formed group now; True once it has not been
         settled in one for longer than the bound (then the count starts again, for the
-        rejoin's own rounds)."""
+        rejoin's own rounds). Never while the group is formed: one that has just formed gets
+        its chance to settle (a rejoin then would only start another round)."""
         now = self._clock.monotonic()
         if formed:
             if self._formed_at is None:
@@ -71,7 +72,7 @@ class GroupFormation:
         if self._since is None:
             self._since = now
             return False
-        if now - self._since > self._bound:
+        if now - self._since > self._bound and not formed:
             self._since, self._formed_at = now, None
             self._backoff = min(self._backoff * 2, MAX_BACKOFF)
             self._bound = self._base * self._backoff * (1 + self._rng.uniform(0, 0.5))

@@ -59,6 +59,17 @@ def test_a_group_that_keeps_rebalancing_counts_as_not_formed() -> None:
     assert "R" in _run(formation, clock, "...F" * 4)
 
 
+def test_a_group_that_forms_past_the_bound_gets_its_chance_to_settle() -> None:
+    clock = ManualClock()
+    formation = GroupFormation(clock, bound_s=5, settle_s=2, rng=NoJitter())
+    # Stuck for 6 s, past the bound (5 s), formed at t=6 (another member's recovery): not yet
+    # settled, and not interrupted; settled at t=8, so nothing is rejoined.
+    assert "R" not in _run(formation, clock, "." * 6 + "F" * 10)
+    # Formed for a second only, then stuck again: the rejoin comes once it is not formed.
+    marks = _run(formation, clock, "." * 3 + "F" + "." * 4)
+    assert marks.index("R") > marks.index("F")
+
+
 def test_bad_bounds_fail_fast() -> None:
     with pytest.raises(ValueError, match="bound_s"):
         GroupFormation(ManualClock(), bound_s=0, settle_s=1)
