@@ -14,8 +14,26 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from monitor.settings import KafkaConfig
 
 ROOT = Path(__file__).resolve().parents[2]
+# Short enough for a test to see a group come apart and form again within a minute or two.
+SESSION_MS = 6000
+
+
+def member_config(bootstrap: str, topic: str, group: str, **kw: Any) -> KafkaConfig:
+    """A consumer-group member's settings, with the short session the group tests use."""
+    return KafkaConfig(
+        bootstrap_servers=[bootstrap],
+        topics=[topic],
+        group_id=group,
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=1000,
+        max_poll_interval_ms=SESSION_MS,
+        **kw,
+    )
 
 
 class MemberProcess:
@@ -48,19 +66,9 @@ class MemberProcess:
 
 def main() -> None:
     from consumers.kafka_source import KafkaTurnSource
-    from monitor.settings import KafkaConfig
 
     bootstrap, topic, group, name = sys.argv[1:5]
-    config = KafkaConfig(
-        bootstrap_servers=[bootstrap],
-        topics=[topic],
-        group_id=group,
-        group_instance_id=name,
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=1000,
-        max_poll_interval_ms=6000,
-    )
-    source = KafkaTurnSource(config)
+    source = KafkaTurnSource(member_config(bootstrap, topic, group, group_instance_id=name))
     source.set_rejoin_listener(lambda: print("rejoined", flush=True))
     last: list[int] | None = None
     while True:

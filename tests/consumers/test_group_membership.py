@@ -10,7 +10,6 @@ daemon's SIGTERM path ends in ``KafkaTurnSource.close``), so the group is empty 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
@@ -18,7 +17,7 @@ from consumers._kafka import KafkaAdminClient
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
 from consumers.tansu import EmbeddedBroker, create_topics
-from monitor.settings import KafkaConfig
+from tests.consumers.group_member import member_config
 from tests.monitor.stream.test_daemon import wait_for
 
 pytestmark = pytest.mark.integration
@@ -29,18 +28,6 @@ def two_partitions(tansu_broker: EmbeddedBroker) -> str:
     topic = f"test.members.{uuid.uuid4().hex[:8]}"
     create_topics(tansu_broker.bootstrap, [topic], partitions=2)
     return topic
-
-
-def _config(broker: EmbeddedBroker, topic: str, group: str, **kw: Any) -> KafkaConfig:
-    return KafkaConfig(
-        bootstrap_servers=[broker.bootstrap],
-        topics=[topic],
-        group_id=group,
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=1000,
-        max_poll_interval_ms=6000,
-        **kw,
-    )
 
 
 def _joined(source: KafkaTurnSource, topic: str) -> None:
@@ -70,7 +57,7 @@ def test_a_dynamic_member_leaves_the_group_when_closed(
     tansu_broker: EmbeddedBroker, two_partitions: str, sources: list[KafkaTurnSource]
 ) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
-    source = KafkaTurnSource(_config(tansu_broker, two_partitions, group))
+    source = KafkaTurnSource(member_config(tansu_broker.bootstrap, two_partitions, group))
     sources.append(source)
     _joined(source, two_partitions)
     assert _members(tansu_broker.bootstrap, group) == [source.member_id]
@@ -83,7 +70,9 @@ def test_a_static_member_stays_when_closed_and_rejoins_as_itself(
     tansu_broker: EmbeddedBroker, two_partitions: str, sources: list[KafkaTurnSource]
 ) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
-    cfg = _config(tansu_broker, two_partitions, group, group_instance_id="casewatch-0")
+    cfg = member_config(
+        tansu_broker.bootstrap, two_partitions, group, group_instance_id="casewatch-0"
+    )
     first = KafkaTurnSource(cfg)
     sources.append(first)
     _joined(first, two_partitions)

@@ -27,11 +27,11 @@ from consumers._kafka_group import group_member_ids, joined_leader
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.settings import KafkaConfig
+from tests.consumers.group_member import SESSION_MS, member_config
 from tests.monitor.stream.test_daemon import wait_for
 
 pytestmark = pytest.mark.integration
 
-SESSION_MS = 6000
 # 3 session timeouts to notice, a JoinGroup round (half a session timeout, plus 3 s for a
 # static member), a SyncGroup, and slack for a machine with a busy core.
 FORMS_WITHIN_S = 180
@@ -42,18 +42,6 @@ def topic(tansu_broker: EmbeddedBroker) -> str:
     name = f"test.leader.{uuid.uuid4().hex[:8]}"
     create_topics(tansu_broker.bootstrap, [name], partitions=4)
     return name
-
-
-def _config(broker: EmbeddedBroker, topic: str, group: str, **kw: Any) -> KafkaConfig:
-    return KafkaConfig(
-        bootstrap_servers=[broker.bootstrap],
-        topics=[topic],
-        group_id=group,
-        session_timeout_ms=SESSION_MS,
-        heartbeat_interval_ms=1000,
-        max_poll_interval_ms=SESSION_MS,
-        **kw,
-    )
 
 
 def _leave_while_leading(bootstrap: str, topic: str, group: str) -> str:
@@ -147,7 +135,9 @@ def test_a_member_takes_the_departed_leaders_place_and_the_group_forms(
     group = f"g-{uuid.uuid4().hex[:8]}"
     departed = _leave_while_leading(tansu_broker.bootstrap, topic, group)
     with capture_logs() as logs:
-        member = Member(_config(tansu_broker, topic, group, group_instance_id="casewatch-0"))
+        member = Member(
+            member_config(tansu_broker.bootstrap, topic, group, group_instance_id="casewatch-0")
+        )
         members.append(member)
         wait_for(
             lambda: member.owned == {0, 1, 2, 3},
@@ -169,7 +159,9 @@ def test_only_one_of_the_stuck_members_takes_the_leaders_place(
     group = f"g-{uuid.uuid4().hex[:8]}"
     departed = _leave_while_leading(tansu_broker.bootstrap, topic, group)
     for name in ("casewatch-0", "casewatch-1"):
-        members.append(Member(_config(tansu_broker, topic, group, group_instance_id=name)))
+        members.append(
+            Member(member_config(tansu_broker.bootstrap, topic, group, group_instance_id=name))
+        )
 
     def formed() -> bool:
         owned = [m.owned for m in members]
@@ -192,7 +184,7 @@ def test_a_group_whose_leader_is_a_member_is_never_taken_over(
     rejoin under its id (a slow leader is waited for, or the member rejoins as itself)."""
     group = f"g-{uuid.uuid4().hex[:8]}"
     for _ in range(2):
-        members.append(Member(_config(tansu_broker, topic, group)))
+        members.append(Member(member_config(tansu_broker.bootstrap, topic, group)))
 
     def formed() -> bool:
         owned = [m.owned for m in members]
