@@ -1,10 +1,12 @@
-"""One consumer-group member in a process of its own, for restart-loop tests and benchmarks:
+"""Consumer-group members for the group tests and benchmarks; run as a module, one member in a
+process of its own:
 
     python -m tests.consumers.group_member BOOTSTRAP TOPIC GROUP INSTANCE_ID
 
 Polls a ``KafkaTurnSource`` (static membership under INSTANCE_ID; session 6 s) forever and
 prints ``assignment <partitions>`` each time its assignment changes, ``rejoined`` at each
-rejoin of a group that did not form. ``MemberProcess`` starts one and reads what it printed.
+rejoin of a group that did not form. ``MemberProcess`` starts one and reads what it printed;
+``leave_while_leading`` wedges a group on the embedded broker the shortest way.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from consumers._kafka import kafka
 from monitor.settings import KafkaConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +37,49 @@ def member_config(bootstrap: str, topic: str, group: str, **kw: Any) -> KafkaCon
         max_poll_interval_ms=SESSION_MS,
         **kw,
     )
+
+
+def leave_while_leading(bootstrap: str, topic: str, group: str) -> str:
+    """Join ``group`` (empty, so this member leads it) and leave before the round ends; the
+    member id Tansu goes on naming as the leader."""
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.net.compat import KafkaNetClient
+    from kafka.protocol.consumer.group import JoinGroupRequest, LeaveGroupRequest
+
+    client = KafkaNetClient(bootstrap_servers=bootstrap)
+    try:
+        client.check_version()
+        node = next(iter(client.cluster.brokers())).node_id
+        protocol = JoinGroupRequest.JoinGroupRequestProtocol(
+            name="range", metadata=RangePartitionAssignor.metadata({topic})
+        )
+
+        def join(member_id: str) -> Any:
+            request = JoinGroupRequest(
+                group_id=group,
+                session_timeout_ms=SESSION_MS,
+                rebalance_timeout_ms=SESSION_MS,
+                member_id=member_id,
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocols=[protocol],
+                max_version=7,
+            )
+            return client.send_and_receive(node, request)
+
+        first = join("")
+        assert first.error_code == kafka.errors.MemberIdRequiredError.errno
+        joined = join(first.member_id)
+        assert joined.error_code == 0
+        assert joined.leader == joined.member_id  # it leads the forming group
+        me = LeaveGroupRequest.MemberIdentity(member_id=joined.member_id, group_instance_id=None)
+        left = client.send_and_receive(
+            node, LeaveGroupRequest(group_id=group, member_id=joined.member_id, members=[me])
+        )
+        assert left.error_code == 0
+        return str(joined.member_id)
+    finally:
+        client.close()
 
 
 class MemberProcess:

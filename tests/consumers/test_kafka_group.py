@@ -17,17 +17,15 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from consumers._kafka import kafka
 from consumers._kafka_group import group_member_ids, joined_leader
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.settings import KafkaConfig
-from tests.consumers.group_member import SESSION_MS, member_config
+from tests.consumers.group_member import leave_while_leading, member_config
 from tests.monitor.stream.test_daemon import wait_for
 
 pytestmark = pytest.mark.integration
@@ -42,49 +40,6 @@ def topic(tansu_broker: EmbeddedBroker) -> str:
     name = f"test.leader.{uuid.uuid4().hex[:8]}"
     create_topics(tansu_broker.bootstrap, [name], partitions=4)
     return name
-
-
-def _leave_while_leading(bootstrap: str, topic: str, group: str) -> str:
-    """Join ``group`` (empty, so this member leads it) and leave before the round ends; the
-    member id Tansu goes on naming as the leader."""
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-    from kafka.net.compat import KafkaNetClient
-    from kafka.protocol.consumer.group import JoinGroupRequest, LeaveGroupRequest
-
-    client = KafkaNetClient(bootstrap_servers=bootstrap)
-    try:
-        client.check_version()
-        node = next(iter(client.cluster.brokers())).node_id
-        protocol = JoinGroupRequest.JoinGroupRequestProtocol(
-            name="range", metadata=RangePartitionAssignor.metadata({topic})
-        )
-
-        def join(member_id: str) -> Any:
-            request = JoinGroupRequest(
-                group_id=group,
-                session_timeout_ms=SESSION_MS,
-                rebalance_timeout_ms=SESSION_MS,
-                member_id=member_id,
-                group_instance_id=None,
-                protocol_type="consumer",
-                protocols=[protocol],
-                max_version=7,
-            )
-            return client.send_and_receive(node, request)
-
-        first = join("")
-        assert first.error_code == kafka.errors.MemberIdRequiredError.errno
-        joined = join(first.member_id)
-        assert joined.error_code == 0
-        assert joined.leader == joined.member_id  # it leads the forming group
-        me = LeaveGroupRequest.MemberIdentity(member_id=joined.member_id, group_instance_id=None)
-        left = client.send_and_receive(
-            node, LeaveGroupRequest(group_id=group, member_id=joined.member_id, members=[me])
-        )
-        assert left.error_code == 0
-        return str(joined.member_id)
-    finally:
-        client.close()
 
 
 class Member:
@@ -133,7 +88,7 @@ def test_a_member_takes_the_departed_leaders_place_and_the_group_forms(
     tansu_broker: EmbeddedBroker, topic: str, members: list[Member]
 ) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
-    departed = _leave_while_leading(tansu_broker.bootstrap, topic, group)
+    departed = leave_while_leading(tansu_broker.bootstrap, topic, group)
     with capture_logs() as logs:
         member = Member(
             member_config(tansu_broker.bootstrap, topic, group, group_instance_id="casewatch-0")
@@ -157,7 +112,7 @@ def test_only_one_of_the_stuck_members_takes_the_leaders_place(
     tansu_broker: EmbeddedBroker, topic: str, members: list[Member]
 ) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
-    departed = _leave_while_leading(tansu_broker.bootstrap, topic, group)
+    departed = leave_while_leading(tansu_broker.bootstrap, topic, group)
     for name in ("casewatch-0", "casewatch-1"):
         members.append(
             Member(member_config(tansu_broker.bootstrap, topic, group, group_instance_id=name))
