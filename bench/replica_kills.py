@@ -57,6 +57,8 @@ PG_URL = os.environ.get(
     "CASEWATCH_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 TOPIC = "replicas.turns"
+# The key goes through the environment: casewatch refuses keys written in a config file.
+KEY_ENV = "CASEWATCH_BENCH_JUDGE_KEY"
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, step: float = 0.1) -> bool:
@@ -114,7 +116,7 @@ def config(
                 "kind": "openai",
                 "base_url": judge.base_url,
                 "model": "fake-judge",
-                "api_key": "sk-fake",
+                "api_key_env": KEY_ENV,
                 "timeout_seconds": 30,
             }
         },
@@ -136,6 +138,7 @@ def spawn(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
             stdout=fh,
             stderr=fh,
             cwd=ROOT,
+            env={**os.environ, KEY_ENV: "sk-fake"},
         )
 
 
@@ -160,6 +163,9 @@ def one_run(args: argparse.Namespace, seed: int) -> dict[str, Any]:
         procs = [spawn(c, workdir / f"replica-{i}.log") for i, c in enumerate(cfgs)]
 
         def stored() -> int:
+            if all(p.poll() is not None for p in procs):  # a config they refuse, say
+                log = (workdir / "replica-0.log").read_text(errors="replace")
+                raise SystemExit(f"every replica exited; replica-0.log ends:\n{log[-2000:]}")
             return counts(store)["turns"]
 
         deadline = time.monotonic() + args.max_seconds
