@@ -121,6 +121,8 @@ def config(
             }
         },
         "judge": "remote",
+        # Every turn judged once, whatever the default rate (issue 21 lowered it).
+        "sampling": {"default_rate": 1.0},
         "storage": {"url": db_url},
         "server": {"host": "127.0.0.1", "port": free_port()},
         "daemon": {"concurrency": concurrency},
