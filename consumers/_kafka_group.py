@@ -11,7 +11,10 @@ group, so every other SyncGroup is answered "rebalance in progress" for ever, ne
 dynamic rejoins included. The broker still accepts a JoinGroup carrying that member id, though,
 and makes its sender the leader: one member rejoining under the departed leader's id forms the
 group again. ``group_member_ids`` is what tells a departed leader from a slow one; on Kafka the
-leader is always a member, so there this never happens.
+leader is always a member, so there this never happens. A leader that leaves a forming round
+(LeaveGroup) is how the state is reached most directly, so a member that leads the round it
+gives up stops without leaving (``forget_membership``), and Tansu expires it, which does clear
+the leader.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from monitor.settings import KafkaConfig
 
 __all__ = [
     "finish_pending_join",
+    "forget_membership",
     "group_formed",
     "group_member_ids",
     "join_group",
@@ -123,6 +127,13 @@ def take_member_id(consumer: Any, member_id: str) -> bool:
         return False
     coordinator.reset_generation(member_id=member_id)
     return True
+
+
+def forget_membership(consumer: Any) -> bool:
+    """Make the consumer forget its member id, so that closing it sends no LeaveGroup (the
+    member is expired by the broker after its session instead); False when that cannot be
+    done."""
+    return take_member_id(consumer, "")  # kafka-python's UNKNOWN_MEMBER_ID
 
 
 def group_member_ids(config: KafkaConfig, timeout_s: float) -> set[str] | None:

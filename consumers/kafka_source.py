@@ -42,6 +42,7 @@ from consumers._kafka import (
 )
 from consumers._kafka_group import (
     finish_pending_join,
+    forget_membership,
     group_formed,
     group_member_ids,
     join_group,
@@ -357,6 +358,10 @@ class KafkaTurnSource:
         if how is Rejoin.TAKE_OVER and leader is not None:
             take_member_id(fresh, leader)
         old = self._consumer
+        if own and joined_leader(old) == own:
+            # It leads the round it gives up: a LeaveGroup now would leave Tansu naming a
+            # departed leader (_kafka_group.py); a member that just stops is expired instead.
+            forget_membership(old)
         try:
             with broker_errors("leaving the stuck group", self._servers):
                 # Revokes what is still assigned (the rebalance listener commits it first).

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
-from consumers._kafka_group import group_member_ids, joined_leader
+from consumers._kafka_group import forget_membership, group_member_ids, joined_leader
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.settings import KafkaConfig
@@ -125,9 +125,11 @@ def test_only_one_of_the_stuck_members_takes_the_leaders_place(
     wait_for(formed, timeout=FORMS_WITHIN_S, what="both members sharing every partition")
     ids = [m.member_id for m in members]
     # Two processes never share a member id: one leads as the departed leader, the other is
-    # itself (static) or a fresh dynamic member.
-    assert ids.count(departed) == 1
+    # itself (static) or a fresh dynamic member. (Two members joining at once sometimes get
+    # such a group formed by Tansu alone: then nobody took the leader's place.)
+    assert ids.count(departed) <= 1
     assert len(set(ids)) == 2
+    assert sum(m.rejoins for m in members) <= 2
     assert group_member_ids(members[0].source._config, 10.0) == set(ids)
     assert all(tp in range(4) for m in members for tp in m.owned)
 
@@ -157,3 +159,20 @@ def test_a_group_whose_leader_is_a_member_is_never_taken_over(
     assert sorted(len(listed) for _, listed in found) == [0, 2]
     assert ids in [listed for _, listed in found]
     assert [m.rejoins for m in members] == [0, 0]
+
+
+def test_a_member_that_forgets_its_membership_stops_without_leaving(
+    tansu_broker: EmbeddedBroker, topic: str, members: list[Member]
+) -> None:
+    """What a rejoining member that leads the round does with its old consumer: a LeaveGroup
+    from a forming round's leader is what leaves Tansu naming a departed leader; a member that
+    just stops stays listed until its session expires, and expiry clears the leader."""
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    member = Member(member_config(tansu_broker.bootstrap, topic, group))
+    members.append(member)
+    wait_for(lambda: member.owned == {0, 1, 2, 3}, timeout=FORMS_WITHIN_S, what="joined")
+    member.stop_polling()
+    joined = member.member_id
+    assert forget_membership(member.source._consumer)
+    member.source.close()
+    assert group_member_ids(member.source._config, 10.0) == {joined}
