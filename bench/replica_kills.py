@@ -121,8 +121,13 @@ def config(
             }
         },
         "judge": "remote",
-        # Every turn judged once, whatever the default rate (issue 21 lowered it).
-        "sampling": {"default_rate": 1.0},
+        # Every turn judged, no budget (issue 21's defaults sample 10 % and stop at 1,000
+        # calls an hour): the run counts every turn.
+        "sampling": {
+            "default_rate": 1.0,
+            "budget_calls_per_hour": None,
+            "budget_usd_per_hour": None,
+        },
         "storage": {"url": db_url},
         "server": {"host": "127.0.0.1", "port": free_port()},
         "daemon": {"concurrency": concurrency},
