@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from consumers._kafka import KafkaAdminClient, _fallback, broker_errors, client_options, kafka
+import structlog
+
+from consumers._kafka import KafkaAdminClient, _fallback, client_options, kafka
 from monitor.settings import KafkaConfig
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "joined_leader",
     "take_member_id",
 ]
+
+_log = structlog.get_logger(__name__)
 
 
 def finish_pending_join(consumer: Any, timeout_ms: int) -> None:
@@ -141,22 +145,18 @@ def group_member_ids(config: KafkaConfig, timeout_s: float) -> set[str] | None:
     None when it could not be asked (unreachable, refused, or an unexpected answer)."""
     timeout_ms = max(1, int(timeout_s * 1000))
     try:
-        with broker_errors("describing the consumer group", list(config.bootstrap_servers)):
-            admin = KafkaAdminClient(
-                **client_options(config),
-                bootstrap_timeout_ms=timeout_ms,
-                request_timeout_ms=timeout_ms,
-            )
-            try:
-                if not hasattr(admin, "_process_acl_operations"):
-                    _fallback("group_member_ids", "KafkaAdminClient._process_acl_operations")
-                # kafka-python 3.0.12 cannot parse the authorized-operations bits Tansu returns
-                # (ValueError: 15 is not a valid ACLOperation); the member list does not need
-                # them, and they were not asked for.
-                admin._process_acl_operations = lambda described: described
-                description = admin.describe_groups([config.group_id])[config.group_id]
-            finally:
-                admin.close()
+        admin = KafkaAdminClient(
+            **client_options(config), bootstrap_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms
+        )
+        try:
+            # kafka-python 3.0.12 cannot parse the authorized-operations bits Tansu returns
+            # (ValueError: 15 is not a valid ACLOperation); the member list does not need them,
+            # and they were not asked for.
+            admin._process_acl_operations = lambda described: described
+            description = admin.describe_groups([config.group_id])[config.group_id]
+        finally:
+            admin.close()
         return {str(member["member_id"]) for member in description["members"]}
-    except Exception:  # best effort: the caller falls back to an ordinary rejoin
+    except Exception as exc:  # best effort: the caller falls back to an ordinary rejoin
+        _log.warning("describing the consumer group failed", group=config.group_id, error=str(exc))
         return None

@@ -43,19 +43,12 @@ from consumers._kafka import (
 from consumers._kafka_group import (
     finish_pending_join,
     forget_membership,
-    group_formed,
-    group_member_ids,
     join_group,
     joined_leader,
     take_member_id,
 )
-from consumers.group_health import (
-    SESSION_TIMEOUTS,
-    GroupFormation,
-    LeaderTakeover,
-    Rejoin,
-    RejoinListener,
-)
+from consumers.group_health import Rejoin, RejoinListener
+from consumers.group_rejoin import RejoinPlan, StuckGroup, member_id
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import PartitionsCallback
 from consumers.unreadable import (
@@ -114,12 +107,9 @@ class KafkaTurnSource:
         self._unreadable = UnreadablePartitions(SystemClock(), *unreadable_backoff_s)
         self._on_unreadable: UnreadableListener | None = None
         self._user_paused: set[TopicPartition] = set()
-        # A group that does not form (Tansu 0.6 can wedge one with static members) is left
-        # and joined again as a dynamic member (issue 24, consumers/group_health.py).
-        session_s = config.session_timeout_ms / 1000
-        self._formation = GroupFormation(SystemClock(), SESSION_TIMEOUTS * session_s, session_s)
+        # A group that does not form (Tansu 0.6 can wedge one) is joined again (issue 24).
+        self._stuck = StuckGroup(config, close_timeout_s)
         self._on_rejoin: RejoinListener | None = None
-        self._takeover = LeaderTakeover()
         self._connect_timeout_s = connect_timeout_s
         # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
         require_reachable(self._servers, connect_timeout_s)
@@ -219,9 +209,9 @@ class KafkaTurnSource:
                         attempts=was.attempts,
                     )
         self._maybe_refresh_lag()
-        formed = group_formed(self._consumer)
-        if formed is not None and self._formation.observe(formed):
-            self._rejoin()
+        plan = self._stuck.check(self._consumer)
+        if plan is not None:
+            self._rejoin(plan)
         return out
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
@@ -276,7 +266,7 @@ class KafkaTurnSource:
         """This consumer's member id in its group ('' before it joined). A static member
         (``group_instance_id``) gets the same one back when it rejoins under its name."""
         self._settle()
-        return str(self._consumer.group_metadata().member_id or "")
+        return member_id(self._consumer)
 
     def assignment(self) -> set[TopicPartition]:
         self._settle()
@@ -315,50 +305,20 @@ class KafkaTurnSource:
 
     # ------------------------------------------------------------------ internals
 
-    def _rejoin(self) -> None:
-        """Leave a group that has not formed for several session timeouts and join it again:
-        as a dynamic member (a new member id: the broker's stale state for the old one no
-        longer matters; static membership comes back with the next restart of the process),
-        or, when the broker keeps naming a leader the group no longer has, in that leader's
-        place (``LeaderTakeover`` says which, and when to wait instead)."""
-        own = self._own_member_id()
-        leader, members = self._departed_leader(own)
-        how = self._takeover.decide(own, leader, members)
-        context = {
-            "group": self._config.group_id,
-            "group_instance_id": self._config.group_instance_id,
-            "next_bound_s": round(self._formation.bound_s, 1),
-        }
-        if how is Rejoin.WAIT:
-            log.warning(
-                "the consumer group's leader is no longer a member of it; waiting for the "
-                "member whose id sorts first to take its place",
-                leader=leader,
-                chosen=min(members),
-                **context,
-            )
-            return
-        if how is Rejoin.TAKE_OVER:
-            log.warning(
-                "the consumer group's leader is no longer a member of it; rejoining under the "
-                "leader's member id, so that this member leads the group and it forms again",
-                leader=leader,
-                **context,
-            )
-        else:
-            log.warning(
-                "the consumer group has not formed; leaving it and rejoining as a dynamic member",
-                **context,
-            )
+    def _rejoin(self, plan: RejoinPlan) -> None:
+        """Leave a group that has not formed and join it again with a fresh consumer: as a
+        dynamic member (a new member id: the broker's stale state for the old one no longer
+        matters; static membership comes back with the next restart of the process), or in
+        the place of a leader the group no longer has (``consumers/group_rejoin.py``)."""
         try:
             fresh = self._subscribed(None)  # first: if the broker is gone, keep what there is
         except BrokerError as exc:
             log.warning("rejoining failed; retried after the next bound", error=str(exc))
             return
-        if how is Rejoin.TAKE_OVER and leader is not None:
-            take_member_id(fresh, leader)
+        if plan.how is Rejoin.TAKE_OVER and plan.leader is not None:
+            take_member_id(fresh, plan.leader)
         old = self._consumer
-        if own and joined_leader(old) == own:
+        if plan.own_id and joined_leader(old) == plan.own_id:
             # It leads the round it gives up: a LeaveGroup now would leave Tansu naming a
             # departed leader (_kafka_group.py); a member that just stops is expired instead.
             forget_membership(old)
@@ -374,20 +334,6 @@ class KafkaTurnSource:
         self._consumer = fresh
         if self._on_rejoin is not None:
             self._on_rejoin()
-
-    def _own_member_id(self) -> str:
-        return str(self._consumer.group_metadata().member_id or "")
-
-    def _departed_leader(self, own: str) -> tuple[str | None, set[str]]:
-        """The leader the broker last named, if it is not a member of the group (else None),
-        and the group's member ids (empty when they could not be asked)."""
-        leader = joined_leader(self._consumer)
-        if leader is None or not own or leader == own:
-            return None, set()
-        members = group_member_ids(self._config, self._close_timeout_s)
-        if members is None or leader in members:
-            return None, members or set()
-        return leader, members
 
     def _hold_unreadable(self, exc: UnreadableBatchError) -> None:
         """Pause the partition on its unread batch (its position stays there, so nothing past

@@ -52,6 +52,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("unreadable",),
         ("_kafka", "decode", "offsets", "source"),
         ("_kafka_group",),
+        ("group_rejoin",),
         ("dlq", "file_source", "kafka_source", "tansu"),
     ),
     "monitor.judging": (

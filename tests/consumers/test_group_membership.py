@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from consumers._kafka import KafkaAdminClient
+from consumers._kafka_group import group_member_ids
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
 from consumers.tansu import EmbeddedBroker, create_topics
@@ -42,15 +42,9 @@ def _joined(source: KafkaTurnSource, topic: str) -> None:
 
 def _members(bootstrap: str, group: str) -> list[str]:
     """The member ids the broker lists for ``group``."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    # kafka-python 3.0.12 cannot parse the authorized-operations bits Tansu returns
-    # (ValueError: 15 is not a valid ACLOperation); the members do not need them.
-    admin._process_acl_operations = lambda group_dict: group_dict
-    try:
-        description = admin.describe_groups([group])[group]
-    finally:
-        admin.close()
-    return [str(m["member_id"]) for m in description["members"]]
+    members = group_member_ids(member_config(bootstrap, "unused", group), timeout_s=10.0)
+    assert members is not None, "DescribeGroups failed"
+    return sorted(members)
 
 
 def test_a_dynamic_member_leaves_the_group_when_closed(

@@ -152,7 +152,7 @@ def test_a_group_whose_leader_is_a_member_is_never_taken_over(
         member.stop_polling()
     ids = {m.member_id for m in members}
     assert {m.leader for m in members} <= ids
-    found = [m.source._departed_leader(m.member_id) for m in members]
+    found = [m.source._stuck.departed_leader(m.source._consumer, m.member_id) for m in members]
     assert [leader for leader, _ in found] == [None, None]
     # The follower asked the coordinator and found the leader among the members; the leader
     # did not need to ask.
