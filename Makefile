@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # (issue 21: those are ~1.3 GB); a venv that has the dev install has them already.
 RUN_STAMP := $(VENV)/.run-stamp
 
-.PHONY: run test lint typecheck unit services bench clean
+.PHONY: run test lint typecheck unit services bench clean docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,8 +43,14 @@ test: $(STAMP) services lint typecheck
 bench: $(STAMP) services
 	$(PY) bench/run_all.py
 
+# The documentation site (mkdocs.yml, docs/): the reference pages regenerated from the code, then
+# built into site/ in strict mode (a broken link or a page left out of the nav fails the build).
+docs: $(STAMP)
+	$(PY) scripts/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site
 
 # Regenerate the chart's files derived from the code: values.schema.json (from the settings) and
 # the values table of helm/casewatch/README.md (tests/helm fail while either is stale).

@@ -59,9 +59,9 @@ def test_bad_baseline_sections_name_the_problem(baseline: dict[str, object], mes
         load_settings(baseline=baseline)
 
 
-def test_the_readme_baseline_example_loads(tmp_path: Path) -> None:
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    blocks = re.findall(r"```yaml\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+def test_the_docs_baseline_example_loads(tmp_path: Path) -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "pairwise.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
     (block,) = [b for b in blocks if b.startswith("baseline:")]
     config = tmp_path / "baseline.yaml"
     config.write_text(block, encoding="utf-8")
