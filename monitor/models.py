@@ -122,6 +122,10 @@ class TurnEvent(_Open):
     reference: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     feedback: Feedback | None = None
+    # The span that produced the answer, when the turn was read from OpenTelemetry traces (or a
+    # producer knows it): kept with the stored turn and on the evaluation records written back.
+    trace_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{32}$")
+    span_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$")
 
 
 # ---------------------------------------------------------------- judge output

@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("monitor.scoring", "monitor.logs", "monitor.budget", "monitor.settings_errors"),
     ("monitor.exporter", "monitor.redaction"),
     ("monitor.settings",),
-    ("monitor.judging", "monitor.storage", "consumers"),
+    ("monitor.judging", "monitor.storage", "consumers", "monitor.otel_export"),
     ("monitor.reporting",),
     ("monitor.jobs",),
     ("monitor.stream",),
@@ -48,8 +48,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # Each package's modules (relative names; "__init__" is the package itself), lowest first.
 INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "consumers": (
-        ("__init__", "group_health", "records", "replay", "sampling"),
-        ("unreadable",),
+        (
+            "__init__",
+            "group_health",
+            "records",
+            "replay",
+            "sampling",
+            "otel.__init__",
+            "otel.mapping",
+            "otel.otlp",
+        ),
+        ("unreadable", "otel.assembly", "otel.genai"),
         ("_kafka", "decode", "offsets", "source"),
         ("_kafka_group",),
         ("group_rejoin",),
@@ -89,6 +98,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("pairwise_factory", "panel"),
         ("evaluator",),
     ),
+    "monitor.otel_export": (("__init__", "records"), ("sender",)),
     "monitor.redaction": (
         ("detectors", "placeholders"),
         ("redactor",),
