@@ -74,24 +74,30 @@ def _key_or_raise(key: _Key) -> str | None:
 class JudgeConfig(_Section):
     """One judge: the offline heuristic, or any OpenAI-compatible chat-completions endpoint."""
 
-    kind: Literal["openai", "heuristic"] = "openai"
+    kind: Literal["openai", "heuristic"] = Field(
+        default="openai",
+        description="openai: an OpenAI-compatible endpoint; heuristic: the offline judge.",
+    )
     base_url: str | None = Field(
         default=None, description="OpenAI-compatible base URL (…/v1); None means api.openai.com."
     )
-    model: str = HEURISTIC
+    model: str = Field(default=HEURISTIC, description="The endpoint's model name.")
     api_key: SecretStr | None = None
     api_key_env: str | None = Field(
         default=None, description="Name of the env var holding the key."
     )
     api_key_file: Path | None = Field(default=None, description="File holding the key.")
-    timeout_seconds: float = Field(default=60.0, gt=0)
+    timeout_seconds: float = Field(default=60.0, gt=0, description="Per request attempt.")
     output_retries: int = Field(default=2, ge=0, le=10, description="Retries on invalid output.")
     transport_retries: int = Field(
         default=4, ge=0, le=20, description="Retries on 429/5xx/timeout."
     )
     backoff_initial_seconds: float = Field(default=0.5, ge=0)
     backoff_max_seconds: float = Field(default=30.0, ge=0)
-    response_format: Literal["auto", "json_schema", "json_object"] = "auto"
+    response_format: Literal["auto", "json_schema", "json_object"] = Field(
+        default="auto",
+        description="auto: strict json_schema output, JSON mode where the endpoint rejects it.",
+    )
     max_output_tokens: int = Field(default=2000, gt=0)
     price_input_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M input tokens.")
     price_output_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M output tokens.")
@@ -121,9 +127,20 @@ class JudgeConfig(_Section):
 class PanelConfig(_Section):
     """Which judges score a turn (seed 003). One primary = single-judge mode."""
 
-    primaries: list[str] = Field(default_factory=lambda: [HEURISTIC], min_length=1, max_length=2)
-    arbiter: str | None = None
-    disagreement: Literal["any_band", "critical_band", "s_final_delta"] = "any_band"
+    primaries: list[str] = Field(
+        default_factory=lambda: [HEURISTIC],
+        min_length=1,
+        max_length=2,
+        description="One or two judges (names under judges) that score every sampled turn.",
+    )
+    arbiter: str | None = Field(
+        default=None, description="The judge that scores a turn the two primaries disagree on."
+    )
+    disagreement: Literal["any_band", "critical_band", "s_final_delta"] = Field(
+        default="any_band",
+        description="When the primaries disagree: any metric's band, a critical metric's band,"
+        " or |S_final difference| > s_final_threshold.",
+    )
     s_final_threshold: float = Field(default=0.15, ge=0, le=1)
 
     @model_validator(mode="after")
@@ -141,12 +158,22 @@ class PanelConfig(_Section):
 
 
 class KafkaConfig(_Section):
-    bootstrap_servers: list[str] = Field(default_factory=lambda: ["127.0.0.1:9092"])
-    topics: list[str] = Field(default_factory=lambda: ["support.turns"], min_length=1)
-    group_id: str = "casewatch"
+    """The Kafka cluster, the topics of turn events and the consumer group."""
+
+    bootstrap_servers: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:9092"], description="Brokers (host:port)."
+    )
+    topics: list[str] = Field(
+        default_factory=lambda: ["support.turns"],
+        min_length=1,
+        description="Topics of turn events.",
+    )
+    group_id: str = Field(default="casewatch", description="Every replica joins this group.")
     client_id: str = "casewatch"
-    dlq_suffix: str = ".dlq"
-    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    dlq_suffix: str = Field(default=".dlq", description="Dead-letter topic: the topic + this.")
+    auto_offset_reset: Literal["earliest", "latest"] = Field(
+        default="earliest", description="Where a group without committed offsets starts."
+    )
     # Defaults for a loop that polls continuously and pauses partitions instead of blocking
     # (README "Consumer group timing"): a crashed member is replaced within ~10 s, live members
     # learn of a rebalance within 1 s, and a rebalance never waits more than 30 s for a member.
@@ -217,32 +244,58 @@ DEFAULT_BUDGET_USD_PER_HOUR = 5.0
 
 
 class SamplingConfig(_Section):
-    default_rate: float = Field(default=DEFAULT_SAMPLING_RATE, ge=0, le=1)
+    """Which turns are judged: a share of conversations, rules, and hourly budgets."""
+
+    default_rate: float = Field(
+        default=DEFAULT_SAMPLING_RATE,
+        ge=0,
+        le=1,
+        description="Share of conversations judged (chosen by a hash of conversation_id).",
+    )
     rates: dict[str, float] = Field(default_factory=dict, description="Per assistant name.")
     always_judge: list[AlwaysJudgeRule] = Field(default_factory=list)
     # null: no budget (every sampled turn is judged, whatever it costs).
     budget_calls_per_hour: float | None = Field(default=DEFAULT_BUDGET_CALLS_PER_HOUR, gt=0)
-    budget_usd_per_hour: float | None = Field(default=DEFAULT_BUDGET_USD_PER_HOUR, gt=0)
-    estimated_usd_per_call: float = Field(default=0.0, ge=0)
+    budget_usd_per_hour: float | None = Field(
+        default=DEFAULT_BUDGET_USD_PER_HOUR,
+        gt=0,
+        description="USD per hour at most, from the judges' prices (null: no limit).",
+    )
+    estimated_usd_per_call: float = Field(
+        default=0.0,
+        ge=0,
+        description="USD reserved per judge request until its actual cost is known.",
+    )
     # Check every consumed turn's answer for near misses of evidence identifiers (no network);
     # a hit is judged (reason rule:identifier_tripwire) within the budget.
     identifier_tripwire: bool = True
 
 
 class StorageConfig(_Section):
-    url: str = "sqlite:///casewatch.db"
-    retention_days: float | None = Field(default=30, gt=0)
+    """The SQL store of turns, verdicts and judgments."""
+
+    url: str = Field(
+        default="sqlite:///casewatch.db",
+        description="SQLAlchemy URL: sqlite:///FILE or postgresql+psycopg://user@host/db.",
+    )
+    retention_days: float | None = Field(
+        default=30, gt=0, description="Rows older than this are purged (null: kept)."
+    )
     retention_interval_seconds: float = Field(
         default=3600, gt=0, description="How often the retention job purges old rows."
     )
 
 
 class ServerConfig(_Section):
+    """The HTTP server of /metrics, /healthz and /readyz."""
+
     host: str = "127.0.0.1"
     port: int = Field(default=9464, ge=0, le=65535)
 
 
 class DaemonConfig(_Section):
+    """The processing loop: concurrency, backpressure, commits and stopping."""
+
     concurrency: int = Field(default=8, gt=0, le=1024, description="Judge calls in flight.")
     max_in_flight: int = Field(default=256, gt=0, description="Turns held before pausing.")
     screen_processes: int = Field(
@@ -255,8 +308,12 @@ class DaemonConfig(_Section):
             "ingest is the bottleneck and a core is free."
         ),
     )
-    drain_timeout_seconds: float = Field(default=30.0, gt=0)
-    commit_interval_seconds: float = Field(default=1.0, gt=0)
+    drain_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="On SIGTERM, how long in-flight turns may finish."
+    )
+    commit_interval_seconds: float = Field(
+        default=1.0, gt=0, description="How often finished offsets are committed."
+    )
     # On a rebalance, turns of revoked partitions still being judged are waited for this long
     # (capped by a quarter of kafka.max_poll_interval_ms) so the new owner does not pay for them
     # again; what is still running then is abandoned and counted.
@@ -524,9 +581,17 @@ class Settings(BaseSettings):
     judges: dict[str, JudgeConfig] = Field(default_factory=dict)
     judge: str = Field(default=HEURISTIC, description="Judge used in single-judge mode.")
     panel: PanelConfig | None = None
-    weight_profile: str = "default"
-    weight_profiles: dict[str, dict[str, float]] = Field(default_factory=dict)
-    critical_metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_CRITICAL_METRICS))
+    weight_profile: str = Field(
+        default="default",
+        description="Weights of S_final: default, uniform, retrieval-heavy or weight_profiles.",
+    )
+    weight_profiles: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Your own profiles: name -> {metric: weight}."
+    )
+    critical_metrics: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_CRITICAL_METRICS),
+        description="A turn is at least as bad as the worst band among these metrics.",
+    )
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
@@ -537,7 +602,9 @@ class Settings(BaseSettings):
     drift: DriftConfig = Field(default_factory=DriftConfig)
     quality_estimate: QualityEstimateConfig = Field(default_factory=QualityEstimateConfig)
     detection: DetectionConfig = Field(default_factory=DetectionConfig)  # issue 19
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="JSON logs on stderr from this level up."
+    )
     redact: list[SecretStr] = Field(default_factory=list, description="Extra strings to redact.")
     # Personal data in turns (issue 23): pseudonymized after decode.
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
