@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from monitor.errors import BrokerError
+from monitor.errors import BrokerError, UnreadableBatchError
 from monitor.settings import KafkaConfig
 
 with warnings.catch_warnings():
@@ -246,22 +246,6 @@ def close_producer(producer: Any, timeout_s: float) -> bool:
 # ---------------------------------------------------------------- unreadable batches (issue 24)
 
 
-class UnreadableBatchError(Exception):
-    """A fetched batch of ``tp`` from ``offset`` on cannot be read (``reason``: one of
-    ``consumers.unreadable.REASONS``). Raised out of ``KafkaConsumer.poll`` by the patch below;
-    never a KafkaError, so ``broker_errors`` lets it through to the source, which holds the
-    partition back."""
-
-    def __init__(self, tp: TopicPartition, offset: int, reason: str, cause: BaseException) -> None:
-        self.tp = tp
-        self.offset = offset
-        self.reason = reason
-        self.cause = cause
-        super().__init__(
-            f"{tp.topic}/{tp.partition} at offset {offset}: {describe_unreadable(reason, cause)}"
-        )
-
-
 def describe_unreadable(reason: str, cause: BaseException) -> str:
     """What failed, and what the operator can do about it."""
     from consumers.unreadable import CODEC_UNAVAILABLE
@@ -314,8 +298,9 @@ def _fail_unreadable_batches() -> None:
             return original(self, n)
         except Exception as exc:
             tp = from_kafka_tp(self.topic_partition)
+            reason = _unreadable_reason(exc)
             error = UnreadableBatchError(
-                tp, int(self.next_fetch_offset), _unreadable_reason(exc), exc
+                tp, int(self.next_fetch_offset), reason, exc, describe_unreadable(reason, exc)
             )
             self._casewatch_unreadable = error
             raise error from exc

@@ -17,6 +17,7 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     ├── JudgeError
     │   ├── JudgeOutputInvalid      the judge answered, but not with valid scores (retryable)
     │   ├── JudgeTransientError     429 / 5xx / timeout / connection (retryable with backoff)
+    │   │   └── UnreadableResponse  a 200 whose body is not what was asked for (retryable)
     │   ├── JudgeFatalError         4xx other than 429, auth errors (not retryable)
     │   └── RubricGradingFailed     a text could not be graded on every rubric question
     ├── AssistantError              the assistant's endpoint gave no usable answer (baseline job)
@@ -26,20 +27,24 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     ├── SchemaMissing               the database has no casewatch schema (`casewatch db upgrade`)
     ├── TransportError              the turn source or dead-letter sink failed (paused, retried)
     │   ├── BrokerError             Kafka unreachable or a commit failed
+    │   │   └── OffsetsNotCommitted the daemon stopped but its final commit failed
     │   └── TurnFileError           reading a turn file, writing an offsets or dead-letter file
-    │   OffsetsNotCommitted         the daemon stopped but its final commit failed (a BrokerError)
+    ├── UnreadableBatchError        a fetched Kafka batch cannot be read (the partition is held)
     ├── ListenError                 the probe server cannot listen on host:port
     ├── DemoError                   the demo cannot start; says what to do
     ├── PrometheusStackError        the demo's Prometheus or Alertmanager failed or answered badly
     ├── NoPairing                   no Swiss pairing without a repeat is left (tournament over)
     ├── TooLargeToRedact            a turn's text exceeds the redaction step's bound
-    └── MessageRejected             a pipeline step is full: backpressure, try again later
+    ├── MessageRejected             a pipeline step is full: backpressure, try again later
+    ├── ScreeningOff                screening processes are off; a batch is decoded in-process
+    └── NotRenderableFast           a metric family the exposition fast path cannot render
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -100,6 +105,15 @@ class JudgeTransientError(JudgeError):
         self.retry_after = retry_after
         self.reason = reason or "transient"
         super().__init__(message)
+
+
+class UnreadableResponse(JudgeTransientError):
+    """The endpoint answered 200 with a body that is not what was asked for (a broken or
+    overloaded proxy): retried like a server error, and told apart from an HTTP failure by its
+    type (an assistant's probe counts it as a bad response, not an HTTP error)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="server_error")
 
 
 class JudgeFatalError(JudgeError):
@@ -169,6 +183,22 @@ class TurnFileError(TransportError):
     """A turn file could not be read, or its offsets or dead-letter file written."""
 
 
+class UnreadableBatchError(CasewatchError):
+    """A fetched batch of ``tp`` from ``offset`` on cannot be read (``reason``: one of
+    ``consumers.unreadable.REASONS``; ``description`` says what failed and what to do). Never a
+    TransportError nor a KafkaError: the source holds that one partition back instead of
+    pausing the stream."""
+
+    def __init__(
+        self, tp: Any, offset: int, reason: str, cause: BaseException, description: str
+    ) -> None:
+        self.tp = tp
+        self.offset = offset
+        self.reason = reason
+        self.cause = cause
+        super().__init__(f"{tp.topic}/{tp.partition} at offset {offset}: {description}")
+
+
 class OffsetsNotCommitted(BrokerError):
     """The daemon stopped, but its final offset commit failed (e.g. Kafka was unreachable).
 
@@ -216,6 +246,16 @@ class NoPairing(CasewatchError):
 
 class MessageRejected(CasewatchError):
     """A pipeline step cannot take the message now (it is full). Hold it and retry."""
+
+
+class ScreeningOff(CasewatchError):
+    """Screening processes were turned off after repeated failures: the batch is decoded in the
+    daemon's process instead."""
+
+
+class NotRenderableFast(CasewatchError):
+    """A metric family the exposition fast path cannot render exactly (an exemplar, a
+    ``set_function`` gauge): the family goes through prometheus_client's own renderer."""
 
 
 def truncate(text: str, limit: int) -> str:

@@ -42,6 +42,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.utils import floatToGoString
 
+from monitor.errors import NotRenderableFast
+
 # The private prometheus_client attributes read below, in one place: pyproject pins
 # prometheus-client to the minor version they were written against, the byte-for-byte tests
 # (tests/monitor/test_exposition.py) catch a change of meaning, and a test resolves each one on
@@ -119,10 +121,6 @@ def negotiate(accept: str | None) -> Format:
 
 
 TEXT = negotiate("")  # text format 0.0.4, what a client without an Accept header gets
-
-
-class _Unsupported(Exception):
-    """A family the fast path cannot render exactly (an exemplar, a ``set_function`` gauge)."""
 
 
 def _value_text(v: float) -> str:
@@ -209,7 +207,7 @@ class _Family:
         else:
             children = [wrapper]
         if self.gauge and any(map(contains, map(_DICT, children), repeat("_child_samples"))):
-            raise _Unsupported(self.name)  # set_function(): the value is computed on collect
+            raise NotRenderableFast(self.name)  # set_function(): the value is computed on collect
         realigned = children != self.children  # identity per element: added or removed
         if realigned:
             self._realign(children)
@@ -220,7 +218,7 @@ class _Family:
             return self.chunk
         # Exemplars (Counter.inc / Histogram.observe only) are written in OpenMetrics.
         if not self.gauge and any(map(_EXEMPLAR, self.holders)):
-            raise _Unsupported(self.name)
+            raise NotRenderableFast(self.name)
         if self.histogram:
             width = len(self.bounds_text)
             counts = width * len(children)
@@ -320,7 +318,7 @@ class Exposition:
                 if family is not None:
                     try:
                         body = family.render()
-                    except _Unsupported:
+                    except NotRenderableFast:
                         family = None
                     else:
                         chunks.append(family.om_header if fmt.openmetrics else family.text_header)

@@ -24,10 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. "monitor" is the package's __init__ (the version) only.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("monitor", "monitor.errors"),
     (
-        "monitor",
         "monitor.models",
-        "monitor.errors",
         "monitor.clock",
         "monitor.processes",
         "monitor.workers",
@@ -81,7 +80,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "heuristic.kinds",
             "heuristic.lexicon",
         ),
-        ("chat_options",),
+        ("chat_options", "http_transport"),
         ("chat_endpoint", "prompt", "recorder", "rubric_match", "heuristic.tokens"),
         (
             "openai_judge",

@@ -2,9 +2,10 @@
 
 Two kinds (``AssistantEndpointConfig.kind``): an OpenAI-compatible chat endpoint, or any JSON
 API through a request template and an answer selector (``monitor.jobs.assistant_template``).
-Both go through the judges' HTTP boundary, ``monitor.judging.chat_endpoint.ChatEndpoint`` (one
-client stack, one translation of HTTP failures); this module maps its errors to the bounded
-reasons of ``AssistantError``. One try per probe and run: a failure skips the probe for this
+Both go through the HTTP transport the judges' endpoint is built on,
+``monitor.judging.http_transport.HttpTransport`` (one client stack, one translation of HTTP
+failures); this module maps its errors, by type and reason, to the bounded reasons of
+``AssistantError``. One try per probe and run: a failure skips the probe for this
 run and the next run asks again (no retry loop of its own). The bearer token comes from the
 config, read once when the settings were built.
 """
@@ -14,20 +15,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pydantic
-from pydantic import SecretStr
-
 from monitor.errors import (
     AssistantError,
     ConfigError,
     JudgeError,
-    JudgeTransientError,
     TemplateError,
+    UnreadableResponse,
 )
 from monitor.jobs.assistant_template import render, select
-from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, content_of
+from monitor.judging.chat_endpoint import content_of
+from monitor.judging.chat_reply import RequestParams, encode_model
+from monitor.judging.http_transport import CallStats, HttpTransport, TransportConfig
 from monitor.judging.pairwise_prompt import PairwiseQuestion
-from monitor.settings import AssistantEndpointConfig, JudgeConfig
+from monitor.settings import AssistantEndpointConfig
 
 _MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 # History roles an OpenAI-compatible chat accepts; support-desk agents speak as the assistant.
@@ -43,22 +43,22 @@ class AssistantClient:
         if config.kind == "template" and not config.url.startswith(("http://", "https://")):
             raise ConfigError(f"assistant endpoint url {config.url!r} must be http(s)")
         self._config = config
-        token = config.resolve_api_key()
-        transport = JudgeConfig(
-            kind="openai",
-            base_url=config.url if config.kind == "openai" else None,
-            model=config.model or "template",
-            api_key=SecretStr(token) if token else None,
-            timeout_seconds=config.timeout_seconds,
-            transport_retries=0,  # one try per probe and run
-            output_retries=0,
+        self.name = name
+        # One try per probe and run: the transport has no retries of its own.
+        self._transport = HttpTransport(
+            TransportConfig(
+                base_url=config.url if config.kind == "openai" else None,
+                timeout_seconds=config.timeout_seconds,
+                api_key=config.resolve_api_key(),
+                headers=dict(config.headers),
+                anonymous=True,
+            )
         )
-        self._endpoint = ChatEndpoint(
-            f"assistant:{name}", transport, headers=config.headers, anonymous=True
-        )
+        self._model_member = encode_model(config.model or "")
+        self._no_params = RequestParams.of()
 
     def close(self) -> None:
-        self._endpoint.close()
+        self._transport.close()
 
     def answer(self, probe_id: str, question: PairwiseQuestion) -> str:
         try:
@@ -76,7 +76,8 @@ class AssistantClient:
             if m.role in _CHAT_ROLES:
                 messages.append({"role": _CHAT_ROLES[m.role], "content": m.content})
         messages.append({"role": "user", "content": question.query})
-        text = content_of(self._endpoint.send(messages, CallStats()))
+        reply = self._transport.chat(self._model_member, messages, self._no_params, CallStats())
+        text = content_of(reply)
         if not text.strip():
             raise AssistantError("bad_response", "empty answer")
         return text
@@ -87,7 +88,7 @@ class AssistantClient:
             body = render(self._config.body, values)
         except TemplateError as exc:
             raise ConfigError(f"assistant endpoint body: {exc}") from exc
-        raw = self._endpoint.post_json(self._config.url, body, CallStats())
+        raw = self._transport.post_json(self._config.url, body, CallStats())
         if len(raw) > _MAX_RESPONSE_BYTES:
             raise AssistantError("bad_response", "answer larger than 4 MiB")
         try:
@@ -104,9 +105,7 @@ def _assistant_error(exc: JudgeError) -> AssistantError:
     reason = getattr(exc, "reason", "")
     if reason in ("timeout", "connection"):
         return AssistantError(reason, str(exc))
-    unreadable = isinstance(exc.__cause__, pydantic.ValidationError) or (
-        isinstance(exc, JudgeTransientError) and str(exc).startswith("unreadable response")
-    )
+    unreadable = isinstance(exc, UnreadableResponse)
     return AssistantError("bad_response" if unreadable else "http_error", str(exc))
 
 

@@ -37,7 +37,7 @@ from pydantic import ValidationError
 from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import NOT_SAMPLED, Sampler
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import MessageRejected
+from monitor.errors import MessageRejected, ScreeningOff
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
 from monitor.redaction import Redactor
@@ -111,7 +111,7 @@ def _start_process(
 
 def _screen(values: list[bytes | None]) -> list[Mark]:
     if _screener is None:  # pragma: no cover - the pool's initializer always ran
-        raise RuntimeError("screening process was not initialised")
+        raise ScreeningOff("the screening process was not initialised")
     return _screener.marks(values)
 
 
@@ -180,13 +180,16 @@ class ScreenStep:
         batch, self._batch = self._batch, []
         values = [m.payload.value for m in batch]
         future: cf.Future[list[Mark]]
-        try:
-            if self.disabled:
-                raise RuntimeError("screening is off")
-            future = self._executor().submit(_screen, values)
-        except (BrokenProcessPool, RuntimeError, OSError) as exc:  # cannot start or send work
+        if self.disabled:
             future = cf.Future()
-            future.set_exception(exc)
+            future.set_exception(ScreeningOff("screening is off"))
+        else:
+            try:
+                future = self._executor().submit(_screen, values)
+            # The pool cannot start or take work (RuntimeError: shut down under us).
+            except (BrokenProcessPool, RuntimeError, OSError) as exc:
+                future = cf.Future()
+                future.set_exception(exc)
         self._flight.append((batch, future, self._generation))
 
     def _collect(self, wait_s: float = 0.0) -> None:

@@ -151,7 +151,7 @@ def test_each_thread_has_its_own_client_and_finished_threads_give_theirs_back(
     def call() -> None:
         barrier.wait()  # all four threads hold a client at the same time
         endpoint.send(CONVERSATION, CallStats())
-        seen.append(id(endpoint._client()))
+        seen.append(id(endpoint.transport.client()))
 
     with ThreadPoolExecutor(4) as pool:
         for future in [pool.submit(call) for _ in range(4)]:
@@ -188,7 +188,7 @@ def test_an_endpoint_dropped_without_close_closes_its_clients(fake_judge: FakeJu
     endpoint = ChatEndpoint("primary", fake_judge_config(fake_judge))
     fake_judge.script([scores()])
     endpoint.send(CONVERSATION, CallStats())
-    client = endpoint._client()
+    client = endpoint.transport.client()
     assert not client.is_closed()
     del endpoint
     gc.collect()
