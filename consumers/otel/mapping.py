@@ -21,7 +21,7 @@ import jmespath
 from jmespath.exceptions import JMESPathError
 from pydantic import ValidationError
 
-from monitor.errors import InvalidEvent, truncate, validation_error_lines
+from monitor.errors import InvalidEvent, MappingError, truncate, validation_error_lines
 from monitor.models import TurnEvent
 
 # Fields a mapping may fill, dotted for nested ones; the required ones must be mapped.
@@ -69,10 +69,6 @@ MAPPED_DLQ_REASONS: tuple[str, ...] = (
     "schema",
 )
 MAX_DETAIL_CHARS = 500
-
-
-class MappingError(ValueError):
-    """A mapping that cannot be used; the message names the key."""
 
 
 @dataclass(frozen=True)
