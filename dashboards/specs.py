@@ -1,4 +1,4 @@
-"""The four dashboards ``generate.py`` writes, in the order the README lists them."""
+"""The four dashboards ``generate.py`` writes, in the order docs/dashboards.md lists them."""
 
 from __future__ import annotations
 

@@ -301,7 +301,7 @@ class Metrics:
         )
         self.drift_effect = Gauge(
             "casewatch_drift_effect",
-            "Effect size of the drift signal (statistic named in the README per signal)",
+            "Effect size of the drift signal (its statistic per signal: docs/drift.md)",
             ["assistant", "signal"],
             registry=r,
         )

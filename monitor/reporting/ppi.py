@@ -13,7 +13,7 @@ variance  lambda^2 Var(f~)/N + Var(Y - lambda f)/n.  lambda = 0 is the labels-on
 useless judge costs nothing. The interval is the normal (CLT) one of both papers.
 
 Not ppi_py: it requires numba, pandas, statsmodels and gdown for what is these few lines
-(README, "Dependencies").
+(docs/dependencies.md).
 """
 
 from __future__ import annotations

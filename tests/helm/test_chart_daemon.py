@@ -9,7 +9,7 @@ runs exactly that as a subprocess, changing only where things are on this machin
 - storage.url: a temporary SQLite file, or a throwaway PostgreSQL schema for production values;
 - server.port: a free port (server.host stays the rendered 0.0.0.0);
 - judges' base_url: the fake OpenAI-compatible judge server;
-- secretKeyRef env: values from a stand-in for the Secret the README tells users to create.
+- secretKeyRef env: values from a stand-in for the Secret docs/deploy.md tells users to create.
 
 Then /readyz must turn ready (also with static membership: the pod name as
 kafka.group_instance_id). With the production values the migration hook's command runs
@@ -55,7 +55,7 @@ from tests.monitor.stream.test_daemon import http_get, wait_for
 
 CONFIG_PATH = "/etc/casewatch/casewatch.yaml"
 POD_NAME = "cw-casewatch-5d8f7c9b4-x2x7q"
-# The Secret of the README's "Deploy on Kubernetes" (production-values.yaml names these keys).
+# The Secret of docs/deploy.md (production-values.yaml names these keys).
 SECRET = {
     "openai-api-key": FAKE_JUDGE_KEY,
     "vllm-api-key": FAKE_JUDGE_KEY,

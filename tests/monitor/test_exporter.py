@@ -38,7 +38,7 @@ def registry() -> CollectorRegistry:
     return CollectorRegistry()
 
 
-# Headline names users' rules and dashboards build on (the README's "Metrics" section): a
+# Headline names users' rules and dashboards build on (docs/metrics.md): a
 # rename or a lost declaration breaks this before it breaks someone's alert.
 CONTRACT = (
     "casewatch_turns_consumed_total",
