@@ -10,8 +10,8 @@ stored something, and restarted at once. At the end every turn must be stored ex
 Extra judge calls = judge requests answered - turns. A kill costs the calls in flight at that
 moment (at most ``daemon.concurrency``: they are judged again after the restart) plus any
 verdict finished but not yet stored; a rebalance a kill causes may add the calls a surviving
-replica abandons (``casewatch_revoke_abandoned_total``). The bound the docs state (docs/how-it-works.md) is
-``daemon.concurrency`` per kill.
+replica abandons (``casewatch_revoke_abandoned_total``). The bound docs/how-it-works.md states
+is ``daemon.concurrency`` per kill.
 
     .venv/bin/python bench/replica_kills.py                 # 3 replicas, 3,000 turns, 4 kills
     .venv/bin/python bench/replica_kills.py --runs 3        # the median of three runs

@@ -175,8 +175,9 @@ class KafkaConfig(_Section):
         default="earliest", description="Where a group without committed offsets starts."
     )
     # Defaults for a loop that polls continuously and pauses partitions instead of blocking
-    # (docs/kafka.md, "Consumer group timing"): a crashed member is replaced within ~10 s, live members
-    # learn of a rebalance within 1 s, and a rebalance never waits more than 30 s for a member.
+    # (docs/kafka.md, "Consumer group timing"): a crashed member is replaced within ~10 s, live
+    # members learn of a rebalance within 1 s, and a rebalance never waits more than 30 s for a
+    # member.
     session_timeout_ms: int = Field(default=10_000, gt=0)
     heartbeat_interval_ms: int = Field(default=1_000, gt=0)
     max_poll_interval_ms: int = Field(default=30_000, gt=0)
