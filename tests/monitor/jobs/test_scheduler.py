@@ -229,7 +229,8 @@ print("closed" if job.closed else "not closed", flush=True)
 
 def test_a_job_still_running_at_shutdown_does_not_hold_the_process_exit(tmp_path: Path) -> None:
     # The documented promise (docs/how-it-works.md): a stop takes at most
-    # drain_timeout_seconds + 30 s. A job thread joined at interpreter exit would keep the process alive as long as the job runs.
+    # drain_timeout_seconds + 30 s. A job thread joined at interpreter exit would keep the process
+    # alive as long as the job runs.
     script = tmp_path / "abandon.py"
     script.write_text(_ABANDON_SCRIPT)
     url = f"sqlite:///{tmp_path / 'jobs.db'}"
