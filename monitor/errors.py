@@ -17,6 +17,7 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     ├── TrecFormatError             an id a TREC file cannot hold, or an unreadable qrels/run file
     ├── JudgeError
     │   ├── JudgeOutputInvalid      the judge answered, but not with valid scores (retryable)
+    │   │   └── JudgeOutputTruncated    ... because the reply was cut at max_tokens
     │   ├── JudgeTransientError     429 / 5xx / timeout / connection (retryable with backoff)
     │   │   └── UnreadableResponse  a 200 whose body is not what was asked for (retryable)
     │   ├── JudgeFatalError         4xx other than 429, auth errors (not retryable)
@@ -102,6 +103,12 @@ class JudgeError(CasewatchError):
 
 class JudgeOutputInvalid(JudgeError):
     """The judge replied, but the reply did not validate against the score schema."""
+
+
+class JudgeOutputTruncated(JudgeOutputInvalid):
+    """The reply did not validate because the endpoint cut it at the request's max_tokens
+    (``finish_reason: length``): a configuration to change (max_output_tokens), not a model
+    misbehaving."""
 
 
 class JudgeTransientError(JudgeError):

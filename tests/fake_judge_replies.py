@@ -4,7 +4,9 @@ requests. Pure: building a reply does no I/O; the server renders it.
 Factories: ``scores`` (valid), ``content`` (any text), ``malformed``, ``missing_metric``,
 ``out_of_range``, ``extra_keys``, ``http_error``, ``rate_limited`` (429 + Retry-After),
 ``server_error``, ``auth_error``, ``slow`` (a client timeout), ``disconnect``,
-``reject_json_schema`` (400 only to json_schema requests) and ``with_logprobs``.
+``reject_json_schema`` (400 only to json_schema requests), ``llama_cpp_rejects_json_schema``
+(the 500 llama-cpp-python's server answers instead), ``reject_inline_schema``,
+``loading_model`` (503), ``truncated`` (cut at max_tokens) and ``with_logprobs``.
 
 Pairwise (seed 000): ``pairwise(decide)`` answers stage-1 requests with an analysis and
 stage-2 requests (those asking for logprobs or carrying the single-token instruction) with
@@ -148,6 +150,58 @@ def reject_json_schema(then: Reply | None = None) -> Responder:
         return then or scores()
 
     return respond
+
+
+def llama_cpp_rejects_json_schema(then: Reply | None = None) -> Responder:
+    """llama-cpp-python's server (0.3.x) to a ``json_schema`` request: its request model
+    allows only ``text`` and ``json_object``, and its error handler answers every exception,
+    that validation error included, with a 500 quoting pydantic's message. ``then`` (default:
+    valid scores) answers any other request."""
+    rejection = http_error(
+        500,
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+        "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+        "'ctx': {'expected': \"'text' or 'json_object'\"}}\n",
+        error_type="internal_server_error",
+    )
+
+    def respond(request: dict[str, Any]) -> Reply:
+        if response_format_type(request) == "json_schema":
+            return rejection
+        return then or scores()
+
+    return respond
+
+
+def reject_inline_schema(then: Reply | None = None) -> Responder:
+    """A strict server that knows neither json_schema nor a ``schema`` inside JSON mode (a 400
+    naming the parameter), answering plain JSON mode with ``then``."""
+    unknown = http_error(
+        400,
+        "Unrecognized request argument supplied: response_format.schema",
+        error_type="invalid_request_error",
+        param="response_format",
+    )
+
+    def respond(request: dict[str, Any]) -> Reply:
+        fmt = request.get("response_format") or {}
+        if response_format_type(request) == "json_schema" or "schema" in fmt:
+            return unknown
+        return then or scores()
+
+    return respond
+
+
+def loading_model() -> Reply:
+    """503 while the model loads, as llama.cpp's own server answers (llama-cpp-python's loads
+    before it listens: its clients see refused connections instead)."""
+    body = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+    return Reply(status=503, body=body)
+
+
+def truncated(text: str = '{"hallucination": {"score": 0.9, "justification": "The answer') -> Reply:
+    """A reply cut at the request's max_tokens: ``finish_reason`` length, invalid JSON."""
+    return content(text, finish_reason="length")
 
 
 def with_logprobs(

@@ -10,8 +10,9 @@ pairwise judge), so there is one retry loop and one retry-with-feedback loop. Th
   to ``transport_retries`` times per call with capped exponential backoff and jitter from
   ``monitor.clock.Backoff``, waiting at least ``Retry-After``; a Retry-After longer than
   ``backoff_max_seconds`` ends the call as ``rate_limited`` instead of parking a worker;
-- ``send_optional`` sends with a request option the endpoint may not support (json_schema
-  output, logprobs): the first 400/422 naming it drops the option for good (``OptionalParam``);
+- ``send_preferred`` sends with the most preferred request option the endpoint has not
+  rejected (json_schema output, a schema inside JSON mode, logprobs): the first rejection
+  naming one drops it for good (``OptionalParam``), ``send_optional`` is the one-option case;
 - ``ask_valid`` is the one retry-with-feedback loop: a reply the caller cannot parse is asked
   again with the bad reply and what was wrong fed back, up to ``output_retries`` times;
 
@@ -23,14 +24,19 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import openai
 import structlog
 
 from monitor.clock import Backoff, Clock, SystemClock
-from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
+from monitor.errors import (
+    JudgeError,
+    JudgeOutputInvalid,
+    JudgeOutputTruncated,
+    JudgeTransientError,
+)
 from monitor.judging.chat_options import OptionalParam
 from monitor.judging.chat_reply import ChatReply, RequestParams, encode_model
 from monitor.judging.http_transport import NO_KEY, CallStats, HttpTransport, TransportConfig
@@ -96,10 +102,24 @@ class ChatEndpoint:
     ) -> ChatReply:
         """One reply, asking with ``option`` while the endpoint accepts it; a rejection of it
         drops it and asks again at once without (the same call, one more request)."""
-        if option.enabled:
+        return self.send_preferred(conversation, call, [(option, with_option)], without)
+
+    def send_preferred(
+        self,
+        conversation: list[dict[str, str]],
+        call: CallStats,
+        preferred: Sequence[tuple[OptionalParam, RequestParams]],
+        last: RequestParams,
+    ) -> ChatReply:
+        """One reply, asking with the first option of ``preferred`` the endpoint has not
+        rejected, else with ``last``. A rejection drops that option for good and asks at once
+        with the next (the same call, one more request each)."""
+        for option, params in preferred:
+            if not option.enabled:
+                continue
             try:
-                return self.send(conversation, call, with_option)
-            except JudgeFatalError as exc:
+                return self.send(conversation, call, params)
+            except JudgeError as exc:
                 status = option.rejected_by(exc)
                 if status is None:
                     raise
@@ -111,7 +131,7 @@ class ChatEndpoint:
                         status=status,
                         detail=f"endpoint rejected {option.name}; not asked for from now on",
                     )
-        return self.send(conversation, call, without)
+        return self.send(conversation, call, last)
 
     def ask_valid(
         self,
@@ -124,7 +144,8 @@ class ChatEndpoint:
         """``parse(reply)`` of the first reply that parses, each request through
         ``with_retries``. A reply ``parse`` refuses (JudgeOutputInvalid) is asked again with
         only the latest bad reply and ``feedback(error)`` appended, so retry prompts stay
-        bounded, up to ``output_retries`` times; then the last error is raised."""
+        bounded, up to ``output_retries`` times; then the last error is raised. A refused
+        reply the endpoint cut at max_tokens is a ``JudgeOutputTruncated``."""
         conversation = messages
         error = JudgeOutputInvalid("no reply")
         retries = self.config.output_retries
@@ -133,7 +154,7 @@ class ChatEndpoint:
             try:
                 return parse(reply)
             except JudgeOutputInvalid as exc:
-                error = exc
+                error = _truncated(exc, reply)
                 _log.warning(
                     "judge.output_invalid",
                     judge=self.name,
@@ -198,6 +219,20 @@ def content_of(reply: ChatReply) -> str:
     if not reply.choices:
         return ""
     return reply.choices[0].message.content or ""
+
+
+def _truncated(error: JudgeOutputInvalid, reply: ChatReply) -> JudgeOutputInvalid:
+    """``error`` as a JudgeOutputTruncated when the endpoint cut the reply at max_tokens: a
+    reply that stopped mid-JSON says nothing about the model's grasp of the schema."""
+    if isinstance(error, JudgeOutputTruncated) or not reply.choices:
+        return error
+    if reply.choices[0].finish_reason != "length":
+        return error
+    truncated = JudgeOutputTruncated(
+        f"the reply was cut at max_tokens (finish_reason length): {error}"
+    )
+    truncated.__cause__ = error
+    return truncated
 
 
 __all__ = ["NO_KEY", "CallStats", "ChatEndpoint", "OptionalParam", "content_of"]

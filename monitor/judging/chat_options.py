@@ -12,12 +12,13 @@ import threading
 
 import openai
 
-from monitor.errors import JudgeFatalError
+from monitor.errors import JudgeError
 
 
 class OptionalParam:
     """A request option an endpoint may reject (a 400 or 422 whose message names one of
-    ``words``): after the first rejection it is dropped for the rest of the endpoint's life."""
+    ``words``, or a 5xx naming all of them): after the first rejection it is dropped for the
+    rest of the endpoint's life."""
 
     def __init__(self, name: str, words: tuple[str, ...], *, enabled: bool = True) -> None:
         self.name = name
@@ -25,13 +26,18 @@ class OptionalParam:
         self.enabled = enabled
         self._lock = threading.Lock()
 
-    def rejected_by(self, exc: JudgeFatalError) -> int | None:
+    def rejected_by(self, exc: JudgeError) -> int | None:
         """The HTTP status if ``exc`` is the endpoint rejecting this option, else None."""
         cause = exc.__cause__
-        if not isinstance(cause, openai.APIStatusError) or cause.status_code not in (400, 422):
+        if not isinstance(cause, openai.APIStatusError):
             return None
+        status = cause.status_code
         text = f"{cause.message} {cause.body}".lower()
-        return cause.status_code if any(word in text for word in self._words) else None
+        if status in (400, 422):
+            return status if any(word in text for word in self._words) else None
+        if status >= 500 and all(word in text for word in self._words):
+            return status
+        return None
 
     def drop(self) -> bool:
         """Stop asking for it; True for the one thread that dropped it (which logs it)."""

@@ -14,6 +14,7 @@ from monitor.models import Judgment, TurnEvent
 # Bounded values of Judgment.failure_reason (they become a metric label).
 FAILURE_REASONS: tuple[str, ...] = (
     "invalid_output",  # replied, but never with valid scores within the retries
+    "truncated",  # every reply was cut at max_output_tokens before it was valid
     "rate_limited",  # 429 until the transport retries ran out
     "server_error",  # 5xx until the retries ran out
     "timeout",  # no reply within the timeout, every try

@@ -8,8 +8,15 @@ One ``judge(turn)`` call is a small state machine over HTTP requests:
   ``backoff_max_seconds`` ends the call as ``rate_limited`` instead of parking a worker);
 - a reply that does not validate as ``JudgeScores`` is retried up to ``output_retries`` times
   with the bad reply and the validation errors fed back to the judge;
-- with ``response_format: auto``, an endpoint rejecting ``json_schema`` with a 400 is asked
-  again at once in JSON mode, and this judge instance stays in JSON mode from then on;
+- with ``response_format: auto`` the output format is negotiated, most constraining first:
+  ``json_schema`` (OpenAI, vLLM, Ollama); then JSON mode carrying the schema,
+  ``{"type": "json_object", "schema": ...}`` (llama.cpp's servers, Anyscale, Together: the
+  schema becomes a grammar, and a small model that is only told "JSON" echoes its input);
+  then plain JSON mode. An endpoint rejecting one (``OptionalParam``: a 400/422 naming it, or
+  llama-cpp-python's 500 quoting it) is asked again at once with the next, and this judge
+  instance keeps to what was accepted;
+- a reply cut at ``max_tokens`` that does not validate is retried like any invalid reply and
+  ends as ``truncated`` (raise ``max_output_tokens``), not ``invalid_output``;
 - everything else anticipated ends as a ``judge_failed`` Judgment with a bounded reason.
 
 The client, the transport retry loop, the feedback loop, the response-format fallback and the
@@ -28,7 +35,12 @@ import structlog
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from monitor.clock import Clock
-from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
+from monitor.errors import (
+    JudgeFatalError,
+    JudgeOutputInvalid,
+    JudgeOutputTruncated,
+    JudgeTransientError,
+)
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, OptionalParam, content_of
 from monitor.judging.chat_reply import ChatReply, RequestParams
 from monitor.judging.prompt import PROMPT_VERSION, build_messages, prompt_hash
@@ -40,19 +52,26 @@ _log = structlog.get_logger("monitor.judging.openai_judge")
 
 _MAX_FEEDBACK_CHARS = 1500
 
-_JSON_SCHEMA_FORMAT: ResponseFormat = {
-    "type": "json_schema",
-    "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": judge_output_json_schema()},
-}
 _JSON_OBJECT_FORMAT: ResponseFormat = {"type": "json_object"}
+
+
+def _schema_formats(name: str, schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two schema-carrying response formats: strict json_schema, and JSON mode with the
+    schema inline (llama.cpp's extension; it has no strict-mode subset to respect)."""
+    strict = {
+        "type": "json_schema",
+        "json_schema": {"name": name, "strict": True, "schema": schema},
+    }
+    return strict, {"type": "json_object", "schema": schema}
 
 
 @dataclass
 class _Call(CallStats):
     """Bookkeeping of one judge() call; owned by the calling thread."""
 
-    # What json_schema mode asks for: the judge's scores, or a caller's schema (``complete``).
-    schema_params: RequestParams | None = None
+    # What the schema-carrying modes ask for: the judge's scores, or a caller's schema
+    # (``complete``): (json_schema, JSON mode with the schema).
+    schema_params: tuple[RequestParams, RequestParams] | None = None
 
 
 @dataclass(frozen=True)
@@ -82,22 +101,33 @@ class OpenAIJudge:
         self._role: JudgeRole = role
         self._endpoint = ChatEndpoint(name, config, clock=clock)
         self._clock = self._endpoint.clock
-        # json_schema output, dropped for JSON mode on the first 400 naming it ("auto" only).
+        # The formats "auto" negotiates, each dropped on the first rejection naming it.
         self._json_schema = OptionalParam(
             "json_schema",
             ("response_format", "json_schema"),
             enabled=config.response_format != "json_object",
         )
+        self._inline_schema = OptionalParam(
+            "json_object with a schema",
+            ("response_format", "schema"),
+            enabled=config.response_format == "auto",
+        )
         # Encoded once: the schema is half of what encoding a request body costs.
-        self._schema_params = self._params(_JSON_SCHEMA_FORMAT)
+        self._schema_params = self._schema_request(SCHEMA_NAME, judge_output_json_schema())
         self._object_params = self._params(_JSON_OBJECT_FORMAT)
 
-    def _params(self, response_format: ResponseFormat) -> RequestParams:
+    def _params(self, response_format: ResponseFormat | dict[str, Any]) -> RequestParams:
         return RequestParams.of(
             temperature=0,
             max_tokens=self._config.max_output_tokens,
             response_format=response_format,
         )
+
+    def _schema_request(
+        self, name: str, schema: dict[str, Any]
+    ) -> tuple[RequestParams, RequestParams]:
+        strict, inline = _schema_formats(name, schema)
+        return self._params(strict), self._params(inline)
 
     @property
     def name(self) -> str:
@@ -105,8 +135,11 @@ class OpenAIJudge:
 
     @property
     def response_mode(self) -> str:
-        """The response_format type the next request will use."""
-        return "json_schema" if self._json_schema.enabled else "json_object"
+        """The response format the next request will use: json_schema, json_object_schema
+        (JSON mode carrying the schema) or json_object."""
+        if self._json_schema.enabled:
+            return "json_schema"
+        return "json_object_schema" if self._inline_schema.enabled else "json_object"
 
     def close(self) -> None:
         self._endpoint.close()
@@ -120,6 +153,8 @@ class OpenAIJudge:
         base = {"prompt_version": PROMPT_VERSION, "prompt_hash": prompt_hash(messages)}
         try:
             scores = self._score(messages, call)
+        except JudgeOutputTruncated as exc:
+            return self._failed(call, start, base, "truncated", str(exc))
         except JudgeOutputInvalid as exc:
             return self._failed(call, start, base, "invalid_output", str(exc))
         except (JudgeTransientError, JudgeFatalError) as exc:
@@ -138,19 +173,12 @@ class OpenAIJudge:
     def complete(
         self, messages: list[dict[str, str]], schema_name: str, schema: dict[str, Any]
     ) -> Completion:
-        """One reply to ``messages`` asking for ``schema`` (strict json_schema, or JSON mode
-        after a fallback), through this judge's transport: the same retries, Retry-After
+        """One reply to ``messages`` asking for ``schema`` (in the format this judge
+        negotiated), through this judge's transport: the same retries, Retry-After
         handling, backoff and error translation as ``judge``. The reply is not validated
         (callers parse it their own way). Raises ``JudgeTransientError`` or
         ``JudgeFatalError`` once the retries are spent."""
-        call = _Call(
-            schema_params=self._params(
-                {
-                    "type": "json_schema",
-                    "json_schema": {"name": schema_name, "strict": True, "schema": schema},
-                }
-            )
-        )
+        call = _Call(schema_params=self._schema_request(schema_name, schema))
         content = self._complete(messages, call)
         cfg = self._config
         return Completion(
@@ -167,7 +195,7 @@ class OpenAIJudge:
             call,
             lambda conversation: self._request(conversation, call),
             lambda reply: parse_judge_output(content_of(reply)),
-            lambda error: _feedback(str(error)),
+            _feedback,
         )
 
     def _complete(self, conversation: list[dict[str, str]], call: _Call) -> str:
@@ -176,14 +204,16 @@ class OpenAIJudge:
         return content_of(reply)
 
     def _request(self, conversation: list[dict[str, str]], call: _Call) -> ChatReply:
-        """One reply in the current response mode (json_schema, or JSON mode once the
-        endpoint rejected it and ``response_format`` is ``auto``)."""
-        schema = call.schema_params or self._schema_params
+        """One reply in the current response mode (see ``response_mode``)."""
+        strict, inline = call.schema_params or self._schema_params
         if self._config.response_format == "json_schema":  # no fallback: a 400 is the answer
-            reply = self._endpoint.send(conversation, call, schema)
+            reply = self._endpoint.send(conversation, call, strict)
         else:
-            reply = self._endpoint.send_optional(
-                conversation, call, self._json_schema, schema, self._object_params
+            reply = self._endpoint.send_preferred(
+                conversation,
+                call,
+                [(self._json_schema, strict), (self._inline_schema, inline)],
+                self._object_params,
             )
         call.raw = reply.choices[0].message.content if reply.choices else None
         return reply
@@ -228,11 +258,17 @@ class OpenAIJudge:
         )
 
 
-def _feedback(error: str) -> str:
-    if len(error) > _MAX_FEEDBACK_CHARS:
-        error = error[: _MAX_FEEDBACK_CHARS - 3] + "..."
+def _feedback(error: JudgeOutputInvalid) -> str:
+    text = str(error)
+    if len(text) > _MAX_FEEDBACK_CHARS:
+        text = text[: _MAX_FEEDBACK_CHARS - 3] + "..."
+    shorter = (
+        "It was cut off at the length limit: keep every justification to one short sentence.\n"
+        if isinstance(error, JudgeOutputTruncated)
+        else ""
+    )
     return (
-        f"Your previous reply was not valid: {error}\n"
+        f"Your previous reply was not valid: {text}\n{shorter}"
         "Reply again with only the JSON object: exactly the eight metric keys, each an object "
         'with exactly "score" (a number from 0 to 1) and "justification" (a non-empty string '
         f"of at most {MAX_JUSTIFICATION_CHARS} characters), no other keys, no code fence."

@@ -22,14 +22,18 @@ from tests.fake_judge_server import (
     content,
     disconnect,
     extra_keys,
+    llama_cpp_rejects_json_schema,
+    loading_model,
     malformed,
     missing_metric,
     out_of_range,
     rate_limited,
+    reject_inline_schema,
     reject_json_schema,
     scores,
     server_error,
     slow,
+    truncated,
 )
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
 from tests.monitor.judging.test_prompt import make_turn
@@ -240,7 +244,84 @@ def test_json_schema_rejected_falls_back_to_json_object_for_good(
     assert (second.status, second.attempts) == ("ok", 1)
     formats = [r["response_format"]["type"] for r in fake_judge.requests]
     assert formats == ["json_schema", "json_object", "json_object"]
+    # JSON mode still carries the schema (llama.cpp's servers turn it into a grammar).
+    assert fake_judge.requests[1]["response_format"]["schema"] == judge_output_json_schema()
+    assert judge.response_mode == "json_object_schema"
+
+
+def test_llama_cpp_500_naming_json_schema_is_a_rejection_not_a_server_error(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge, clock: ManualClock
+) -> None:
+    """llama-cpp-python answers its request validation error with a 500 quoting it: taken as
+    the endpoint rejecting json_schema (asked again at once), not as a transient error to
+    retry with backoff until the turn fails."""
+    fake_judge.responder = llama_cpp_rejects_json_schema(then=scores(0.6))
+    judge = make_judge()
+    first = judge.judge(make_turn())
+    assert (first.status, first.attempts) == ("ok", 2)
+    assert clock.sleeps == []
+    assert judge.response_mode == "json_object_schema"
+
+
+def test_a_500_not_naming_the_option_stays_a_server_error(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    fake_judge.responder = lambda _request: server_error(500)
+    judgment = make_judge(transport_retries=1).judge(make_turn())
+    assert_failed(judgment, "server_error", attempts=2)
+    assert all(r["response_format"]["type"] == "json_schema" for r in fake_judge.requests)
+
+
+def test_a_server_refusing_both_schema_modes_gets_plain_json_mode(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    fake_judge.responder = reject_inline_schema(then=scores(0.7))
+    judge = make_judge()
+    assert judge.judge(make_turn()).status == "ok"
+    assert judge.judge(make_turn()).attempts == 1
+    assert [r["response_format"] for r in fake_judge.requests][1:] == [
+        {"type": "json_object", "schema": judge_output_json_schema()},
+        {"type": "json_object"},
+        {"type": "json_object"},
+    ]
     assert judge.response_mode == "json_object"
+
+
+def test_a_reply_cut_at_max_tokens_is_retried_then_fails_as_truncated(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    fake_judge.responder = lambda _request: truncated()
+    judgment = make_judge(output_retries=1).judge(make_turn())
+    assert_failed(judgment, "truncated", attempts=2)
+    assert "max_tokens" in (judgment.failure_detail or "")
+    feedback = fake_judge.requests[1]["messages"][-1]["content"]
+    assert "cut off at the length limit" in feedback
+
+
+def test_a_truncated_reply_then_a_complete_one_is_judged(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    fake_judge.script([truncated(), scores(0.8)])
+    judgment = make_judge().judge(make_turn())
+    assert (judgment.status, judgment.attempts) == ("ok", 2)
+
+
+def test_503_while_the_model_loads_is_retried(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge, clock: ManualClock
+) -> None:
+    fake_judge.script([loading_model(), loading_model()])
+    judgment = make_judge(transport_retries=2).judge(make_turn())
+    assert (judgment.status, judgment.attempts) == ("ok", 3)
+    assert len(clock.sleeps) == 2
+
+
+def test_503_for_longer_than_the_retries_fails_as_server_error(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    fake_judge.responder = lambda _request: loading_model()
+    judgment = make_judge(transport_retries=2).judge(make_turn())
+    assert_failed(judgment, "server_error", attempts=3)
+    assert "Loading model" in (judgment.failure_detail or "")
 
 
 def test_forced_json_schema_does_not_fall_back(
