@@ -126,6 +126,27 @@ def test_endpoint_rejecting_logprobs_is_asked_without_them(
     assert sum(1 for r in fake_judge.requests if r.get("logprobs")) == 1
 
 
+def test_a_llama_cpp_model_without_logits_rejects_logprobs_with_a_500(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    """llama-cpp-python's server on a model loaded with logits_all=False raises a ValueError
+    for logprobs, which its error handler answers as a 500: a rejection of the option (asked
+    again at once without it), not a server error retried until the pair fails."""
+
+    def respond(request: dict[str, Any]) -> Any:
+        if request.get("logprobs"):
+            return http_error(
+                500,
+                "logprobs is not supported for models created with logits_all=False",
+                error_type="internal_server_error",
+            )
+        return pairwise(lambda _pair: "A")(request)
+
+    fake_judge.responder = respond
+    result = make_judge(swap=False, transport_retries=0).compare(QUESTION, GOOD, WORSE)
+    assert result.ok and result.forward.kind == "unknown" and result.outcome == "win"
+
+
 def test_missing_label_gets_the_floor(fake_judge: FakeJudgeServer, make_judge: MakeJudge) -> None:
     fake_judge.responder = pairwise(lambda _pair: {"A": -0.5, "B": -1.0, "The": -3.0})
     result = make_judge(swap=False).compare(QUESTION, GOOD, WORSE)
