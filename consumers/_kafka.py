@@ -50,6 +50,7 @@ __all__ = [
     "broker_errors",
     "client_options",
     "close_producer",
+    "cluster_id",
     "discard_fetched",
     "from_kafka_tp",
     "kafka",
@@ -143,18 +144,27 @@ def require_reachable(servers: list[str], timeout_s: float) -> None:
 # time is logged once per workaround. An entry starts with the client class it is read from, or
 # with ``kafka`` for a module attribute.
 _SOCK_CONNECT = "kafka.net.inet.KafkaNetSocket.sock_connect"
+_TAKE = "kafka.consumer.fetcher.Fetcher.PartitionRecords.take"
+_JOIN_RESPONSE = "kafka.coordinator.base.BaseCoordinator._process_join_group_response"
+# Read or written, not called (the others are methods).
+_CLUSTER_ID = "KafkaConsumer._cluster.cluster_id"
+_NEXT_RECORDS = "KafkaConsumer._fetcher._next_partition_records"
+_PAUSED_FETCHES = "KafkaConsumer._fetcher._paused_completed_fetches"
+_NEXT_EXCEPTION = "KafkaConsumer._fetcher._next_in_line_exception_metadata"
+VALUE_ATTRIBUTES: tuple[str, ...] = (_CLUSTER_ID, _NEXT_RECORDS, _PAUSED_FETCHES, _NEXT_EXCEPTION)
 PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator.need_rejoin",
     "KafkaConsumer._coordinator.poll",
     "KafkaConsumer._coordinator._manager.wait_for",
     "KafkaProducer._sender.force_close",
     _SOCK_CONNECT,
-    "KafkaConsumer._fetcher.PartitionRecords.take",
+    _TAKE,
+    _JOIN_RESPONSE,
     "KafkaConsumer._fetcher._paused_partition_records.pop",
     "KafkaConsumer._coordinator.stable",
-    "KafkaConsumer._coordinator._process_join_group_response",
     "KafkaConsumer._coordinator.reset_generation",
     "KafkaAdminClient._process_acl_operations",
+    *VALUE_ATTRIBUTES,
 )
 _warned: set[str] = set()
 
@@ -285,7 +295,7 @@ def _fail_unreadable_batches() -> None:
     cls = getattr(fetcher_cls, "PartitionRecords", None)
     original = getattr(cls, "take", None)
     if cls is None or original is None:
-        _fallback("fail_unreadable_batches", "kafka.consumer.fetcher.Fetcher.PartitionRecords.take")
+        _fallback("fail_unreadable_batches", _TAKE)
         return
     if getattr(original, "fails_unreadable", False):
         return
@@ -314,20 +324,50 @@ _fail_unreadable_batches()
 
 def discard_fetched(consumer: Any, tp: TopicPartition) -> None:
     """Drop what the fetcher holds of ``tp`` (parsed or parked), so that reading it again, once
-    resumed, fetches it again from its position (which stayed on the unread batch)."""
+    resumed, fetches it again from its position (which stayed on the unread batch).
+
+    kafka-python 3.0.12 keeps a fetched partition in one of four places: the records being
+    handed out (``_next_partition_records``), records parked while the partition is paused
+    (``_paused_partition_records``), a completed fetch not parsed yet and parked likewise
+    (``_paused_completed_fetches``), and a fetch error waiting to be raised
+    (``_next_in_line_exception_metadata``). Whichever of them is missing is skipped with a
+    warning: the partition is then read again from what is left (at worst the same failure,
+    retried with backoff).
+    """
     fetcher = getattr(consumer, "_fetcher", None)
     if fetcher is None or not hasattr(fetcher, "_paused_partition_records"):
         _fallback("discard_fetched", "KafkaConsumer._fetcher._paused_partition_records")
         return
     ktp = to_kafka_tp(tp)
-    current = getattr(fetcher, "_next_partition_records", None)
-    if current is not None and current.topic_partition == ktp:
-        current.drain()
-        fetcher._next_partition_records = None
+    if hasattr(fetcher, "_next_partition_records"):
+        current = fetcher._next_partition_records
+        if current is not None and current.topic_partition == ktp:
+            current.drain()
+            fetcher._next_partition_records = None
+    else:
+        _fallback("discard_fetched.next_partition_records", _NEXT_RECORDS)
     parked = fetcher._paused_partition_records.pop(ktp, None)
     if parked is not None:
         parked.drain()
-    getattr(fetcher, "_paused_completed_fetches", {}).pop(ktp, None)
-    pending = getattr(fetcher, "_next_in_line_exception_metadata", None)
-    if pending is not None and pending.partition == ktp:
-        fetcher._next_in_line_exception_metadata = None
+    if hasattr(fetcher, "_paused_completed_fetches"):
+        fetcher._paused_completed_fetches.pop(ktp, None)
+    else:
+        _fallback("discard_fetched.paused_completed_fetches", _PAUSED_FETCHES)
+    if hasattr(fetcher, "_next_in_line_exception_metadata"):
+        pending = fetcher._next_in_line_exception_metadata
+        if pending is not None and pending.partition == ktp:
+            fetcher._next_in_line_exception_metadata = None
+    else:
+        _fallback("discard_fetched.next_in_line_exception", _NEXT_EXCEPTION)
+
+
+def cluster_id(consumer: Any, topic: str) -> str | None:
+    """The cluster id the brokers report (Metadata), asked for ``topic`` if not known yet; None
+    when it cannot be told. Only used to recognise a broker (``consumers.broker_quirks``)."""
+    cluster = getattr(consumer, "_cluster", None)
+    if cluster is None or not hasattr(cluster, "cluster_id"):
+        _fallback("cluster_id", _CLUSTER_ID)
+        return None
+    if cluster.cluster_id is None:
+        consumer.partitions_for_topic(topic)  # a Metadata request when nothing is cached
+    return str(cluster.cluster_id) if cluster.cluster_id else None

@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from consumers._kafka import KafkaAdminClient, _fallback, client_options, kafka
+from consumers._kafka import _JOIN_RESPONSE, KafkaAdminClient, _fallback, client_options, kafka
 from monitor.settings import KafkaConfig
 
 __all__ = [
@@ -97,9 +97,7 @@ def _remember_join_leaders() -> None:
     cls = getattr(getattr(kafka.coordinator, "base", None), "BaseCoordinator", None)
     original = getattr(cls, "_process_join_group_response", None)
     if cls is None or original is None:
-        _fallback(
-            "remember_join_leaders", "KafkaConsumer._coordinator._process_join_group_response"
-        )
+        _fallback("remember_join_leaders", _JOIN_RESPONSE)
         return
     if getattr(original, "remembers_leader", False):
         return
@@ -152,7 +150,10 @@ def group_member_ids(config: KafkaConfig, timeout_s: float) -> set[str] | None:
             # kafka-python 3.0.12 cannot parse the authorized-operations bits Tansu returns
             # (ValueError: 15 is not a valid ACLOperation); the member list does not need them,
             # and they were not asked for.
-            admin._process_acl_operations = lambda described: described
+            if hasattr(admin, "_process_acl_operations"):
+                admin._process_acl_operations = lambda described: described
+            else:
+                _fallback("describe_groups_acl", "KafkaAdminClient._process_acl_operations")
             description = admin.describe_groups([config.group_id])[config.group_id]
         finally:
             admin.close()

@@ -1,12 +1,13 @@
-"""Noticing a consumer group that does not form, so the member can rejoin it (issue 24).
+"""Noticing a consumer group that does not form, so the member can rejoin it.
 
-Tansu 0.6 can wedge a group with static members: a member restarted under its
-``group_instance_id`` within the broker's 3 s hold makes Tansu expire the old session, mint a
-new member id and keep the expired one as the group's leader; every SyncGroup is answered
-"rebalance in progress" (error 27) from then on and no member ever gets partitions again. Real
-Kafka does not do this, but the member cannot tell the two apart, and a group that has not
-formed for several session timeouts is stuck whatever the cause: the source leaves it and
-joins again as a dynamic member (``consumers/kafka_source.py``). Pure; the clock is injected.
+A group that has not formed for longer than any rebalance the broker should take is stuck
+whatever the cause, and the member leaves it and joins again as a dynamic member
+(``consumers/kafka_source.py``). How long that is depends on the broker
+(``consumers/broker_quirks.py``): on Kafka the longest rebalance it allows; with Tansu's
+quirks on, three session timeouts, because Tansu 0.6 can wedge a group for good (a static
+member restarted within the broker's 3 s hold makes Tansu expire the old session, mint a new
+member id and keep the expired one as the group's leader; every SyncGroup is then answered
+"rebalance in progress"). Pure; the clock is injected.
 """
 
 from __future__ import annotations
@@ -18,9 +19,6 @@ from typing import Protocol, runtime_checkable
 
 from monitor.clock import Clock
 
-# A group that has not formed for this many session timeouts is taken to be stuck: a healthy
-# rebalance takes one join round (on Tansu half a session timeout plus 3 s).
-SESSION_TIMEOUTS = 3
 # After each rejoin that did not help, the bound doubles (up to this factor) and gets a random
 # extra of up to half of itself: members of one group that rejoin on the same rhythm interrupt
 # each other's join rounds for ever (seen on Tansu with two members rejoining every ~32 s).
@@ -88,7 +86,9 @@ class Rejoin(enum.Enum):
 
 class LeaderTakeover:
     """How a member rejoins a group that did not form, when the broker keeps naming as its
-    leader a member the group no longer has (Tansu 0.6; consumers/_kafka_group.py).
+    leader a member the group no longer has (Tansu 0.6; consumers/_kafka_group.py). A Tansu
+    quirk: on Kafka the leader is always a member, and a JoinGroup under another member's id
+    is refused (UNKNOWN_MEMBER_ID), so with the quirks off this is never consulted.
 
     Only a JoinGroup under the departed leader's id can form such a group, and only one member
     may send it: two processes sharing a member id would both be given its partitions. The

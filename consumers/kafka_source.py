@@ -33,6 +33,7 @@ from consumers._kafka import (
     any_reachable,
     broker_errors,
     client_options,
+    cluster_id,
     describe_unreadable,
     discard_fetched,
     from_kafka_tp,
@@ -44,9 +45,9 @@ from consumers._kafka_group import (
     finish_pending_join,
     forget_membership,
     join_group,
-    joined_leader,
     take_member_id,
 )
+from consumers.broker_quirks import tansu_quirks
 from consumers.group_health import Rejoin, RejoinListener
 from consumers.group_rejoin import RejoinPlan, StuckGroup, member_id
 from consumers.records import RawMessage, TopicPartition
@@ -107,13 +108,28 @@ class KafkaTurnSource:
         self._unreadable = UnreadablePartitions(SystemClock(), *unreadable_backoff_s)
         self._on_unreadable: UnreadableListener | None = None
         self._user_paused: set[TopicPartition] = set()
-        # A group that does not form (Tansu 0.6 can wedge one) is joined again (issue 24).
-        self._stuck = StuckGroup(config, close_timeout_s)
         self._on_rejoin: RejoinListener | None = None
         self._connect_timeout_s = connect_timeout_s
         # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
         require_reachable(self._servers, connect_timeout_s)
         self._consumer = self._subscribed(config.group_instance_id)
+        self.tansu_quirks = self._tansu_quirks()
+        # A group that does not form is joined again, after a bound that depends on the broker.
+        self._stuck = StuckGroup(config, close_timeout_s, tansu=self.tansu_quirks)
+
+    def _tansu_quirks(self) -> bool:
+        """Whether the embedded broker's workarounds are on (``kafka.broker_quirks``)."""
+        setting = self._config.broker_quirks
+        found = None
+        if setting == "auto":
+            try:
+                with broker_errors("asking the brokers for the cluster id", self._servers):
+                    found = cluster_id(self._consumer, self._config.topics[0])
+            except BrokerError as exc:  # not Tansu's then: Kafka's semantics are the safe side
+                log.warning("cannot tell which broker this is; quirks off", error=str(exc))
+        on = tansu_quirks(setting, found)
+        log.info("broker quirks", setting=setting, cluster_id=found, tansu=on)
+        return on
 
     def _subscribed(self, group_instance_id: str | None) -> Any:
         """A consumer of the group, subscribed to the topics with the rebalance listener."""
@@ -263,8 +279,9 @@ class KafkaTurnSource:
 
     @property
     def member_id(self) -> str:
-        """This consumer's member id in its group ('' before it joined). A static member
-        (``group_instance_id``) gets the same one back when it rejoins under its name."""
+        """This consumer's member id in its group ('' before it joined). Kafka gives a static
+        member (``group_instance_id``) that rejoins under its name a new member id, and fences
+        the instance that held the old one."""
         self._settle()
         return member_id(self._consumer)
 
@@ -318,9 +335,9 @@ class KafkaTurnSource:
         if plan.how is Rejoin.TAKE_OVER and plan.leader is not None:
             take_member_id(fresh, plan.leader)
         old = self._consumer
-        if plan.own_id and joined_leader(old) == plan.own_id:
-            # It leads the round it gives up: a LeaveGroup now would leave Tansu naming a
-            # departed leader (_kafka_group.py); a member that just stops is expired instead.
+        if not plan.leave:
+            # Tansu: it leads the round it gives up, and a LeaveGroup now would leave Tansu
+            # naming a departed leader (_kafka_group.py); a member that just stops is expired.
             forget_membership(old)
         try:
             with broker_errors("leaving the stuck group", self._servers):

@@ -209,6 +209,13 @@ class KafkaConfig(_Section):
     ssl_certfile: Path | None = Field(default=None, description="Client certificate (mTLS).")
     ssl_keyfile: Path | None = Field(default=None, description="Client key (mTLS).")
     max_message_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger → dead letter.")
+    # Workarounds for an embedded broker's departures from Kafka (docs/kafka.md, "Broker
+    # quirks"): "auto" turns them on for Tansu, recognised by the cluster id it reports, and off
+    # for any other broker; "none" makes casewatch a plain Kafka consumer whatever the broker.
+    broker_quirks: Literal["auto", "tansu", "none"] = Field(
+        default="auto",
+        description="Embedded-broker workarounds: auto (on for Tansu only), tansu, or none.",
+    )
 
     @property
     def join_timeout_ms(self) -> int:

@@ -49,6 +49,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "consumers": (
         (
             "__init__",
+            "broker_quirks",
             "group_health",
             "records",
             "replay",

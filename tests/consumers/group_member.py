@@ -114,7 +114,9 @@ def main() -> None:
     from consumers.kafka_source import KafkaTurnSource
 
     bootstrap, topic, group, name = sys.argv[1:5]
-    source = KafkaTurnSource(member_config(bootstrap, topic, group, group_instance_id=name))
+    # Run against the embedded broker to show its wedges and the workarounds for them.
+    config = member_config(bootstrap, topic, group, group_instance_id=name, broker_quirks="tansu")
+    source = KafkaTurnSource(config)
     source.set_rejoin_listener(lambda: print("rejoined", flush=True))
     last: list[int] | None = None
     while True:

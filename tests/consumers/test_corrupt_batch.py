@@ -1,6 +1,7 @@
-"""A corrupt batch on one partition (KafkaTurnSource against the embedded broker): the partition
-is held on it and re-fetched with backoff, its error names topic, partition and offset, and the
-other partition is read to its end meanwhile (issue 24)."""
+"""A corrupt batch on one partition: the partition is held on it and re-fetched with backoff,
+its error names topic, partition and offset, and the other partition is read to its end
+meanwhile. Part of the contract suite (every broker of ``kafka_broker``, broker quirks off):
+the broker stores and serves the batch as the producer wrote it, as Kafka does."""
 
 from __future__ import annotations
 
@@ -15,19 +16,20 @@ from structlog.testing import capture_logs
 from consumers._kafka import KafkaProducer
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
-from consumers.tansu import EmbeddedBroker, create_topics, delete_topics
+from consumers.tansu import create_topics, delete_topics
 from consumers.unreadable import CORRUPT, UnreadableBatch
 from monitor.settings import KafkaConfig
+from tests.fixtures.broker import ContractBroker
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def topic(tansu_broker: EmbeddedBroker) -> Iterator[str]:
+def topic(kafka_broker: ContractBroker) -> Iterator[str]:
     name = f"corrupt.{uuid.uuid4().hex[:12]}"
-    create_topics(tansu_broker.bootstrap, [name], 2)
+    create_topics(kafka_broker.bootstrap, [name], 2)
     yield name
-    delete_topics(tansu_broker.bootstrap, [name])
+    delete_topics(kafka_broker.bootstrap, [name])
 
 
 def _send(bootstrap: str, topic: str, partition: int, values: list[bytes], **options: Any) -> None:
@@ -42,12 +44,12 @@ def _send(bootstrap: str, topic: str, partition: int, values: list[bytes], **opt
 
 
 def test_a_corrupt_batch_holds_its_partition_and_the_other_is_read(
-    tansu_broker: EmbeddedBroker,
+    kafka_broker: ContractBroker,
     topic: str,
     sources: list[KafkaTurnSource],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bootstrap = tansu_broker.bootstrap
+    bootstrap = kafka_broker.bootstrap
     _send(bootstrap, topic, 0, [b"ok-%d" % i for i in range(5)])
     # A batch flagged gzip whose payload is not gzip, with a valid CRC (computed after the
     # "compression"): it passes every check until it is decompressed.
@@ -62,6 +64,7 @@ def test_a_corrupt_batch_holds_its_partition_and_the_other_is_read(
         session_timeout_ms=6000,
         heartbeat_interval_ms=1000,
         max_poll_interval_ms=6000,
+        broker_quirks="none",
     )
     source = KafkaTurnSource(config, unreadable_backoff_s=(0.2, 0.4))
     sources.append(source)
@@ -92,12 +95,12 @@ def test_a_corrupt_batch_holds_its_partition_and_the_other_is_read(
 
 
 def test_a_batch_readable_on_a_retry_is_delivered_and_the_partition_released(
-    tansu_broker: EmbeddedBroker,
+    kafka_broker: ContractBroker,
     topic: str,
     sources: list[KafkaTurnSource],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bootstrap = tansu_broker.bootstrap
+    bootstrap = kafka_broker.bootstrap
     values = [b"zipped-%d" % i for i in range(4)]
     _send(bootstrap, topic, 0, values, compression_type="gzip")
     real = default_records.gzip_decode
@@ -117,6 +120,7 @@ def test_a_batch_readable_on_a_retry_is_delivered_and_the_partition_released(
         session_timeout_ms=6000,
         heartbeat_interval_ms=1000,
         max_poll_interval_ms=6000,
+        broker_quirks="none",
     )
     source = KafkaTurnSource(config, unreadable_backoff_s=(0.1, 0.2))
     sources.append(source)

@@ -1,8 +1,9 @@
 """KafkaTurnSource.start_join: the group join runs on a thread while the daemon starts.
 
-Against the embedded broker. What matters: the records come through as without the early join;
-the listener set after the join ended still hears of the partitions; every other call waits
-for the join instead of using the consumer concurrently; close() during the join returns.
+Part of the contract suite (every broker of ``kafka_broker``). What matters: the records come
+through as without the early join; the listener set after the join ended still hears of the
+partitions; every other call waits for the join instead of using the consumer concurrently;
+close() during the join returns.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import pytest
 
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
-from consumers.tansu import EmbeddedBroker
 from tests.consumers.test_kafka_integration import config, poll_until
-from tests.fixtures.broker import produce
+from tests.fixtures.broker import ContractBroker, produce
 from tests.monitor.stream.test_daemon import wait_for
 
 pytestmark = pytest.mark.integration
@@ -29,14 +29,14 @@ def _joined(source: KafkaTurnSource) -> bool:
 
 
 def test_an_early_join_assigns_and_the_records_follow(
-    tansu_broker: EmbeddedBroker, kafka_topic: str, sources: list[KafkaTurnSource]
+    kafka_broker: ContractBroker, contract_topic: str, sources: list[KafkaTurnSource]
 ) -> None:
-    produce(tansu_broker.bootstrap, kafka_topic, [b"v%d" % i for i in range(5)])
-    source = KafkaTurnSource(config(tansu_broker, kafka_topic))
+    produce(kafka_broker.bootstrap, contract_topic, [b"v%d" % i for i in range(5)])
+    source = KafkaTurnSource(config(kafka_broker, contract_topic))
     sources.append(source)
     source.start_join()
     wait_for(lambda: _joined(source), timeout=60, what="the early join to end")
-    tp = TopicPartition(kafka_topic, 0)
+    tp = TopicPartition(contract_topic, 0)
     # The listener comes after the join (as the daemon's does when the join is quick).
     assigned: list[set[TopicPartition]] = []
     source.set_rebalance_listener(lambda tps: assigned.append(set(tps)), lambda tps: None)
@@ -46,9 +46,9 @@ def test_an_early_join_assigns_and_the_records_follow(
 
 
 def test_calls_during_an_early_join_wait_for_it(
-    tansu_broker: EmbeddedBroker, kafka_topic: str, sources: list[KafkaTurnSource]
+    kafka_broker: ContractBroker, contract_topic: str, sources: list[KafkaTurnSource]
 ) -> None:
-    source = KafkaTurnSource(config(tansu_broker, kafka_topic))
+    source = KafkaTurnSource(config(kafka_broker, contract_topic))
     sources.append(source)
     source.start_join()
     seen: dict[str, Any] = {}
@@ -61,11 +61,13 @@ def test_calls_during_an_early_join_wait_for_it(
     asker.start()
     asker.join(60)
     # The answer came only after the join: the partition is already there.
-    assert seen == {"assignment": {TopicPartition(kafka_topic, 0)}, "joined": True}
+    assert seen == {"assignment": {TopicPartition(contract_topic, 0)}, "joined": True}
 
 
-def test_close_during_an_early_join_returns(tansu_broker: EmbeddedBroker, kafka_topic: str) -> None:
-    source = KafkaTurnSource(config(tansu_broker, kafka_topic))
+def test_close_during_an_early_join_returns(
+    kafka_broker: ContractBroker, contract_topic: str
+) -> None:
+    source = KafkaTurnSource(config(kafka_broker, contract_topic))
     source.start_join()
     closer = threading.Thread(target=source.close)
     closer.start()

@@ -1,33 +1,41 @@
-"""Static and dynamic group membership against the embedded broker (Tansu 0.6).
+"""Static and dynamic group membership, as Kafka defines it (contract suite: every broker of
+``kafka_broker``).
 
-What Tansu does with ``group_instance_id`` (checked here): it keeps a static member's identity.
-A static member that closes stays in the group, and when it rejoins under the same name it gets
-the same member id back with its partitions, without a new member having to wait for the old
-incarnation's session to expire. A dynamic member leaves the group on a clean close (the
-daemon's SIGTERM path ends in ``KafkaTurnSource.close``), so the group is empty at once.
+A dynamic member leaves the group on a clean close (the daemon's SIGTERM path ends in
+``KafkaTurnSource.close``), so the group is empty at once. A static member
+(``group_instance_id``, KIP-345) sends no LeaveGroup: it stays listed until its session times
+out, so its restart takes its partitions back without a rebalance. Kafka hands the restarted
+instance a new member id and fences the old one: the group lists one member for the name, and
+the old instance's requests are refused (FENCED_INSTANCE_ID).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from consumers._kafka_group import group_member_ids
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
-from consumers.tansu import EmbeddedBroker, create_topics
+from consumers.tansu import create_topics, delete_topics
+from monitor.errors import BrokerError
+from monitor.settings import KafkaConfig
 from tests.consumers.group_member import member_config
+from tests.fixtures.broker import ContractBroker
 from tests.monitor.stream.test_daemon import wait_for
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def two_partitions(tansu_broker: EmbeddedBroker) -> str:
+def two_partitions(kafka_broker: ContractBroker) -> Iterator[str]:
     topic = f"test.members.{uuid.uuid4().hex[:8]}"
-    create_topics(tansu_broker.bootstrap, [topic], partitions=2)
-    return topic
+    create_topics(kafka_broker.bootstrap, [topic], partitions=2)
+    yield topic
+    delete_topics(kafka_broker.bootstrap, [topic])
 
 
 def _joined(source: KafkaTurnSource, topic: str) -> None:
@@ -47,35 +55,71 @@ def _members(bootstrap: str, group: str) -> list[str]:
     return sorted(members)
 
 
+def _config(bootstrap: str, topic: str, group: str, **kw: Any) -> KafkaConfig:
+    return member_config(bootstrap, topic, group, broker_quirks="none", **kw)
+
+
 def test_a_dynamic_member_leaves_the_group_when_closed(
-    tansu_broker: EmbeddedBroker, two_partitions: str, sources: list[KafkaTurnSource]
+    kafka_broker: ContractBroker, two_partitions: str, sources: list[KafkaTurnSource]
 ) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
-    source = KafkaTurnSource(member_config(tansu_broker.bootstrap, two_partitions, group))
+    source = KafkaTurnSource(_config(kafka_broker.bootstrap, two_partitions, group))
     sources.append(source)
     _joined(source, two_partitions)
-    assert _members(tansu_broker.bootstrap, group) == [source.member_id]
+    assert _members(kafka_broker.bootstrap, group) == [source.member_id]
     source.close()
     # Gone now, not after its session timeout: the next member need not wait for it.
-    assert _members(tansu_broker.bootstrap, group) == []
+    assert _members(kafka_broker.bootstrap, group) == []
 
 
-def test_a_static_member_stays_when_closed_and_rejoins_as_itself(
-    tansu_broker: EmbeddedBroker, two_partitions: str, sources: list[KafkaTurnSource]
+def test_a_static_member_stays_when_closed_and_its_restart_takes_its_place(
+    kafka_broker: ContractBroker, two_partitions: str, sources: list[KafkaTurnSource]
 ) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
-    cfg = member_config(
-        tansu_broker.bootstrap, two_partitions, group, group_instance_id="casewatch-0"
-    )
+    cfg = _config(kafka_broker.bootstrap, two_partitions, group, group_instance_id="casewatch-0")
     first = KafkaTurnSource(cfg)
     sources.append(first)
     _joined(first, two_partitions)
     member = first.member_id
-    assert member.startswith("casewatch-0")
     first.close()
-    assert _members(tansu_broker.bootstrap, group) == [member]  # no LeaveGroup: still there
+    assert _members(kafka_broker.bootstrap, group) == [member]  # no LeaveGroup: still there
     second = KafkaTurnSource(cfg)  # the restarted pod, same name
     sources.append(second)
     _joined(second, two_partitions)
-    assert second.member_id == member
-    assert _members(tansu_broker.bootstrap, group) == [member]
+    # One member for the name, whatever id the broker gave the restart.
+    assert _members(kafka_broker.bootstrap, group) == [second.member_id]
+
+
+@pytest.mark.deviates("tansu", "a static member rejoining gets its old member id back")
+def test_a_static_member_rejoining_gets_a_new_member_id(
+    kafka_broker: ContractBroker, two_partitions: str, sources: list[KafkaTurnSource]
+) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    cfg = _config(kafka_broker.bootstrap, two_partitions, group, group_instance_id="casewatch-0")
+    first = KafkaTurnSource(cfg)
+    sources.append(first)
+    _joined(first, two_partitions)
+    member = first.member_id
+    first.close()
+    second = KafkaTurnSource(cfg)
+    sources.append(second)
+    _joined(second, two_partitions)
+    assert second.member_id not in ("", member)
+
+
+@pytest.mark.deviates("tansu", "a fenced static member may go on committing")
+def test_the_old_instance_of_a_static_member_is_fenced(
+    kafka_broker: ContractBroker, two_partitions: str, sources: list[KafkaTurnSource]
+) -> None:
+    """Two processes under one name (a pod restarted while its old incarnation still runs):
+    the newer one is the member, and the older one cannot commit over it."""
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    cfg = _config(kafka_broker.bootstrap, two_partitions, group, group_instance_id="casewatch-0")
+    old = KafkaTurnSource(cfg)
+    sources.append(old)
+    _joined(old, two_partitions)
+    new = KafkaTurnSource(cfg)
+    sources.append(new)
+    _joined(new, two_partitions)
+    with pytest.raises(BrokerError):
+        old.commit({TopicPartition(two_partitions, 0): 0})

@@ -1,4 +1,6 @@
-"""A consumer group whose leader is no longer a member, on the embedded broker (Tansu 0.6).
+"""A consumer group whose leader is no longer a member, on the embedded broker (Tansu 0.6): the
+Tansu-quirks group (``broker_quirks="tansu"``). Kafka never gets a group into this state, so
+none of this is part of the contract suite.
 
 Tansu keeps naming a member it has removed as the leader of a forming group, and answers every
 other member's SyncGroup "rebalance in progress" for ever (consumers/_kafka_group.py). The
@@ -17,6 +19,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -28,11 +31,15 @@ from monitor.settings import KafkaConfig
 from tests.consumers.group_member import leave_while_leading, member_config
 from tests.monitor.stream.test_daemon import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.tansu_quirks]
 
 # 3 session timeouts to notice, a JoinGroup round (half a session timeout, plus 3 s for a
 # static member), a SyncGroup, and slack for a machine with a busy core.
 FORMS_WITHIN_S = 180
+
+
+def quirks_config(bootstrap: str, topic: str, group: str, **kw: Any) -> KafkaConfig:
+    return member_config(bootstrap, topic, group, broker_quirks="tansu", **kw)
 
 
 @pytest.fixture
@@ -91,7 +98,7 @@ def test_a_member_takes_the_departed_leaders_place_and_the_group_forms(
     departed = leave_while_leading(tansu_broker.bootstrap, topic, group)
     with capture_logs() as logs:
         member = Member(
-            member_config(tansu_broker.bootstrap, topic, group, group_instance_id="casewatch-0")
+            quirks_config(tansu_broker.bootstrap, topic, group, group_instance_id="casewatch-0")
         )
         members.append(member)
         wait_for(
@@ -115,7 +122,7 @@ def test_only_one_of_the_stuck_members_takes_the_leaders_place(
     departed = leave_while_leading(tansu_broker.bootstrap, topic, group)
     for name in ("casewatch-0", "casewatch-1"):
         members.append(
-            Member(member_config(tansu_broker.bootstrap, topic, group, group_instance_id=name))
+            Member(quirks_config(tansu_broker.bootstrap, topic, group, group_instance_id=name))
         )
 
     def formed() -> bool:
@@ -141,7 +148,7 @@ def test_a_group_whose_leader_is_a_member_is_never_taken_over(
     rejoin under its id (a slow leader is waited for, or the member rejoins as itself)."""
     group = f"g-{uuid.uuid4().hex[:8]}"
     for _ in range(2):
-        members.append(Member(member_config(tansu_broker.bootstrap, topic, group)))
+        members.append(Member(quirks_config(tansu_broker.bootstrap, topic, group)))
 
     def formed() -> bool:
         owned = [m.owned for m in members]
@@ -168,7 +175,7 @@ def test_a_member_that_forgets_its_membership_stops_without_leaving(
     from a forming round's leader is what leaves Tansu naming a departed leader; a member that
     just stops stays listed until its session expires, and expiry clears the leader."""
     group = f"g-{uuid.uuid4().hex[:8]}"
-    member = Member(member_config(tansu_broker.bootstrap, topic, group))
+    member = Member(quirks_config(tansu_broker.bootstrap, topic, group))
     members.append(member)
     wait_for(lambda: member.owned == {0, 1, 2, 3}, timeout=FORMS_WITHIN_S, what="joined")
     member.stop_polling()

@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 
 from consumers import _kafka, _kafka_group
 from consumers._kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from consumers.records import TopicPartition
 from consumers.tansu import EmbeddedBroker
 
 
@@ -39,7 +40,9 @@ def test_the_private_attributes_the_workarounds_use_still_exist(
         }
         for dotted in _kafka.PRIVATE_ATTRIBUTES:
             owner, *path = dotted.split(".")
-            assert callable(_resolve(clients[owner], path)), dotted
+            found = _resolve(clients[owner], path)
+            # Methods are called; the few plain attributes are read or written.
+            assert dotted in _kafka.VALUE_ATTRIBUTES or callable(found), dotted
     finally:
         consumer.close()
         producer.close(timeout=5)
@@ -50,16 +53,37 @@ def test_every_patched_module_attribute_exists_and_is_patched() -> None:
     """The module-level entries need no broker: resolved from ``kafka`` itself, and the
     ``sock_connect`` patch (applied at import) is in place."""
     module_level = [d for d in _kafka.PRIVATE_ATTRIBUTES if d.startswith("kafka.")]
-    assert module_level == ["kafka.net.inet.KafkaNetSocket.sock_connect"]
+    assert module_level == [
+        "kafka.net.inet.KafkaNetSocket.sock_connect",
+        "kafka.consumer.fetcher.Fetcher.PartitionRecords.take",
+        "kafka.coordinator.base.BaseCoordinator._process_join_group_response",
+    ]
     for dotted in module_level:
         assert callable(_resolve(_kafka.kafka, dotted.split(".")[1:])), dotted
     assert _kafka.kafka.net.inet.KafkaNetSocket.sock_connect.closes_on_failure is True
     coordinator = _kafka.kafka.coordinator.base.BaseCoordinator
     assert coordinator._process_join_group_response.remembers_leader is True
+    take = _kafka.kafka.consumer.fetcher.Fetcher.PartitionRecords.take
+    assert take.fails_unreadable is True
 
 
 class _Bare:
     """A client object without the private attributes (as after a kafka-python rename)."""
+
+
+class _Parked:
+    def __init__(self) -> None:
+        self.drained = False
+
+    def drain(self) -> None:
+        self.drained = True
+
+
+class _Fetcher:
+    """A fetcher with only ``_paused_partition_records`` of the four places."""
+
+    def __init__(self) -> None:
+        self._paused_partition_records = {_kafka.KafkaTopicPartition("t", 0): _Parked()}
 
 
 def test_a_missing_private_attribute_falls_back_with_a_warning() -> None:
@@ -76,11 +100,23 @@ def test_a_missing_private_attribute_falls_back_with_a_warning() -> None:
         # No leader known and no member id taken: the source rejoins as a fresh member instead.
         assert _kafka_group.joined_leader(_Bare()) is None
         assert _kafka_group.take_member_id(_Bare(), "departed-leader") is False
+        # A fetcher that lost all but one of the places a fetched partition is kept in: what
+        # is there is dropped, and each missing one is named.
+        consumer = _Bare()
+        consumer._fetcher = _Fetcher()  # type: ignore[attr-defined]
+        _kafka.discard_fetched(consumer, TopicPartition("t", 0))
+        assert consumer._fetcher._paused_partition_records == {}  # type: ignore[attr-defined]
+        # The broker cannot be recognised: the caller keeps Kafka's semantics.
+        assert _kafka.cluster_id(_Bare(), "t") is None
     warnings = [e for e in logs if e["log_level"] == "warning"]
     assert [w["workaround"] for w in warnings] == [
         "finish_pending_join",
         "wait_within",
         "take_member_id",
+        "discard_fetched.next_partition_records",
+        "discard_fetched.paused_completed_fetches",
+        "discard_fetched.next_in_line_exception",
+        "cluster_id",
     ]
     assert all("kafka_python" in w for w in warnings)
 

@@ -1,5 +1,5 @@
-"""A static member restarted again and again on the embedded broker (issue 24): the group
-resumes by itself.
+"""A static member restarted again and again on the embedded broker: the group resumes by
+itself (Tansu-quirks group: the members run with ``broker_quirks="tansu"``).
 
 Tansu 0.6 wedges such a group now and then: its heartbeat check evicts a restarted leader while
 that waits out its 3 s static hold, and keeps naming it as the leader, so every SyncGroup fails
@@ -23,7 +23,7 @@ from consumers.tansu import EmbeddedBroker, create_topics
 from tests.consumers.group_member import MemberProcess
 from tests.monitor.stream.test_daemon import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.tansu_quirks]
 
 PARTITIONS = 4
 

@@ -1,9 +1,9 @@
 """Every Kafka codec, from librdkafka (confluent-kafka) and from kafka-python, is read and every
-turn judged once (issue 24): the producer picks the compression, not the operator.
+turn judged once: the producer picks the compression, not the operator.
 
-Each test writes one codec into a 4-partition topic of the embedded broker: keyed and unkeyed,
-with and without headers, from both clients, then runs the daemon until every offset is
-committed.
+Each test writes one codec into a 4-partition topic: keyed and unkeyed, with and without
+headers, from both clients, then runs the daemon (a plain Kafka consumer, broker quirks off)
+until every offset is committed. Part of the contract suite: every broker of ``kafka_broker``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from kafka.record import default_records
 from consumers._kafka import KafkaProducer, kafka
 from consumers.dlq import KafkaDeadLetterQueue
 from consumers.kafka_source import KafkaTurnSource
-from consumers.tansu import EmbeddedBroker, create_topics, delete_topics
+from consumers.tansu import create_topics, delete_topics
 from monitor.cli import main
 from monitor.storage.store import Store
-from tests.fixtures.broker import DLQ_SUFFIX
+from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker
 from tests.fixtures.databases import make_turn
 from tests.monitor.stream.test_daemon import (
     committed_offset,
@@ -52,11 +52,11 @@ def test_kafka_python_has_every_codec_library() -> None:
 
 
 @pytest.fixture
-def four_partitions(tansu_broker: EmbeddedBroker) -> Iterator[str]:
+def four_partitions(kafka_broker: ContractBroker) -> Iterator[str]:
     topic = f"codecs.{uuid.uuid4().hex[:12]}"
-    create_topics(tansu_broker.bootstrap, [topic], PARTITIONS, dlq_suffix=DLQ_SUFFIX)
+    create_topics(kafka_broker.bootstrap, [topic], PARTITIONS, dlq_suffix=DLQ_SUFFIX)
     yield topic
-    delete_topics(tansu_broker.bootstrap, [topic, f"{topic}{DLQ_SUFFIX}"])
+    delete_topics(kafka_broker.bootstrap, [topic, f"{topic}{DLQ_SUFFIX}"])
 
 
 def _shapes(prefix: str) -> Iterator[tuple[str, bytes | None, list[tuple[str, bytes]]]]:
@@ -125,14 +125,16 @@ def produce_kafka_python(bootstrap: str, topic: str, codec: str, prefix: str) ->
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_every_codec_from_both_clients_is_judged_once(
-    codec: str, tansu_broker: EmbeddedBroker, four_partitions: str, tmp_path: Path
+    codec: str, kafka_broker: ContractBroker, four_partitions: str, tmp_path: Path
 ) -> None:
-    bootstrap, topic = tansu_broker.bootstrap, four_partitions
+    bootstrap, topic = kafka_broker.bootstrap, four_partitions
     expected = produce_librdkafka(bootstrap, topic, codec, f"rdk-{codec}")
     expected |= produce_kafka_python(bootstrap, topic, codec, f"kp-{codec}")
     assert len(expected) == 2 * 2 * 2 * PER_SHAPE
     db_url = f"sqlite:///{tmp_path / 'casewatch.db'}"
     settings = kafka_settings(bootstrap, topic, db_url)
+    kafka_config = settings.kafka.model_copy(update={"broker_quirks": "none"})
+    settings = settings.model_copy(update={"kafka": kafka_config})
     store = Store(db_url)
     store.migrate()
     group = settings.kafka.group_id
@@ -168,15 +170,15 @@ def test_every_codec_from_both_clients_is_judged_once(
 @pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
 def test_produce_writes_the_compression_asked_for(
     codec: str,
-    tansu_broker: EmbeddedBroker,
-    kafka_topic: str,
+    kafka_broker: ContractBroker,
+    contract_topic: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     data = tmp_path / "turns.jsonl"
     values = [_value(f"cli-{i}") for i in range(5)]
     data.write_bytes(b"".join(v + b"\n" for v in values))
-    args = ["produce", str(data), "--topic", kafka_topic, "--bootstrap", tansu_broker.bootstrap]
+    args = ["produce", str(data), "--topic", contract_topic, "--bootstrap", kafka_broker.bootstrap]
     result = CliRunner().invoke(main, [*args, "--compression", codec])
     assert result.exit_code == 0, result.output
     # Reading the topic back decodes its batches with that codec's decoder.
@@ -189,5 +191,5 @@ def test_produce_writes_the_compression_asked_for(
         return bytes(decoder(payload))
 
     monkeypatch.setattr(default_records, name, counting)
-    assert [r.value for r in read_topic(tansu_broker.bootstrap, kafka_topic, 5)] == values
+    assert [r.value for r in read_topic(kafka_broker.bootstrap, contract_topic, 5)] == values
     assert calls, f"no batch was {codec}-compressed"
