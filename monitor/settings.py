@@ -96,9 +96,17 @@ class JudgeConfig(_Section):
     backoff_max_seconds: float = Field(default=30.0, ge=0)
     response_format: Literal["auto", "json_schema", "json_object"] = Field(
         default="auto",
-        description="auto: strict json_schema output, JSON mode where the endpoint rejects it.",
+        description="auto: json_schema, else JSON mode with the schema inline, else JSON mode "
+        "(whichever the endpoint accepts first).",
     )
     max_output_tokens: int = Field(default=2000, gt=0)
+    max_concurrent_requests: int | None = Field(
+        default=None,
+        gt=0,
+        description="Requests in flight to this judge at most (None: one per calling thread). "
+        "For a server that serves one at a time (llama.cpp): the rest wait here, not in its "
+        "queue against timeout_seconds.",
+    )
     price_input_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M input tokens.")
     price_output_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M output tokens.")
 

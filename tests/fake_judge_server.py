@@ -190,8 +190,15 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fake = self.server.fake
         reply = fake._take_reply(request, dict(self.headers.items()), raw)
-        wait = fake.latency + reply.delay
-        if (wait > 0 and fake._stopping.wait(wait)) or reply.disconnect:
+        # In flight from here until just before the reply is written: a client that sends its
+        # next request only after a reply can never be counted twice.
+        fake._enter()
+        try:
+            wait = fake.latency + reply.delay
+            stopped = wait > 0 and fake._stopping.wait(wait)
+        finally:
+            fake._leave()
+        if stopped or reply.disconnect:
             self.close_connection = True
             return
         if reply.status == 200 and reply.body is None:
@@ -234,6 +241,8 @@ class FakeJudgeServer:
         self._headers: list[dict[str, str]] = []
         self._bodies: list[bytes] = []
         self._count = 0
+        self._in_flight = 0
+        self._peak_in_flight = 0
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -319,6 +328,21 @@ class FakeJudgeServer:
     def request_count(self) -> int:
         with self._lock:
             return self._count
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most chat-completion requests it was answering at once."""
+        with self._lock:
+            return self._peak_in_flight
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
 
     def reset(self) -> None:
         with self._lock:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import random
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -66,6 +67,12 @@ class ChatEndpoint:
             )
         )
         self._model_member = encode_model(config.model)
+        # A server that serves one request at a time (llama-cpp-python holds one lock around
+        # its model) queues the others, and that wait counts against the request's timeout:
+        # at 8 judge threads, 8 replies' time. Waiting here instead keeps the timeout about
+        # one reply, and a stalled server costs a timeout, not every queued turn's.
+        limit = config.max_concurrent_requests
+        self._slots = threading.BoundedSemaphore(limit) if limit else None
         self._jitter = random.Random()  # noqa: S311 -- backoff jitter, not cryptography
         self._backoff = Backoff(
             config.backoff_initial_seconds, config.backoff_max_seconds, jitter=True
@@ -87,10 +94,13 @@ class ChatEndpoint:
         **values: Any,
     ) -> ChatReply:
         """One HTTP request: ``model``, ``messages`` and ``params`` (encoded once by a caller
-        that sends the same ones every time) or ``values``; token usage is added to ``call``."""
-        return self.transport.chat(
-            self._model_member, conversation, params or RequestParams.of(**values), call
-        )
+        that sends the same ones every time) or ``values``; token usage is added to ``call``.
+        At most ``max_concurrent_requests`` at once per endpoint (the others wait their turn)."""
+        request = params or RequestParams.of(**values)
+        if self._slots is None:
+            return self.transport.chat(self._model_member, conversation, request, call)
+        with self._slots:
+            return self.transport.chat(self._model_member, conversation, request, call)
 
     def send_optional(
         self,

@@ -1,6 +1,7 @@
 """OpenAIJudge against the fake judge server: the real openai client over a real socket."""
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -364,6 +365,34 @@ def test_concurrent_calls_share_one_judge(
     hallucination = [j.scores.hallucination.score for j in judgments if j.scores]
     assert hallucination == [0.9 if i % 2 == 0 else 0.3 for i in range(24)]
     assert fake_judge.request_count == 24
+
+
+def test_max_concurrent_requests_holds_calls_back_at_the_judge(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    """A server serving one request at a time (llama-cpp-python) must not hold casewatch's
+    queue: with max_concurrent_requests 1, eight threads send one request at a time."""
+    fake_judge.latency = 0.02
+    judge = make_judge(max_concurrent_requests=1)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        judgments = list(pool.map(judge.judge, [make_turn() for _ in range(16)]))
+    assert [j.status for j in judgments] == ["ok"] * 16
+    assert fake_judge.peak_in_flight == 1
+
+
+def test_without_a_limit_every_calling_thread_sends(
+    fake_judge: FakeJudgeServer, make_judge: MakeJudge
+) -> None:
+    together = threading.Barrier(4)
+
+    def respond(_request: dict[str, Any]) -> Reply:
+        together.wait(timeout=60)  # answers only once four requests are in the server at once
+        return scores(0.9)
+
+    fake_judge.responder = respond
+    judge = make_judge(timeout_seconds=120)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert all(j.ok for j in pool.map(judge.judge, [make_turn() for _ in range(4)]))
 
 
 class JsonLogs:
