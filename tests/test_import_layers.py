@@ -114,8 +114,10 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.reporting": (
         (
             "__init__",
+            "active_sampling",
             "alert_links",
             "batch",
+            "confidence_sequence",
             "cusum_calibration",
             "elo",
             "label_files",
