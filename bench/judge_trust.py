@@ -191,6 +191,93 @@ def labels(args: argparse.Namespace) -> dict[str, float]:
     }
 
 
+# ------------------------------------------------------------------ the canary
+
+
+def _stable_judge(rng: np.random.Generator, turns: int) -> np.ndarray:
+    """Per canary turn, the probability a stable judge calls it severe: a quarter of the turns
+    are severe to people and nearly always called so, a few sit near the edge, the rest never."""
+    q = np.full(turns, 0.01)
+    severe = turns // 4
+    q[:severe] = 0.97
+    q[severe - 1] = rng.uniform(0.3, 0.7)  # one severe turn near the edge
+    q[severe : severe + 2] = rng.uniform(0.05, 0.3, 2)  # two others near it
+    return q
+
+
+def _runs_until_alarm(
+    q_before: np.ndarray, q_after: np.ndarray | None, runs: int, rng: np.random.Generator, args
+) -> tuple[int | None, int]:
+    """(runs after the change until the first alarm, alarms over ``runs`` runs)."""
+    from monitor.reporting.detection import Detector
+    from monitor.reporting.judge_canary import DEFAULT_SHIFTS, CanaryRun, arm, baseline_of, observe
+
+    def run(q: np.ndarray) -> CanaryRun:
+        calls = tuple(bool(x) for x in rng.random(q.size) < q)
+        return CanaryRun("ok", None, q.size, None, 0.5, calls)
+
+    first = [run(q_before) for _ in range(args.baseline_runs)]
+    baseline = baseline_of(first)
+    assert baseline is not None
+    cal = arm(
+        baseline,
+        DEFAULT_SHIFTS,
+        false_alarm_days=30.0,
+        turns_per_run=q_before.size,
+        interval_seconds=3600.0,
+        judges=2,
+    )
+    detector = Detector(DEFAULT_SHIFTS)
+    alarms, delay = 0, None
+    for k in range(runs):
+        q = q_before if q_after is None else q_after
+        if observe(detector, cal, run(q), float(k)):
+            alarms += 1
+            if delay is None:
+                delay = k + 1
+            if q_after is not None:
+                break
+    return delay, alarms
+
+
+def canary(args: argparse.Namespace) -> dict[str, float]:
+    rng = np.random.default_rng(args.seed)
+    turns = 24
+    delays: list[int] = []
+    missed = 0
+    stable_alarms = 0
+    for _ in range(args.judges):
+        q = _stable_judge(rng, turns)
+        doubled = q.copy()
+        extra = round(float(q.sum()))  # as many more severe calls again: the rate doubles
+        never = np.flatnonzero(q < 0.05)
+        doubled[rng.choice(never, size=min(extra, never.size), replace=False)] = 0.97
+        delay, _ = _runs_until_alarm(q, doubled, 200, rng, args)
+        if delay is None:
+            missed += 1
+        else:
+            delays.append(delay)
+        _, alarms = _runs_until_alarm(q, None, 30 * 24, rng, args)
+        stable_alarms += alarms
+    d = np.asarray(delays)
+    per_30_days = stable_alarms / args.judges
+    print(
+        f"judge canary ({turns} turns, hourly, {args.baseline_runs} baseline runs, "
+        f"{args.judges} simulated judges, false-alarm budget 1 per 30 days for 2 judges):\n"
+        f"  severe calls double: flagged after median {np.median(d):.0f} runs, p90 "
+        f"{np.percentile(d, 90):.0f}, max {d.max()} (missed {missed})\n"
+        f"  stable judge, 30 days: {stable_alarms} false flags in {args.judges} judges "
+        f"({per_30_days:.3f} per judge per 30 days)"
+    )
+    return {
+        "canary_delay_median_runs": float(np.median(d)),
+        "canary_delay_p90_runs": float(np.percentile(d, 90)),
+        "canary_delay_max_runs": float(d.max()),
+        "canary_missed": missed,
+        "canary_false_flags_per_judge_30d": per_30_days,
+    }
+
+
 # ------------------------------------------------------------------ main
 
 
@@ -205,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--population", type=int, default=20_000)
     parser.add_argument("--reps", type=int, default=300)
     parser.add_argument("--judges", type=int, default=200)
+    parser.add_argument("--baseline-runs", type=int, default=3)
     args = parser.parse_args(argv)
     results: dict[str, float] = {}
     if args.what in ("coverage", "all"):
@@ -212,8 +300,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.what in ("labels", "all"):
         results |= labels(args)
     if args.what in ("canary", "all"):
-        from bench._canary_sim import canary
-
         results |= canary(args)
     print(json.dumps(results, sort_keys=True))
     return 0

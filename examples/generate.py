@@ -368,6 +368,22 @@ def _write(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+CANARY_TURNS = 24
+
+
+def _canary(events: Sequence[dict[str, Any]], labels: Sequence[dict[str, Any]]) -> list[Any]:
+    """The judge canary set (casewatch's judge_canary.file): the stable assistant's labelled
+    turns, each with the bands people gave it."""
+    by_id = {e["event_id"]: e for e in events}
+    stable = ASSISTANTS["stable"]["name"]
+    rows = [
+        {"turn": by_id[r["event_id"]], "labels": r["labels"]}
+        for r in sorted(labels, key=lambda r: r["event_id"])
+        if by_id[r["event_id"]]["assistant"]["name"] == stable
+    ]
+    return rows[:CANARY_TURNS]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=HERE, help="output directory")
@@ -383,6 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _write(out_dir / "turns.jsonl", by_time)
     _write(out_dir / "flaws.jsonl", sorted(data["flaws"], key=lambda r: r["event_id"]))
     _write(out_dir / "human_labels.jsonl", sorted(data["labels"], key=lambda r: r["event_id"]))
+    _write(out_dir / "judge_canary.jsonl", _canary(events, data["labels"]))
     print(f"wrote {len(events)} turns, {len(data['labels'])} labelled, to {out_dir}")
     return 0
 

@@ -13,7 +13,8 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     ├── InvalidInput                a record or file that can never be processed (poison)
     │   ├── InvalidEvent            turn event failed decoding / validation / size limit
     │   ├── RubricSetError          a rubric file that cannot be used (names file, line, field)
-    │   └── ResponsesError          a responses file for rubric runs that cannot be used
+    │   ├── ResponsesError          a responses file for rubric runs that cannot be used
+    │   └── CanarySetError          a judge canary file that cannot be used (names file, line)
     ├── TrecFormatError             an id a TREC file cannot hold, or an unreadable qrels/run file
     ├── JudgeError
     │   ├── JudgeOutputInvalid      the judge answered, but not with valid scores (retryable)
@@ -91,6 +92,14 @@ class ResponsesError(InvalidInput):
     def __init__(self, path: Path | str, problems: Sequence[str]) -> None:
         self.problems = list(problems)
         super().__init__("invalid_responses", f"{path}: " + "; ".join(self.problems))
+
+
+class CanarySetError(InvalidInput):
+    """A judge canary set that cannot be used; the message names the file and the line."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        self.problem = problem
+        super().__init__("invalid_canary_set", f"{path}: {problem}")
 
 
 class TrecFormatError(CasewatchError):

@@ -469,6 +469,52 @@ class Metrics:
             ["assistant", "signal", "bound"],
             registry=r,
         )
+        # The same rate, anytime-valid (jobs/quality_estimate.py): a confidence sequence over the
+        # assistant's labelled batches that holds at every look, which is how a dashboard that
+        # refreshes is read; wider than the fixed-n interval above.
+        self.quality_estimate_anytime = Gauge(
+            "casewatch_quality_estimate_anytime",
+            "Severe rate corrected by human labels, running mean over the labelled batches, "
+            "with bounds valid at every look; bound=point|lower|upper",
+            ["assistant", "signal", "bound"],
+            registry=r,
+        )
+        # The judge canary (jobs/judge_canary.py): a fixed labelled set re-judged on a schedule
+        # by each live judge (judge: a configured judge name, bounded by the configuration).
+        self.judge_canary_agreement = Gauge(
+            "casewatch_judge_canary_agreement",
+            "Share of the canary's labelled bands the judge matched on its last successful run",
+            ["judge"],
+            registry=r,
+        )
+        self.judge_canary_score_shift = Gauge(
+            "casewatch_judge_canary_score_shift",
+            "Mean S_final on the canary minus its mean over the first runs of this judge "
+            "configuration (last successful run)",
+            ["judge"],
+            registry=r,
+        )
+        self.judge_canary_alarm = Gauge(
+            "casewatch_judge_canary_alarm",
+            "1 while the canary's sequential test finds the judge calling more canary turns "
+            "severe than on its first runs, else 0",
+            ["judge"],
+            registry=r,
+        )
+        self.judge_canary_runs = Counter(
+            "casewatch_judge_canary_runs",
+            "Canary runs per judge (outcome=ok|failed: the judge failed on a canary turn)",
+            ["judge", "outcome"],
+            registry=r,
+        )
+        # The live judge configuration's hash (set by the canary job): more than one value in a
+        # window means the judge configuration changed in it.
+        self.judge_config_info = Gauge(
+            "casewatch_judge_config_info",
+            "The judge configuration this replica judges with; value is 1",
+            ["config_hash"],
+            registry=r,
+        )
 
         # Unreadable record batches: each failed read attempt of a partition held
         # back on a batch it cannot read (reason=codec_unavailable|corrupt; retried with a

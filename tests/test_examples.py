@@ -17,7 +17,7 @@ from monitor.models import METRICS, Band, JudgeScores, TurnEvent
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GENERATED = ["turns-stable.jsonl", "turns-canary.jsonl", "turns.jsonl"]
-GENERATED += ["human_labels.jsonl", "flaws.jsonl"]
+GENERATED += ["human_labels.jsonl", "flaws.jsonl", "judge_canary.jsonl"]
 STABLE, CANARY = "acme-support-stable", "acme-support-canary"
 
 

@@ -8,7 +8,7 @@ Operator errors (bad config, unreachable or unmigrated database) print one messa
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,9 @@ import click
 
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
+from monitor.reporting.judge_canary import JudgeChange, judge_change
 from monitor.settings import load_settings
+from monitor.storage import canary_runs
 from monitor.storage.detection_queries import read_states
 from monitor.storage.store import Store
 
@@ -46,6 +48,20 @@ def _doc(row: dict[str, Any]) -> dict[str, Any]:
         else [{"p1": p1, "h": h} for p1, h in zip(cal["rates"], cal["thresholds"], strict=True)],
         "updated_at": _iso(row["updated_at"]),
     }
+
+
+# Slack before the earliest change point: a judge that moved shortly before the assistant's
+# rate did is still "in the same window" (the alert's judge_check annotation looks 6 h back).
+JUDGE_WINDOW = timedelta(hours=6)
+
+
+def _judge_change(store: Store, rows: list[dict[str, Any]]) -> JudgeChange:
+    """Did the judge move in the window of the alarms (or the last 6 h when none)?"""
+    points = [r["change_point"] for r in rows if r["alarm"] and r["change_point"] is not None]
+    since = (min(points) if points else datetime.now(UTC)) - JUDGE_WINDOW
+    return judge_change(
+        since, canary_runs.runs_since(store, since), canary_runs.verdict_hashes_since(store, since)
+    )
 
 
 def _pct(x: float | None) -> str:
@@ -86,13 +102,15 @@ def detect_command(config_file: Path | None, assistant: str | None, as_json: boo
         store = Store.from_config(settings.storage)
         try:
             rows = read_states(store)
+            judge = _judge_change(store, rows)
         finally:
             store.close()
     except CasewatchError as exc:
         fail(str(exc))
     docs = [_doc(r) for r in rows if assistant is None or r["assistant"] == assistant]
     if as_json:
-        click.echo(json.dumps({"detectors": docs}, indent=2, allow_nan=False))
+        out = {"detectors": docs, "judge_change": judge.to_dict()}
+        click.echo(json.dumps(out, indent=2, allow_nan=False))
         return
     if not docs:
         click.echo("no detectors yet: the detection job has not run on this database")
@@ -104,6 +122,7 @@ def detect_command(config_file: Path | None, assistant: str | None, as_json: boo
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         if n == 0:
             click.echo("  ".join("-" * w for w in widths))
+    click.echo(f"judge: {judge.sentence()}")
 
 
 COMMANDS: list[click.Command] = [detect_command]

@@ -10,6 +10,7 @@ from monitor.jobs.drift import DriftJob
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.rubric import RubricJob
 from monitor.jobs.scheduler import Job
+from monitor.models import JudgeRole
 from monitor.settings import Settings
 from monitor.storage.store import Store
 
@@ -63,6 +64,8 @@ def build_jobs(
         from monitor.jobs.quality_estimate import QualityEstimateJob
 
         jobs.append(QualityEstimateJob(settings.quality_estimate, store, metrics, clock=clock))
+    if settings.judge_canary.enabled:
+        jobs.append(_judge_canary(settings, store, metrics, clock, budget))
     if settings.detection.enabled:  # issue 19: sequential detection of quality regressions
         from monitor.jobs.detection import DetectionJob
         from monitor.jobs.recorders import DetectionRecorder
@@ -85,3 +88,34 @@ def build_jobs(
             )
         )
     return jobs
+
+
+def _judge_canary(
+    settings: Settings, store: Store, metrics: Metrics, clock: Clock, budget: Budget | None
+) -> Job:
+    """The canary re-judged by every judge of the live configuration (primaries, arbiter)."""
+    from monitor.jobs.judge_canary import CanaryJudge, JudgeCanaryJob
+    from monitor.jobs.recorders import JudgeCanaryRecorder
+    from monitor.judging.config_hash import judge_config_hash, single_judge_hash
+    from monitor.judging.factory import build_judge
+
+    panel = settings.effective_panel()
+    primary: JudgeRole = "primary" if len(panel.primaries) == 2 else "single"
+    roles: list[tuple[str, JudgeRole]] = [(n, primary) for n in panel.primaries]
+    if panel.arbiter:
+        roles.append((panel.arbiter, "arbiter"))
+    judges = [
+        CanaryJudge(name, single_judge_hash(settings, name), build_judge(name, settings, role))
+        for name, role in roles
+    ]
+    return JudgeCanaryJob(
+        settings.judge_canary,
+        judges,
+        store,
+        JudgeCanaryRecorder(metrics),
+        budget or Sampler(settings.sampling, clock).budget,
+        weights=settings.weights(),
+        critical=settings.critical_metrics,
+        live_config_hash=judge_config_hash(settings),
+        clock=clock,
+    )

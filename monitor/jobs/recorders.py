@@ -156,6 +156,50 @@ class QualityEstimateRecorder:
             self._m.quality_estimate.labels(label, signal, bound).set(value)
 
 
+class QualityEstimateAnytimeRecorder:
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+
+    def record_anytime(
+        self, assistant: str, signal: str, point: float, lower: float, upper: float
+    ) -> None:
+        label = self._assistant(assistant)
+        for bound, value in (("point", point), ("lower", lower), ("upper", upper)):
+            self._m.quality_estimate_anytime.labels(label, signal, bound).set(value)
+
+
+class JudgeCanaryRecorder:
+    """The canary's gauges per judge; agreement and shift keep the last successful run's
+    values (a failed run is counted, never shown as agreement)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+
+    def record_config(self, config_hash: str) -> None:
+        self._m.judge_config_info.labels(config_hash=config_hash).set(1)
+
+    def prime(self, judge: str) -> None:
+        for outcome in ("ok", "failed"):
+            self._m.judge_canary_runs.labels(judge=judge, outcome=outcome)
+        self._m.judge_canary_alarm.labels(judge=judge).set(0)
+
+    def record_failed(self, judge: str) -> None:
+        self._m.judge_canary_runs.labels(judge=judge, outcome="failed").inc()
+
+    def record_ok(
+        self, judge: str, *, agreement: float | None, score_shift: float | None, alarm: bool
+    ) -> None:
+        m = self._m
+        m.judge_canary_runs.labels(judge=judge, outcome="ok").inc()
+        nan = float("nan")
+        m.judge_canary_agreement.labels(judge=judge).set(nan if agreement is None else agreement)
+        m.judge_canary_score_shift.labels(judge=judge).set(
+            nan if score_shift is None else score_shift
+        )
+        m.judge_canary_alarm.labels(judge=judge).set(1 if alarm else 0)
+
+
 class PairwiseRequest(Protocol):
     """What ``BaselineRecorder.record_judge_requests`` reads of a ``PairwiseJudgment``."""
 

@@ -33,6 +33,18 @@ def judge_config_hash(settings: Settings) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
+def single_judge_hash(settings: Settings, name: str) -> str:
+    """Identifies what one judge's scores depend on: prompt, the judge, weights, critical
+    metrics (the judge canary compares a judge's runs only under one such hash)."""
+    doc = {
+        "prompt": PROMPT_VERSION,
+        "judge": _fingerprint(settings.judge_config(name)),
+        "weights": settings.weights(),
+        "critical": sorted(settings.critical_metrics),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _fingerprint(judge: JudgeConfig) -> dict[str, Any]:
     doc = judge.fingerprint()
     if judge.kind == HEURISTIC:

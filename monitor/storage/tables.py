@@ -259,6 +259,8 @@ label_batches = sa.Table(
     sa.Column("frame_end", UTCDateTime),
     sa.Column("population", sa.Integer, nullable=False),  # judged turns in the frame
     sa.Column("size", sa.Integer, nullable=False),  # turns drawn
+    # uniform | uncertain: how the turns were drawn (uncertain: with unequal probabilities).
+    sa.Column("strategy", sa.String(16), nullable=False, server_default="uniform"),
 )
 label_batch_items = sa.Table(
     "label_batch_items",
@@ -274,6 +276,8 @@ label_batch_items = sa.Table(
     # The judge's bands when drawn ({metric|turn_band: band}): agreement and estimates compare
     # people with what the judge said then, even after a re-judge or retention.
     sa.Column("judge_bands", JSONDoc, nullable=False),
+    # The probability this turn had of being drawn: estimates weigh its label by the inverse.
+    sa.Column("inclusion_probability", sa.Float),
 )
 human_labels = sa.Table(
     "human_labels",
@@ -295,6 +299,31 @@ human_labels = sa.Table(
     sa.CheckConstraint("band IN ('severe', 'moderate', 'minor', 'none')", name="band"),
 )
 TABLES = (*TABLES, label_batches, label_batch_items, human_labels)
+
+# The judge canary: one row per judge per canary run, with the canary detector's state after
+# it (the newest ok row of a judge configuration carries its state forward).
+judge_canary_runs = sa.Table(
+    "judge_canary_runs",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("judge", sa.String(256), nullable=False),
+    sa.Column("config_hash", sa.String(128), nullable=False),
+    sa.Column("run_at", UTCDateTime, nullable=False, index=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("failure_reason", sa.Text),
+    sa.Column("turns", sa.Integer, nullable=False),
+    sa.Column("agreement", sa.Float),
+    sa.Column("mean_score", sa.Float),
+    sa.Column("score_shift", sa.Float),
+    sa.Column("severe_calls", sa.Integer),
+    sa.Column("armed", sa.Boolean, nullable=False),
+    sa.Column("alarm", sa.Boolean, nullable=False),
+    sa.Column("statistic", sa.Float, nullable=False),
+    sa.Column("state", JSONDoc, nullable=False),
+    sa.Index("ix_judge_canary_runs_judge", "judge", "config_hash", "run_at"),
+    sa.CheckConstraint("status IN ('ok', 'failed')", name="status"),
+)
+TABLES = (*TABLES, judge_canary_runs)
 
 
 # ---------------------------------------------------------------- rows from models (pure)

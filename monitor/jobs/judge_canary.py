@@ -1,0 +1,262 @@
+"""The judge canary job: a fixed set of labelled turns re-judged on a schedule by every live
+judge, so "is it the assistant or the judge?" has an answer when a regression pages.
+
+Each run, for each judge of the live configuration (the panel's primaries and arbiter):
+
+- reserves one judge request per canary turn from the daemon's hourly budget (the sampler's,
+  shared with the stream); a refusal skips that judge until the next run;
+- judges the canary turns one after another, stopping at the first failure: the run is then
+  recorded ``failed`` with the reason, counted (``casewatch_judge_canary_runs_total``), and
+  shows no agreement and feeds no detector;
+- otherwise records agreement with the human bands, the mean score's shift against the first
+  ``baseline_runs`` runs of this judge configuration and canary set, and feeds the judge's
+  severe calls to its sequential detector (``monitor.reporting.judge_canary``), exported as
+  ``casewatch_judge_canary_{agreement,score_shift,alarm}{judge}``.
+
+The canary set is the file ``judge_canary.file`` (read and checked when the daemon starts: a
+bad file stops it, naming the line) or, without one, the first-labelled turns in the store
+(``casewatch labels import``), up to ``max_turns``; fewer than ``min_turns`` there and the run
+only logs that the canary is waiting for labels. The baseline and the detector belong to one
+judge configuration hash and one canary set: change either and the canary starts a new
+baseline (the configuration change itself is what ``casewatch_judge_config_info`` shows).
+Runs and the detector state are stored (``judge_canary_runs``): a restart or a lease moving
+elsewhere continues the test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from monitor.budget import Budget
+from monitor.clock import Clock, SystemClock
+from monitor.errors import CanarySetError, ConfigError
+from monitor.jobs.recorders import JudgeCanaryRecorder
+from monitor.judging.judge import Judge
+from monitor.models import Judgment, TurnEvent
+from monitor.reporting.detection import Detector
+from monitor.reporting.judge_canary import (
+    Baseline,
+    CanaryRun,
+    CanaryTurn,
+    arm,
+    calibration_doc,
+    calibration_from,
+    load_canary_file,
+    observe,
+    score_run,
+)
+from monitor.reporting.label_files import LABEL_KEYS, consensus
+from monitor.settings import JudgeCanaryConfig
+from monitor.storage import canary_runs as sql
+from monitor.storage.store import Store
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class CanaryJudge:
+    name: str
+    config_hash: str  # monitor.judging.config_hash.single_judge_hash
+    judge: Judge
+
+
+def _set_fingerprint(turns: Sequence[CanaryTurn]) -> str:
+    ids = "\n".join(sorted(t.event.event_id for t in turns))
+    return hashlib.sha256(ids.encode()).hexdigest()[:12]
+
+
+class JudgeCanaryJob:
+    name = "judge_canary"
+
+    def __init__(
+        self,
+        config: JudgeCanaryConfig,
+        judges: Sequence[CanaryJudge],
+        store: Store,
+        recorder: JudgeCanaryRecorder,
+        budget: Budget,
+        *,
+        weights: Mapping[str, float],
+        critical: Sequence[str],
+        live_config_hash: str,
+        clock: Clock | None = None,
+    ) -> None:
+        self._cfg = config
+        self._judges = list(judges)
+        self._store = store
+        self._metrics = recorder
+        self._budget = budget
+        self._weights = dict(weights)
+        self._critical = list(critical)
+        self._clock = clock or SystemClock()
+        self.interval_seconds = config.interval_seconds
+        self._file_turns: list[CanaryTurn] | None = None
+        if config.file is not None:
+            try:  # a bad file stops the daemon at start, naming the line
+                turns = load_canary_file(config.file, min_turns=config.min_turns)
+            except CanarySetError as exc:
+                raise ConfigError(f"judge_canary.file: {exc.detail}") from exc
+            self._file_turns = turns[: config.max_turns]
+        recorder.record_config(live_config_hash)
+        for j in self._judges:
+            recorder.prime(j.name)
+        self.last_runs: dict[str, CanaryRun] = {}
+
+    def close(self) -> None:
+        for j in self._judges:
+            j.judge.close()
+
+    def run(self) -> None:
+        self.run_once()
+
+    # ------------------------------------------------------------------ one run
+
+    def canary_set(self) -> list[CanaryTurn]:
+        if self._file_turns is not None:
+            return self._file_turns
+        events, rows = sql.oldest_labelled_turns(self._store, self._cfg.max_turns)
+        human = consensus(rows)
+        out = []
+        for event_id, doc in events.items():
+            labels = {k: b for k, b in human.get(event_id, {}).items() if k in LABEL_KEYS}
+            if labels:
+                out.append(CanaryTurn(TurnEvent.model_validate(doc), labels))
+        return sorted(out, key=lambda t: t.event.event_id)
+
+    def run_once(self) -> dict[str, CanaryRun]:
+        turns = self.canary_set()
+        if len(turns) < self._cfg.min_turns:
+            log.info(
+                "judge canary waiting for labels",
+                labelled_turns=len(turns),
+                needed=self._cfg.min_turns,
+                detail="casewatch labels export / import, or set judge_canary.file",
+            )
+            return {}
+        fingerprint = _set_fingerprint(turns)
+        done: dict[str, CanaryRun] = {}
+        for j in self._judges:
+            refused = self._budget.reserve(len(turns))
+            if refused is not None:
+                log.info("judge canary skipped: budget", judge=j.name, reason=refused)
+                continue
+            judgments: list[Judgment] = []
+            try:
+                for turn in turns:
+                    judgment = j.judge.judge(turn.event)
+                    judgments.append(judgment)
+                    if not judgment.ok:
+                        break
+            finally:
+                self._budget.settle(
+                    len(turns),
+                    sum(max(1, x.attempts) for x in judgments),
+                    sum(x.cost_usd for x in judgments),
+                )
+            if judgments and not judgments[-1].ok:
+                j_failed = judgments[-1]
+                run = CanaryRun(
+                    "failed", j_failed.failure_reason or "internal", len(turns), None, None, ()
+                )
+            else:
+                run = score_run(turns, judgments, weights=self._weights, critical=self._critical)
+            key = hashlib.sha256(f"{j.config_hash}:{fingerprint}".encode()).hexdigest()[:16]
+            self._record(j.name, key, fingerprint, run, len(turns))
+            done[j.name] = run
+        self.last_runs = done
+        return done
+
+    def _record(
+        self, judge: str, key: str, fingerprint: str, run: CanaryRun, turns_per_run: int
+    ) -> None:
+        now = datetime.fromtimestamp(self._clock.time(), tz=UTC)
+        previous = sql.newest_ok_run(self._store, judge, key)
+        state: dict[str, Any] = dict(previous["state"]) if previous else {"canary_set": fingerprint}
+        row: dict[str, Any] = {
+            "judge": judge,
+            "config_hash": key,
+            "run_at": now,
+            "status": run.status,
+            "failure_reason": run.failure_reason,
+            "turns": run.turns,
+            "agreement": run.agreement,
+            "mean_score": run.mean_score,
+            "severe_calls": run.severe_calls if run.status == "ok" else None,
+        }
+        if run.status != "ok":
+            log.warning("judge canary run failed", judge=judge, reason=run.failure_reason)
+            self._metrics.record_failed(judge)
+            sql.record_run(
+                self._store,
+                row
+                | {
+                    "score_shift": None,
+                    "armed": bool(previous and previous["armed"]),
+                    "alarm": bool(previous and previous["alarm"]),
+                    "statistic": previous["statistic"] if previous else 0.0,
+                    "state": state,
+                },
+            )
+            return
+        first = sql.first_ok_runs(self._store, judge, key, self._cfg.baseline_runs)
+        baseline_rows = [*first, row][: self._cfg.baseline_runs]
+        baseline = Baseline(
+            len(baseline_rows),
+            sum(float(r["mean_score"]) for r in baseline_rows) / len(baseline_rows),
+            sum(int(r["severe_calls"]) for r in baseline_rows),
+            sum(int(r["turns"]) for r in baseline_rows),
+        )
+        shift = None if run.mean_score is None else run.mean_score - baseline.mean_score
+        shifts = tuple(self._cfg.shifts)
+        detector = Detector.from_dict(shifts, state.get("detector"))
+        cal = calibration_from(state.get("calibration"))
+        armed = len(first) >= self._cfg.baseline_runs  # this run comes after the baseline
+        statistic = 0.0
+        if armed:
+            if cal is None or len(cal.thresholds) != len(shifts):
+                cal = arm(
+                    baseline,
+                    shifts,
+                    false_alarm_days=self._cfg.false_alarm_days,
+                    turns_per_run=turns_per_run,
+                    interval_seconds=self._cfg.interval_seconds,
+                    judges=len(self._judges),
+                )
+            if observe(detector, cal, run, now.timestamp()):
+                log.warning(
+                    "judge canary alarm: the judge calls more canary turns severe",
+                    judge=judge,
+                    baseline_severe_rate=baseline.severe_rate,
+                    severe_calls=run.severe_calls,
+                    turns=run.turns,
+                )
+            statistic = detector.statistic(cal)
+        alarm = detector.latched is not None
+        state = {
+            "canary_set": fingerprint,
+            "baseline": {
+                "runs": baseline.runs,
+                "mean_score": baseline.mean_score,
+                "severe_rate": baseline.severe_rate,
+            },
+            "calibration": None if cal is None else calibration_doc(cal),
+            "detector": detector.to_dict(),
+        }
+        sql.record_run(
+            self._store,
+            row
+            | {
+                "score_shift": shift,
+                "armed": armed,
+                "alarm": alarm,
+                "statistic": statistic,
+                "state": state,
+            },
+        )
+        self._metrics.record_ok(judge, agreement=run.agreement, score_shift=shift, alarm=alarm)
