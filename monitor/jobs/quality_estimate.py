@@ -12,18 +12,26 @@ prints the same thing once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import structlog
 
 from monitor.clock import Clock, SystemClock
 from monitor.exporter import Metrics
-from monitor.jobs.recorders import QualityEstimateRecorder
+from monitor.jobs.recorders import QualityEstimateAnytimeRecorder, QualityEstimateRecorder
 from monitor.models import Band
+from monitor.reporting.confidence_sequence import SequenceBounds, running_sequence
 from monitor.reporting.label_files import LABEL_KEYS, consensus
-from monitor.reporting.ppi import RateEstimates, rate_estimates
+from monitor.reporting.ppi import (
+    RateEstimates,
+    WeightedTerms,
+    rate_estimates,
+    weighted_interval,
+    weighted_terms,
+)
 from monitor.settings import QualityEstimateConfig
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
@@ -40,9 +48,21 @@ class QualityEstimate:
     population: int  # scored turns in the batch's frame now
     labelled: int
     estimates: RateEstimates
+    strategy: str = "uniform"
+    anytime: SequenceBounds | None = None  # over every labelled batch of the assistant
 
     def to_dict(self) -> dict[str, Any]:
+        anytime = self.anytime
         return {
+            "strategy": self.strategy,
+            "anytime": None
+            if anytime is None
+            else {
+                "point": anytime.point,
+                "lower": anytime.lower,
+                "upper": anytime.upper,
+                "batches": anytime.looks,
+            },
             "assistant": self.assistant,
             "signal": self.signal,
             "outcome": SEVERE,
@@ -63,17 +83,59 @@ def labelled_batch(store: Store, assistant: str, batch_id: str | None = None) ->
     return None
 
 
-def estimate_batch(
-    store: Store, batch_id: str, signals: Sequence[str] = LABEL_KEYS, confidence: float = 0.95
-) -> list[QualityEstimate]:
-    """One estimate per signal people labelled in the batch."""
+def _frame(store: Store, batch: dict[str, Any]) -> list[label_sql.FrameRow]:
+    end = batch["frame_end"] or batch["created_at"]
+    return list(label_sql.judged_frame(store, batch["assistant"], batch["frame_start"], end))
+
+
+def batch_terms(store: Store, batch_id: str, signal: str) -> WeightedTerms | None:
+    """The batch's inverse-probability-weighted terms for one signal (None: nobody labelled
+    it). Labels still missing from drawn turns are taken as missing at random: each labelled
+    turn's probability is its drawing probability times the share of drawn turns labelled."""
     batch = label_sql.batch(store, batch_id)
     if batch is None:
         raise KeyError(batch_id)
     human = consensus(label_sql.stored_labels(store, [batch_id]))
     drawn = {e: bands for (_b, e), bands in label_sql.batch_items(store, [batch_id]).items()}
-    end = batch["frame_end"] or batch["created_at"]
-    frame = list(label_sql.judged_frame(store, batch["assistant"], batch["frame_start"], end))
+    share = float(batch["size"]) / max(1, int(batch["population"]))
+    probs = {
+        e: (share if p is None else p)
+        for (_b, e), p in label_sql.item_probabilities(store, [batch_id]).items()
+    }
+    labelled = {e for e, labels in human.items() if signal in labels and e in drawn}
+    if not labelled:
+        return None
+    completion = len(labelled) / len(drawn)
+    f, xi, y, pi = [], [], [], []
+    seen = set()
+    for row in _frame(store, batch):
+        seen.add(row.event_id)
+        bands = drawn.get(row.event_id, row.bands)
+        f.append(float(bands.get(signal) == SEVERE))
+        on = row.event_id in labelled
+        xi.append(on)
+        y.append(float(on and human[row.event_id][signal].value == SEVERE))
+        pi.append(probs.get(row.event_id, share) * completion if on else 1.0)
+    for e in labelled - seen:  # purged from the frame since: still a labelled draw
+        f.append(float(drawn[e].get(signal) == SEVERE))
+        xi.append(True)
+        y.append(float(human[e][signal].value == SEVERE))
+        pi.append(probs.get(e, share) * completion)
+    return weighted_terms(f, xi, y, pi)
+
+
+def estimate_batch(
+    store: Store, batch_id: str, signals: Sequence[str] = LABEL_KEYS, confidence: float = 0.95
+) -> list[QualityEstimate]:
+    """One estimate per signal people labelled in the batch: PPI++ for a uniform batch, the
+    inverse-probability-weighted estimate for one drawn by uncertainty."""
+    batch = label_sql.batch(store, batch_id)
+    if batch is None:
+        raise KeyError(batch_id)
+    strategy = str(batch.get("strategy") or "uniform")
+    human = consensus(label_sql.stored_labels(store, [batch_id]))
+    drawn = {e: bands for (_b, e), bands in label_sql.batch_items(store, [batch_id]).items()}
+    frame = _frame(store, batch)
     out = []
     for signal in signals:
         pairs = [
@@ -90,10 +152,56 @@ def estimate_batch(
             [float(g) for g in unlabelled],
             confidence=confidence,
         )
+        if strategy != "uniform":
+            # Labels drawn with unequal probabilities: the plain labels-only mean and PPI++
+            # would be biased towards the unsure turns; weight each label by 1 / probability.
+            terms = batch_terms(store, batch_id, signal)
+            if terms is not None:
+                weighted, lam = weighted_interval(terms, confidence=confidence)
+                labels_only, _ = weighted_interval(terms, confidence=confidence, lam=0.0)
+                est = RateEstimates(weighted, est.judge_only, labels_only, lam, confidence)
         out.append(
-            QualityEstimate(str(batch["assistant"]), signal, batch_id, len(frame), len(pairs), est)
+            QualityEstimate(
+                str(batch["assistant"]), signal, batch_id, len(frame), len(pairs), est, strategy
+            )
         )
     return out
+
+
+def anytime_estimate(
+    store: Store,
+    assistant: str,
+    signal: str,
+    *,
+    confidence: float = 0.95,
+    tightest_at: int = 10,
+) -> SequenceBounds | None:
+    """The anytime-valid sequence at its newest look, over every labelled batch of the
+    assistant, oldest first; each batch's lambda is fitted on the batches before it (so it is
+    fixed before the batch is seen, as the sequence's guarantee needs)."""
+    estimates: list[float] = []
+    errors: list[float] = []
+    earlier: list[WeightedTerms] = []
+    for b in label_sql.batches(store, assistant):
+        terms = batch_terms(store, str(b["id"]), signal)
+        if terms is None or terms.labelled < 2:
+            continue
+        lam = (
+            WeightedTerms(
+                np.concatenate([t.a for t in earlier]),
+                np.concatenate([t.b for t in earlier]),
+                sum(t.labelled for t in earlier),
+            ).tuned_lambda()
+            if earlier
+            else 1.0
+        )
+        point, se = terms.estimate(lam)
+        estimates.append(point)
+        errors.append(se)
+        earlier.append(terms)
+    if not estimates:
+        return None
+    return running_sequence(estimates, errors, confidence=confidence, tightest_at=tightest_at)[-1]
 
 
 class QualityEstimateJob:
@@ -110,6 +218,7 @@ class QualityEstimateJob:
         self._cfg = config
         self._store = store
         self._metrics = QualityEstimateRecorder(metrics)
+        self._anytime = QualityEstimateAnytimeRecorder(metrics)
         self._clock = clock or SystemClock()
         self.interval_seconds = config.interval_seconds
         self.last_run: list[QualityEstimate] = []
@@ -129,6 +238,16 @@ class QualityEstimateJob:
             if batch_id is None:
                 continue
             for q in estimate_batch(self._store, batch_id, confidence=self._cfg.confidence):
+                q = replace(
+                    q,
+                    anytime=anytime_estimate(
+                        self._store,
+                        assistant,
+                        q.signal,
+                        confidence=self._cfg.confidence,
+                        tightest_at=self._cfg.anytime_tightest_at,
+                    ),
+                )
                 self._export(q)
                 done.append(q)
         log.info("quality estimate run", started=started.isoformat(), estimates=len(done))
@@ -144,3 +263,6 @@ class QualityEstimateJob:
             self._metrics.record_quality_estimate(
                 q.assistant, q.signal + suffix, interval.point, interval.lower, interval.upper
             )
+        if q.anytime is not None:
+            a = q.anytime
+            self._anytime.record_anytime(q.assistant, q.signal, a.point, a.lower, a.upper)

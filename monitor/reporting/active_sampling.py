@@ -21,9 +21,13 @@ probability the estimate divides by.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+
+from monitor.models import METRICS, Band
+from monitor.scoring import turn_band
+from monitor.storage.labels import TurnSignals
 
 SEVERE_EDGE = 0.31  # the lowest score that is not severe (seed 004 appendix B)
 EDGE_SPAN = 0.30  # a judge reading a score 0.1-0.2 off still flips the call at 0.2 away
@@ -46,6 +50,26 @@ def uncertainty(
     if panel_disagreed or judges_split:
         return 1.0
     return edge_closeness(scores)
+
+
+def _severe(
+    scores: Mapping[str, float], weights: Mapping[str, float], critical: Sequence[str]
+) -> bool:
+    return turn_band(scores, weights, critical) is Band.SEVERE
+
+
+def turn_uncertainty(
+    signals: TurnSignals, *, weights: Mapping[str, float], critical: Sequence[str]
+) -> float:
+    """A stored turn's uncertainty from its newest verdict and the judgments behind it."""
+    complete = [(k, s) for k, s in signals.judgments if all(m in s for m in METRICS)]
+    heuristic = {_severe(s, weights, critical) for k, s in complete if k == "heuristic"}
+    llm = {_severe(s, weights, critical) for k, s in complete if k != "heuristic"}
+    split = bool(heuristic and llm and heuristic != llm)
+    scores = [signals.s_final, *(signals.metric_scores.get(m) for m in critical)]
+    return uncertainty(
+        scores, panel_disagreed=signals.arbitration_trigger is not None, judges_split=split
+    )
 
 
 def inclusion_probabilities(

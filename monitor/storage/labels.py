@@ -20,6 +20,7 @@ from monitor.models import METRICS
 from monitor.storage.store import Store
 from monitor.storage.tables import (
     human_labels,
+    judgments,
     label_batch_items,
     label_batches,
     turns,
@@ -83,7 +84,17 @@ def turn_events(store: Store, event_ids: Sequence[str]) -> dict[str, dict[str, A
     return out
 
 
-def create_batch(store: Store, batch: Mapping[str, Any], items: Sequence[FrameRow]) -> None:
+def create_batch(
+    store: Store,
+    batch: Mapping[str, Any],
+    items: Sequence[FrameRow],
+    probabilities: Sequence[float] | None = None,
+) -> None:
+    """``probabilities``: each item's probability of being drawn (None: uniform, recorded as
+    size / population)."""
+    if probabilities is None:
+        share = float(batch["size"]) / max(1, int(batch["population"]))
+        probabilities = [share] * len(items)
     with store.transaction(write=True) as conn:
         conn.execute(sa.insert(label_batches), [dict(batch)])
         if items:
@@ -95,8 +106,9 @@ def create_batch(store: Store, batch: Mapping[str, Any], items: Sequence[FrameRo
                         "event_id": r.event_id,
                         "position": i,
                         "judge_bands": r.bands,
+                        "inclusion_probability": p,
                     }
-                    for i, r in enumerate(items)
+                    for i, (r, p) in enumerate(zip(items, probabilities, strict=True))
                 ],
             )
 
@@ -160,3 +172,62 @@ def stored_labels(store: Store, batch_ids: Sequence[str]) -> list[dict[str, Any]
     )
     with store.transaction(write=False) as conn:
         return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def item_probabilities(
+    store: Store, batch_ids: Sequence[str]
+) -> dict[tuple[str, str], float | None]:
+    """(batch id, event id) -> the probability the turn had of being drawn (None: a uniform
+    batch drawn before probabilities were recorded; it is size / population)."""
+    query = sa.select(
+        label_batch_items.c.batch_id,
+        label_batch_items.c.event_id,
+        label_batch_items.c.inclusion_probability,
+    ).where(label_batch_items.c.batch_id.in_(list(batch_ids)))
+    with store.transaction(write=False) as conn:
+        return {(str(b), str(e)): p for b, e, p in conn.execute(query)}
+
+
+@dataclass(frozen=True)
+class TurnSignals:
+    """What says how sure the judge was of one turn (its newest ok verdict)."""
+
+    s_final: float | None
+    metric_scores: dict[str, float]
+    arbitration_trigger: str | None
+    judgments: list[tuple[str, dict[str, float]]]  # (judge kind, scores) of each judge answering
+
+
+def turn_signals(store: Store, event_ids: Sequence[str]) -> dict[str, TurnSignals]:
+    out: dict[str, TurnSignals] = {}
+    with store.transaction(write=False) as conn:
+        for start in range(0, len(event_ids), 500):
+            chunk = list(event_ids[start : start + 500])
+            rows = conn.execute(
+                sa.select(
+                    verdicts.c.id,
+                    verdicts.c.event_id,
+                    verdicts.c.s_final,
+                    verdicts.c.metric_scores,
+                    verdicts.c.arbitration_trigger,
+                ).where(verdicts.c.event_id.in_(chunk), _newest_ok())
+            ).all()
+            by_verdict = {int(r.id): str(r.event_id) for r in rows}
+            found: dict[int, list[tuple[str, dict[str, float]]]] = {v: [] for v in by_verdict}
+            for verdict_id, kind, scores in conn.execute(
+                sa.select(judgments.c.verdict_id, judgments.c.kind, judgments.c.scores).where(
+                    judgments.c.verdict_id.in_(list(by_verdict)), judgments.c.status == "ok"
+                )
+            ):
+                if scores:
+                    found[int(verdict_id)].append(
+                        (str(kind), {m: float(v["score"]) for m, v in scores.items()})
+                    )
+            for r in rows:
+                out[str(r.event_id)] = TurnSignals(
+                    None if r.s_final is None else float(r.s_final),
+                    {m: float(v) for m, v in (r.metric_scores or {}).items()},
+                    r.arbitration_trigger,
+                    found[int(r.id)],
+                )
+    return out
