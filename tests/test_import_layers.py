@@ -120,6 +120,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "confidence_sequence",
             "cusum_calibration",
             "elo",
+            "judge_change",
             "label_files",
             "lazy",
             "ppi",

@@ -16,7 +16,7 @@ import click
 
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.reporting.judge_canary import JudgeChange, judge_change
+from monitor.reporting.judge_change import JudgeChange, judge_change
 from monitor.settings import load_settings
 from monitor.storage import canary_runs
 from monitor.storage.detection_queries import read_states
