@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # `make run` needs the package and the embedded broker only, not the test and bench tools
-# (issue 21: those are ~1.3 GB); a venv that has the dev install has them already.
+# (those are ~1.3 GB); a venv that has the dev install has them already.
 RUN_STAMP := $(VENV)/.run-stamp
 
 .PHONY: run test lint typecheck unit services bench clean docs

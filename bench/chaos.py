@@ -278,7 +278,7 @@ def daemon_config(workdir: Path, bootstrap: str, judge_url: str, static: bool, g
             }
         },
         "judge": "remote",
-        # Every turn judged, no budget: the chaos run counts every turn (issue 21 defaults).
+        # Every turn judged, no budget: the chaos run counts every turn (production samples).
         "sampling": {
             "default_rate": 1.0,
             "budget_calls_per_hour": None,

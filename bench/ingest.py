@@ -14,7 +14,7 @@ processes), then alternates, ``--rounds`` times, between
 Rates are steady-state: from the first delivered batch to the last record, so the consumer
 group join (~3 s on Tansu) is excluded. Each round runs the three back to back, and each
 casewatch figure is a ratio to that round's plain consumer; reported is the median ratio over
-the rounds. The target is >= 0.9 (issue 12). Each contender's CPU time per message over the
+the rounds. The target is >= 0.9. Each contender's CPU time per message over the
 same steady window is reported too (all threads; for screening, its processes as well), and
 from it the cores casewatch would need to keep up with the plain consumer's rate.
 
@@ -173,7 +173,7 @@ def kafka_section(
 
 
 # Every turn judged and no hourly budget unless a bench says otherwise: the shipped defaults
-# (a tenth, 1000 calls/h; issue 21) would change what the benches measure.
+# (a tenth, 1000 calls/h) would change what the benches measure.
 BENCH_SAMPLING: dict[str, Any] = {
     "default_rate": 1.0,
     "budget_calls_per_hour": None,

@@ -11,7 +11,7 @@ prompt sizes) on a topic. Then, alternating ``--rounds`` (2) times, in the same 
 Throughput is steady-state: turns finished per second between 10 % and 90 % done (the ramp-up
 and the last wave left out); the whole run (first record consumed to last turn judged) is
 reported too. The ideal is concurrency / latency (32 / 0.2 s = 160 turns/s); the figure is
-casewatch's median round as a ratio of it (target >= 0.95, issue 12), next to the bare
+casewatch's median round as a ratio of it (target >= 0.95), next to the bare
 client's, which shows how much of any gap the client and this 2-core machine cost before
 casewatch does anything, and the median of the paired per-round ratios to the bare client
 (target >= 0.98).

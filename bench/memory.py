@@ -113,7 +113,7 @@ def write_config(path: Path, bootstrap: str, base_url: str, port: int, args: Any
             }
         },
         "judge": "bench",
-        # No hourly budget: the bench measures memory over the whole backlog (issue 21 defaults).
+        # No hourly budget (production has one): the bench measures memory over the whole backlog.
         "sampling": {
             "default_rate": args.rate,
             "budget_calls_per_hour": None,

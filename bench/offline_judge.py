@@ -86,7 +86,7 @@ def evaluate(
         if row["event_id"] not in labels:
             continue
         turn = TurnEvent.model_validate(row)
-        if redactor is not None:  # as the daemon's redaction step hands it on (issue 23)
+        if redactor is not None:  # as the daemon's redaction step hands it on
             turn = redactor.redact_turn(turn).turn
         scores = score_turn(turn)
         judged[row["event_id"]] = {m: scoring.band(s).value for m, s in scores.score_map().items()}
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--redact",
         action="store_true",
-        help="pseudonymize each turn first, with the default redaction policy (issue 23)",
+        help="pseudonymize each turn first, with the default redaction policy",
     )
     args = parser.parse_args(argv)
     redactor = Redactor(RedactionPolicy()) if args.redact else None

@@ -14,7 +14,7 @@ turn takes the tripwire's slower path) and the example dataset's turns (examples
 ~3 KB, real answers that mostly copy their identifiers). Reported: the median of each and the
 ratio on/off, and the tripwire's own cost per turn (the difference of the medians).
 
-The redaction step (``redaction``, on by default; issue 23) also runs on every turn on this
+The redaction step (``redaction``, on by default) also runs on every turn on this
 path: the loop (tripwire on, as deployed) is timed with redaction off and on, interleaved, on
 the synthetic turns, the example turns and example turns whose query and answer carry the
 labelled personal data of tests/monitor/redaction/corpus.py (one sentence each). The tripwire

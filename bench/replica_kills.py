@@ -1,4 +1,4 @@
-"""Replicas on PostgreSQL, SIGKILLed: how many judge calls does a kill cost? (issue 24, item 5)
+"""Replicas on PostgreSQL, SIGKILLed: how many judge calls does a kill cost?
 
 Starts the embedded Tansu broker (memory engine), the fake OpenAI-compatible judge
 (tests/fake_judge_server.py, in this process, every reply valid after ``--latency`` s), a fresh
@@ -121,7 +121,7 @@ def config(
             }
         },
         "judge": "remote",
-        # Every turn judged, no budget (issue 21's defaults sample 10 % and stop at 1,000
+        # Every turn judged, no budget (the production defaults sample 10 % and stop at 1,000
         # calls an hour): the run counts every turn.
         "sampling": {
             "default_rate": 1.0,

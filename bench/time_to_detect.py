@@ -7,7 +7,7 @@ known moment (independent replicates of the cell), and ``--controls`` (5) ``flat
 which stay at 5 % throughout (the false-alarm control).
 
 Two detectors watch every stream. The burn-rate alerts, as before. And the sequential detectors of
-issue 19: each stream's judged turns, in order, go through ``monitor.reporting.detection.Detector``
+Each stream's judged turns, in order, go through ``monitor.reporting.detection.Detector``
 every ``--job-interval`` (15 s production, the job's default), calibrated as the job calibrates them
 (baseline from a simulated 7-day reference window, the false-alarm budget of one per ``--arl0-days``
 for a deployment of ``--deployment-detectors`` (assistant, signal) pairs; the replicate streams are
@@ -33,10 +33,10 @@ for the longest window (6 h production) before the step, so every window is full
 The reference is the optimal sequential test for the same problem, an oracle that knows p1: a
 single CUSUM on the Bernoulli observations (p0 -> p1) whose threshold gives at most one false
 alarm per ``--arl0-days`` (default 30) days at that judged-turn rate, calibrated with the same
-Brook-Evans chain (tighter than Lorden's h = ln(ARL0), so its delay is shorter than the one
-issue 7 quoted); its delay is the chain's zero-state ARL under p1, divided by the rate. The
+Brook-Evans chain (tighter than Lorden's h = ln(ARL0), so its delay is shorter
+than Lorden's); its delay is the chain's zero-state ARL under p1, divided by the rate. The
 ratio is measured median delay / oracle delay. The pipeline's own latency (one job interval +
-one scrape + one rule evaluation, production time) is reported beside it: the target of issue 19
+one scrape + one rule evaluation, production time) is reported beside it: the target
 is median <= 1.5 x oracle + that latency. "detector" columns are the time the detector raised
 its alarm (before export, scrape and evaluation); "alert" the first poll that saw it firing.
 
@@ -128,7 +128,7 @@ def cusum_delay_s(rate: float, p0: float, p1: float, arl0_days: float) -> float:
 
 
 def lorden_delay_s(rate: float, p0: float, p1: float, arl0_days: float) -> float:
-    """The approximation issue 7 quoted: h = ln(ARL0), delay h / KL(p1 || p0) observations."""
+    """Lorden's approximation: h = ln(ARL0), delay h / KL(p1 || p0) observations."""
     return math.log(rate * arl0_days * 86400.0) / kl_bernoulli(p1, p0) / rate
 
 

@@ -253,7 +253,7 @@ def close_producer(producer: Any, timeout_s: float) -> bool:
     return delivered
 
 
-# ---------------------------------------------------------------- unreadable batches (issue 24)
+# ---------------------------------------------------------------- unreadable batches
 
 
 def describe_unreadable(reason: str, cause: BaseException) -> str:

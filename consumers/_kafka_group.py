@@ -1,5 +1,5 @@
 """kafka-python's group coordinator, reached into: joining without fetching, telling whether
-the group is formed, and what a member needs to get a wedged group formed again (issue 24).
+the group is formed, and what a member needs to get a wedged group formed again.
 
 The private attributes used here are listed in ``consumers._kafka.PRIVATE_ATTRIBUTES`` with the
 others, and degrade the same way (a warning, then the library's own behaviour).

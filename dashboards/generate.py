@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path} ({len(spec.panels)} panels)")
-    # issue 20: the turns dashboard reads the SQL store (PostgreSQL data source).
+    # The turns dashboard reads the SQL store (PostgreSQL data source).
     from dashboards import turns
 
     path = args.out / f"{turns.UID}.json"

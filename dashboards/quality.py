@@ -118,7 +118,7 @@ OVERVIEW = DashboardSpec(
                 ),
             ),
         ),
-        # --- detection (issue 19) ---
+        # --- detection ---
         RowSpec(
             "Regression detectors",
             (
@@ -314,7 +314,7 @@ METRICS = DashboardSpec(
                 ),
             ),
         ),
-        # issue 20: the judge checked against people (monitor/jobs/quality_estimate.py).
+        # The judge checked against people (monitor/jobs/quality_estimate.py).
         RowSpec(
             "Severe rate corrected by human labels",
             (

@@ -122,7 +122,7 @@ def reviewer_bands(flaw: str, retrieval: str, asks: str) -> dict[str, str]:
             hallucination="moderate", answer_helpfulness="minor", resolution_alignment="minor"
         )
     elif flaw == "repeated_step":
-        # Issue 13: a step the user said was already tried, put back unacknowledged, is
+        # A step the user said was already tried, put back unacknowledged, is
         # resolution_alignment severe (it was moderate before; see README.md).
         bands.update(resolution_alignment="severe", answer_helpfulness="minor")
     elif flaw == "insufficient_inappropriate":

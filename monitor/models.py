@@ -235,7 +235,7 @@ class Verdict(BaseModel):
         }
 
 
-# issue 22: one record for a drift sample; the store reads them (storage/drift_queries.py),
+# One record for a drift sample; the store reads them (storage/drift_queries.py),
 # reporting/drift.py aggregates them. A dataclass: a week of turns is several hundred thousand.
 @dataclass(frozen=True)
 class TurnSample:

@@ -42,7 +42,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# issue 22 (one HTTP boundary): endpoint keys are read once, when the settings are built at
+# One HTTP boundary: endpoint keys are read once, when the settings are built at
 # the entrypoint; components get them from their config and never read env vars or files.
 # A failure is kept and raised (ConfigError) when the key is asked for, so a command that never
 # calls the endpoint does not fail on its key.
@@ -229,7 +229,7 @@ class KafkaConfig(_Section):
     def join_timeout_ms(self) -> int:
         """How long a group join may take: the broker holds a JoinGroup up to the rebalance
         timeout (max.poll.interval.ms). A poll may block this long in a rebalance, which the
-        liveness probe allows (issue 21)."""
+        liveness probe allows."""
         return max(30_000, self.max_poll_interval_ms + 5_000)
 
     @model_validator(mode="after")
@@ -251,7 +251,7 @@ class AlwaysJudgeRule(_Section):
     equals: str | None = Field(default=None, description="Exact value of the field.")
 
 
-# Safe defaults for a monitor that may call a paid API (issue 21): a tenth of the conversations
+# Safe defaults for a monitor that may call a paid API: a tenth of the conversations
 # and at most this many judge calls (and USD, once prices are configured) per hour. Raise them
 # on purpose; the demo judges everything (monitor.demo.run).
 DEFAULT_SAMPLING_RATE = 0.1
@@ -519,7 +519,7 @@ class DriftConfig(_Section):
         return self
 
 
-# --- detection (issue 19): sequential detection of quality regressions ---
+# --- detection: sequential detection of quality regressions ---
 class DetectionConfig(_Section):
     """Bernoulli CUSUMs per assistant and signal, run by a short-interval job on the lease."""
 
@@ -579,7 +579,7 @@ def _as_utc(value: datetime) -> datetime:
 
 
 class QualityEstimateConfig(_Section):
-    """issue 20: the severe rate corrected by the newest labelling batch of each assistant."""
+    """The severe rate corrected by the newest labelling batch of each assistant."""
 
     enabled: bool = True
     interval_seconds: float = Field(default=900.0, gt=0, description="How often the job runs.")
@@ -668,12 +668,12 @@ class Settings(BaseSettings):
     drift: DriftConfig = Field(default_factory=DriftConfig)
     quality_estimate: QualityEstimateConfig = Field(default_factory=QualityEstimateConfig)
     judge_canary: JudgeCanaryConfig = Field(default_factory=JudgeCanaryConfig)
-    detection: DetectionConfig = Field(default_factory=DetectionConfig)  # issue 19
+    detection: DetectionConfig = Field(default_factory=DetectionConfig)
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="JSON logs on stderr from this level up."
     )
     redact: list[SecretStr] = Field(default_factory=list, description="Extra strings to redact.")
-    # Personal data in turns (issue 23): pseudonymized after decode.
+    # Personal data in turns: pseudonymized after decode.
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
     @model_validator(mode="after")
@@ -752,14 +752,14 @@ class Settings(BaseSettings):
                 key = None
             if key:
                 values.append(key)
-        for assistant in self.baseline.assistants:  # issue 22: assistant tokens too
+        for assistant in self.baseline.assistants:  # Assistant tokens too
             endpoint = assistant.endpoint
             token = endpoint._key[0] if endpoint is not None else None
             if token:
                 values.append(token)
         if self.kafka.sasl_password is not None:
             values.append(self.kafka.sasl_password.get_secret_value())
-        try:  # issue 23: the pseudonymization key
+        try:  # The pseudonymization key
             redaction_key = self.redaction.resolve_key()
         except ConfigError:
             redaction_key = None
@@ -772,7 +772,7 @@ def _describe(exc: ValidationError) -> str:
     lines = []
     for error, line in zip(exc.errors(), validation_error_lines(exc), strict=True):
         if error["type"] in ("model_type", "dict_type") and error["loc"]:
-            # A list (or scalar) where a section belongs: say what to write (issue 21).
+            # A list (or scalar) where a section belongs: say what to write.
             line = mapping_expected(".".join(str(p) for p in error["loc"]), error.get("input"))
         lines.append(f"  {line}")
     return "invalid configuration:\n" + "\n".join(lines)

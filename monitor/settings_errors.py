@@ -1,4 +1,4 @@
-"""Operator-facing messages for a configuration that cannot be read (issue 21).
+"""Operator-facing messages for a configuration that cannot be read.
 
 ``monitor.settings`` builds the settings; this module turns what goes wrong reading them into a
 ``ConfigError`` that says what to write instead: a YAML syntax error names the file, line and

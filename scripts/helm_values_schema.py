@@ -30,7 +30,7 @@ SECRET_FIELDS: dict[str, tuple[str, ...]] = {
     "Settings": ("redact",),
     "JudgeConfig": ("api_key",),
     "KafkaConfig": ("sasl_password",),
-    "RedactionConfig": ("key",),  # issue 23: from key_env or key_file
+    "RedactionConfig": ("key",),  # From key_env or key_file
 }
 
 Schema = dict[str, Any]
@@ -136,7 +136,7 @@ def chart_schema() -> Schema:
                 },
                 "kafkaSaslPasswordKey": _str("Key of the Kafka SASL password in existingSecret."),
                 "storageUrlKey": _str("Key of the database URL in existingSecret."),
-                # issue 23: the pseudonymization key (sets redaction.key)
+                # The pseudonymization key (sets redaction.key)
                 "redactionKeyKey": _str("Key of the redaction key in existingSecret."),
             }
         ),
@@ -186,7 +186,7 @@ def chart_schema() -> Schema:
             }
         ),
         "prometheusRule": _obj({"enabled": _AUTO_BOOL, "labels": _LABELS}),
-        # issue 20: the alerts' link bases (templates/prometheusrule.yaml).
+        # The alerts' link bases (templates/prometheusrule.yaml).
         "alerts": _obj(
             {
                 "runbookBaseUrl": _str("Base URL of rules/ (RUNBOOK.md)", pattern="^https?://"),

@@ -23,7 +23,7 @@ settings.load_profile("casewatch")
 # the daemon would.
 disable_created_series()
 # The shipped sampling defaults are a tenth of the conversations under an hourly call budget
-# (issue 21: a monitor must not surprise its user with cost). The suite's streams are small and
+# (a monitor must not surprise its user with cost). The suite's streams are small and
 # count every turn, so the tests judge everything unless a test says otherwise; the defaults
 # themselves are tested with this variable removed (tests/monitor/test_settings.py). Set here,
 # at import, so subprocesses (the CLI, the demo) inherit it too.

@@ -192,3 +192,28 @@ def test_every_dependency_is_in_the_dependency_table() -> None:
     names = {re.split(r"[\[<>=!~ ;]", spec, maxsplit=1)[0].lower() for spec in required}
     missing = sorted(name for name in names if name not in table)
     assert missing == [], "say in docs/dependencies.md why each dependency is there"
+
+
+# Internal tracker numbers mean nothing to a reader: docs, comments, docstrings and messages
+# say why instead. Every tracked text file is checked, this one included.
+_ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.I)
+
+
+def test_no_internal_issue_numbers_in_docs_or_code() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if tracked.returncode != 0:  # not a git checkout (an sdist): walk the tree instead
+        paths = [p for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts]
+    else:
+        paths = [ROOT / name for name in tracked.stdout.split("\0") if name]
+    found = []
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # binary, or deleted in the work tree
+        for match in _ISSUE_NUMBER.finditer(text):  # on the whole text: a wrapped one too
+            number = text.count("\n", 0, match.start()) + 1
+            found.append(f"{path.relative_to(ROOT)}:{number}: {match.group(0)!r}")
+    assert found == [], "say why instead of citing an issue:\n" + "\n".join(found)

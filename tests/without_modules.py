@@ -1,4 +1,4 @@
-"""Run casewatch as if some libraries were not installed (issue 24's "codec library missing").
+"""Run casewatch as if some libraries were not installed (a "codec library missing" environment).
 
     python -m tests.without_modules zstandard,snappy run --config casewatch.yaml
 

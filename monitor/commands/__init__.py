@@ -6,7 +6,7 @@ for pairwise judging, scipy for agreement statistics, ...): seconds on a busy no
 command is listed in ``INDEX`` with its module and its one-line summary: ``CommandTable``
 imports only that module to run it (``casewatch run``: a restarted daemon's time to its first
 verdict starts with it), and ``casewatch --help`` lists the summaries without importing any
-command module (issue 21). A command missing from ``INDEX`` still works (everything is
+command module. A command missing from ``INDEX`` still works (everything is
 collected to find it); tests/monitor/commands/test_registry.py checks that every command is
 listed with the right module and its current summary.
 """

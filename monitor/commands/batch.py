@@ -102,13 +102,13 @@ def judge_command(
         if p is not None and not p.parent.is_dir():
             fail(f"output directory {p.parent} does not exist")
     # One cheap request per judge endpoint first: a judge that is down or refuses the key
-    # stops the run here, not after every turn failed (issue 21).
+    # stops the run here, not after every turn failed.
     problems = unreachable_judges(settings)
     if problems:
         fail("; ".join(problems) + " — nothing was judged", code=1)
     try:
         evaluator = build_evaluator(settings)
-        red = settings.redaction  # issue 23: judges see placeholders here as in the daemon
+        red = settings.redaction  # Judges see placeholders here as in the daemon
         redactor = Redactor(red.policy()) if red.enabled and red.before_judging else None
     except ConfigError as exc:
         fail(str(exc))
@@ -315,7 +315,7 @@ def _print_judges(j: JudgeAgreement) -> None:
 @click.option("--labels", "labels_path", type=_IN, help="Human bands: {event_id, labels}.")
 @click.option("--other", "other_path", type=_IN, help="A second judge's --out file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
-# issue 20: agreement from the store's labelling batches (monitor/commands/labels.py).
+# Agreement from the store's labelling batches (monitor/commands/labels.py).
 @click.option("--store", "from_store", is_flag=True, help="Human labels and judge bands "
               "from the store (casewatch labels import) instead of files.")  # fmt: skip
 @click.option("--batch", "batch_ids", multiple=True, help="With --store: only this batch.")

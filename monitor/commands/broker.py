@@ -1,5 +1,5 @@
 """``casewatch broker``: the embedded Kafka-protocol broker on its own, for trying casewatch
-against your own stream without the demo (issue 21).
+against your own stream without the demo.
 
 It starts Tansu (in memory: nothing survives a stop), creates the topics with their dead-letter
 topics, prints the address and how to publish to it and run the daemon on it, and runs until

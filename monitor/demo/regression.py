@@ -13,7 +13,7 @@ demo replays them in two phases:
   cycled, each with an event id of its own. Only the answer changes: the slot keeps its own
   case, query, history and contexts. (Replaying the flawed turns whole, as the demo did, moved
   the canary's inputs to those 29 turns' mix of products, environments and retrieval scores,
-  and the drift job rightly flagged input drift where only the answers had changed; issue 21.)
+  and the drift job rightly flagged input drift where only the answers had changed.)
 
 The stable assistant is the same in both phases: a healthy sibling that must fire nothing.
 """

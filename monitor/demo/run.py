@@ -85,7 +85,7 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
     )
     # The demo judges every turn with the offline judge unless the configuration says how to
     # sample: the production defaults (a tenth, an hourly budget) would leave its dashboards
-    # and alerts thin (issue 21).
+    # and alerts thin.
     sampling = base.sampling if "sampling" in base.model_fields_set else DEMO_SAMPLING
     return base.model_copy(
         update={
@@ -328,7 +328,7 @@ class Demo:
             )
             self.stop()
             self._echo(self.summary())
-            if self._runner is not None:  # issue 20: from the alert to its turns
+            if self._runner is not None:  # From the alert to its turns
                 canary = self._regression.canary if self._regression is not None else None
                 self._echo(inspect_hint(str(self.db_path), canary))
         if self._runner is not None:

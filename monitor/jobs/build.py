@@ -60,13 +60,13 @@ def build_jobs(
                 retention_days=storage.retention_days,
             )
         )
-    if settings.quality_estimate.enabled:  # issue 20: the label-corrected severe rate
+    if settings.quality_estimate.enabled:  # The label-corrected severe rate
         from monitor.jobs.quality_estimate import QualityEstimateJob
 
         jobs.append(QualityEstimateJob(settings.quality_estimate, store, metrics, clock=clock))
     if settings.judge_canary.enabled:
         jobs.append(_judge_canary(settings, store, metrics, clock, budget))
-    if settings.detection.enabled:  # issue 19: sequential detection of quality regressions
+    if settings.detection.enabled:  # Sequential detection of quality regressions
         from monitor.jobs.detection import DetectionJob
         from monitor.jobs.recorders import DetectionRecorder
 

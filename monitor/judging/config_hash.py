@@ -49,6 +49,6 @@ def _fingerprint(judge: JudgeConfig) -> dict[str, Any]:
     doc = judge.fingerprint()
     if judge.kind == HEURISTIC:
         # The heuristic has no prompt: its algorithm version is what changes its scores, so a
-        # changed heuristic re-judges instead of reusing old verdicts (issue 21).
+        # changed heuristic re-judges instead of reusing old verdicts.
         doc["algorithm"] = heuristic.ALGORITHM_VERSION
     return doc

@@ -1,4 +1,4 @@
-"""Check a run's judge endpoints before it starts (issue 21): one cheap request each.
+"""Check a run's judge endpoints before it starts: one cheap request each.
 
 A batch run against a judge that is down would otherwise record every turn ``judge_failed``
 (each after its retries), and a wrong key the same; one request per endpoint finds out first

@@ -20,7 +20,7 @@ from typing import Any
 from monitor.judging.schema import judge_output_json_schema
 from monitor.models import MAX_JUSTIFICATION_CHARS, METRICS, TurnEvent
 
-PROMPT_VERSION = "case-aware-v2"  # v2: redaction placeholders (issue 23)
+PROMPT_VERSION = "case-aware-v2"  # v2: redaction placeholders
 
 FENCE_OPEN = "<untrusted_case_data>"
 FENCE_CLOSE = "</untrusted_case_data>"

@@ -1,4 +1,4 @@
-"""Redaction of personal data and secrets (issue 23): pure detection and pseudonymization.
+"""Redaction of personal data and secrets: pure detection and pseudonymization.
 
 ``Redactor(policy).redact_turn(turn)`` returns the turn with every e-mail address, phone number,
 payment card, IBAN, secret (and, if configured, IP address, hostname or operator pattern)

@@ -42,7 +42,7 @@ PatternText = Annotated[str, AfterValidator(_compiles)]
 
 
 class RedactionConfig(BaseModel):
-    """Pseudonymize personal data and secrets right after decode (issue 23)."""
+    """Pseudonymize personal data and secrets right after decode."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

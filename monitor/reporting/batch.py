@@ -6,7 +6,7 @@ each verdict as soon as it completes, so a crash loses at most the turns in flig
 (seed 004 A.2): the granular file (one ``Verdict`` per line with raw judge output, attempts,
 tokens, cost, latency) and the compact file (case, answer, context ids, S_final, bands).
 
-With a ``redactor`` (the daemon's ``redaction`` settings, issue 23) each turn is pseudonymized
+With a ``redactor`` (the daemon's ``redaction`` settings) each turn is pseudonymized
 before a judge sees it, as in the daemon; a turn too large to redact is rejected
 (``redaction_too_large``), never judged raw.
 

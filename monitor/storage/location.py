@@ -1,4 +1,4 @@
-"""Where a SQLite ``storage.url`` keeps its file, for commands that only read (issue 21).
+"""Where a SQLite ``storage.url`` keeps its file, for commands that only read.
 
 Opening a SQLite URL creates the file. A read-only command (``casewatch drift``) run where no
 daemon ever stored anything would leave an empty ``casewatch.db`` behind and report "no turns";

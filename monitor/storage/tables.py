@@ -244,7 +244,7 @@ drift_results = sa.Table(
 )
 TABLES = (*TABLES, drift_results)
 
-# Human labels (issue 20): a labelling batch is a uniform random sample of judged turns, recorded
+# Human labels: a labelling batch is a uniform random sample of judged turns, recorded
 # with its design (frame, seed, population) so estimates from it know how it was drawn; its
 # items are the drawn turns, labels the bands people gave them. Kept when a turn is purged
 # (no foreign key to turns): labels are expensive and estimates still need their judge bands.
@@ -384,7 +384,7 @@ def judgment_row(judgment: Judgment, verdict_id: int) -> dict[str, Any]:
     }
 
 
-# --- detection (issue 19): the sequential detectors' state and their cursor over verdicts ---
+# --- detection: the sequential detectors' state and their cursor over verdicts ---
 # One row per (assistant, signal): the CUSUMs' statistics, baseline and alarm, so a restart or a
 # lease moving to another replica continues them. Written with the cursor in one transaction.
 detector_states = sa.Table(
@@ -421,5 +421,5 @@ detector_cursor = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
 
-TABLES = (*TABLES, detector_states, detector_cursor)  # issue 19
+TABLES = (*TABLES, detector_states, detector_cursor)
 # --- end detection ---

@@ -105,7 +105,7 @@ class Daemon:
         self._stop = threading.Event()
         self._stop_at: float | None = None  # when stop() was first called (monotonic)
         self._finished = threading.Event()
-        # A source that can meet unreadable batches (Kafka) reports each failed read (issue 24).
+        # A source that can meet unreadable batches (Kafka) reports each failed read.
         stuck = None
         if isinstance(source, ReportsUnreadable):
             source.set_unreadable_listener(self._on_unreadable)
@@ -127,7 +127,7 @@ class Daemon:
             self._cfg.revoke_timeout_seconds, settings.kafka.max_poll_interval_ms / 4000
         )
         source.set_rebalance_listener(self._on_assigned, self._on_revoked)
-        # Liveness (issue 21): a poll may block in a group join for up to the join timeout.
+        # Liveness: a poll may block in a group join for up to the join timeout.
         self._poll_block_s = settings.kafka.join_timeout_ms / 1000 + POLL_TIMEOUT_S
 
     # ------------------------------------------------------------------ control

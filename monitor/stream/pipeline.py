@@ -135,7 +135,7 @@ def build_pipeline(
 ) -> Pipeline:
     cfg = settings.daemon
     commit = CommitStep(source, tracker, metrics, clock, cfg.commit_interval_seconds)
-    # Redaction (issue 23): one redactor for the step, the store and the dead-letter topic.
+    # Redaction: one redactor for the step, the store and the dead-letter topic.
     red = settings.redaction
     redactor = Redactor(red.policy()) if red.enabled else None
     if redactor is not None:

@@ -61,7 +61,7 @@ class Readiness:
         }
         stuck = self._stuck
         if stuck is not None:
-            # Unready while a partition cannot be read (issue 24): a rollout of an image that
+            # Unready while a partition cannot be read: a rollout of an image that
             # cannot read its partitions stops here, and the body says which and why.
             checks["partitions"] = lambda: not stuck()
         return checks

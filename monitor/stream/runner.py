@@ -278,7 +278,7 @@ class DaemonRunner:
         with ``install_signals``, ``daemon.stop()``, or an exhausted file); then close all.
         Raises ``OffsetsNotCommitted`` (after closing) when the final commit failed."""
         self._start_services()
-        # Issue 24: the stop bound holds whatever a client library does (stream/watchdog.py).
+        # The stop bound holds whatever a client library does (stream/watchdog.py).
         from monitor.stream.watchdog import StopWatchdog
 
         watchdog = StopWatchdog(self._shutdown_budget_s).start()

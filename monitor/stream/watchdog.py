@@ -3,7 +3,7 @@ process.
 
 Every step of stopping has its own limit (``monitor/stream/runner.py``), but those limits only
 hold for code that returns to the loop: a client library looping inside a call (kafka-python
-3.0.12's fetcher spun forever on a batch it could not decompress, issue 24) never would, and
+3.0.12's fetcher spun forever on a batch it could not decompress) never would, and
 the orchestrator's SIGKILL would come first, without a word about why. The watchdog thread is
 started before the signal handlers are installed; a stop request only sets an event (safe in a
 signal handler); if the stop is not done within ``bound_s`` it prints where every thread is

@@ -156,7 +156,7 @@ def test_queries_cover_the_core_metrics() -> None:
         "casewatch_build_info",
         "casewatch_job_last_success_timestamp_seconds",
     }
-    # The detectors' baseline, rate since the change point and change point (issue 19) are
+    # The detectors' baseline, rate since the change point and change point are
     # NaN or absent until a detector is armed or alarms: the alert's annotations and
     # `casewatch detect` show them, the dashboards the statistic, armed and alarm.
     not_shown |= {

@@ -86,7 +86,7 @@ BASELINE_SERIES = (
     "casewatch_pairwise_",
 )
 BASELINE_EXCLUSION = "needs a baseline_tiers run, and these settings configure no assistant probes"
-# issue 20: the corrected rate needs human labels of a batch (tests/monitor/jobs/
+# The corrected rate needs human labels of a batch (tests/monitor/jobs/
 # test_quality_estimate.py exports and reads the gauges); the live daemon has none.
 QUALITY_ESTIMATE_EXCLUSION = (
     "needs human labels (casewatch labels import), which the test has none of"

@@ -1,4 +1,4 @@
-"""The chart's redaction values (issue 23): config rendered, the key by Secret reference only."""
+"""The chart's redaction values: config rendered, the key by Secret reference only."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ def test_is_declared_accepts_histogram_series_only_for_histograms() -> None:
     "score", [0.0, 0.3, 0.305, 0.30999, 0.31, 0.6, 0.605, 0.61, 0.85, 0.855, 0.86, 1.0]
 )
 def test_score_buckets_agree_with_the_band_edges(score: float) -> None:
-    # Issue 21: 0.305 is severe but landed above the 0.3 bucket. Each band bound is a bucket,
+    # 0.305 is severe but landed above the 0.3 bucket. Each band bound is a bucket,
     # and a score is at or below a band's bound exactly when its band is that one or worse.
     severe, moderate, minor = BAND_BUCKET_BOUNDS
     assert set(BAND_BUCKET_BOUNDS) | {1.0} <= set(SCORE_BUCKETS)

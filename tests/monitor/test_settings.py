@@ -76,7 +76,7 @@ def test_judge_config_hash_changes_with_the_judge_but_not_the_key() -> None:
 def test_a_changed_heuristic_algorithm_changes_the_judge_config_hash(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Issue 21: the heuristic has no prompt; its ALGORITHM_VERSION is what a change bumps, so it
+    # The heuristic has no prompt; its ALGORITHM_VERSION is what a change bumps, so it
     # must re-judge replayed turns instead of reusing the old heuristic's verdicts.
     settings = load_settings()  # the default judge is the heuristic
     before = judge_config_hash(settings)
@@ -89,7 +89,7 @@ def test_a_changed_heuristic_algorithm_changes_the_judge_config_hash(
 def test_the_shipped_sampling_defaults_are_a_tenth_under_an_hourly_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Issue 21: a monitor that may call a paid API samples and caps its calls by default.
+    # A monitor that may call a paid API samples and caps its calls by default.
     monkeypatch.delenv("CASEWATCH_SAMPLING")  # the suite judges everything (tests/conftest.py)
     sampling = load_settings().sampling
     assert sampling.default_rate == 0.1

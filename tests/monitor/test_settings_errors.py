@@ -1,4 +1,4 @@
-"""Configuration errors say what to write (issue 21): YAML syntax errors name file, line and
+"""Configuration errors say what to write: YAML syntax errors name file, line and
 column on one line; a list where a mapping belongs, an environment value in the wrong form and
 an API key in a config file each get a message naming the fix. Through the CLI: exit 2, no
 traceback."""

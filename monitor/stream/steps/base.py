@@ -54,7 +54,7 @@ class Envelope(NamedTuple, Generic[T_co]):
 class JudgedTurn(NamedTuple):
     turn: TurnEvent
     verdict: Verdict
-    # Set when the judge thread stored the verdict itself (issue 24): 1 inserted, 0 a
+    # Set when the judge thread stored the verdict itself: 1 inserted, 0 a
     # duplicate; None when the store step still has to write it.
     stored: int | None = None
 

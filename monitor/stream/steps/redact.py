@@ -1,4 +1,4 @@
-"""Redaction: personal data and secrets pseudonymized right after decode (issue 23).
+"""Redaction: personal data and secrets pseudonymized right after decode.
 
 The step sits between decode and sampling, so with ``redaction.before_judging`` the sampling
 rules, the identifier tripwire, the judges and the store only ever see placeholders

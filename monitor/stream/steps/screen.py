@@ -68,7 +68,7 @@ class Screener:
         self._max_bytes = max_bytes
         self._sampler = Sampler(sampling, SystemClock())
         self._tripwire = sampling.identifier_tripwire
-        # Rules and tripwire read the redacted turn in-process (issue 23): here too.
+        # Rules and tripwire read the redacted turn in-process: here too.
         self._redactor = (
             Redactor(redaction.policy())
             if redaction is not None and redaction.active and redaction.before_judging

@@ -1,4 +1,4 @@
-"""``casewatch judge`` when the judge is down (issue 21): a check before the run, a non-zero
+"""``casewatch judge`` when the judge is down: a check before the run, a non-zero
 exit when every turn failed, and Ctrl-C that keeps what was written and says how to resume."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`casewatch judge` pseudonymizes turns before the judge sees them (issue 23)."""
+"""`casewatch judge` pseudonymizes turns before the judge sees them."""
 
 from __future__ import annotations
 

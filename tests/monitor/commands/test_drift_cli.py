@@ -143,7 +143,7 @@ def test_an_unmigrated_database_points_at_db_upgrade(runner: CliRunner, tmp_path
 def test_a_missing_database_says_what_to_run_and_creates_nothing(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    # Issue 21: `casewatch drift` where no daemon ran created an empty casewatch.db.
+    # `casewatch drift` where no daemon ran created an empty casewatch.db.
     db = tmp_path / "casewatch.db"
     config = tmp_path / "c.yaml"
     config.write_text(f"storage:\n  url: sqlite:///{db}\n")

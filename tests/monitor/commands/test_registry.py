@@ -54,7 +54,7 @@ def test_every_command_is_indexed_with_its_module_and_current_summary() -> None:
 
 
 def test_help_lists_every_command_without_importing_any_command_module() -> None:
-    # Issue 21: --help imported every command module (~5 s on a busy node).
+    # --help imported every command module (~5 s on a busy node).
     code = (
         "import sys, io, contextlib\n"
         "from monitor.cli import main\n"

@@ -291,7 +291,7 @@ def test_evaluate_refuses_a_bad_qrels_file(tmp_path: Path) -> None:
     assert "not a qrels file" in result.stderr
 
 
-# ---------------------------------------------------------------- issue 21: messages
+# ---------------------------------------------------------------- messages
 
 
 def test_generate_without_an_llm_judge_says_how_to_configure_one(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Trying casewatch on your own stream (issue 21): `casewatch broker`, `run --file -` (stdin)
+"""Trying casewatch on your own stream: `casewatch broker`, `run --file -` (stdin)
 and `make run` installing only what running needs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A batch the daemon cannot read (issue 24): `casewatch run` in a process without the zstd
+"""A batch the daemon cannot read: `casewatch run` in a process without the zstd
 library (tests/without_modules.py) meets a zstd batch on one partition of two.
 
 The partition is held back on that batch, named (topic, partition, offset) in the log, in

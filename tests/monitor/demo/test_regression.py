@@ -52,7 +52,7 @@ def test_the_canary_starts_healthy_and_regresses_to_its_flawed_answers() -> None
 
 
 def test_the_regression_changes_the_canary_answers_only_not_its_inputs() -> None:
-    # Issue 21: the demo's drift run flagged product, environment and retrieval_score on the
+    # The demo's drift run flagged product, environment and retrieval_score on the
     # canary. The regressed phase replayed the 29 flawed turns whole, so the canary's inputs
     # became those turns' mix. Now each slot keeps its own inputs; only the answer changes.
     plan = plan_regression(DOCS, FLAWS)

@@ -87,7 +87,7 @@ def test_demo_settings_keep_the_judges_and_replace_kafka_storage_and_server() ->
 def test_the_demo_judges_every_turn_unless_the_configuration_says_how_to_sample(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Issue 21: production defaults sample a tenth under an hourly budget; the demo does not.
+    # Production defaults sample a tenth under an hourly budget; the demo does not.
     monkeypatch.delenv("CASEWATCH_SAMPLING")  # the suite judges everything (tests/conftest.py)
     defaults = load_settings(None)
     assert defaults.sampling.default_rate < 1.0

@@ -1,4 +1,4 @@
-"""A labelled corpus of support text for the redaction detectors (issue 23).
+"""A labelled corpus of support text for the redaction detectors.
 
 Positives: sentences as customers and agents write them, each holding one or more values of a
 known kind (``email``, ``phone``, ``card``, ``iban``, ``secret``). Values are drawn from a

@@ -1,4 +1,4 @@
-"""Recall and precision of the detectors on the labelled corpus (issue 23's targets)."""
+"""Recall and precision of the detectors on the labelled corpus (the targets it must meet)."""
 
 from __future__ import annotations
 

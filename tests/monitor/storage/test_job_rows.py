@@ -1,4 +1,4 @@
-"""Rows the scheduled jobs write, when the database refuses one of them (issue 21).
+"""Rows the scheduled jobs write, when the database refuses one of them.
 
 A match row or a rubric grading the database cannot hold must not fail the job's run forever
 (each run paying the judge again for the same rows): the refused row is isolated, the others

@@ -1,4 +1,4 @@
-"""End to end (issue 23): personal data in a turn reaches no judge, no table, no dead letter.
+"""End to end: personal data in a turn reaches no judge, no table, no dead letter.
 
 A real daemon (Kafka source on the embedded Tansu broker, the OpenAI judge client against the
 fake judge server, SQLite or PostgreSQL) consumes a turn full of personal data and a poison

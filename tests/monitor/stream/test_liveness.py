@@ -1,4 +1,4 @@
-"""/healthz during a rebalance (issue 21): a poll legitimately blocked in a group join must not
+"""/healthz during a rebalance: a poll legitimately blocked in a group join must not
 fail liveness, or Kubernetes restarts a healthy pod mid-rebalance; a poll stuck past the join's
 own bound still does."""
 

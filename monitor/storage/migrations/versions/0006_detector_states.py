@@ -1,4 +1,4 @@
-"""Sequential detectors (issue 19): their state per (assistant, signal) and their cursor.
+"""Sequential detectors: their state per (assistant, signal) and their cursor.
 
 Revision ID: 0006
 Revises: 0005

@@ -1,4 +1,4 @@
-"""Redaction placeholders (issue 23) are identifiers to the heuristic judge and the tripwire."""
+"""Redaction placeholders are identifiers to the heuristic judge and the tripwire."""
 
 from __future__ import annotations
 

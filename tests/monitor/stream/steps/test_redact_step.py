@@ -1,4 +1,4 @@
-"""The redaction step, the redacting writer and the redacting dead-letter sink (issue 23)."""
+"""The redaction step, the redacting writer and the redacting dead-letter sink."""
 
 from __future__ import annotations
 

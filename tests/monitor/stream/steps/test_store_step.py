@@ -171,7 +171,7 @@ def test_backoff_grows_exponentially_up_to_the_cap() -> None:
 def test_a_turn_the_database_refuses_is_dead_lettered_and_the_stream_moves_on(
     store: Store, dlq: FileDeadLetterSink
 ) -> None:
-    # Issue 21: 60 turns, 3 of which the database refuses (a NUL on PostgreSQL), stalled the
+    # 60 turns, 3 of which the database refuses (a NUL on PostgreSQL), stalled the
     # stream forever. Now the other 57 are stored and all 60 are done, in one pass.
     registry = CollectorRegistry()
     done = Recorder()

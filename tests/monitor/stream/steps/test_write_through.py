@@ -1,4 +1,4 @@
-"""Write-through (issue 24): a judge thread stores its verdict before it takes the next turn,
+"""Write-through: a judge thread stores its verdict before it takes the next turn,
 so no finished verdict waits in memory for the loop; the store step only counts those and
 still writes (and retries) the ones whose write-through failed."""
 
