@@ -3,12 +3,14 @@
 Read-only; the daemon's ``quality_estimate`` job exports the same numbers as gauges. Prints the
 prediction-powered (PPI++) estimate next to the judge-only and labels-only rates, each with its
 interval, so the judge's bias is visible: judge-only outside the corrected interval means the
-judge over- or under-calls this signal.
+judge over- or under-calls this signal. Below them, the anytime-valid interval over every
+labelled batch of the assistant (the one a dashboard, re-read at every refresh, is read with).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -16,7 +18,12 @@ import click
 from monitor.commands.store_access import check_assistant, db_options, open_store
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.jobs.quality_estimate import QualityEstimate, estimate_batch, labelled_batch
+from monitor.jobs.quality_estimate import (
+    QualityEstimate,
+    anytime_estimate,
+    estimate_batch,
+    labelled_batch,
+)
 from monitor.models import METRICS
 from monitor.reporting.ppi import Interval
 from monitor.storage import labels as label_sql
@@ -42,6 +49,18 @@ def _print(q: QualityEstimate) -> None:
     )
     click.echo(_row("judge only", e.judge_only))
     click.echo(_row("labels only", e.labels_only))
+    a = q.anytime
+    if a is not None:
+        click.echo(
+            f"  {'anytime':<12} {_pct(a.point)}   [{_pct(a.lower)}, {_pct(a.upper)}]   "
+            f"over {a.looks} labelled batch(es), valid at every look"
+        )
+        click.echo(
+            "  Read a dashboard (or any figure re-read as labels come in) with the anytime "
+            "interval;\n  the corrected fixed-n interval holds for this batch read once."
+        )
+    if q.strategy != "uniform":
+        click.echo(f"  (batch drawn by {q.strategy}: labels weighted by 1 / their probability)")
 
 
 @click.command("estimate")
@@ -73,7 +92,10 @@ def estimate_command(
             batch = label_sql.batch(store, chosen)
             if batch is None or batch["assistant"] != assistant:
                 fail(f"no labelling batch {chosen!r} for {assistant}")
-            found = estimate_batch(store, chosen, [signal])
+            found = [
+                replace(q, anytime=anytime_estimate(store, assistant, signal))
+                for q in estimate_batch(store, chosen, [signal])
+            ]
         except CasewatchError as exc:
             fail(str(exc))
     if not found:

@@ -1,7 +1,9 @@
 """``casewatch labels export`` / ``labels import``: checking the judge against people.
 
-``export`` draws a uniform random sample of an assistant's scored turns, records it as a
-labelling batch (frame, seed, population, the drawn turns and the judge's bands then) and
+``export`` draws a uniform random sample of an assistant's scored turns (or, with ``--strategy
+uncertain``, each turn with a known probability that favours the turns the judge is least sure
+of), records it as a labelling batch (frame, seed, population, strategy, the drawn turns with
+their probabilities and the judge's bands then) and
 writes what a labeller needs: our JSONL, a Label Studio import file and its labelling
 interface. ``import`` stores the bands people gave, from our JSONL or a Label Studio JSON
 export: every bad row is listed with its line (or task) and reason, and then nothing is stored.
@@ -23,8 +25,14 @@ from monitor.commands.store_access import check_assistant, db_options, open_stor
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.models import Assistant, Band, Verdict
+from monitor.reporting.active_sampling import (
+    inclusion_probabilities,
+    poisson_draw,
+    turn_uncertainty,
+)
 from monitor.reporting.agreement import HumanAgreement, agreement
 from monitor.reporting.label_files import (
+    check_inclusion,
     consensus,
     draw,
     jsonl_record,
@@ -32,6 +40,7 @@ from monitor.reporting.label_files import (
     label_studio_task,
     parse_labels,
 )
+from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
 
@@ -58,6 +67,14 @@ def labels_group() -> None:
 @click.option("--until", help="Frame end (exclusive): ISO 8601 or a duration ago.")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="JSONL to write; .labelstudio.json/.xml go beside it.")  # fmt: skip
+@click.option(
+    "--strategy",
+    type=click.Choice(["uniform", "uncertain"]),
+    default="uniform",
+    show_default=True,
+    help="uncertain: draw the turns the judge is least sure of more often, each with a known "
+    "probability the estimate weights by (--n: the expected count).",
+)
 def export_command(
     db: str | None,
     config_file: Path | None,
@@ -67,8 +84,9 @@ def export_command(
     since: str | None,
     until: str | None,
     out: Path,
+    strategy: str,
 ) -> None:
-    """Draw a uniform random sample of judged turns and write it for labelling."""
+    """Draw a sample of judged turns (uniform, or by uncertainty) and write it for labelling."""
     start, end = parse_time("--since", since), parse_time("--until", until)
     seed = secrets.randbelow(2**62) if seed is None else seed
     now = datetime.now(UTC)
@@ -78,11 +96,22 @@ def export_command(
             frame = list(label_sql.judged_frame(store, assistant, start, end))
             if not frame:
                 fail(f"{assistant} has no scored turn in this time range: nothing to sample")
-            drawn = [frame[i] for i in draw(len(frame), size, seed)]
+            probs: list[float] | None = None
+            if strategy == "uniform":
+                drawn = [frame[i] for i in draw(len(frame), size, seed)]
+            else:
+                drawn, probs = _draw_uncertain(store, assistant, frame, size, seed)
             events = label_sql.turn_events(store, [r.event_id for r in drawn])
             batch_id = f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
-            tasks = [label_studio_task(batch_id, r.event_id, events[r.event_id]) for r in drawn]
-            lines = [jsonl_record(batch_id, r.event_id, events[r.event_id]) for r in drawn]
+            chance: list[float | None] = list(probs) if probs else [None] * len(drawn)
+            tasks = [
+                label_studio_task(batch_id, r.event_id, events[r.event_id], p)
+                for r, p in zip(drawn, chance, strict=True)
+            ]
+            lines = [
+                jsonl_record(batch_id, r.event_id, events[r.event_id], p)
+                for r, p in zip(drawn, chance, strict=True)
+            ]
             studio, config = sibling(out, ".labelstudio.json"), sibling(out, ".labelstudio.xml")
             try:
                 out.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
@@ -92,7 +121,7 @@ def export_command(
                 fail(f"cannot write the batch files: {exc}")
             try:
                 row = _batch_row(batch_id, assistant, now, seed, start, end, len(frame), len(drawn))
-                label_sql.create_batch(store, row, drawn)
+                label_sql.create_batch(store, row | {"strategy": strategy}, drawn, probs)
             except CasewatchError:
                 for path in (out, studio, config):  # no files for a batch that was not recorded
                     path.unlink(missing_ok=True)
@@ -101,11 +130,40 @@ def export_command(
             fail(str(exc))
     click.echo(
         f"batch {batch_id}: {len(drawn)} of {len(frame)} scored turns of {assistant} "
-        f"(uniform, seed {seed})\n  {out}  (fill in 'labeller' and 'labels')\n"
+        f"({strategy}, seed {seed})\n  {out}  (fill in 'labeller' and 'labels')\n"
         f"  {studio}  (Label Studio: import these tasks)\n"
         f"  {config}  (Label Studio: the labelling interface)\n"
         f"then: casewatch labels import FILE (this JSONL, or Label Studio's JSON export)"
     )
+
+
+def _draw_uncertain(
+    store: Store, assistant: str, frame: list[label_sql.FrameRow], size: int, seed: int
+) -> tuple[list[label_sql.FrameRow], list[float]]:
+    """Poisson sampling with probabilities favouring unsure turns (exit 2 when no turn carries
+    an uncertainty signal: the draw would be uniform in disguise)."""
+    signals = label_sql.turn_signals(store, [r.event_id for r in frame])
+    weights = BUILTIN_PROFILES["default"]
+    critical = list(DEFAULT_CRITICAL_METRICS)
+    u = [
+        turn_uncertainty(signals[r.event_id], weights=weights, critical=critical)
+        if r.event_id in signals
+        else 0.0
+        for r in frame
+    ]
+    try:
+        pi = inclusion_probabilities(u, size)
+    except ValueError:
+        fail(
+            f"{assistant}: no scored turn in this time range carries an uncertainty signal "
+            "(no panel disagreement, no heuristic/LLM split, no score near the severe edge): "
+            "nothing to favour; draw with --strategy uniform"
+        )
+    chosen = poisson_draw(pi, seed)
+    drawn = [r for r, c in zip(frame, chosen, strict=True) if c]
+    if not drawn:
+        fail(f"{assistant}: the draw (seed {seed}) picked no turn; raise --n or change --seed")
+    return drawn, [float(p) for p, c in zip(pi, chosen, strict=True) if c]
 
 
 def _batch_row(
@@ -151,6 +209,9 @@ def import_command(
             for batch_id, event_id in label_sql.batch_items(store, ids):
                 known[batch_id].add(event_id)
             parsed = parse_labels(text, known, labeller, datetime.now(UTC))
+            parsed.bad.extend(
+                check_inclusion(text, _probabilities(store, {r["batch_id"] for r in parsed.rows}))
+            )
             if parsed.bad:
                 shown = "\n".join(f"  {path}: {b}" for b in parsed.bad[:_MAX_BAD_SHOWN])
                 more = len(parsed.bad) - _MAX_BAD_SHOWN
@@ -162,6 +223,13 @@ def import_command(
             fail(str(exc))
     events = len({(r["batch_id"], r["event_id"]) for r in parsed.rows})
     click.echo(f"imported {stored} label(s) on {events} turn(s) from {path}")
+
+
+def _probabilities(store: Store, batch_ids: set[str]) -> dict[tuple[str, str], float]:
+    """The drawing probability of every turn of the batches drawn by uncertainty."""
+    uneven = [b for b in batch_ids if (label_sql.batch(store, b) or {}).get("strategy") not in
+              (None, "uniform")]  # fmt: skip
+    return {k: p for k, p in label_sql.item_probabilities(store, uneven).items() if p is not None}
 
 
 def store_agreement(store: Store, batch_ids: Sequence[str] | None) -> HumanAgreement:

@@ -46,18 +46,24 @@ def _turn_fields(event: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def jsonl_record(batch_id: str, event_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
-    """One line of the JSONL a labeller fills in: ``labels`` {metric or turn_band: band}."""
+def jsonl_record(
+    batch_id: str, event_id: str, event: Mapping[str, Any], inclusion: float | None = None
+) -> dict[str, Any]:
+    """One line of the JSONL a labeller fills in: ``labels`` {metric or turn_band: band}.
+    ``inclusion``: the turn's probability of being drawn (a batch drawn by uncertainty)."""
     return {
         "batch_id": batch_id,
         "event_id": event_id,
+        **({} if inclusion is None else {"inclusion_probability": inclusion}),
         **_turn_fields(event),
         "labeller": None,
         "labels": {},
     }
 
 
-def label_studio_task(batch_id: str, event_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
+def label_studio_task(
+    batch_id: str, event_id: str, event: Mapping[str, Any], inclusion: float | None = None
+) -> dict[str, Any]:
     fields = _turn_fields(event)
     history = "\n".join(f"{m.get('role')}: {m.get('content')}" for m in fields["history"])
     contexts = "\n\n".join(f"[{c['id']}] {c['text']}" for c in fields["contexts"])
@@ -70,6 +76,7 @@ def label_studio_task(batch_id: str, event_id: str, event: Mapping[str, Any]) ->
             "query": fields["query"],
             "contexts": contexts,
             "answer": fields["answer"],
+            **({} if inclusion is None else {"inclusion_probability": inclusion}),
         }
     }
 
@@ -230,6 +237,47 @@ def parse_labels(
     if text.lstrip().startswith("["):
         return parse_label_studio(text, batches, labeller, now)
     return parse_jsonl(text, batches, labeller, now)
+
+
+def check_inclusion(text: str, probabilities: Mapping[tuple[str, str], float]) -> list[BadRow]:
+    """Rows of batches drawn with unequal probabilities must carry the probability of their
+    draw (``inclusion_probability``, as exported): labels without it could be weighted wrongly
+    and an unweighted estimate would be biased towards the unsure turns. ``probabilities``:
+    (batch, event) -> the probability recorded when drawn, for those batches only."""
+    if not probabilities:
+        return []
+    rows: list[tuple[str, Any]] = []
+    if text.lstrip().startswith("["):
+        try:
+            tasks = json.loads(text)
+        except ValueError:
+            return []  # reported by parse_labels
+        for number, task in enumerate(tasks if isinstance(tasks, list) else [], start=1):
+            if isinstance(task, dict) and isinstance(task.get("data"), dict):
+                rows.append((f"task {number}", task["data"]))
+    else:
+        for number, raw in enumerate(text.splitlines(), start=1):
+            try:
+                doc = json.loads(raw) if raw.strip() else None
+            except ValueError:
+                continue  # reported by parse_labels
+            if isinstance(doc, dict):
+                rows.append((f"line {number}", doc))
+    bad = []
+    for where, doc in rows:
+        key = (str(doc.get("batch_id")), str(doc.get("event_id")))
+        if key not in probabilities:
+            continue
+        given = doc.get("inclusion_probability")
+        if not isinstance(given, int | float) or isinstance(given, bool):
+            bad.append(BadRow(where, "no inclusion_probability: this batch was drawn with "
+                              "unequal probabilities and each label is weighted by the "
+                              "inverse of its own; keep the field as exported"))  # fmt: skip
+        elif abs(float(given) - probabilities[key]) > 1e-9 * max(1.0, probabilities[key]):
+            drawn_with = probabilities[key]
+            bad.append(BadRow(where, f"inclusion_probability {given} is not the {drawn_with} "
+                              "this turn was drawn with"))  # fmt: skip
+    return bad
 
 
 def consensus(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Band]]:

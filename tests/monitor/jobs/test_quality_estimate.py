@@ -93,6 +93,16 @@ def test_the_job_exports_point_and_bounds(labelled: Store) -> None:
     assert lower <= point <= upper
     assert value("turn_band_judge_only", "point") == pytest.approx(0.2)
     assert value("hallucination_labels_only", "upper") is not None
+    # The anytime-valid interval beside it: one batch so far, so the same centre, wider.
+    anytime = {
+        b: registry.get_sample_value(
+            "casewatch_quality_estimate_anytime",
+            {"assistant": "helpdesk", "signal": "turn_band", "bound": b},
+        )
+        for b in ("point", "lower", "upper")
+    }
+    assert anytime["lower"] is not None and anytime["upper"] is not None
+    assert anytime["lower"] <= lower and upper <= anytime["upper"]
 
 
 def test_no_labels_yet_says_what_to_do(runner: CliRunner, store: Store) -> None:
