@@ -78,6 +78,50 @@ class Backoff:
         return base
 
 
+class RetryState:
+    """Consecutive failures of one operation, retried on an injected clock after a backoff.
+
+    The one retry mechanism of the stream steps, the daemon's poll and the database's setup: a
+    caller asks ``due()`` before trying (non-blocking steps skip a try until then) or ``wait()``s
+    out the delay (a blocking loop), reports ``failed()`` or ``succeeded()``.
+    """
+
+    def __init__(self, backoff: Backoff, clock: Clock | None = None) -> None:
+        self.backoff = backoff
+        self.clock = clock or SystemClock()
+        self.failures = 0
+        self.retry_at = 0.0
+
+    @property
+    def healthy(self) -> bool:
+        """No failure since the last success."""
+        return self.failures == 0
+
+    def due(self) -> bool:
+        """Whether the next try may be made now."""
+        return not self.failures or self.clock.monotonic() >= self.retry_at
+
+    def remaining(self) -> float:
+        """Seconds until the next try is due (0 when it is)."""
+        return max(0.0, self.retry_at - self.clock.monotonic()) if self.failures else 0.0
+
+    def failed(self) -> float:
+        """Counts a failure; the delay before the next try, in seconds."""
+        self.failures += 1
+        delay = self.backoff.delay(self.failures)
+        self.retry_at = self.clock.monotonic() + delay
+        return delay
+
+    def succeeded(self) -> int:
+        """Counts a success; how many failures came before it."""
+        failures, self.failures = self.failures, 0
+        return failures
+
+    def wait(self) -> None:
+        """Sleeps (on the clock) until the next try is due."""
+        self.clock.sleep(self.remaining())
+
+
 class Deadline:
     """A monotonic deadline shared by several operations (join(timeout) hands the rest down)."""
 

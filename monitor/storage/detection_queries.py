@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.storage.store import Store
 from monitor.storage.tables import detector_cursor, detector_states, turns, verdicts
@@ -183,33 +182,22 @@ def read_states(store: Store) -> list[dict[str, Any]]:
 
 def save(store: Store, states: Iterable[Mapping[str, Any]], cursor: Cursor, now: datetime) -> None:
     """Upsert the detectors' rows and the cursor in one transaction."""
-    dialect = postgresql if store.dialect == "postgresql" else sqlite
     rows = [dict(s) for s in states]
     with store.transaction(write=True) as conn:
         if rows:
-            stmt = dialect.insert(detector_states)
             keys = [c.name for c in detector_states.c if c.name not in ("assistant", "signal")]
-            conn.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=["assistant", "signal"],
-                    set_={k: stmt.excluded[k] for k in keys},
-                ),
-                rows,
-            )
+            conn.execute(store.upsert(detector_states, ["assistant", "signal"], keys), rows)
         if cursor.position is not None:
-            stmt = dialect.insert(detector_cursor).values(
-                name=CURSOR_NAME,
-                position=cursor.position,
-                seen={str(k): v for k, v in cursor.seen.items()},
-                updated_at=now,
-            )
             conn.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=["name"],
-                    set_={
-                        "position": stmt.excluded.position,
-                        "seen": stmt.excluded.seen,
-                        "updated_at": stmt.excluded.updated_at,
+                store.upsert(
+                    detector_cursor,
+                    ["name"],
+                    ["position", "seen", "updated_at"],
+                    values={
+                        "name": CURSOR_NAME,
+                        "position": cursor.position,
+                        "seen": {str(k): v for k, v in cursor.seen.items()},
+                        "updated_at": now,
                     },
                 )
             )

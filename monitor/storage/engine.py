@@ -9,12 +9,13 @@ one line an operator reads (``monitor.storage.store`` raises it as ``StorageErro
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from monitor.clock import Backoff, Deadline, RetryState
 
 _SQLITE_BUSY_MS = 30_000
 _PG_CONNECT_TIMEOUT_S = 5
@@ -96,13 +97,16 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
         cursor.close()
 
 
+_WAL_BACKOFF = Backoff(initial_s=0.005, max_s=0.2)
+
+
 def _switch_to_wal(cursor: Any) -> None:
     # WAL is a property of the file: once one connection switched it, the others read "wal" and
     # skip the switch. The switch needs an exclusive lock and SQLite does not always call the busy
     # handler for it (replicas opening a new file together got "database is locked" at once),
     # so it is retried here within the same busy budget.
-    deadline = time.monotonic() + _SQLITE_BUSY_MS / 1000
-    delay = 0.005
+    deadline = Deadline(_SQLITE_BUSY_MS / 1000)
+    retry = RetryState(_WAL_BACKOFF)
     while True:
         mode = cursor.execute("PRAGMA journal_mode").fetchone()[0]
         if str(mode).lower() == "wal":
@@ -111,10 +115,10 @@ def _switch_to_wal(cursor: Any) -> None:
             cursor.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
+            if "locked" not in str(exc) or deadline.expired():
                 raise
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
+        retry.failed()
+        retry.wait()
 
 
 def _sqlite_on_begin(conn: Connection) -> None:

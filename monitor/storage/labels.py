@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.models import METRICS
 from monitor.storage.store import Store
@@ -141,16 +140,10 @@ def save_labels(store: Store, rows: Sequence[Mapping[str, Any]]) -> int:
     labeller) is replaced, so importing a corrected file again is safe."""
     if not rows:
         return 0
-    insert: Any = (postgresql.insert if store.dialect == "postgresql" else sqlite.insert)(
-        human_labels
-    )
-    stmt = insert.on_conflict_do_update(
-        index_elements=["batch_id", "event_id", "metric", "labeller"],
-        set_={
-            "band": insert.excluded.band,
-            "labelled_at": insert.excluded.labelled_at,
-            "imported_at": insert.excluded.imported_at,
-        },
+    stmt = store.upsert(
+        human_labels,
+        ["batch_id", "event_id", "metric", "labeller"],
+        ["band", "labelled_at", "imported_at"],
     )
     with store.transaction(write=True) as conn:
         conn.execute(stmt, [dict(r) for r in rows])

@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.storage.store import Store
 from monitor.storage.tables import job_leases
@@ -23,14 +22,12 @@ class Leases:
     def acquire(self, job: str, owner: str, now: datetime, ttl_seconds: float) -> bool:
         """Take or renew ``job``'s lease until ``now + ttl``; False if another owner holds it."""
         expires = now + timedelta(seconds=ttl_seconds)
-        dialect = postgresql if self._store.dialect == "postgresql" else sqlite
-        stmt = dialect.insert(job_leases).values(
-            job=job, owner=owner, acquired_at=now, expires_at=expires
-        )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[job_leases.c.job],
-            set_={"owner": owner, "acquired_at": now, "expires_at": expires},
+        stmt = self._store.upsert(
+            job_leases,
+            ["job"],
+            ["owner", "acquired_at", "expires_at"],
             where=sa.or_(job_leases.c.expires_at <= now, job_leases.c.owner == owner),
+            values={"job": job, "owner": owner, "acquired_at": now, "expires_at": expires},
         )
         with self._store.transaction(write=True) as conn:
             conn.execute(stmt)

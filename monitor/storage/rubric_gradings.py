@@ -14,7 +14,6 @@ from typing import Any
 
 import sqlalchemy as sa
 import structlog
-from sqlalchemy.dialects import postgresql, sqlite
 
 from monitor.errors import UnstorableRow, truncate
 from monitor.storage.store import Store
@@ -95,12 +94,7 @@ class RubricGradings:
             return self._insert(failed)
 
     def _insert(self, row: dict[str, Any]) -> bool:
-        dialect = postgresql if self._store.dialect == "postgresql" else sqlite
-        stmt = (
-            dialect.insert(rubric_gradings)
-            .values(**row)
-            .on_conflict_do_nothing(index_elements=["event_id", "entry_id", "grader"])
-        )
+        stmt = self._store.upsert(rubric_gradings, ["event_id", "entry_id", "grader"], values=row)
         with self._store.transaction(write=True) as conn:
             return bool(conn.execute(stmt).rowcount)
 

@@ -13,7 +13,7 @@ data of a row (``monitor.storage.refusals``) as ``UnstorableRow``, which is neve
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -140,10 +140,28 @@ class Store:
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self._clock.time(), tz=UTC)
 
-    def _insert(self, table: sa.Table) -> Any:
-        if self._dialect == "postgresql":
-            return postgresql.insert(table)
-        return sqlite.insert(table)
+    def upsert(
+        self,
+        table: sa.Table,
+        keys: Sequence[str],
+        update: Sequence[str] = (),
+        *,
+        where: Any = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """An INSERT into ``table`` that, on a row with the same ``keys``, sets its ``update``
+        columns from the row being inserted (where ``where`` holds), or, with no ``update``,
+        leaves the existing row alone. The one place the dialect is told apart: PostgreSQL and
+        SQLite spell the conflict clause alike, through their own insert constructs.
+        ``values``: the one row to insert (else rows go to ``execute``)."""
+        stmt: Any = (postgresql.insert if self._dialect == "postgresql" else sqlite.insert)(table)
+        if values is not None:
+            stmt = stmt.values(**values)
+        if not update:
+            return stmt.on_conflict_do_nothing(index_elements=list(keys))
+        return stmt.on_conflict_do_update(
+            index_elements=list(keys), set_={c: stmt.excluded[c] for c in update}, where=where
+        )
 
     # ------------------------------------------------------------------ schema
 
@@ -199,13 +217,13 @@ class Store:
         verdict_rows = [verdict_row(v, now) for _, v in pairs]
         with self._tx(write=True) as conn:
             conn.execute(
-                self._insert(turns).on_conflict_do_nothing(index_elements=["event_id"]),
+                self.upsert(turns, ["event_id"]),
                 list(turn_rows.values()),
             )
             inserted = conn.execute(
-                self._insert(verdicts)
-                .on_conflict_do_nothing(index_elements=["event_id", "judge_config_hash"])
-                .returning(verdicts.c.id, verdicts.c.event_id, verdicts.c.judge_config_hash),
+                self.upsert(verdicts, ["event_id", "judge_config_hash"]).returning(
+                    verdicts.c.id, verdicts.c.event_id, verdicts.c.judge_config_hash
+                ),
                 verdict_rows,
             ).all()
             judgment_rows = [

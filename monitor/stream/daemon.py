@@ -40,7 +40,7 @@ from consumers.sampling import Sampler
 from consumers.source import TurnSource
 from consumers.unreadable import REASONS as UNREADABLE_REASONS
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
-from monitor.clock import Clock, Deadline, SystemClock
+from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import MessageRejected, TransportError
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
@@ -80,6 +80,8 @@ class Daemon:
         exit_when_idle: bool = False,
     ) -> None:
         self._clock = clock or SystemClock()
+        # A failed poll is tried again a second later (the stop event cuts the wait short).
+        self._poll_retry = RetryState(Backoff(1.0, 1.0), self._clock)
         self._source = source
         self._dlq = dlq
         self._store = store
@@ -211,9 +213,15 @@ class Daemon:
                 records = self._source.poll(timeout, self._max_poll_records)
         except TransportError as exc:
             self._readiness.broker_failed()
-            log.warning("polling the broker failed; retrying", error=str(exc))
-            self._stop.wait(1.0)
+            delay = self._poll_retry.failed()
+            log.warning(
+                "polling the broker failed; retrying",
+                error=str(exc),
+                failures=self._poll_retry.failures,
+            )
+            self._stop.wait(delay)
             return []
+        self._poll_retry.succeeded()
         self._forget_unowned()
         if records and self._first_records:
             self._first_records = False

@@ -19,7 +19,7 @@ import structlog
 
 from consumers.records import TopicPartition
 from monitor.budget import Budget
-from monitor.clock import Backoff, Clock, Deadline, SystemClock
+from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import MessageRejected, StorageError
 from monitor.models import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, forward
@@ -71,18 +71,16 @@ class LookupStep:
         self._reserved = reserved_per_turn
         self._max = max_in_flight
         self._clock = clock or SystemClock()
-        self._backoff = backoff or LOOKUP_BACKOFF
+        self._retry = RetryState(backoff or LOOKUP_BACKOFF, self._clock)
         self._unchecked: list[Envelope[TurnEvent]] = []  # looked up, in one batch, next poll
         self._ready: deque[Envelope[TurnEvent]] = deque()  # not judged yet: for the judge step
         # Turns of revoked partitions not looked up yet: looked up if the partition comes back.
         self._held: list[Envelope[TurnEvent]] = []
-        self._failures = 0
-        self._retry_at = 0.0
 
     @property
     def healthy(self) -> bool:
         """False from a failed look-up until the next successful one (for /readyz)."""
-        return self._failures == 0
+        return self._retry.healthy
 
     @property
     def in_flight(self) -> int:
@@ -96,26 +94,24 @@ class LookupStep:
     def _check(self) -> None:
         if not self._unchecked:
             return
-        if self._failures and self._clock.monotonic() < self._retry_at:
+        if not self._retry.due():
             return
         batch = self._unchecked
         try:
             found = self._judged.existing({m.payload.event_id for m in batch}, self._config_hash)
         except StorageError as exc:
-            self._failures += 1
-            delay = self._backoff.delay(self._failures)
-            self._retry_at = self._clock.monotonic() + delay
+            delay = self._retry.failed()
             self._metrics.record_storage_error()
             log.warning(
                 "looking up existing verdicts failed; retrying",
                 error=str(exc),
-                failures=self._failures,
+                failures=self._retry.failures,
                 retry_in_s=round(delay, 2),
                 held=len(batch),
             )
             return
         self._unchecked = []
-        self._failures = 0
+        self._retry.succeeded()
         skipped: dict[str, int] = {}
         for message in batch:
             if message.payload.event_id in found:

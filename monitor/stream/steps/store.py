@@ -21,7 +21,7 @@ import structlog
 
 from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage
-from monitor.clock import Backoff, Clock, Deadline
+from monitor.clock import Backoff, Clock, Deadline, RetryState
 from monitor.errors import MessageRejected, StorageError, TransportError
 from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, VerdictWriter
 
@@ -60,19 +60,17 @@ class StoreStep:
         self._metrics = metrics
         self._clock = clock
         self._batch_size = batch_size
-        self._backoff = backoff or Backoff()
+        self._retry = RetryState(backoff or Backoff(), clock)
         self._buffer: list[Envelope[JudgedTurn]] = []
         self._dlq = dlq
         # Refused by the database, waiting for the dead-letter queue to take them.
         self._unstorable: list[tuple[Envelope[JudgedTurn], str]] = []
-        self._failures = 0
-        self._retry_at = 0.0
         self.last_error: str | None = None
 
     @property
     def healthy(self) -> bool:
         """False from a failed write until the next successful one."""
-        return self._failures == 0
+        return self._retry.healthy
 
     @property
     def buffered(self) -> int:
@@ -90,7 +88,7 @@ class StoreStep:
             return False
         if not self._buffer:
             return True
-        if self._failures and self._clock.monotonic() < self._retry_at:
+        if not self._retry.due():
             return False
         # Verdicts a judge thread stored already (write-through) are only counted here.
         items = [
@@ -100,22 +98,20 @@ class StoreStep:
         try:
             result = self._store.save_batch(items) if items else None
         except StorageError as exc:
-            self._failures += 1
-            delay = self._backoff.delay(self._failures)
-            self._retry_at = self._clock.monotonic() + delay
+            delay = self._retry.failed()
             self.last_error = str(exc)
             self._metrics.record_storage_error()
             log.warning(
                 "storing verdicts failed; retrying",
                 error=str(exc),
-                failures=self._failures,
+                failures=self._retry.failures,
                 retry_in_s=round(delay, 2),
                 held=len(self._buffer),
             )
             return False
-        if self._failures:
-            log.info("storage recovered", after_failures=self._failures)
-        self._failures = 0
+        failures = self._retry.succeeded()
+        if failures:
+            log.info("storage recovered", after_failures=failures)
         self.last_error = None
         inserted = result.inserted if result is not None else 0
         refused_rows = list(result.refused) if result is not None else []
@@ -175,7 +171,7 @@ class StoreStep:
             if remaining is not None and remaining <= 0:
                 log.warning("drain timed out with verdicts unsaved", n=self.buffered)
                 break
-            wait = max(_MIN_WAIT_S, self._retry_at - self._clock.monotonic())
+            wait = max(_MIN_WAIT_S, self._retry.remaining())
             self._clock.sleep(min(wait, remaining) if remaining is not None else wait)
         self._next.join(deadline.remaining())
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 import monitor.storage.retention as retention_module
 from monitor.clock import ManualClock
@@ -19,6 +20,7 @@ from monitor.storage.audit import counts, has_verdict, stored_event, stored_verd
 from monitor.storage.engine import normalize_url, redact_url
 from monitor.storage.retention import purge_older_than
 from monitor.storage.store import Store
+from monitor.storage.tables import job_leases
 from tests.fixtures import refused_rows
 from tests.fixtures.databases import make_turn, make_verdict
 
@@ -384,3 +386,40 @@ def test_an_event_id_the_database_cannot_look_up_is_reported_absent(store: Store
     turn = make_turn("evt-1")
     store.save(turn, make_verdict(turn))
     assert store.existing(["evt-1", "evt\x00bad", "evt-2"], "cfg-a") == {"evt-1"}
+
+
+def test_upsert_updates_the_named_columns_or_keeps_the_row(store: Store) -> None:
+    # The one conflict clause both dialects run: a lease taken, refused to another owner while
+    # it holds, and an insert that keeps the row it finds.
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    later = datetime(2026, 1, 2, tzinfo=UTC)
+
+    def take(owner: str, at: datetime) -> None:
+        row = {"job": "drift", "owner": owner, "acquired_at": at, "expires_at": at}
+        stmt = store.upsert(
+            job_leases,
+            ["job"],
+            ["owner", "acquired_at", "expires_at"],
+            where=job_leases.c.expires_at < at,
+            values=row,
+        )
+        with store.transaction(write=True) as conn:
+            conn.execute(stmt)
+
+    def owner() -> str:
+        with store.transaction(write=False) as conn:
+            return str(conn.execute(sa.select(job_leases.c.owner)).scalar_one())
+
+    take("a", now)
+    take("b", now)  # the lease has not expired before now: the row stays a's
+    assert owner() == "a"
+    take("b", later)
+    assert owner() == "b"
+    keep = store.upsert(
+        job_leases,
+        ["job"],
+        values={"job": "drift", "owner": "c", "acquired_at": later, "expires_at": later},
+    )
+    with store.transaction(write=True) as conn:
+        conn.execute(keep)
+    assert owner() == "b"
