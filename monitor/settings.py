@@ -8,7 +8,6 @@ then defaults. Components receive typed sub-objects, never the environment. Secr
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +32,7 @@ from pydantic_settings import (
 from monitor.errors import ConfigError, validation_error_lines
 from monitor.redaction.config import RedactionConfig
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
+from monitor.secrets import Secret, read_secret
 from monitor.settings_errors import CheckedYamlSource, env_value_errors, mapping_expected
 
 HEURISTIC = "heuristic"
@@ -42,33 +42,11 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# One HTTP boundary: endpoint keys are read once, when the settings are built at
-# the entrypoint; components get them from their config and never read env vars or files.
-# A failure is kept and raised (ConfigError) when the key is asked for, so a command that never
-# calls the endpoint does not fail on its key.
-_Key = tuple[str | None, str | None]  # (key, error)
-
-
-def _read_key(what: str, inline: SecretStr | None, env: str | None, file: Path | None) -> _Key:
-    if inline is not None:
-        return inline.get_secret_value(), None
-    if env:
-        value = os.environ.get(env)
-        if value is None:
-            return None, f"{what} api_key_env: environment variable {env} is not set"
-        return value, None
-    if file:
-        try:
-            return file.read_text(encoding="utf-8").strip(), None
-        except OSError as exc:
-            return None, f"{what} api_key_file: cannot read {file}: {exc}"
-    return None, None
-
-
-def _key_or_raise(key: _Key) -> str | None:
-    if key[1] is not None:
-        raise ConfigError(key[1])
-    return key[0]
+def _read_key(what: str, inline: SecretStr | None, env: str | None, file: Path | None) -> Secret:
+    # Endpoint keys are read once, here, when the settings are built at the entrypoint.
+    return read_secret(
+        f"{what} ", inline, env, file, env_field="api_key_env", file_field="api_key_file"
+    )
 
 
 class JudgeConfig(_Section):
@@ -110,7 +88,7 @@ class JudgeConfig(_Section):
     price_input_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M input tokens.")
     price_output_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M output tokens.")
 
-    _key: _Key = PrivateAttr(default=(None, None))
+    _key: Secret = PrivateAttr(default=Secret())
 
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:
@@ -122,7 +100,7 @@ class JudgeConfig(_Section):
     def resolve_api_key(self) -> str | None:
         """The key from api_key, else the env var named by api_key_env, else api_key_file
         (read once, when the settings were built)."""
-        return _key_or_raise(self._key)
+        return self._key.get()
 
     def fingerprint(self) -> dict[str, Any]:
         """What identifies this judge's behaviour (for idempotent storage). Never the key."""
@@ -357,7 +335,7 @@ class AssistantEndpointConfig(_Section):
     api_key_env: str | None = Field(default=None, description="Env var with a bearer token.")
     api_key_file: Path | None = None
     timeout_seconds: float = Field(default=60.0, gt=0)
-    _key: _Key = PrivateAttr(default=(None, None))
+    _key: Secret = PrivateAttr(default=Secret())
 
     @model_validator(mode="after")
     def _check(self) -> AssistantEndpointConfig:
@@ -371,7 +349,7 @@ class AssistantEndpointConfig(_Section):
     def resolve_api_key(self) -> str | None:
         """The bearer token from api_key_env or api_key_file (read once, when the settings
         were built)."""
-        return _key_or_raise(self._key)
+        return self._key.get()
 
 
 class BaselineAssistantConfig(_Section):
@@ -752,14 +730,14 @@ class Settings(BaseSettings):
                 key = None
             if key:
                 values.append(key)
-        for assistant in self.baseline.assistants:  # Assistant tokens too
+        for assistant in self.baseline.assistants:  # assistant tokens too
             endpoint = assistant.endpoint
-            token = endpoint._key[0] if endpoint is not None else None
+            token = endpoint._key.value if endpoint is not None else None
             if token:
                 values.append(token)
         if self.kafka.sasl_password is not None:
             values.append(self.kafka.sasl_password.get_secret_value())
-        try:  # The pseudonymization key
+        try:  # the pseudonymization key
             redaction_key = self.redaction.resolve_key()
         except ConfigError:
             redaction_key = None

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from monitor.commands.usage import fail, settings_or_fail
-from monitor.errors import CasewatchError
+from monitor.commands.store_access import stored
+from monitor.commands.usage import settings_or_fail
 from monitor.settings import Settings
 from monitor.storage.engine import redact_url
 from monitor.storage.retention import purge_older_than
@@ -29,14 +29,8 @@ _config_option = click.option(
 def _store(config_file: Path | None) -> Iterator[tuple[Settings, Store]]:
     # Operator-facing errors (bad config, unreachable database) end as one clear line, exit 2.
     settings = settings_or_fail(config_file)
-    try:
-        store = Store.from_config(settings.storage)
-        try:
-            yield settings, store
-        finally:
-            store.close()
-    except CasewatchError as exc:
-        fail(str(exc))
+    with stored(settings.storage.url, create=True, need_schema=False) as store:
+        yield settings, store
 
 
 @click.group()

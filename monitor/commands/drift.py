@@ -14,13 +14,10 @@ from pathlib import Path
 import click
 
 from monitor.commands.output import num, table
-from monitor.commands.usage import fail
-from monitor.errors import CasewatchError
+from monitor.commands.store_access import stored
+from monitor.commands.usage import fail, settings_or_fail
 from monitor.jobs.drift import AssistantDrift, DriftRun, analyze_store
 from monitor.reporting.drift import SignalResult
-from monitor.settings import load_settings
-from monitor.storage.location import missing_database_message
-from monitor.storage.store import Store
 
 
 def _at(value: str | None) -> datetime:
@@ -102,18 +99,9 @@ def drift_command(
 ) -> None:
     """Compare each assistant's recent window with its reference window (read-only)."""
     now = _at(at)
-    try:
-        settings = load_settings(config_file)
-        missing = missing_database_message(settings.storage.url)
-        if missing is not None:
-            fail(missing)  # opening it would create an empty file
-        store = Store.from_config(settings.storage)
-        try:
-            run = analyze_store(store, settings.drift, now, assistant=assistant)
-        finally:
-            store.close()
-    except CasewatchError as exc:
-        fail(str(exc))
+    settings = settings_or_fail(config_file)
+    with stored(settings.storage.url, need_schema=False) as store:
+        run = analyze_store(store, settings.drift, now, assistant=assistant)
     if as_json:
         click.echo(json.dumps(run.to_dict(), indent=2, allow_nan=False))
     else:

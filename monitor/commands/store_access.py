@@ -18,6 +18,7 @@ from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.settings import load_settings
 from monitor.storage.engine import redact_url
+from monitor.storage.location import missing_database_message
 from monitor.storage.store import Store
 from monitor.storage.turn_queries import assistants, count_verdicts
 
@@ -68,27 +69,47 @@ def _url(db: str | None, config_file: Path | None) -> str:
 
 @contextmanager
 def open_store(db: str | None, config_file: Path | None, *, need_turns: bool) -> Iterator[Store]:
-    """The store, checked to be migrated (and, with ``need_turns``, to hold a verdict); any
-    problem ends the command with one line on stderr and exit 2."""
+    """The store of ``--db`` (else of the settings), checked to be migrated (and, with
+    ``need_turns``, to hold a verdict)."""
     try:
         url = _url(db, config_file)
-        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
-            fail(f"no database at {url[len('sqlite:///'):]}: pass --db FILE or URL (the demo "
-                 "prints its path), or set storage.url")  # fmt: skip
+    except CasewatchError as exc:
+        fail(str(exc))
+    point = "pass --db FILE or URL (the demo prints its path), or set storage.url"
+    with stored(url, need_turns=need_turns, point=point) as store:
+        yield store
+
+
+@contextmanager
+def stored(
+    url: str,
+    *,
+    create: bool = False,
+    need_schema: bool = True,
+    need_turns: bool = False,
+    point: str | None = None,
+) -> Iterator[Store]:
+    """The one way a command opens the store. Unless ``create``, a SQLite file that does not
+    exist is refused (opening it would create an empty one); ``need_schema``: migrated;
+    ``need_turns``: holding a verdict. Any problem, then or while the command uses it, ends the
+    command with one line on stderr and exit 2; the store is closed either way."""
+    try:
+        missing = None if create else missing_database_message(url, *([point] if point else []))
+        if missing is not None:
+            fail(missing)
         store = Store(url)
     except CasewatchError as exc:
         fail(str(exc))
     try:
-        try:
-            if store.revision() is None:
-                fail(f"{redact_url(store.url)} has no casewatch schema: run "
-                     "`casewatch db upgrade` (then the daemon, `casewatch run`)")  # fmt: skip
-            if need_turns and count_verdicts(store) == 0:
-                fail(f"{redact_url(store.url)} holds no judged turn yet: run the daemon "
-                     "(`casewatch run`) or `casewatch demo` first")  # fmt: skip
-        except CasewatchError as exc:
-            fail(str(exc))
+        if need_schema and store.revision() is None:
+            fail(f"{redact_url(store.url)} has no casewatch schema: run "
+                 "`casewatch db upgrade` (then the daemon, `casewatch run`)")  # fmt: skip
+        if need_turns and count_verdicts(store) == 0:
+            fail(f"{redact_url(store.url)} holds no judged turn yet: run the daemon "
+                 "(`casewatch run`) or `casewatch demo` first")  # fmt: skip
         yield store
+    except CasewatchError as exc:
+        fail(str(exc))
     finally:
         store.close()
 

@@ -12,16 +12,24 @@ turn judged redacted is stored redacted: ``stored_turns: false`` only takes effe
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Annotated
 
 import phonenumbers
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    model_validator,
+)
 
 from monitor.errors import ConfigError
 from monitor.redaction.redactor import BUILTIN_KINDS, DEFAULT_MAX_CHARS, RedactionPolicy
+from monitor.secrets import Secret, read_secret
 
 __all__ = ["RedactionConfig"]
 
@@ -74,6 +82,8 @@ class RedactionConfig(BaseModel):
         default=DEFAULT_MAX_CHARS, gt=0, description="Larger turns are skipped, never passed on."
     )
 
+    _key: Secret = PrivateAttr(default=Secret())
+
     @model_validator(mode="after")
     def _check(self) -> RedactionConfig:
         if self.phone_region not in phonenumbers.SUPPORTED_REGIONS:
@@ -89,6 +99,14 @@ class RedactionConfig(BaseModel):
                 "redaction.stored_turns: false needs before_judging: false (the judged turn is"
                 " the stored turn; storing raw text while judging redacted text is not supported)"
             )
+        self._key = read_secret(
+            "redaction.",
+            self.key,
+            self.key_env,
+            self.key_file,
+            env_field="key_env",
+            file_field="key_file",
+        )
         return self
 
     @property
@@ -97,23 +115,9 @@ class RedactionConfig(BaseModel):
         return self.enabled and (self.before_judging or self.stored_turns)
 
     def resolve_key(self) -> bytes | None:
-        """The pseudonymization key from ``key``, else ``key_env``, else ``key_file``."""
-        value: str | None = None
-        if self.key is not None:
-            value = self.key.get_secret_value()
-        elif self.key_env:
-            value = os.environ.get(self.key_env)
-            if value is None:
-                raise ConfigError(
-                    f"redaction.key_env: environment variable {self.key_env} is not set"
-                )
-        elif self.key_file:
-            try:
-                value = self.key_file.read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ConfigError(
-                    f"redaction.key_file: cannot read {self.key_file}: {exc}"
-                ) from exc
+        """The pseudonymization key from ``key``, else ``key_env``, else ``key_file`` (read
+        once, when the settings were built; a screening process gets it with the config)."""
+        value = self._key.get()
         if value is None:
             return None
         if len(value.encode()) < _MIN_KEY_BYTES:

@@ -24,15 +24,18 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-def missing_database_message(url: str) -> str | None:
-    """A one-line explanation when ``url`` is a SQLite file that does not exist, else None."""
+_POINT = "point storage.url (--config or CASEWATCH_STORAGE__URL) at the daemon's database"
+
+
+def missing_database_message(url: str, point: str = _POINT) -> str | None:
+    """A one-line explanation when ``url`` is a SQLite file that does not exist, else None.
+    ``point``: how the command is pointed at another database."""
     path = sqlite_file(url)
     if path is None or path.exists():
         return None
     return (
         f"no database at {path} (storage.url): nothing has been stored there. Run the daemon "
-        "first (`casewatch run`, or `casewatch demo --db FILE` to try it), or point storage.url "
-        "(--config or CASEWATCH_STORAGE__URL) at the daemon's database"
+        f"first (`casewatch run`, or `casewatch demo --db FILE` to try it), or {point}"
     )
 
 
