@@ -16,13 +16,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from consumers._kafka import (
-    KafkaProducer,
-    broker_errors,
-    client_options,
-    close_producer,
-    require_reachable,
-)
+from consumers._kafka import broker_errors, close_producer
+from consumers.producer import open_producer
 from consumers.records import RawMessage
 from monitor.errors import TurnFileError, truncate
 from monitor.settings import KafkaConfig
@@ -37,8 +32,6 @@ _OURS = (HEADER_REASON, HEADER_DETAIL, HEADER_TOPIC, HEADER_PARTITION, HEADER_OF
 
 # A detail is a diagnostic, not a payload; the record itself carries the evidence.
 MAX_DETAIL_CHARS = 500
-# Room for key, headers and batch framing on top of the value inside one produce request.
-REQUEST_OVERHEAD_BYTES = 64 * 1024
 
 
 class DeadLetterSink(Protocol):
@@ -80,16 +73,16 @@ class KafkaDeadLetterQueue:
         self._timeout_s = send_timeout_s
         self._close_timeout_s = close_timeout_s
         self._closed = False
-        require_reachable(self._servers, connect_timeout_s)
-        with broker_errors("connecting the dead-letter producer", self._servers):
-            self._producer = KafkaProducer(
-                **client_options(config),
-                acks="all",
-                max_request_size=config.max_message_bytes + REQUEST_OVERHEAD_BYTES,
-                # A missing DLQ topic must surface as an error, not block the pipeline for 60 s.
-                max_block_ms=int(send_timeout_s * 1000),
-                bootstrap_timeout_ms=int(connect_timeout_s * 1000),
-            )
+        self._producer = open_producer(
+            "the dead-letter producer",
+            self._servers,
+            config,
+            connect_timeout_s=connect_timeout_s,
+            acks="all",
+            # A missing DLQ topic must surface as an error, not block the pipeline for 60 s.
+            max_block_ms=int(send_timeout_s * 1000),
+            bootstrap_timeout_ms=int(connect_timeout_s * 1000),
+        )
 
     def topic_for(self, topic: str) -> str:
         return f"{topic}{self._suffix}"

@@ -66,7 +66,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ),
         ("unreadable", "otel.assembly", "otel.genai"),
         ("_kafka", "decode", "offsets", "source"),
-        ("_kafka_group",),
+        ("_kafka_group", "producer"),
         ("group_rejoin",),
         ("dlq", "file_source", "kafka_source", "tansu"),
     ),

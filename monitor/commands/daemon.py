@@ -131,33 +131,24 @@ def produce(
     compression: str,
 ) -> None:
     """Publish the turns of a JSONL file to a Kafka topic, as raw bytes (one line, one message)."""
-    from consumers._kafka import (
-        KafkaProducer,
-        broker_errors,
-        client_options,
-        close_producer,
-        require_reachable,
-    )
+    from consumers._kafka import broker_errors, close_producer
+    from consumers.producer import open_producer
 
     if loop and count is None and rate is None:
         click.echo("casewatch: --loop without --count or --rate runs flat out until ^C", err=True)
     settings = settings_or_fail(config_file)
     servers = [bootstrap] if bootstrap else list(settings.kafka.bootstrap_servers)
-    options = {
-        **client_options(settings.kafka),
-        "bootstrap_servers": servers,
-        "client_id": f"{settings.kafka.client_id}-produce",
-    }
     try:
-        require_reachable(servers, connect_timeout)
-        with broker_errors("connecting the producer", servers):
-            producer = KafkaProducer(
-                **options,
-                acks="all",
-                linger_ms=5,
-                compression_type=None if compression == "none" else compression,
-                max_request_size=settings.kafka.max_message_bytes + 64 * 1024,
-            )
+        producer = open_producer(
+            "the producer",
+            servers,
+            settings.kafka,
+            connect_timeout_s=connect_timeout,
+            client_id=f"{settings.kafka.client_id}-produce",
+            acks="all",
+            linger_ms=5,
+            compression_type=None if compression == "none" else compression,
+        )
     except CasewatchError as exc:
         fail(str(exc))
     stats = PublishStats()

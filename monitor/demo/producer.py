@@ -63,11 +63,13 @@ class ReplayProducer:
             n_loop += 1
 
     def _run(self) -> None:
-        from consumers._kafka import KafkaProducer, close_producer
+        from consumers._kafka import close_producer
+        from consumers.producer import open_producer
 
         try:
-            producer = KafkaProducer(
-                bootstrap_servers=self._bootstrap,
+            producer = open_producer(
+                "the demo producer",
+                [self._bootstrap],
                 client_id="casewatch-demo",
                 linger_ms=5,
                 max_block_ms=int(PRODUCER_TIMEOUT_S * 1000),
