@@ -246,8 +246,14 @@ def close_producer(producer: Any, timeout_s: float) -> bool:
             sender.join(timeout_s)
         else:
             _fallback("close_producer", "KafkaProducer._sender.force_close")
+    # With timeout 0, kafka-python's close() only flags its sender thread to stop and returns:
+    # the thread closes the producer's sockets later, on its own, so a caller that moves on
+    # leaves them open for a while, or to the garbage collector (an "unclosed socket" warning
+    # in whichever test runs then). After a flush that delivered everything, close() waits for
+    # the thread, which has nothing left to send, so the sockets are closed before this returns;
+    # after a failed flush the thread was already stopped and joined above.
     try:
-        producer.close(timeout=0)
+        producer.close(timeout=timeout_s if delivered else 0)
     except kafka.errors.KafkaTimeoutError:
         delivered = False  # the sender did not exit in time; it is a daemon thread
     return delivered

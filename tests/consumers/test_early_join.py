@@ -35,7 +35,7 @@ def test_an_early_join_assigns_and_the_records_follow(
     source = KafkaTurnSource(config(kafka_broker, contract_topic))
     sources.append(source)
     source.start_join()
-    wait_for(lambda: _joined(source), timeout=60, what="the early join to end")
+    wait_for(lambda: _joined(source), timeout=120, what="the early join to end")
     tp = TopicPartition(contract_topic, 0)
     # The listener comes after the join (as the daemon's does when the join is quick).
     assigned: list[set[TopicPartition]] = []

@@ -45,7 +45,7 @@ def _joined(source: KafkaTurnSource, topic: str) -> None:
         source.poll(0.1, 10)
         return source.assignment() == every
 
-    wait_for(assigned, timeout=60, what="both partitions assigned")
+    wait_for(assigned, timeout=120, what="both partitions assigned")
 
 
 def _members(bootstrap: str, group: str) -> list[str]:

@@ -137,3 +137,32 @@ def test_a_refused_connection_leaves_no_socket_open() -> None:
     with pytest.raises((_kafka.kafka.errors.KafkaConnectionError, AttributeError)):
         attempt.send(None)
     assert sock.fileno() == -1
+
+
+def _sockets_to(port: int) -> int:
+    import psutil
+
+    return sum(
+        1
+        for c in psutil.Process().net_connections(kind="tcp")
+        if c.raddr and c.raddr.port == port and c.status != psutil.CONN_CLOSE_WAIT
+    )
+
+
+@pytest.mark.integration
+def test_close_producer_has_closed_the_producers_sockets_when_it_returns(
+    tansu_broker: EmbeddedBroker, kafka_topic: str
+) -> None:
+    """kafka-python's close(timeout=0) only flags its sender thread, which closes the sockets
+    later on its own: under load, after the caller has moved on, or never (the garbage
+    collector then finds them: an "unclosed socket" warning in some later test). The producer
+    of the dead-letter queue and of `casewatch produce` is closed by ``close_producer``, which
+    must leave nothing open."""
+    port = int(tansu_broker.bootstrap.rsplit(":", 1)[1])
+    before = _sockets_to(port)
+    producer = KafkaProducer(bootstrap_servers=tansu_broker.bootstrap, acks="all")
+    producer.send(kafka_topic, b"one").get(timeout=30)
+    assert _sockets_to(port) > before
+    assert _kafka.close_producer(producer, 10.0) is True
+    assert _sockets_to(port) == before
+    assert not producer._sender.is_alive()

@@ -52,7 +52,9 @@ MALFORMED: list[tuple[bytes, str]] = [
 # ---------------------------------------------------------------- helpers
 
 
-def wait_for(cond: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+def wait_for(cond: Callable[[], bool], timeout: float = 120.0, what: str = "condition") -> None:
+    """Poll ``cond`` until it holds. The bound only ends a test that would otherwise hang: it
+    is generous because the suite runs with other processes busy on a 2-core machine."""
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
@@ -93,7 +95,7 @@ def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0)
         consumer.close(autocommit=False)
 
 
-def read_topic(bootstrap: str, topic: str, n: int, timeout: float = 20.0) -> list[Any]:
+def read_topic(bootstrap: str, topic: str, n: int, timeout: float = 60.0) -> list[Any]:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
         tp = KafkaTopicPartition(topic, 0)
