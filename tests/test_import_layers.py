@@ -177,7 +177,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "steps.screen",
             "steps.store",
         ),
-        ("pipeline",),
+        ("pipeline", "prepare"),
         ("daemon",),
         ("runner",),
     ),

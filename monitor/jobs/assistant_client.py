@@ -38,10 +38,17 @@ _CHAT_ROLES = {"user": "user", "assistant": "assistant", "agent": "assistant", "
 ASSISTANT_FAILURES = ("timeout", "connection", "http_error", "bad_response", "config")
 
 
+def check_endpoint(config: AssistantEndpointConfig) -> None:
+    """ConfigError when the endpoint cannot be asked: a template URL that is not http(s), a
+    bearer token that could not be read."""
+    if config.kind == "template" and not config.url.startswith(("http://", "https://")):
+        raise ConfigError(f"assistant endpoint url {config.url!r} must be http(s)")
+    config.resolve_api_key()
+
+
 class AssistantClient:
     def __init__(self, config: AssistantEndpointConfig, *, name: str = "assistant") -> None:
-        if config.kind == "template" and not config.url.startswith(("http://", "https://")):
-            raise ConfigError(f"assistant endpoint url {config.url!r} must be http(s)")
+        check_endpoint(config)
         self._config = config
         self.name = name
         # One try per probe and run: the transport has no retries of its own.

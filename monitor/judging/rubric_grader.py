@@ -98,6 +98,18 @@ class _Graded:
     completion: Completion
 
 
+def require_llm_judge(name: str, config: JudgeConfig) -> None:
+    """ConfigError unless judge ``name`` can write and grade rubric questions (an LLM)."""
+    if config.kind != "openai":
+        what = "the offline heuristic" if config.kind == "heuristic" else repr(config.kind)
+        raise ConfigError(
+            f"rubric questions are written and graded by an LLM, and judge {name!r} is "
+            f"{what}: configure an OpenAI-compatible judge, e.g. judges.grader: {{kind: "
+            "openai, base_url: https://api.openai.com/v1, model: gpt-4o-mini, api_key_env: "
+            "OPENAI_API_KEY}, and select it with rubric.judge: grader (or --judge grader)"
+        )
+
+
 class RubricGrader:
     """Thread-safe. ``close()`` releases the HTTP pool and the worker threads."""
 
@@ -110,14 +122,7 @@ class RubricGrader:
         max_passage_tokens: int = MAX_PASSAGE_TOKENS,
         clock: Clock | None = None,
     ) -> None:
-        if config.kind != "openai":
-            what = "the offline heuristic" if config.kind == "heuristic" else repr(config.kind)
-            raise ConfigError(
-                f"rubric questions are written and graded by an LLM, and judge {name!r} is "
-                f"{what}: configure an OpenAI-compatible judge, e.g. judges.grader: {{kind: "
-                "openai, base_url: https://api.openai.com/v1, model: gpt-4o-mini, api_key_env: "
-                "OPENAI_API_KEY}, and select it with rubric.judge: grader (or --judge grader)"
-            )
+        require_llm_judge(name, config)
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.name = name

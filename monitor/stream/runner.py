@@ -166,14 +166,18 @@ class DaemonRunner:
         self._thread: threading.Thread | None = None
         self._stopped = False
         self._shutdown_budget_s = shutdown_budget_s(settings)
+        # Everything that can be checked without I/O, before the group is joined or the
+        # database migrated.
+        from monitor.clock import SystemClock
+        from monitor.stream.prepare import prepare
+
+        sampler = prepare(settings, SystemClock())
         closers: list[Callable[[], None]] = []
         try:
             # The source first: a Kafka consumer joins its group on a thread while the rest is
             # imported and opened (the join round is mostly the broker's waiting).
             source, dlq = _source_and_dlq(settings, file_path, follow, closers)
             log.info("startup: source and dead-letter sink ready")
-            from consumers.sampling import Sampler
-            from monitor.clock import SystemClock
             from monitor.exporter import Metrics, disable_created_series
             from monitor.jobs.build import build_jobs
             from monitor.jobs.scheduler import JobScheduler
@@ -197,11 +201,6 @@ class DaemonRunner:
             log.info("startup: judge ready")
             self.store = store
             # One hourly budget for the stream and the jobs that call judges (rubric grading).
-            sampler = Sampler(
-                settings.sampling,
-                SystemClock(),
-                calls_per_turn=len(settings.effective_panel().primaries),
-            )
             jobs = JobScheduler(store, self.metrics)
             for job in build_jobs(
                 settings, store, self.metrics, SystemClock(), budget=sampler.budget

@@ -1,0 +1,52 @@
+"""The daemon's configuration, checked whole before any I/O.
+
+``prepare`` runs at the entrypoint, before the runner opens anything: before a Kafka consumer
+joins its group (a member that joins and then exits on a bad key makes the group rebalance
+twice) and before the store is migrated. It compiles what the pipeline compiles (sampling
+rules, redaction patterns), resolves every secret the configuration will use (judge keys,
+assistant tokens, the redaction key: read once, when the settings were built; asked for here),
+and checks every judge the stream, the rubric job and the baseline job will call. A problem is
+a ``ConfigError`` naming the setting; the command exits 2 with it.
+"""
+
+from __future__ import annotations
+
+from consumers.sampling import Sampler
+from monitor.clock import Clock
+from monitor.jobs.assistant_client import check_endpoint
+from monitor.judging.rubric_grader import require_llm_judge
+from monitor.settings import Settings
+
+
+def judges_in_use(settings: Settings) -> list[str]:
+    """Every judge the daemon will call: the panel's, the rubric grader, the pairwise judge."""
+    panel = settings.effective_panel()
+    names = [*panel.primaries, *([panel.arbiter] if panel.arbiter else [])]
+    if settings.rubric.enabled:
+        names.append(settings.rubric.judge or settings.judge)
+    if settings.baseline.enabled:
+        names.append(settings.baseline.judge)
+    return list(dict.fromkeys(names))
+
+
+def prepare(settings: Settings, clock: Clock) -> Sampler:
+    """Checks ``settings`` without I/O (ConfigError on the first problem; see the module);
+    the sampler, its rules compiled, with the hourly budget the stream and the judging jobs
+    share."""
+    for name in judges_in_use(settings):
+        settings.judge_config(name).resolve_api_key()
+    if settings.rubric.enabled:
+        name = settings.rubric.judge or settings.judge
+        require_llm_judge(name, settings.judge_config(name))
+    if settings.baseline.enabled:
+        for assistant in settings.baseline.assistants:
+            if assistant.endpoint is not None:
+                check_endpoint(assistant.endpoint)
+    if settings.redaction.active:
+        settings.redaction.policy()  # its patterns compile, its key is long enough
+    return Sampler(
+        settings.sampling, clock, calls_per_turn=len(settings.effective_panel().primaries)
+    )
+
+
+__all__ = ["judges_in_use", "prepare"]
