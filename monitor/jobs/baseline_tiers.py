@@ -31,7 +31,6 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -55,6 +54,7 @@ from monitor.reporting.elo import MatchResult, replay
 from monitor.settings import BaselineAssistantConfig, BaselineConfig, Settings
 from monitor.storage.matches import insert_matches, recent_turns
 from monitor.storage.store import Store
+from monitor.workers import DaemonThreadPool
 
 log = structlog.get_logger(__name__)
 
@@ -157,8 +157,12 @@ class BaselineTiersJob:
     def run_assistant(self, run_id: str, assistant: BaselineAssistantConfig) -> AssistantSummary:
         answers, failures = self._answers(assistant)
         tasks = [(answer, tier) for answer in answers for tier in TIERS]
-        with ThreadPoolExecutor(self._config.concurrency, "baseline-judge") as pool:
-            judged = list(pool.map(lambda task: self._compare(*task), tasks))
+        # Daemon threads: a run abandoned at a stop never holds the process (workers.py).
+        pool = DaemonThreadPool(self._config.concurrency, "baseline-judge")
+        try:
+            judged = [f.result() for f in [pool.submit(self._compare, *task) for task in tasks]]
+        finally:
+            pool.shutdown()
         refused = sum(1 for r in judged if r is None)
         if refused:
             log.info("baseline.budget_refused", assistant=assistant.name, pairs=refused)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import dataclass, field
 
 import structlog
@@ -49,6 +49,7 @@ from monitor.judging.rubric_prompt import (
 from monitor.judging.rubric_scoring import coverage, relevance
 from monitor.judging.rubric_set import RubricEntry
 from monitor.settings import JudgeConfig
+from monitor.workers import DaemonThreadPool
 
 _log = structlog.get_logger("monitor.judging.rubric_grader")
 
@@ -111,7 +112,7 @@ def require_llm_judge(name: str, config: JudgeConfig) -> None:
 
 
 class RubricGrader:
-    """Thread-safe. ``close()`` releases the HTTP pool and the worker threads."""
+    """Thread-safe. ``close()`` releases the HTTP pool and the worker threads, at once."""
 
     def __init__(
         self,
@@ -129,7 +130,8 @@ class RubricGrader:
         self.model = config.model
         self.max_passage_tokens = max_passage_tokens
         self._judge = OpenAIJudge(name, config, clock=clock)
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rubric")
+        # Daemon threads: a grading abandoned at a stop never holds the process (workers.py).
+        self._pool = DaemonThreadPool(concurrency, "rubric")
         self._warned: set[str] = set()
         self._warn_lock = threading.Lock()
 
@@ -141,7 +143,9 @@ class RubricGrader:
         )
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        # Never waits: questions not asked yet are cancelled, the ones being asked fail as the
+        # endpoint closes under them and nobody reads their results.
+        self._pool.shutdown()
         self._judge.close()
 
     def warn_if_unreviewed(self, entry: RubricEntry) -> bool:

@@ -321,8 +321,11 @@ class ScreenStep:
         self._next.join(deadline.remaining())
 
     def close(self) -> None:
+        # Never waits (the step protocol): batches not started are cancelled, and a batch a
+        # process is screening is bounded work (redaction's size bound) whose result nobody
+        # reads; the processes exit when it is done.
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         self._next.close()
 
