@@ -28,6 +28,7 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     ├── StorageError                database unreachable or a write failed
     │   └── UnstorableRow           the database refuses one row's data (permanent, never retried)
     ├── SchemaMissing               the database has no casewatch schema (`casewatch db upgrade`)
+    ├── LeaseLost                   a job's lease moved elsewhere mid-run: its save is refused
     ├── TransportError              the turn source or dead-letter sink failed (paused, retried)
     │   ├── BrokerError             Kafka unreachable or a commit failed
     │   │   └── OffsetsNotCommitted the daemon stopped but its final commit failed
@@ -299,6 +300,11 @@ def validation_error_lines(exc: ValidationError, limit: int | None = None) -> li
 
 class SchemaMissing(CasewatchError):
     """The database has no casewatch schema yet (``casewatch db upgrade`` never ran)."""
+
+
+class LeaseLost(CasewatchError):
+    """A scheduled job's lease is no longer this replica's (it lapsed and another took it):
+    what the run computed is not saved, so two replicas never both write the job's state."""
 
 
 class TooLargeToRedact(CasewatchError):

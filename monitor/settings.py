@@ -498,6 +498,13 @@ class DriftConfig(_Section):
 
 
 # --- detection: sequential detection of quality regressions ---
+# The false-alarm budget's bounds: below a quarter hour the detectors would page on noise; past
+# ten years the thresholds only grow (and the calibration's chain with them) for no gain.
+MIN_FALSE_ALARM_DAYS = 0.01
+MAX_FALSE_ALARM_DAYS = 3650.0
+MAX_SHIFT = 20.0  # a larger multiple is detected by the largest CUSUM of the grid anyway
+
+
 class DetectionConfig(_Section):
     """Bernoulli CUSUMs per assistant and signal, run by a short-interval job on the lease."""
 
@@ -505,14 +512,17 @@ class DetectionConfig(_Section):
     interval_seconds: float = Field(default=15.0, gt=0, description="How often the job runs.")
     false_alarm_days: float = Field(
         default=30.0,
-        gt=0,
-        description="At most one false alarm per this many days for the whole deployment.",
+        ge=MIN_FALSE_ALARM_DAYS,
+        le=MAX_FALSE_ALARM_DAYS,
+        description="At most one false alarm per this many days for the whole deployment "
+        f"({MIN_FALSE_ALARM_DAYS:g} to {MAX_FALSE_ALARM_DAYS:g}).",
     )
     shifts: list[float] = Field(
         default_factory=lambda: [1.5, 2.0, 3.0, 5.0],
         min_length=1,
         max_length=8,
-        description="Regressions watched for, as multiples of the baseline rate (each > 1).",
+        description="Regressions watched for, as multiples of the baseline rate (each > 1 "
+        f"and <= {MAX_SHIFT:g}, distinct, at most 8).",
     )
     reference_window_seconds: float = Field(
         default=7 * 86400.0, gt=0, description="The baseline rate's window, ending the gap ago."
@@ -521,10 +531,15 @@ class DetectionConfig(_Section):
         default=3600.0, ge=0, description="Between the reference window's end and now."
     )
     baseline_refresh_seconds: float = Field(
-        default=600.0, gt=0, description="How often baselines and thresholds are recomputed."
+        default=600.0,
+        gt=0,
+        description="How often every assistant's reference baseline is read again; detectors "
+        "not armed yet are rechecked on every run, and pinned baselines need no reference.",
     )
     min_reference_turns: int = Field(
-        default=500, ge=10, description="Fewer judged turns in the reference: not armed."
+        default=500,
+        ge=10,
+        description="Fewer judged turns in the reference window: not armed (unless pinned).",
     )
     overlap_seconds: float = Field(
         default=120.0,
@@ -534,14 +549,18 @@ class DetectionConfig(_Section):
     )
     baselines: dict[str, dict[str, float]] = Field(
         default_factory=dict,
-        description="Pinned baseline rates: {assistant: {signal: rate}} (signal: turn_severe "
-        "or <metric>_severe).",
+        description="Pinned baseline rates, armed at once: {assistant: {signal: rate}} (signal: "
+        "turn_severe or <critical metric>_severe).",
     )
 
     @model_validator(mode="after")
     def _check(self) -> DetectionConfig:
-        if any(c <= 1.0 for c in self.shifts) or len(set(self.shifts)) != len(self.shifts):
-            raise ValueError(f"shifts must be distinct multiples > 1, got {self.shifts}")
+        if len(set(self.shifts)) != len(self.shifts) or any(
+            not 1.0 < c <= MAX_SHIFT for c in self.shifts
+        ):
+            raise ValueError(
+                f"shifts must be distinct multiples > 1 and <= {MAX_SHIFT:g}, got {self.shifts}"
+            )
         for assistant, rates in self.baselines.items():
             for signal, rate in rates.items():
                 if not 0.0 < rate < 1.0:
@@ -671,6 +690,15 @@ class Settings(BaseSettings):
         bad = [m for m in self.critical_metrics if m not in METRICS]
         if bad:
             raise ValueError(f"critical_metrics: unknown metric(s) {', '.join(bad)}")
+        # A pinned baseline for a signal no detector watches would be silently ignored.
+        watched = {"turn_severe", *(f"{m}_severe" for m in self.critical_metrics)}
+        for assistant, rates in self.detection.baselines.items():
+            for signal in rates:
+                if signal not in watched:
+                    raise ValueError(
+                        f"detection.baselines.{assistant}.{signal}: not a watched signal; "
+                        f"watched: {', '.join(sorted(watched))}"
+                    )
         names = self.judge_names()
         if self.judge not in names:
             raise ValueError(f"judge {self.judge!r} is not configured; known: {', '.join(names)}")

@@ -1,7 +1,9 @@
 """``casewatch detect``: the sequential detectors' state as the daemon's job last stored it.
 
 Read-only: reads ``detector_states`` from ``storage.url`` (every replica's verdicts went into
-it through the job on the lease) and prints one line per (assistant, signal), or JSON.
+it through the job on the lease) and prints one line per (assistant, signal), or JSON (times to
+the millisecond; for an alarm, the shift whose CUSUM raised it and the observations since the
+change point). The rows are parsed by the job's own serializer (``DetectorState``).
 Operator errors (bad config, unreachable or unmigrated database) print one message and exit 2.
 """
 
@@ -16,6 +18,7 @@ import click
 
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
+from monitor.reporting.detector_state import DetectorState
 from monitor.reporting.judge_change import JudgeChange, judge_change
 from monitor.settings import load_settings
 from monitor.storage import canary_runs
@@ -24,29 +27,41 @@ from monitor.storage.store import Store
 
 
 def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat(timespec="seconds")
+    # Milliseconds: an alarm and its change point are often seconds apart.
+    return None if value is None else value.isoformat(timespec="milliseconds")
 
 
-def _doc(row: dict[str, Any]) -> dict[str, Any]:
-    cal = (row["state"] or {}).get("calibration")
+def _doc(d: DetectorState) -> dict[str, Any]:
+    cal = d.calibration
+    latched = d.latched
     return {
-        "assistant": row["assistant"],
-        "signal": row["signal"],
-        "armed": row["armed"],
-        "baseline_rate": row["baseline_rate"],
-        "baseline_source": row["baseline_source"],
-        "reference_turns": row["reference_turns"],
-        "turn_rate_per_s": row["turn_rate"],
-        "statistic": row["statistic"],
-        "alarm": row["alarm"],
-        "alarm_at": _iso(row["alarm_at"]),
-        "change_point": _iso(row["change_point"]),
-        "rate_since_change": row["rate_since"],
-        "observations": row["observations"],
+        "assistant": d.assistant,
+        "signal": d.signal.name,
+        "armed": d.armed,
+        "baseline_rate": d.baseline_rate,
+        "baseline_source": d.baseline_source,
+        "reference_turns": d.reference_turns,
+        "turn_rate_per_s": d.turn_rate,
+        "statistic": d.statistic,
+        "alarm": latched is not None,
+        "alarm_at": _iso(d.alarm_at if latched is not None else None),
+        "change_point": _iso(d.change_point),
+        "alarm_shift": None if latched is None else latched.shift,
+        "alarm_p1": None
+        if latched is None or cal is None
+        else cal.rates[d.detector.shifts.index(latched.shift)],
+        "observations_since_change": None if latched is None else latched.observations_since,
+        "severe_since_change": None if latched is None else latched.severe_since,
+        "rate_since_change": None if latched is None else latched.rate_since,
+        "observations": d.observations,
         "thresholds": None
-        if not cal
-        else [{"p1": p1, "h": h} for p1, h in zip(cal["rates"], cal["thresholds"], strict=True)],
-        "updated_at": _iso(row["updated_at"]),
+        if cal is None
+        else [
+            {"shift": c, "p1": p1, "h": h}
+            for c, p1, h in zip(d.detector.shifts, cal.rates, cal.thresholds, strict=True)
+        ],
+        "calibrated_at": _iso(d.calibrated_at),
+        "updated_at": _iso(d.updated_at),
     }
 
 
@@ -72,7 +87,11 @@ def _line(d: dict[str, Any]) -> list[str]:
     if not d["armed"]:
         state = f"NOT ARMED ({d['reference_turns']} reference turns)"
     elif d["alarm"]:
-        state = f"ALARM since {d['change_point']} ({_pct(d['rate_since_change'])} since)"
+        state = (
+            f"ALARM since {d['change_point']} ({d['alarm_shift']:g}x shift; "
+            f"{d['severe_since_change']} of {d['observations_since_change']} severe, "
+            f"{_pct(d['rate_since_change'])})"
+        )
     else:
         state = "watching"
     return [
@@ -107,7 +126,11 @@ def detect_command(config_file: Path | None, assistant: str | None, as_json: boo
             store.close()
     except CasewatchError as exc:
         fail(str(exc))
-    docs = [_doc(r) for r in rows if assistant is None or r["assistant"] == assistant]
+    docs = [
+        _doc(DetectorState.from_row(r))
+        for r in rows
+        if assistant is None or r["assistant"] == assistant
+    ]
     if as_json:
         out = {"detectors": docs, "judge_change": judge.to_dict()}
         click.echo(json.dumps(out, indent=2, allow_nan=False))

@@ -27,6 +27,7 @@ import structlog
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from monitor.demo.alerts import DemoAlerts, find_rules
+from monitor.demo.baselines import pin_baselines
 from monitor.demo.examples import MALFORMED, find_examples, load_examples
 from monitor.demo.producer import PRODUCER_STOP_S, ReplayProducer
 from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
@@ -205,10 +206,14 @@ class Demo:
             create_topics(
                 bootstrap, [DEMO_TOPIC], DEMO_PARTITIONS, dlq_suffix=settings.kafka.dlq_suffix
             )
-            self._runner = DaemonRunner(settings, self.registry).start()
             if self.options.regression_after_s is not None:
                 self._regression = plan_regression(docs, load_flaws(examples.parent / FLAWS_FILE))
             replayed = self._regression.healthy if self._regression is not None else docs
+            # The detectors arm on the healthy replay's own rates (a fresh database has no
+            # reference window), so the injected regression is what they page on.
+            settings = pin_baselines(settings, replayed)
+            self.settings = settings
+            self._runner = DaemonRunner(settings, self.registry).start()
             self._producer = ReplayProducer(bootstrap, DEMO_TOPIC, replayed, self.options.rate)
             self._producer.start()
             alerting = "  alerts:   off (--no-alerts)"
@@ -239,10 +244,27 @@ class Demo:
             f"  metrics:  {self.metrics_url}   (also /healthz and /readyz)\n"
             f"  database: {self.db_path}\n"
             f"{alerting}\n"
+            f"{self._describe_detectors(settings)}\n"
             f"{self._describe_regression()}\n"
             f"  Ctrl-C to stop; a summary every {self.options.summary_interval_s:g} s"
         )
         return self
+
+    def _describe_detectors(self, settings: Settings) -> str:
+        pinned = settings.detection.baselines
+        if not settings.detection.enabled:
+            return "  detectors: off (detection.enabled is false)"
+        if not pinned:
+            return (
+                "  detectors: not armed until each assistant has "
+                f"{settings.detection.min_reference_turns} judged turns in its reference window "
+                "(pin detection.baselines to arm them at once)"
+            )
+        rates = ", ".join(f"{a} {r.get('turn_severe', 0.0):.1%}" for a, r in sorted(pinned.items()))
+        return (
+            f"  detectors: armed at once on baselines pinned from one healthy loop "
+            f"(severe turns: {rates})"
+        )
 
     def _describe_regression(self) -> str:
         plan, after = self._regression, self.options.regression_after_s

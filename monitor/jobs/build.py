@@ -22,9 +22,11 @@ def build_jobs(
     clock: Clock,
     *,
     budget: Budget | None = None,
+    lease_owner: str | None = None,
 ) -> list[Job]:
     """``budget``: the daemon's hourly judge budget (its sampler's), which jobs calling a judge
-    charge; without one they get their own buckets from ``settings.sampling``."""
+    charge; without one they get their own buckets from ``settings.sampling``.
+    ``lease_owner``: the scheduler's owner id, on which jobs that save state fence their saves."""
     jobs: list[Job] = []
     storage = settings.storage
     if storage.retention_days is not None:
@@ -77,6 +79,7 @@ def build_jobs(
                 store,
                 DetectionRecorder(metrics),
                 clock=clock,
+                lease_owner=lease_owner,
             )
         )
     if settings.baseline.enabled:

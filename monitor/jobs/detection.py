@@ -1,144 +1,59 @@
 """The detection job: every verdict since the cursor into each assistant's sequential detectors.
 
-Signals per assistant: ``turn_severe`` (the judged turn's band is severe) and one
-``<metric>_severe`` per critical metric. ``judge_failed`` verdicts are read (the cursor passes
-them) but are not observations. Every ``baseline_refresh_seconds`` the baselines are recomputed
-from the reference window (the ``reference_window_seconds`` ending ``reference_gap_seconds``
-ago, so a regression under way is not yet in its own baseline) or taken from the pinned rates,
-and every detector's thresholds are calibrated for the deployment's false-alarm budget
-(``monitor.reporting.detection.calibrate``: union bound over every armed CUSUM). A detector with
-fewer than ``min_reference_turns`` reference turns is not armed: exported as armed = 0, never as
-"no regression". A detector holding an alarm keeps its baseline frozen until the alarm clears
-(the regression must not become its own baseline).
+Signals per assistant (``monitor.reporting.detection_signals``): the judged turn severe, and
+each critical metric severe. ``judge_failed`` verdicts are read (the cursor passes them) but are
+not observations.
 
-After an alarm: the CUSUMs restart from zero and the detector stays in alarm until a reverse
-CUSUM shows the rate back at the baseline (see ``Detector``), so one regression pages once.
+Each run, before feeding the new verdicts:
+
+- baselines (``monitor.reporting.baseline_policy``): a pinned rate arms its detector at once;
+  otherwise the reference window's rate (the ``reference_window_seconds`` ending
+  ``reference_gap_seconds`` ago, so a regression under way is not yet in its own baseline), read
+  for every assistant every ``baseline_refresh_seconds`` and, for assistants with a detector not
+  armed yet, on every run (so a detector arms within one interval of having its reference);
+- thresholds (``monitor.reporting.cusum_calibration``): calibrated for the deployment's
+  false-alarm budget (union bound over every armed CUSUM) at the judged-turn rate each
+  assistant's detectors are fed now, measured from the store (every replica's verdicts), so the
+  budget holds in days whatever the traffic. Thresholds are cached: a run that changes nothing
+  costs a lookup per CUSUM.
+
+A detector holding an alarm keeps its baseline and thresholds frozen until the alarm clears (the
+regression must not become its own baseline). After an alarm the CUSUMs restart from zero and
+the detector stays in alarm until a reverse CUSUM shows the rate back at the baseline (see
+``Detector``), so one regression pages once.
+
 State and cursor are in the store (``detector_states``, ``detector_cursor``), written in one
-transaction per run: a restart or a lease moving to another replica continues the statistics.
+transaction per run, through one serializer (``monitor.reporting.detector_state``): a restart or
+a lease moving to another replica continues the statistics. Under the scheduler the save is
+fenced on the job's lease: a replica whose lease lapsed mid-run (and was taken) saves nothing.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import structlog
 
 from monitor.clock import Clock, SystemClock
 from monitor.jobs.recorders import DetectionRecorder
-from monitor.reporting.cusum_calibration import Calibration, calibrate
-from monitor.reporting.detection import Detector
+from monitor.reporting import baseline_policy as policy
+from monitor.reporting.cusum_calibration import calibrate
+from monitor.reporting.detection_signals import Signal, signals
+from monitor.reporting.detector_state import DetectorState
 from monitor.settings import DetectionConfig
 from monitor.storage import detection_queries as q
 from monitor.storage.store import Store
 
 log = structlog.get_logger(__name__)
 
-TURN_SIGNAL = "turn_severe"
-MIN_RATE_SPAN_S = 3600.0  # a reference rate is measured over at least an hour
-
-
-def signals(critical_metrics: list[str]) -> list[str]:
-    return [TURN_SIGNAL, *(f"{m}_severe" for m in critical_metrics)]
-
-
-def _ts(value: datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
-
-
-def _dt(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
-
-
-@dataclass
-class DetectorRow:
-    """One (assistant, signal) as stored: baseline, calibration and the detector itself."""
-
-    assistant: str
-    signal: str
-    armed: bool
-    baseline_rate: float | None
-    baseline_source: str
-    reference_turns: int
-    turn_rate: float | None
-    calibration: Calibration | None
-    detector: Detector
-    observations: int
-    calibrated_at: datetime | None
-    alarm_at: datetime | None
-
-    @classmethod
-    def new(cls, assistant: str, signal: str, shifts: tuple[float, ...]) -> DetectorRow:
-        return cls(
-            assistant, signal, False, None, "none", 0, None, None, Detector(shifts), 0, None, None
-        )
-
-    @classmethod
-    def load(cls, row: dict[str, Any], shifts: tuple[float, ...]) -> DetectorRow:
-        state = dict(row["state"])
-        cal = state.get("calibration")
-        calibration = None
-        if cal and len(cal["thresholds"]) == len(shifts) and state.get("shifts") == list(shifts):
-            calibration = Calibration(
-                float(cal["p0"]), tuple(cal["rates"]), tuple(cal["thresholds"])
-            )
-        detector = Detector.from_dict(
-            shifts, state.get("detector") if state.get("shifts") == list(shifts) else None
-        )
-        return cls(
-            row["assistant"],
-            row["signal"],
-            bool(row["armed"]) and calibration is not None,
-            row["baseline_rate"],
-            row["baseline_source"],
-            int(row["reference_turns"]),
-            row["turn_rate"],
-            calibration,
-            detector,
-            int(row["observations"]),
-            row["calibrated_at"] if calibration is not None else None,
-            row["alarm_at"],
-        )
-
-    @property
-    def statistic(self) -> float:
-        if self.calibration is None:
-            return 0.0
-        return self.detector.statistic(self.calibration)
-
-    def to_row(self, now: datetime) -> dict[str, Any]:
-        cal = self.calibration
-        latched = self.detector.latched
-        return {
-            "assistant": self.assistant,
-            "signal": self.signal,
-            "armed": self.armed,
-            "baseline_rate": self.baseline_rate,
-            "baseline_source": self.baseline_source,
-            "reference_turns": self.reference_turns,
-            "turn_rate": self.turn_rate,
-            "statistic": self.statistic,
-            "alarm": latched is not None,
-            "alarm_at": self.alarm_at if latched is not None else None,
-            "change_point": None if latched is None else _dt(latched.change_point),
-            "rate_since": None if latched is None else latched.rate_since,
-            "observations": self.observations,
-            "calibrated_at": self.calibrated_at,
-            "state": {
-                "shifts": list(self.detector.shifts),
-                "calibration": None
-                if cal is None
-                else {"p0": cal.p0, "rates": list(cal.rates), "thresholds": list(cal.thresholds)},
-                "detector": self.detector.to_dict(),
-            },
-            "updated_at": now,
-        }
+JOB_NAME = "detection"
+Key = tuple[str, Signal]
 
 
 class DetectionJob:
-    name = "detection"
+    name = JOB_NAME
 
     def __init__(
         self,
@@ -148,7 +63,10 @@ class DetectionJob:
         gauges: DetectionRecorder | None,
         *,
         clock: Clock | None = None,
+        lease_owner: str | None = None,
     ) -> None:
+        """``lease_owner``: the scheduler's owner id; saves are then refused once another
+        replica holds the job's lease (None: unfenced, for a run outside the scheduler)."""
         self._cfg = config
         self._metrics = list(critical_metrics)
         self._signals = signals(self._metrics)
@@ -156,6 +74,8 @@ class DetectionJob:
         self._store = store
         self._gauges = gauges
         self._clock = clock or SystemClock()
+        self._lease_owner = lease_owner
+        self._refreshed_at: datetime | None = None
         self.interval_seconds = config.interval_seconds
         self.alarms_raised = 0  # this process's count, for logs and tests
 
@@ -165,101 +85,118 @@ class DetectionJob:
     def run(self) -> None:
         self.run_once()
 
-    def run_once(self) -> list[DetectorRow]:
+    def run_once(self) -> list[DetectorState]:
         now = datetime.fromtimestamp(self._clock.time(), tz=UTC)
         cfg = self._cfg
         cursor = q.read_cursor(self._store)
-        rows = {
-            (r["assistant"], r["signal"]): DetectorRow.load(r, self._shifts)
-            for r in q.read_states(self._store)
-        }
+        rows = self._load()
         read = q.read_new(self._store, cursor, cfg.overlap_seconds, self._metrics, start=now)
         # The first run starts the cursor: what was stored before it is history (the
         # baseline's), read only to be marked seen.
         observed = read if cursor.position is not None else []
-        for o in read:
-            for signal in self._signals:
-                rows.setdefault(
-                    (o.assistant, signal), DetectorRow.new(o.assistant, signal, self._shifts)
-                )
-        if self._refresh_due(rows, now):
-            self._recalibrate(rows, now)
+        for name in {o.assistant for o in read} | set(cfg.baselines):
+            self._add(rows, name, now)
+        self._refresh_baselines(rows, now)
+        self._calibrate(rows, now)
         self._observe(rows, observed, now)
         new_cursor = q.advance(cursor, read, cfg.overlap_seconds)
         if new_cursor.position is None:
             new_cursor.position = now  # nothing yet: start here, never replay history later
-        q.save(self._store, (r.to_row(now) for r in rows.values()), new_cursor, now)
+        fence = None
+        if self._lease_owner is not None:  # the lease as it is now, not at the run's start
+            at = datetime.fromtimestamp(self._clock.time(), tz=UTC)
+            fence = q.Fence(JOB_NAME, self._lease_owner, at)
+        q.save(self._store, (r.to_row(now) for r in rows.values()), new_cursor, now, fence=fence)
         self._export(rows.values(), now)
-        return sorted(rows.values(), key=lambda r: (r.assistant, r.signal))
+        return sorted(rows.values(), key=lambda r: (r.assistant, r.signal.name))
 
-    def _refresh_due(self, rows: dict[tuple[str, str], DetectorRow], now: datetime) -> bool:
-        every = timedelta(seconds=self._cfg.baseline_refresh_seconds)
-        stale = (r.calibrated_at is None or now - r.calibrated_at >= every for r in rows.values())
-        return not rows or any(stale)
+    def _load(self) -> dict[Key, DetectorState]:
+        watched = set(self._signals)
+        rows = {}
+        for raw in q.read_states(self._store):
+            state = DetectorState.from_row(raw, self._shifts)
+            if state.signal in watched:  # a metric no longer critical is no longer watched
+                rows[state.key] = state
+        return rows
 
-    def _recalibrate(self, rows: dict[tuple[str, str], DetectorRow], now: datetime) -> None:
+    def _add(self, rows: dict[Key, DetectorState], assistant: str, now: datetime) -> None:
+        """The detectors of an assistant seen for the first time; pinned ones armed at once."""
+        pinned = self._cfg.baselines.get(assistant, {})
+        for signal in self._signals:
+            if (assistant, signal) in rows:
+                continue
+            row = DetectorState.new(assistant, signal, self._shifts)
+            if (rate := pinned.get(signal.name)) is not None:
+                row.apply(policy.choose_baseline(rate, 0, 0, self._cfg.min_reference_turns))
+            rows[(assistant, signal)] = row
+
+    def _refresh_baselines(self, rows: dict[Key, DetectorState], now: datetime) -> None:
         cfg = self._cfg
+        unarmed = {r.assistant for r in rows.values() if r.baseline_rate is None and not r.frozen}
+        due = policy.reference_refresh_due(
+            self._refreshed_at, now, cfg.baseline_refresh_seconds, any_unarmed=bool(unarmed)
+        )
+        if due == "none":
+            return
         end = now - timedelta(seconds=cfg.reference_gap_seconds)
         start = end - timedelta(seconds=cfg.reference_window_seconds)
-        counts = q.reference_counts(self._store, start, end, self._metrics)
-        for name in counts:
-            for signal in self._signals:
-                rows.setdefault((name, signal), DetectorRow.new(name, signal, self._shifts))
-        plans: list[tuple[DetectorRow, float, float]] = []
+        names = None if due == "all" else unarmed
+        counts = q.reference_counts(self._store, start, end, self._metrics, names)
+        if due == "all":
+            self._refreshed_at = now
+            for name in counts:
+                self._add(rows, name, now)
         for row in rows.values():
+            if names is not None and row.assistant not in names:
+                continue
             ref = counts.get(row.assistant)
             n = 0 if ref is None else ref.turns
             row.reference_turns = n
-            row.calibrated_at = now
-            pinned = cfg.baselines.get(row.assistant, {}).get(row.signal)
-            if ref is None or n < cfg.min_reference_turns or ref.first is None:
-                if row.detector.latched is None:
-                    row.armed, row.calibration = False, None
-                    row.baseline_rate = pinned
-                    row.baseline_source = "pinned" if pinned is not None else "none"
-                continue
-            span = max((end - ref.first).total_seconds(), MIN_RATE_SPAN_S)
-            row.turn_rate = n / span
-            if row.detector.latched is not None and row.calibration is not None:
-                continue  # frozen while in alarm
-            if pinned is not None:
-                p0, row.baseline_source = pinned, "pinned"
-            else:
-                x = (
-                    ref.severe_turns
-                    if row.signal == TURN_SIGNAL
-                    else ref.severe_metrics.get(row.signal.removesuffix("_severe"), 0)
-                )
-                # Half a severe turn added: a clean reference still has a positive rate.
-                p0, row.baseline_source = (x + 0.5) / (n + 1), "reference"
-            plans.append((row, p0, row.turn_rate))
-        detectors = max(1, len(plans) + sum(1 for r in rows.values() if r.detector.latched)) * len(
-            self._shifts
+            severe = 0
+            if ref is not None:
+                metric = row.signal.metric
+                severe = ref.severe_turns if metric is None else ref.severe_metrics.get(metric, 0)
+            pinned = cfg.baselines.get(row.assistant, {}).get(row.signal.name)
+            row.apply(policy.choose_baseline(pinned, n, severe, cfg.min_reference_turns))
+
+    def _calibrate(self, rows: dict[Key, DetectorState], now: datetime) -> None:
+        """Thresholds for every armed detector at its assistant's live judged-turn rate."""
+        cfg = self._cfg
+        live = q.live_counts(
+            self._store,
+            now - timedelta(seconds=policy.RATE_WINDOW_S),
+            now - timedelta(seconds=policy.BURST_WINDOW_S),
         )
-        for row, p0, rate in plans:
-            row.calibration = calibrate(
-                p0,
+        watched = [r for r in rows.values() if r.baseline_rate is not None or r.frozen]
+        cusums = max(1, len(watched)) * len(self._shifts)
+        for row in watched:
+            if row.frozen or row.baseline_rate is None:
+                continue
+            c = live.get(row.assistant)
+            measured = 0.0 if c is None else policy.measured_rate(c.turns, c.first, c.recent, now)
+            rate = policy.calibration_rate(row.turn_rate, measured)
+            calibration = calibrate(
+                row.baseline_rate,
                 self._shifts,
                 false_alarm_days=cfg.false_alarm_days,
                 rate_per_s=rate,
-                detectors=detectors,
+                detectors=cusums,
             )
-            row.baseline_rate, row.armed = p0, True
+            if calibration != row.calibration:
+                row.calibration, row.calibrated_at = calibration, now
+            row.turn_rate, row.armed = rate, True
 
     def _observe(
-        self, rows: dict[tuple[str, str], DetectorRow], read: list[q.Observation], now: datetime
+        self, rows: dict[Key, DetectorState], read: list[q.Observation], now: datetime
     ) -> None:
-        per: dict[tuple[str, str], tuple[list[bool], list[float]]] = defaultdict(lambda: ([], []))
+        per: dict[Key, tuple[list[bool], list[float]]] = defaultdict(lambda: ([], []))
         for o in read:
             if not o.ok:
                 continue
             t = o.event_timestamp.timestamp()
             for signal in self._signals:
                 xs, ts = per[(o.assistant, signal)]
-                if signal == TURN_SIGNAL:
-                    xs.append(o.turn_severe)
-                else:
-                    xs.append(signal.removesuffix("_severe") in o.severe_metrics)
+                xs.append(signal.severe(o.turn_severe, o.severe_metrics))
                 ts.append(t)
         for key, (xs, ts) in per.items():
             row = rows[key]
@@ -275,16 +212,17 @@ class DetectionJob:
                 log.warning(
                     "quality regression detected",
                     assistant=row.assistant,
-                    signal=row.signal,
+                    signal=row.signal.name,
                     baseline_rate=row.baseline_rate,
+                    shift=None if latched is None else latched.shift,
                     rate_since=None if latched is None else latched.rate_since,
-                    change_point=None if latched is None else _dt(latched.change_point),
+                    change_point=row.change_point,
                 )
             elif was and row.detector.latched is None:
                 row.alarm_at = None
-                log.info("quality regression over", assistant=row.assistant, signal=row.signal)
+                log.info("quality regression over", assistant=row.assistant, signal=row.signal.name)
 
-    def _export(self, rows: Any, now: datetime) -> None:
+    def _export(self, rows: Iterable[DetectorState], now: datetime) -> None:
         g = self._gauges
         if g is None:
             return
@@ -292,7 +230,7 @@ class DetectionJob:
             latched = r.detector.latched
             g.record(
                 r.assistant,
-                r.signal,
+                r.signal.name,
                 armed=r.armed,
                 statistic=r.statistic,
                 alarm=latched is not None,

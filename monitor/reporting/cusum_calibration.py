@@ -10,6 +10,13 @@ the Brook-Evans Markov chain (Brook & Evans 1972): the increments are put on an 
 (the ratio LLR(1)/-LLR(0) approximated by a fraction, so the chain is that of the CUSUM up to a
 relative error < 1e-4 in one increment) and ARL = (I - Q)^-1 1 is one sparse solve. Lorden's
 bound h = ln(ARL0) is far more conservative; a test checks the chain against simulation.
+
+The cost is bounded whatever the inputs: a chain is solved only up to ``_MAX_CHAIN_STATES``
+states (the sparse solve's time and memory grow with them: ~0.3 s and ~30 MB at the bound). A
+baseline so small (a clean metric over a long reference) or a target so long that the lattice
+would need more falls back to Lorden's bound, which always holds (ARL0 >= e^h): such a detector
+pages later than it could, never more often than allowed.
+Thresholds are cached (``lru_cache``, bounded), so recalibrating every run costs a lookup.
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ SECONDS_PER_DAY = 86400.0
 # against simulation in the tests) and coarse enough that one threshold takes ~50 ms.
 _MAX_DENOMINATOR = 100
 _MAX_STATES = 10_000
+# Past this many states (when even the coarsest lattice keeping the step ratio needs more) the
+# threshold is Lorden's bound instead of the chain's.
+_MAX_CHAIN_STATES = 40_000
 
 
 def shifted_rate(p0: float, shift: float) -> float:
@@ -70,6 +80,13 @@ def _lattice(a: float, b: float, h: float) -> _Lattice:
     return _Lattice(up, down, -b / down)
 
 
+def _chain_fits(a: float, b: float, h: float) -> bool:
+    """Whether the chain for threshold ``h`` stays within the work bound."""
+    lat = _lattice(a, b, h)
+    states = math.ceil(h / lat.unit - 1e-9)
+    return states <= _MAX_CHAIN_STATES
+
+
 def arl(p: float, p0: float, p1: float, h: float) -> float:
     """Average run length (observations) of the CUSUM for p0 -> p1 with threshold h, started
     at zero, when each observation is severe with probability ``p`` (Brook-Evans chain)."""
@@ -98,12 +115,14 @@ def in_control_arl(p0: float, p1: float, h: float) -> float:
 @lru_cache(maxsize=4096)
 def _threshold_cached(p0: float, p1: float, log_arl0: float) -> float:
     target = math.exp(log_arl0)
-    a, _b = increments(p0, p1)
+    a, b = increments(p0, p1)
 
     def gap(h: float) -> float:
         return math.log(in_control_arl(p0, p1, h)) - log_arl0
 
     hi = max(log_arl0, a)  # Lorden: ARL0 >= e^h, so h = ln(ARL0) is already enough
+    if not _chain_fits(a, b, hi):
+        return hi  # too large a chain to solve within the bound: Lorden's bound holds anyway
     lo = hi / 16.0
     while gap(lo) > 0 and lo > 1e-6:
         lo /= 2.0

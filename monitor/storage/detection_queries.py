@@ -16,13 +16,14 @@ so a crash between the two cannot double-count either.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
+from monitor.storage.leases import require_lease
 from monitor.storage.store import Store
 from monitor.storage.tables import detector_cursor, detector_states, turns, verdicts
 
@@ -55,6 +56,24 @@ class ReferenceCounts:
     severe_metrics: dict[str, int]
     first: datetime | None  # earliest event timestamp in the window
     last: datetime | None
+
+
+@dataclass(frozen=True)
+class LiveCounts:
+    """Judged ok turns of one assistant stored in the rate window, and in the burst window."""
+
+    turns: int
+    first: datetime | None  # the earliest stored_at among them
+    recent: int
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Save only if ``owner`` holds ``job``'s lease at ``at`` (``leases.require_lease``)."""
+
+    job: str
+    owner: str
+    at: datetime
 
 
 def read_cursor(store: Store) -> Cursor:
@@ -131,10 +150,14 @@ def advance(cursor: Cursor, read: Iterable[Observation], overlap_s: float) -> Cu
 
 
 def reference_counts(
-    store: Store, start: datetime, end: datetime, metrics: Sequence[str]
+    store: Store,
+    start: datetime,
+    end: datetime,
+    metrics: Sequence[str],
+    assistants: Collection[str] | None = None,
 ) -> dict[str, ReferenceCounts]:
-    """Per assistant, judged ok turns (and severe ones, per metric) with an event timestamp in
-    [start, end)."""
+    """Per assistant (of ``assistants``, None: all), judged ok turns (and severe ones, per
+    metric) with an event timestamp in [start, end)."""
     severe = [
         sa.func.sum(
             sa.case((verdicts.c.metric_bands[m].as_string() == "severe", 1), else_=0)
@@ -158,6 +181,8 @@ def reference_counts(
         )
         .group_by(turns.c.assistant_name)
     )
+    if assistants is not None:
+        query = query.where(turns.c.assistant_name.in_(sorted(assistants)))
     out = {}
     with store.transaction(write=False) as conn:
         for r in conn.execute(query):
@@ -172,6 +197,27 @@ def reference_counts(
     return out
 
 
+def live_counts(store: Store, since: datetime, recent_since: datetime) -> dict[str, LiveCounts]:
+    """Per assistant, judged ok turns stored since ``since`` (and since ``recent_since``): the
+    rate the detectors are fed, whatever replica stored them."""
+    query = (
+        sa.select(
+            turns.c.assistant_name,
+            sa.func.count().label("n"),
+            sa.func.min(verdicts.c.stored_at).label("first"),
+            sa.func.sum(sa.case((verdicts.c.stored_at >= recent_since, 1), else_=0)).label("r"),
+        )
+        .select_from(verdicts.join(turns, turns.c.event_id == verdicts.c.event_id))
+        .where(verdicts.c.stored_at >= since, verdicts.c.status == "ok")
+        .group_by(turns.c.assistant_name)
+    )
+    with store.transaction(write=False) as conn:
+        return {
+            str(r.assistant_name): LiveCounts(int(r.n), r.first, int(r.r or 0))
+            for r in conn.execute(query)
+        }
+
+
 def read_states(store: Store) -> list[dict[str, Any]]:
     with store.transaction(write=False) as conn:
         query = sa.select(detector_states).order_by(
@@ -180,10 +226,20 @@ def read_states(store: Store) -> list[dict[str, Any]]:
         return [dict(r._mapping) for r in conn.execute(query)]
 
 
-def save(store: Store, states: Iterable[Mapping[str, Any]], cursor: Cursor, now: datetime) -> None:
-    """Upsert the detectors' rows and the cursor in one transaction."""
+def save(
+    store: Store,
+    states: Iterable[Mapping[str, Any]],
+    cursor: Cursor,
+    now: datetime,
+    *,
+    fence: Fence | None = None,
+) -> None:
+    """Upsert the detectors' rows and the cursor in one transaction; with a ``fence``, only
+    while its owner holds the job's lease (``LeaseLost`` otherwise, nothing written)."""
     rows = [dict(s) for s in states]
-    with store.transaction(write=True) as conn:
+    with store.transaction(write=True, action="saving the detectors' state") as conn:
+        if fence is not None:
+            require_lease(conn, fence.job, fence.owner, fence.at)
         if rows:
             keys = [c.name for c in detector_states.c if c.name not in ("assistant", "signal")]
             conn.execute(store.upsert(detector_states, ["assistant", "signal"], keys), rows)

@@ -11,8 +11,26 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from monitor.errors import LeaseLost
 from monitor.storage.store import Store
 from monitor.storage.tables import job_leases
+
+
+def require_lease(conn: sa.Connection, job: str, owner: str, now: datetime) -> None:
+    """Inside a writing transaction: raise ``LeaseLost`` unless ``owner`` holds ``job``'s
+    unexpired lease. On PostgreSQL the lease row is locked until the transaction ends, so the
+    lease cannot move between this check and the commit (another replica's ``acquire`` waits);
+    on SQLite the writer already holds the database's write lock."""
+    query = sa.select(job_leases.c.owner, job_leases.c.expires_at).where(job_leases.c.job == job)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    if row is None or row.owner != owner or row.expires_at <= now:
+        holder = "nobody" if row is None else row.owner
+        raise LeaseLost(
+            f"job {job!r}: this replica ({owner}) no longer holds its lease (held by {holder}); "
+            "the run's results are not saved"
+        )
 
 
 class Leases:

@@ -203,7 +203,12 @@ class DaemonRunner:
             # One hourly budget for the stream and the jobs that call judges (rubric grading).
             jobs = JobScheduler(store, self.metrics)
             for job in build_jobs(
-                settings, store, self.metrics, SystemClock(), budget=sampler.budget
+                settings,
+                store,
+                self.metrics,
+                SystemClock(),
+                budget=sampler.budget,
+                lease_owner=jobs.owner,
             ):
                 jobs.add(job)
             self._jobs = jobs

@@ -53,6 +53,17 @@ def test_api_key_from_file(tmp_path: Path) -> None:
         ({"weight_profiles": {"mine": {"hallucination": 1.0}}}, "weight_profiles.mine"),
         ({"critical_metrics": ["tone"]}, "critical_metrics"),
         ({"kafka": {"topics": []}}, "kafka.topics"),
+        # The detectors' false-alarm budget and shifts have bounds (a budget of 1e12 days once
+        # sent the calibration's chain past the machine's memory).
+        ({"detection": {"false_alarm_days": 1e12}}, "detection.false_alarm_days"),
+        ({"detection": {"false_alarm_days": 0}}, "detection.false_alarm_days"),
+        ({"detection": {"shifts": [1.0, 2.0]}}, "shifts must be distinct multiples > 1"),
+        ({"detection": {"shifts": [2.0, 50.0]}}, "<= 20"),
+        ({"detection": {"shifts": [2.0, 2.0]}}, "distinct"),
+        (
+            {"detection": {"baselines": {"shop": {"tone_severe": 0.1}}}},
+            "detection.baselines.shop.tone_severe: not a watched signal",
+        ),
     ],
 )
 def test_bad_config_names_the_field(overrides: dict[str, object], needle: str) -> None:

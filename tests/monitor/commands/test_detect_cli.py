@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -67,6 +68,16 @@ def test_json_reports_the_alarm_the_quiet_and_the_unarmed(runner: CliRunner, see
     assert canary["change_point"] is not None and canary["rate_since_change"] > 0.2
     assert 0.03 < canary["baseline_rate"] < 0.07
     assert len(canary["thresholds"]) == 4
+    # Times to the millisecond, the shift that alarmed and what was seen since the change.
+    for field in ("alarm_at", "change_point", "updated_at"):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", canary[field])
+    assert canary["alarm_shift"] in (1.5, 2.0, 3.0, 5.0)
+    assert canary["alarm_p1"] == pytest.approx(canary["alarm_shift"] * canary["baseline_rate"])
+    assert canary["observations_since_change"] > 0
+    assert canary["rate_since_change"] == pytest.approx(
+        canary["severe_since_change"] / canary["observations_since_change"]
+    )
+    assert [t["shift"] for t in canary["thresholds"]] == [1.5, 2.0, 3.0, 5.0]
     assert docs[("stable", "turn_severe")]["alarm"] is False
     fresh = docs[("fresh", "turn_severe")]
     assert fresh["armed"] is False and fresh["thresholds"] is None
@@ -76,6 +87,7 @@ def test_the_table_says_alarm_and_not_armed(runner: CliRunner, seeded: Path) -> 
     result = runner.invoke(main, ["detect", "--config", str(seeded), "--assistant", "canary"])
     assert result.exit_code == 0, result.output
     assert "ALARM since" in result.output and "stable" not in result.output
+    assert "x shift;" in result.output and " severe, " in result.output
     out = runner.invoke(main, ["detect", "--config", str(seeded)]).output
     assert "NOT ARMED (50 reference turns)" in out
 

@@ -4,6 +4,7 @@ and state that survives a restart and a lease moving to another replica."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,14 +12,18 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from monitor.clock import ManualClock
+from monitor.errors import LeaseLost
 from monitor.exporter import Metrics
-from monitor.jobs.detection import DetectionJob, DetectorRow
+from monitor.jobs.detection import DetectionJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.jobs.scheduler import JobScheduler
 from monitor.models import TurnEvent, Verdict
+from monitor.reporting.baseline_policy import RATE_WINDOW_S
 from monitor.reporting.detection import Detector
+from monitor.reporting.detector_state import DetectorState
 from monitor.settings import DEFAULT_CRITICAL_METRICS
 from monitor.storage.detection_queries import read_states
+from monitor.storage.leases import Leases
 from monitor.storage.store import Store
 from monitor.storage.tables import turn_row, verdict_row
 from tests.fixtures.databases import make_turn
@@ -113,18 +118,6 @@ def test_too_few_reference_turns_is_not_armed_never_no_regression(
     assert _gauge(metrics, "casewatch_detector_alarm", **labels) == 0
     rate = _gauge(metrics, "casewatch_detector_baseline_rate", **labels)
     assert rate is not None and rate != rate  # NaN: no baseline
-    # A pinned baseline still needs the reference window's volume for its calibration.
-    pinned = DetectionJob(
-        config(min_reference_turns=50, baselines={"fresh": {"turn_severe": 0.02}}),
-        CRITICAL,
-        clocked,
-        DetectionRecorder(metrics),
-        clock=clock,
-    )
-    clock.advance(3600)
-    pinned.run_once()
-    assert _gauge(metrics, "casewatch_detector_armed", **labels) == 1
-    assert _gauge(metrics, "casewatch_detector_baseline_rate", **labels) == 0.02
 
 
 def test_judge_failed_verdicts_are_not_observations(clocked: Store, clock: ManualClock) -> None:
@@ -135,7 +128,7 @@ def test_judge_failed_verdicts_are_not_observations(clocked: Store, clock: Manua
     clock.advance(15)
     feed.turns("helpdesk", 40, 0.05)
     feed.turns("helpdesk", 25, 0.0, failed=True)
-    rows = {r.signal: r for r in job.run_once() if r.assistant == "helpdesk"}
+    rows = {r.signal.name: r for r in job.run_once() if r.assistant == "helpdesk"}
     assert rows["turn_severe"].observations == 40
     assert rows["hallucination_severe"].observations == 40
 
@@ -177,16 +170,18 @@ def test_the_cursor_neither_skips_nor_double_counts_out_of_order_commits(
             invisible = c.execute(sa.text(pick), {"e": "slow-1"}).first()
         assert slow_id < fast_id and invisible is None  # a lower id, not yet visible
         clock.advance(10)
-        obs = {r.signal: r.observations for r in job.run_once() if r.assistant == "helpdesk"}
+        obs = {r.signal.name: r.observations for r in job.run_once() if r.assistant == "helpdesk"}
         assert obs["turn_severe"] == 3
         tx.commit()
         slow.close()
         clock.advance(15)
-        obs = {r.signal: r.observations for r in job.run_once() if r.assistant == "helpdesk"}
+        obs = {r.signal.name: r.observations for r in job.run_once() if r.assistant == "helpdesk"}
         assert obs["turn_severe"] == 4  # the late commit is read, once
         for _ in range(3):
             clock.advance(15)
-            obs = {r.signal: r.observations for r in job.run_once() if r.assistant == "helpdesk"}
+            obs = {
+                r.signal.name: r.observations for r in job.run_once() if r.assistant == "helpdesk"
+            }
         assert obs["turn_severe"] == 4  # and never again
         engine.dispose()
     finally:
@@ -219,8 +214,8 @@ def test_state_survives_a_restart_and_a_lease_move(clocked: Store, clock: Manual
     assert before["turn_severe"][0] == 160 and before["turn_severe"][2]["detector"] != fresh
     clock.advance(25)  # A's lease expires (interval + margin): B takes the job over
     assert b.run_once("detection") == "ok"
-    after = {r.signal: r for r in b_job.run_once() if r.assistant == "canary"}
-    row: DetectorRow = after["turn_severe"]
+    after = {r.signal.name: r for r in b_job.run_once() if r.assistant == "canary"}
+    row: DetectorState = after["turn_severe"]
     # B continued A's statistics: the same observations and CUSUM state, not a blind restart.
     assert row.observations == 160
     assert row.detector.to_dict() == before["turn_severe"][2]["detector"]
@@ -247,3 +242,139 @@ def test_concurrent_runs_do_not_lose_the_cursor(clocked: Store, clock: ManualClo
         t.join()
     rows = {r["signal"]: r for r in read_states(clocked) if r["assistant"] == "helpdesk"}
     assert rows["turn_severe"]["observations"] == 30
+
+
+def test_a_pinned_baseline_arms_on_the_first_run_without_any_history(
+    clocked: Store, clock: ManualClock
+) -> None:
+    metrics = Metrics(CollectorRegistry())
+    cfg = config(baselines={"fresh": {"turn_severe": 0.05}})
+    job = DetectionJob(cfg, CRITICAL, clocked, DetectionRecorder(metrics), clock=clock)
+    job.run_once()  # no verdict stored yet: the pinned assistant's detectors exist, armed
+    labels = {"assistant": "fresh", "signal": "turn_severe"}
+    assert _gauge(metrics, "casewatch_detector_armed", **labels) == 1
+    assert _gauge(metrics, "casewatch_detector_baseline_rate", **labels) == 0.05
+    # Its unpinned signals wait for a reference, as any assistant's do.
+    metric = {"assistant": "fresh", "signal": f"{CRITICAL[0]}_severe"}
+    assert _gauge(metrics, "casewatch_detector_armed", **metric) == 0
+    feed = Feed(clocked, clock, seed=5)
+    for _ in range(20):
+        clock.advance(15)
+        feed.turns("fresh", 30, 0.4)
+        job.run_once()
+    assert _gauge(metrics, "casewatch_detector_alarm", **labels) == 1
+
+
+def test_an_unarmed_detector_arms_on_the_next_run_once_its_reference_fills(
+    clocked: Store, clock: ManualClock
+) -> None:
+    feed = Feed(clocked, clock)
+    feed.turns("helpdesk", 400, 0.05, at=NOW - timedelta(days=2))
+    job = DetectionJob(config(baseline_refresh_seconds=600), CRITICAL, clocked, None, clock=clock)
+    rows = {r.signal.name: r for r in job.run_once()}
+    assert not rows["turn_severe"].armed and rows["turn_severe"].reference_turns == 400
+    feed.turns("helpdesk", 200, 0.05, at=NOW - timedelta(days=1))
+    clock.advance(15)  # one interval, far less than baseline_refresh_seconds
+    rows = {r.signal.name: r for r in job.run_once()}
+    assert rows["turn_severe"].armed and rows["turn_severe"].reference_turns == 600
+    assert rows["turn_severe"].baseline_source == "reference"
+
+
+def test_thresholds_follow_the_live_judged_turn_rate(clocked: Store, clock: ManualClock) -> None:
+    feed = Feed(clocked, clock)
+    _seed_reference(feed, "helpdesk")  # 2000 turns over the reference window: a slow stream
+    # They were all stored at once, a burst of their own: let it leave the live-rate window.
+    clock.advance(RATE_WINDOW_S + 60)
+    job = DetectionJob(config(), CRITICAL, clocked, None, clock=clock)
+    job.run_once()
+
+    def turn_row() -> DetectorState:
+        return next(r for r in job.run_once() if r.signal.name == "turn_severe")
+
+    for _ in range(40):  # ten minutes at 1 judged turn per second
+        clock.advance(15)
+        feed.turns("helpdesk", 15, 0.05)
+        slow = turn_row()
+    # Never below the rate measured (turns arrive in batches, so it reads a little high).
+    assert slow.turn_rate is not None and 1.0 <= slow.turn_rate < 1.7
+    assert slow.calibration is not None
+    for _ in range(4):  # one minute at 30 per second: the thresholds rise within it
+        clock.advance(15)
+        feed.turns("helpdesk", 450, 0.05)
+        fast = turn_row()
+    assert fast.turn_rate is not None and 30.0 <= fast.turn_rate < 50.0
+    assert fast.calibration is not None
+    for h_slow, h_fast in zip(
+        slow.calibration.thresholds, fast.calibration.thresholds, strict=True
+    ):
+        assert h_fast > h_slow
+    for _ in range(40):  # ten quiet minutes: the rate comes down again
+        clock.advance(15)
+        feed.turns("helpdesk", 15, 0.05)
+        quiet = turn_row()
+    assert quiet.turn_rate is not None and quiet.turn_rate < 2.5  # down once halved
+
+
+class _LeaseMovesMidRun(DetectionJob):
+    """Replica A's job, during whose run (after it read, before it saves) A's lease lapses and
+    replica B takes it: a stalled process, a long GC pause."""
+
+    def __init__(self, *args: object, move: Callable[[], None], **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self._move = move
+
+    def _observe(self, *args: object, **kw: object) -> None:
+        super()._observe(*args, **kw)  # type: ignore[arg-type]
+        self._move()
+
+
+def test_a_save_after_the_lease_moved_is_refused(clocked: Store, clock: ManualClock) -> None:
+    feed = Feed(clocked, clock, seed=3)
+    _seed_reference(feed, "canary")
+    cfg = config(interval_seconds=15)
+    metrics = Metrics(CollectorRegistry())
+    a = JobScheduler(clocked, metrics, owner="replica-a", clock=clock, lease_margin_seconds=5)
+    moved = threading.Event()
+
+    def b_takes_the_lease() -> None:
+        if moved.is_set():
+            clock.advance(25)  # past A's lease (interval + margin)
+            assert Leases(clocked).acquire("detection", "replica-b", _now(clock), 20)
+
+    a.add(
+        _LeaseMovesMidRun(
+            cfg, CRITICAL, clocked, None, clock=clock, lease_owner="replica-a",
+            move=b_takes_the_lease,
+        )
+    )  # fmt: skip
+    assert a.run_once("detection") == "ok"
+    clock.advance(15)
+    feed.turns("canary", 40, 0.2)
+    assert a.run_once("detection") == "ok"
+    before = {r["signal"]: r for r in read_states(clocked) if r["assistant"] == "canary"}
+    assert before["turn_severe"]["observations"] == 40
+    clock.advance(15)
+    feed.turns("canary", 40, 0.2)
+    moved.set()
+    assert a.run_once("detection") == "failed"  # LeaseLost: counted failed, nothing saved
+    after = {r["signal"]: r for r in read_states(clocked) if r["assistant"] == "canary"}
+    assert after["turn_severe"]["observations"] == 40
+    assert after["turn_severe"]["state"] == before["turn_severe"]["state"]
+    # B, now the holder, reads the 40 turns A could not save, once.
+    b = JobScheduler(clocked, metrics, owner="replica-b", clock=clock, lease_margin_seconds=5)
+    b.add(DetectionJob(cfg, CRITICAL, clocked, None, clock=clock, lease_owner="replica-b"))
+    assert b.run_once("detection") == "ok"
+    final = {r["signal"]: r for r in read_states(clocked) if r["assistant"] == "canary"}
+    assert final["turn_severe"]["observations"] == 80
+
+
+def test_a_job_without_the_lease_saves_nothing(clocked: Store, clock: ManualClock) -> None:
+    # The fence alone, outside the scheduler: an owner that holds no lease saves nothing.
+    job = DetectionJob(config(), CRITICAL, clocked, None, clock=clock, lease_owner="nobody")
+    with pytest.raises(LeaseLost, match="no longer holds its lease"):
+        job.run_once()
+    assert read_states(clocked) == []
+
+
+def _now(clock: ManualClock) -> datetime:
+    return datetime.fromtimestamp(clock.time(), tz=UTC)

@@ -168,3 +168,17 @@ def test_vectorised_update_matches_the_observation_by_observation_definition(see
             )
         assert a["recovery"] == pytest.approx(b["recovery"], abs=1e-9)
     assert raised_fast == raised_slow >= 3
+
+
+def test_a_chain_too_large_to_solve_falls_back_to_lordens_bound() -> None:
+    # A tiny baseline (a clean metric over a long reference) and the longest budget at a high
+    # rate: the lattice would need millions of states. The threshold is then Lorden's
+    # h = ln(ARL0), which always holds (ARL0 >= e^h): later pages, never more.
+    arl0 = target_arl0(3650, 1000.0, 8 * 4)
+    p0 = 0.5 / 1_000_001
+    h = threshold(p0, shifted_rate(p0, 1.5), arl0)
+    assert h == pytest.approx(math.log(arl0), rel=1e-2)
+    cal = calibrate(p0, DEFAULT_SHIFTS, false_alarm_days=3650, rate_per_s=1000.0, detectors=32)
+    assert all(t > 0 for t in cal.thresholds)
+    # An ordinary case still gets the chain's (tighter) threshold.
+    assert threshold(0.05, 0.1, arl0) < math.log(arl0) - 0.5

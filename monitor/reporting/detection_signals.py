@@ -1,0 +1,47 @@
+"""What a sequential detector watches: one 0/1 signal per judged turn of an assistant.
+
+``turn_severe`` (the judged turn's band is severe) and ``<metric>_severe`` for each critical
+metric. A signal is a typed value, not a string taken apart: its stored and exported name is
+``Signal.name``, and a stored name is read back with ``Signal.from_name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+TURN_SEVERE = "turn_severe"
+_SUFFIX = "_severe"
+
+
+@dataclass(frozen=True, order=True)
+class Signal:
+    """``metric`` None: the turn's band; else that metric's band."""
+
+    metric: str | None = None
+
+    @property
+    def name(self) -> str:
+        return TURN_SEVERE if self.metric is None else f"{self.metric}{_SUFFIX}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def from_name(cls, name: str) -> Signal:
+        """The signal a stored or configured name stands for; ValueError for any other name."""
+        if name == TURN_SEVERE:
+            return cls(None)
+        metric = name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else ""
+        if not metric:
+            raise ValueError(f"{name!r} is not a detector signal (turn_severe or <metric>_severe)")
+        return cls(metric)
+
+    def severe(self, turn_severe: bool, severe_metrics: frozenset[str]) -> bool:
+        """This signal's observation for a judged turn."""
+        return turn_severe if self.metric is None else self.metric in severe_metrics
+
+
+def signals(critical_metrics: Iterable[str]) -> list[Signal]:
+    """The signals watched per assistant: the turn, then each critical metric."""
+    return [Signal(None), *(Signal(m) for m in critical_metrics)]
