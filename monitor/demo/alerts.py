@@ -87,15 +87,20 @@ class DemoAlerts:
             f"            severe share per assistant: {url}/graph?g0.expr={quote(GRAPH_EXPR)}"
         )
 
+    def states(self) -> list[AlertState]:
+        """The alerts pending or firing now ([] when alerting is off); raises
+        PrometheusStackError when Prometheus does not answer."""
+        if self.stack is None:
+            return []
+        return [AlertState(a.name, a.state, a.labels.get("assistant")) for a in self.stack.alerts()]
+
     def summary(self) -> str | None:
         """The alerts line of the periodic summary; None when alerting is off."""
         if self.stack is None:
             return None
         url = self.stack.prometheus_url
         try:
-            alerts: Sequence[AlertState] = [
-                AlertState(a.name, a.state, a.labels.get("assistant")) for a in self.stack.alerts()
-            ]
+            alerts: Sequence[AlertState] = self.states()
         except PrometheusStackError as exc:
             return f"  alerts: Prometheus is not answering ({exc})   ({url}/alerts)"
         return format_alerts(alerts, url)

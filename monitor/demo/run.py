@@ -32,7 +32,7 @@ from monitor.demo.examples import MALFORMED, find_examples, load_examples
 from monitor.demo.producer import PRODUCER_STOP_S, ReplayProducer
 from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
 from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
-from monitor.demo.summary import Snapshot, format_summary
+from monitor.demo.summary import AlertState, Snapshot, format_summary
 from monitor.errors import DemoError, ListenError
 from monitor.reporting.turn_view import inspect_hint
 from monitor.settings import SamplingConfig, Settings
@@ -166,6 +166,7 @@ class Demo:
         self._alerts: DemoAlerts | None = None
         self._regression: RegressionPlan | None = None
         self.regressed = False
+        self._regressed_at: float | None = None
         self._started_at = 0.0
         self.settings: Settings | None = None
 
@@ -290,11 +291,21 @@ class Demo:
             return None
         producer.replace_docs(plan.regressed)
         self.regressed = True
+        self._regressed_at = time.monotonic()
         elapsed = time.monotonic() - self._started_at
         return (
             f"[{elapsed:5.0f}s] regression injected: {plan.canary} now answers with its flawed "
             f"answers only; {plan.stable} stays healthy"
         )
+
+    def alert_states(self) -> list[AlertState]:
+        """The alerts pending or firing now in the demo's Prometheus ([] without one)."""
+        return [] if self._alerts is None else self._alerts.states()
+
+    @property
+    def regressed_at(self) -> float | None:
+        """``time.monotonic()`` when the regression was injected (None: not yet)."""
+        return self._regressed_at
 
     def snapshot(self) -> Snapshot:
         return Snapshot.of(self.registry)

@@ -33,7 +33,7 @@ RATE_WINDOW_S = 600.0  # the live rate's window
 BURST_WINDOW_S = 60.0  # and the short one that catches a burst
 MIN_SPAN_S = 60.0  # a window younger than this is measured as this long
 MIN_RATE_PER_S = 1.0 / 3600.0  # the rate assumed for an assistant with no recent turn
-RATE_STEP = 2.0**0.25  # the calibration rates' grid (about 19 % apart)
+RATE_STEP = 2.0**0.5  # the calibration rates' grid (41 % apart: few recalibrations)
 DOWN_FACTOR = 2.0  # the rate comes down only once the measured one has halved
 
 

@@ -1,8 +1,9 @@
 """What `make run` shows of the alerting loop: the pure parts (the alerts line, finding
 rules/), the demo without Prometheus (it runs and says how to get it), and the demo with
-Prometheus and Alertmanager (Debian's packages): the injected canary regression makes the
-severe-share burn-rate alert pending (then firing) for the canary, never for its stable sibling,
-and the periodic summary says so."""
+Prometheus and Alertmanager (Debian's packages): the demo's detectors are armed from the start,
+and the injected canary regression makes the sequential detector's page
+(CasewatchQualityRegressionDetected) fire for the canary before the severe-share burn-rate alert
+goes pending, never for its stable sibling, and the periodic summary says so."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from monitor.settings import load_settings
 ROOT = Path(__file__).resolve().parents[3]
 DEADLINE_S = 240.0  # generous: a busy 2-core machine; the test ends as soon as it sees it
 BURN = "CasewatchSevereShareBurnRateHigh"
+DETECTOR = "CasewatchQualityRegressionDetected"
 
 
 def test_alerts_line_names_each_alert_once_by_state() -> None:
@@ -106,17 +108,33 @@ def test_demo_shows_the_canary_regression_as_alerts(
         url = demo.prometheus_url
         assert url is not None and f"Prometheus {url}/alerts" in lines[0]
         assert "regression: acme-support-canary starts healthy" in lines[0]
+        assert "detectors: armed at once on baselines pinned from one healthy loop" in lines[0]
         deadline = time.monotonic() + DEADLINE_S
-        wanted = f"{BURN} [acme-support-canary]"
-        while not any(wanted in line for line in lines):
-            assert time.monotonic() < deadline, "\n".join(lines[-5:])
+        seen: dict[tuple[str, str | None, str], int] = {}  # first poll showing each alert state
+        polls = 0
+        canary, stable = "acme-support-canary", "acme-support-stable"
+        while (DETECTOR, canary, "firing") not in seen or not any(
+            k[:2] == (BURN, canary) for k in seen
+        ):
+            assert time.monotonic() < deadline, f"{seen}\n" + "\n".join(lines[-5:])
             assert runner.is_alive(), "\n".join(lines)
+            polls += 1
+            for a in demo.alert_states():
+                seen.setdefault((a.name, a.assistant, a.state), polls)
             time.sleep(0.5)
-        assert any("regression injected: acme-support-canary" in line for line in lines)
-        summary = next(line for line in lines if wanted in line)
-        assert f"({url}/alerts)" in summary
+        assert demo.regressed
+        # The detector's page fires before the burn-rate page can (its `for: 2m` has not run).
+        burn_fired = seen.get((BURN, canary, "firing"))
+        assert burn_fired is None or seen[(DETECTOR, canary, "firing")] < burn_fired
+        wanted = f"{BURN} [{canary}]"
+        while not any(wanted in line for line in lines):  # the summary says so too
+            assert time.monotonic() < deadline, "\n".join(lines[-5:])
+            time.sleep(0.5)
+        assert f"({url}/alerts)" in next(line for line in lines if wanted in line)
         # The healthy sibling pages for nothing at any point.
-        assert not any(f"{BURN} [acme-support-stable]" in line for line in lines)
+        assert not any(k[:2] in ((BURN, stable), (DETECTOR, stable)) for k in seen)
+        for name in (BURN, DETECTOR):
+            assert not any(f"{name} [{stable}]" in line for line in lines)
     finally:
         demo.request_stop()
         runner.join(120)
