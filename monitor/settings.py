@@ -514,15 +514,14 @@ class DetectionConfig(_Section):
         default=30.0,
         ge=MIN_FALSE_ALARM_DAYS,
         le=MAX_FALSE_ALARM_DAYS,
-        description="At most one false alarm per this many days for the whole deployment "
-        f"({MIN_FALSE_ALARM_DAYS:g} to {MAX_FALSE_ALARM_DAYS:g}).",
+        description="At most one false alarm per this many days for the whole deployment.",
     )
     shifts: list[float] = Field(
         default_factory=lambda: [1.5, 2.0, 3.0, 5.0],
         min_length=1,
         max_length=8,
-        description="Regressions watched for, as multiples of the baseline rate (each > 1 "
-        f"and <= {MAX_SHIFT:g}, distinct, at most 8).",
+        description="Regressions watched for, as multiples of the baseline rate (distinct, "
+        f"each > 1 and <= {MAX_SHIFT:g}).",
     )
     reference_window_seconds: float = Field(
         default=7 * 86400.0, gt=0, description="The baseline rate's window, ending the gap ago."

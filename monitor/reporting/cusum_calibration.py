@@ -28,8 +28,6 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.linalg import spsolve
 
 SECONDS_PER_DAY = 86400.0
 # The lattice is fine enough that the thresholds agree to ~1e-3 with a 6x finer one (checked
@@ -92,6 +90,10 @@ def _chain_fits(a: float, b: float, h: float) -> bool:
 def arl(p: float, p0: float, p1: float, h: float) -> float:
     """Average run length (observations) of the CUSUM for p0 -> p1 with threshold h, started
     at zero, when each observation is severe with probability ``p`` (Brook-Evans chain)."""
+    # scipy on first use: `casewatch detect` reads stored thresholds and never computes one.
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import spsolve
+
     a, b = increments(p0, p1)
     if h <= 0:
         return 1.0
