@@ -70,9 +70,9 @@ def _doc(d: DetectorState) -> dict[str, Any]:
 JUDGE_WINDOW = timedelta(hours=6)
 
 
-def _judge_change(store: Store, rows: list[dict[str, Any]]) -> JudgeChange:
+def _judge_change(store: Store, states: list[DetectorState]) -> JudgeChange:
     """Did the judge move in the window of the alarms (or the last 6 h when none)?"""
-    points = [r["change_point"] for r in rows if r["alarm"] and r["change_point"] is not None]
+    points = [s.change_point for s in states if s.change_point is not None]
     since = (min(points) if points else datetime.now(UTC)) - JUDGE_WINDOW
     return judge_change(
         since, canary_runs.runs_since(store, since), canary_runs.verdict_hashes_since(store, since)
@@ -120,17 +120,13 @@ def detect_command(config_file: Path | None, assistant: str | None, as_json: boo
         settings = load_settings(config_file)
         store = Store.from_config(settings.storage)
         try:
-            rows = read_states(store)
-            judge = _judge_change(store, rows)
+            states = [DetectorState.from_row(r) for r in read_states(store)]
+            judge = _judge_change(store, states)
         finally:
             store.close()
     except CasewatchError as exc:
         fail(str(exc))
-    docs = [
-        _doc(DetectorState.from_row(r))
-        for r in rows
-        if assistant is None or r["assistant"] == assistant
-    ]
+    docs = [_doc(s) for s in states if assistant is None or s.assistant == assistant]
     if as_json:
         out = {"detectors": docs, "judge_change": judge.to_dict()}
         click.echo(json.dumps(out, indent=2, allow_nan=False))
