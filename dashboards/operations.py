@@ -214,6 +214,72 @@ JUDGES = DashboardSpec(
                 ),
             ),
         ),
+        # The judge canary (monitor/jobs/judge_canary.py): a fixed labelled set re-judged by
+        # every live judge on a schedule; its alarm is CasewatchJudgeChanged.
+        RowSpec(
+            "Judge canary",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Canary agreement with people",
+                    "Share of the canary's human bands each judge matched on its last "
+                    "successful canary run. Empty until the canary has a set (judge_canary.file, "
+                    "or labelled turns) and a run.",
+                    (
+                        Query(
+                            f"max by (judge) (casewatch_judge_canary_agreement{{{J}}})", "{{judge}}"
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Canary score shift",
+                    "Mean S_final on the canary minus its mean over the first runs of this judge "
+                    "configuration: below zero, the judge became harsher on the same turns.",
+                    (
+                        Query(
+                            f"max by (judge) (casewatch_judge_canary_score_shift{{{J}}})",
+                            "{{judge}}",
+                        ),
+                    ),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Canary alarm and runs",
+                    "1 while the canary's sequential test finds a judge calling more canary turns "
+                    "severe; canary runs per hour, ok and failed (a failed run is never counted as "
+                    "agreement).",
+                    (
+                        Query(
+                            f"max by (judge) (casewatch_judge_canary_alarm{{{J}}})",
+                            "{{judge}} alarm",
+                        ),
+                        Query(
+                            "sum by (judge, outcome) "
+                            f"(increase(casewatch_judge_canary_runs_total{{{J}}}[1h]))",
+                            "{{judge}} {{outcome}} runs/h",
+                        ),
+                    ),
+                ),
+                PanelSpec(
+                    "stat",
+                    "Judge configurations in range",
+                    "Distinct judge configuration hashes the replicas judged with over the range: "
+                    "more than one means the judge configuration changed.",
+                    (
+                        Query(
+                            "count(count by (config_hash) "
+                            f"(max_over_time(casewatch_judge_config_info{RANGE})))",
+                            "configurations",
+                            True,
+                        ),
+                    ),
+                ),
+            ),
+        ),
     ),
 )
 

@@ -337,7 +337,28 @@ METRICS = DashboardSpec(
                         ),
                     ),
                     unit="percentunit",
-                    width=24,
+                    width=12,
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Severe rate corrected, valid at every look (read this one)",
+                    "The same corrected rate as a running mean over every labelled batch of the "
+                    "assistant, with bounds that hold at every look (an anytime-valid confidence "
+                    "sequence): a dashboard re-reads the fixed-n interval at every refresh, which "
+                    "it does not survive. Empty until labels exist.",
+                    (
+                        Query(
+                            f'casewatch_quality_estimate_anytime{{{A}, bound="point"}}',
+                            "{{assistant}} {{signal}}",
+                        ),
+                        Query(
+                            f'casewatch_quality_estimate_anytime{{{A}, bound=~"lower|upper"}}',
+                            "{{assistant}} {{signal}} {{bound}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    width=12,
                     min=0,
                 ),
             ),

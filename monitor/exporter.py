@@ -10,8 +10,9 @@ lag, rebalances), ``monitor/judging/recorder.py`` (verdicts, judge requests, the
 ``monitor/jobs/recorders.py`` (job runs, drift, rubric grading, baseline tiers). Nothing else
 calls ``labels()`` or sets a value (tests/monitor/test_exporter.py checks the source).
 
-Labels are bounded: assistant, metric, band, judge, topic, partition, reason, outcome, kind —
-never conversation or event ids. Assistant names come from the events themselves (untrusted),
+Labels are bounded: assistant, metric, band, judge, topic, partition, reason, outcome, kind,
+config_hash (one per judge configuration a replica runs with) — never conversation or event
+ids. Assistant names come from the events themselves (untrusted),
 so ``LabelGuard`` caps how many distinct values one label may take; later values are exported
 as ``__other__`` instead of growing the series count without limit.
 

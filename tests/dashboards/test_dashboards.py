@@ -39,6 +39,7 @@ ALLOWED_LABELS = {
     "assistant", "band", "metric", "judge", "reason", "outcome", "kind", "topic", "partition",
     "agreement", "sided_with", "role", "job", "signal", "window", "tier", "version", "le",
     "alertname", "alertstate", "severity", "bound",
+    "config_hash",  # one value per judge configuration a replica ran with
 }  # fmt: skip
 FORBIDDEN = re.compile(r"event_id|conversation_id|turn_index", re.IGNORECASE)
 

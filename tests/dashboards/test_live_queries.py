@@ -91,6 +91,10 @@ BASELINE_EXCLUSION = "needs a baseline_tiers run, and these settings configure n
 QUALITY_ESTIMATE_EXCLUSION = (
     "needs human labels (casewatch labels import), which the test has none of"
 )
+# The canary's agreement and shift come from a run over a canary set (labelled turns, or
+# judge_canary.file); tests/monitor/jobs/test_judge_canary.py exports and reads them.
+CANARY_SERIES = ("casewatch_judge_canary_agreement", "casewatch_judge_canary_score_shift")
+CANARY_EXCLUSION = "needs a judge canary set (labelled turns or judge_canary.file): none here"
 # Queries run with every variable at "All", and those using $assistant again with this one
 # picked (an assistant of examples/ whose flawed answers make the judges disagree).
 PICKED_ASSISTANT = "acme-support-canary"
@@ -205,6 +209,8 @@ def _excluded(query: PanelQuery, job_names: list[str]) -> str | None:
         return BASELINE_EXCLUSION
     if "casewatch_quality_estimate" in query.expr:
         return QUALITY_ESTIMATE_EXCLUSION
+    if any(name in query.expr for name in CANARY_SERIES):
+        return CANARY_EXCLUSION
     return None
 
 
@@ -277,7 +283,7 @@ def test_every_dashboard_query_returns_data_from_a_live_daemon(
     )
     # Every exclusion is a job's, and only while that job is not scheduled.
     assert set(excluded.values()) <= {
-        DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION
+        DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION, CANARY_EXCLUSION
     }  # fmt: skip
     if "drift" in job_names:
         assert DRIFT_EXCLUSION not in excluded.values()
