@@ -23,14 +23,13 @@ from monitor.jobs.detection import DetectionJob
 from monitor.jobs.judge_canary import JudgeCanaryJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.judging.evaluator import build_evaluator
-from monitor.judging.verdicts import scored_verdict
-from monitor.models import METRICS, TurnEvent
+from monitor.models import TurnEvent
 from monitor.settings import DEFAULT_CRITICAL_METRICS, Settings
 from monitor.storage.store import Store
-from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
-from tests.fixtures.databases import WEIGHTS, make_judgment, make_turn
-from tests.fixtures.detection import config
-from tests.fixtures.judge_server import fake_judge_config
+from tests.fake_judge_server import FakeJudgeServer
+from tests.fixtures.databases import make_turn
+from tests.fixtures.detection import config, verdict
+from tests.fixtures.judge_server import ShiftingJudge, fake_judge_config
 
 ROOT = Path(__file__).resolve().parents[3]
 CANARY = ROOT / "examples" / "judge_canary.jsonl"
@@ -39,20 +38,10 @@ NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 HOUR = 3600.0
 
 
-class ShiftingJudge:
-    """Severe on a few answers; ``harsher()`` makes it severe on many more of the same ones."""
-
-    def __init__(self) -> None:
-        answers = [json.loads(x)["turn"]["answer"] for x in CANARY.read_text().splitlines()]
-        self.severe = set(answers[:3])
-        self._more = answers[3:15]
-
-    def harsher(self) -> None:
-        self.severe |= set(self._more)
-
-    def __call__(self, request: dict[str, Any]) -> Reply:
-        bad = (case_data_of(request) or {}).get("answer") in self.severe
-        return scores({m: (0.1 if bad and m == "hallucination" else 0.9) for m in METRICS})
+def _shifting_judge() -> ShiftingJudge:
+    """Severe on 3 canary answers; harsher, on 15 of the same turns."""
+    answers = [json.loads(x)["turn"]["answer"] for x in CANARY.read_text().splitlines()]
+    return ShiftingJudge(answers[:3], answers[3:15])
 
 
 @pytest.fixture
@@ -68,19 +57,7 @@ def _reference(store: Store, config_hash: str, n: int, p: float) -> None:
     items = []
     for i, bad in enumerate(rng.random(n) < p):
         turn = make_turn(f"ref-{i}", assistant="shop", timestamp=at)
-        score = 0.1 if bad else 0.95
-        verdict = scored_verdict(
-            turn,
-            {m: score for m in METRICS},
-            [make_judgment("llm", score=score)],
-            weights=WEIGHTS,
-            weight_profile="default",
-            critical=DEFAULT_CRITICAL_METRICS,
-            judge_config_hash=config_hash,
-            arbitrated=False,
-            arbitration_trigger=None,
-        )
-        items.append((turn, verdict))
+        items.append((turn, verdict(turn, bool(bad), config_hash=config_hash)))
     store.save_many(items)
 
 
@@ -89,7 +66,7 @@ def _scenario(tmp_path: Path, harsher_judge: bool) -> Path:
     clock = ManualClock(start=NOW.timestamp())
     store = Store(url, clock=clock)
     store.migrate()
-    judge = ShiftingJudge()
+    judge = _shifting_judge()
     stable = [json.loads(x) for x in STABLE.read_text().splitlines()]
     with FakeJudgeServer() as server:
         server.responder = judge

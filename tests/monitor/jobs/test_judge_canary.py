@@ -18,12 +18,11 @@ from monitor.errors import ConfigError
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.judge_canary import JudgeCanaryJob
-from monitor.models import METRICS
 from monitor.settings import Settings
 from monitor.storage import canary_runs
 from monitor.storage.store import Store
-from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores, server_error
-from tests.fixtures.judge_server import fake_judge_config
+from tests.fake_judge_server import FakeJudgeServer, server_error
+from tests.fixtures.judge_server import ShiftingJudge, fake_judge_config
 
 ROOT = Path(__file__).resolve().parents[3]
 CANARY = ROOT / "examples" / "judge_canary.jsonl"
@@ -35,22 +34,10 @@ def _answers() -> list[str]:
     return [json.loads(x)["turn"]["answer"] for x in CANARY.read_text().splitlines()]
 
 
-class ShiftingJudge:
-    """Severe (hallucination 0.1) on the answers in ``severe``, clean elsewhere; ``harsher()``
-    adds as many answers again: the judge's severe calls double, the turns stay the same."""
-
-    def __init__(self) -> None:
-        answers = _answers()
-        self.severe = set(answers[:4])
-        self._more = answers[4:8]
-
-    def harsher(self) -> None:
-        self.severe |= set(self._more)
-
-    def __call__(self, request: dict[str, Any]) -> Reply:
-        data = case_data_of(request) or {}
-        bad = data.get("answer") in self.severe
-        return scores({m: (0.1 if bad and m == "hallucination" else 0.9) for m in METRICS})
+def _shifting_judge() -> ShiftingJudge:
+    """Severe on 4 canary answers; harsher, on 8: its severe calls double."""
+    answers = [json.loads(x)["turn"]["answer"] for x in CANARY.read_text().splitlines()]
+    return ShiftingJudge(answers[:4], answers[4:8])
 
 
 def _settings(server: FakeJudgeServer, canary: Path = CANARY, **canary_cfg: Any) -> Settings:
@@ -79,7 +66,7 @@ def _gauge(registry: CollectorRegistry, name: str, **labels: str) -> float | Non
 
 
 def test_a_judge_whose_severe_calls_double_is_flagged_within_a_few_runs(store: Store) -> None:
-    judge = ShiftingJudge()
+    judge = _shifting_judge()
     registry = CollectorRegistry()
     clock = ManualClock()
     with FakeJudgeServer() as server:
