@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # (those are ~1.3 GB); a venv that has the dev install has them already.
 RUN_STAMP := $(VENV)/.run-stamp
 
-.PHONY: run test lint typecheck unit services bench clean docs
+.PHONY: run test lint typecheck services bench clean docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

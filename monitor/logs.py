@@ -72,11 +72,6 @@ class SecretRedactor:
 _redactor = SecretRedactor()
 
 
-def add_secrets(secrets: Iterable[str]) -> None:
-    """Register more secret values to redact from every log line."""
-    _redactor.add(secrets)
-
-
 def configure_logging(
     level: str = "info", secrets: Iterable[str] = (), json: bool | None = None
 ) -> None:

@@ -1,7 +1,9 @@
 """Shared fixtures live in tests/fixtures/, one module per real component."""
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from monitor.exporter import disable_created_series
@@ -25,9 +27,17 @@ disable_created_series()
 # The shipped sampling defaults are a tenth of the conversations under an hourly call budget
 # (a monitor must not surprise its user with cost). The suite's streams are small and
 # count every turn, so the tests judge everything unless a test says otherwise; the defaults
-# themselves are tested with this variable removed (tests/monitor/test_settings.py). Set here,
-# at import, so subprocesses (the CLI, the demo) inherit it too.
+# themselves are tested with this variable removed (tests/monitor/test_settings.py). Set for
+# the session (not at import: collecting the tests changes nothing), so subprocesses (the CLI,
+# the demo) inherit it too.
 JUDGE_EVERYTHING = (
     '{"default_rate": 1.0, "budget_calls_per_hour": null, "budget_usd_per_hour": null}'
 )
-os.environ.setdefault("CASEWATCH_SAMPLING", JUDGE_EVERYTHING)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def judge_everything() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        if "CASEWATCH_SAMPLING" not in os.environ:
+            patch.setenv("CASEWATCH_SAMPLING", JUDGE_EVERYTHING)
+        yield

@@ -79,8 +79,6 @@ INDEX: dict[str, tuple[str, str]] = {
         "intervals.",
     ),
 }
-# Kept for callers of the earlier table: every command is fast now.
-FAST: dict[str, str] = {name: module for name, (module, _) in INDEX.items()}
 
 
 def module_commands(name: str) -> list[click.Command]:
@@ -96,7 +94,7 @@ def collect() -> list[click.Command]:
 
 
 class CommandTable(MutableMapping[str, click.Command]):
-    """A click group's ``commands``, filled on first need: looking one ``FAST`` command up
+    """A click group's ``commands``, filled on first need: looking one ``INDEX`` command up
     (what click does to run it) imports its module only; anything else (listing, ``--help``,
     an unlisted name) collects every module first."""
 
@@ -113,9 +111,9 @@ class CommandTable(MutableMapping[str, click.Command]):
 
     def get(self, key: str, default: click.Command | None = None) -> click.Command | None:  # type: ignore[override]
         if key not in self._table and not self._complete:
-            module = FAST.get(key)
-            if module is not None:
-                for command in module_commands(module):
+            listed = INDEX.get(key)
+            if listed is not None:
+                for command in module_commands(listed[0]):
                     if command.name is not None:
                         self._table.setdefault(command.name, command)
             if key not in self._table:

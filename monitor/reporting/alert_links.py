@@ -14,7 +14,6 @@ from typing import Any
 
 RUNBOOK_BASE = "https://github.com/casewatch/casewatch/blob/main/rules"
 GRAFANA_URL = "http://localhost:3000"
-TURNS_DASHBOARD_PATH = "/d/casewatch-turns/casewatch-turns"
 LINK_ANNOTATIONS = ("runbook_url", "dashboard_url")
 
 

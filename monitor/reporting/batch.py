@@ -196,11 +196,6 @@ def _drop_partial_last_line(path: Path) -> None:
     log.warning("partial_line_dropped", path=str(path))
 
 
-def existing_event_ids(out_path: Path, config_hash: str) -> set[str]:
-    """Event ids already judged into ``out_path`` under the same judge configuration."""
-    return set(existing_verdicts(out_path, config_hash))
-
-
 def existing_verdicts(out_path: Path, config_hash: str) -> dict[str, Verdict | None]:
     """The verdicts already judged into ``out_path`` under the same judge configuration, by
     event id (None for a line whose event id is readable but not the whole verdict)."""

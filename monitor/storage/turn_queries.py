@@ -15,7 +15,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.errors import SchemaMissing
 from monitor.models import METRICS, Band
 from monitor.storage.store import Store
 from monitor.storage.tables import judgments, turns, verdicts
@@ -64,11 +63,6 @@ def _newest_verdict() -> sa.ColumnElement[bool]:
         .where(newer.c.event_id == verdicts.c.event_id, newer.c.id > verdicts.c.id)
         .exists()
     )
-
-
-def require_schema(store: Store) -> None:
-    if store.revision() is None:
-        raise SchemaMissing("the database has no casewatch schema yet")
 
 
 def assistants(store: Store) -> list[str]:
