@@ -255,21 +255,15 @@ class OpenAIPairwiseJudge:
     # ------------------------------------------------------------------ stages
 
     def _analysis(self, messages: list[dict[str, str]], call: CallStats) -> str:
-        for _ in range(self._config.output_retries + 1):
-            response = self._endpoint.with_retries(
-                lambda: self._endpoint.send(
-                    messages,
-                    call,
-                    temperature=0,
-                    max_tokens=self._config.max_output_tokens,
-                ),
-                call,
-            )
-            text = content_of(response)
-            if text.strip():
-                return text[:_MAX_RAW_CHARS]
-            _log.warning("pairwise.empty_analysis", judge=self._name, attempt=call.requests)
-        raise JudgeOutputInvalid("the judge returned no analysis")
+        return self._endpoint.ask_valid(
+            messages,
+            call,
+            lambda conversation: self._endpoint.send(
+                conversation, call, temperature=0, max_tokens=self._config.max_output_tokens
+            ),
+            _analysis_text,
+            lambda _error: _ANALYSIS_FEEDBACK,
+        )
 
     def _decision(self, messages: list[dict[str, str]], call: CallStats) -> dict[str, Any]:
         return self._endpoint.ask_valid(
@@ -332,6 +326,14 @@ class OpenAIPairwiseJudge:
 _FEEDBACK = (
     "Your previous reply was not a valid decision. Reply with exactly one token: A, B or Tie."
 )
+_ANALYSIS_FEEDBACK = "Your previous reply was empty. Write your analysis of the two answers."
+
+
+def _analysis_text(reply: ChatReply) -> str:
+    text = content_of(reply)
+    if not text.strip():
+        raise JudgeOutputInvalid("the judge returned no analysis")
+    return text[:_MAX_RAW_CHARS]
 
 
 def _decision_top_logprobs(response: ChatReply) -> dict[str, float] | None:
