@@ -2,13 +2,13 @@
 
 ``Store.migrate()`` hands over an open connection in ``config.attributes["connection"]`` (it
 already holds the migration lock). Run by hand
-(``alembic -c monitor/storage/migrations/alembic.ini``) the URL comes from ``-x url=...``,
-then ``sqlalchemy.url``, then ``CASEWATCH_STORAGE__URL``.
+(``alembic -c monitor/storage/migrations/alembic.ini``) the URL comes from the caller:
+``-x url=...``, else ``sqlalchemy.url``. The environment is never read here: the settings are
+built once, at casewatch's entrypoint.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Literal
 
 from alembic import context
@@ -22,13 +22,11 @@ config = context.config
 
 
 def _url() -> str:
-    url = (
-        context.get_x_argument(as_dictionary=True).get("url")
-        or config.get_main_option("sqlalchemy.url")
-        or os.environ.get("CASEWATCH_STORAGE__URL")
+    url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
+        "sqlalchemy.url"
     )
     if not url:
-        raise SystemExit("no database URL: pass -x url=... or set CASEWATCH_STORAGE__URL")
+        raise SystemExit("no database URL: pass -x url=... (or set sqlalchemy.url)")
     return normalize_url(url)
 
 
