@@ -32,6 +32,7 @@ with warnings.catch_warnings():
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KafkaTopicPartition
     from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+    from kafka.future import Future as KafkaFuture
     from kafka.structs import OffsetAndMetadata
 
 from consumers.records import TopicPartition
@@ -42,6 +43,7 @@ __all__ = [
     "AsyncConsumerRebalanceListener",
     "KafkaAdminClient",
     "KafkaConsumer",
+    "KafkaFuture",
     "KafkaProducer",
     "KafkaTopicPartition",
     "OffsetAndMetadata",
@@ -53,6 +55,7 @@ __all__ = [
     "cluster_id",
     "discard_fetched",
     "from_kafka_tp",
+    "io_loop",
     "kafka",
     "require_reachable",
     "to_kafka_tp",
@@ -156,6 +159,7 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator.need_rejoin",
     "KafkaConsumer._coordinator.poll",
     "KafkaConsumer._coordinator._manager.wait_for",
+    "KafkaConsumer._coordinator._manager.call_soon",
     "KafkaProducer._sender.force_close",
     _SOCK_CONNECT,
     _TAKE,
@@ -223,6 +227,17 @@ async def wait_within(consumer: Any, future: Any, timeout_s: float) -> Any:
         _fallback("wait_within", "KafkaConsumer._coordinator._manager.wait_for")
         return await future
     return await manager.wait_for(future, max(1, int(timeout_s * 1000)))
+
+
+def io_loop(consumer: Any) -> Any | None:
+    """The manager of ``consumer``'s I/O loop, whose ``call_soon`` runs a function on the I/O
+    thread from any thread (a rebalance listener's result is handed back through it); None
+    when it is missing (the listener then runs its callbacks on the I/O thread itself)."""
+    manager = getattr(getattr(consumer, "_coordinator", None), "_manager", None)
+    if manager is None or not hasattr(manager, "call_soon"):
+        _fallback("io_loop", "KafkaConsumer._coordinator._manager.call_soon")
+        return None
+    return manager
 
 
 def close_producer(producer: Any, timeout_s: float) -> bool:

@@ -1,14 +1,21 @@
-"""TurnSource over a Kafka consumer group (kafka-python).
+"""TurnSource over a Kafka consumer group (kafka-python): the consumer session.
+
+This module joins the group, polls, commits and listens for rebalances; the rest of the
+intake wing is in modules of their own: pause state (``partition_pauses.py``), unreadable-batch
+holds (``unreadable_holds.py``), the lag meter (``lag_meter.py``), the stuck-group decision
+(``group_rejoin.py``) and which broker this is (``broker_quirks.py``).
 
 Offsets are committed only when the pipeline says so (``enable_auto_commit=False``), so a
-message is never marked read before it is finished.
+message is never marked read before it is finished. The source tracks no offsets of its own:
+the pipeline's ``OffsetTracker`` does, and lag reads kafka-python's position.
 
-Rebalance callbacks: kafka-python 3 runs its network loop, and with it the rebalance
-listener, on a background I/O thread, and a blocking consumer call (such as ``commit``) from
-that thread would deadlock. The listener is therefore an async one: the user's callbacks run
-inline on the I/O thread (while ``poll()`` or ``close()`` is waiting for it), a ``commit()``
-made from inside ``on_revoked`` is sent asynchronously, and the listener awaits it before the
-partitions are released, which is what the synchronous contract needs.
+Rebalance callbacks: kafka-python 3 runs the rebalance listener on its background I/O thread
+while ``poll()`` or ``close()`` waits for it. Here those calls run on a worker thread instead
+(``rebalance_handoff.LoopHandoff``), and the calling thread (the daemon's loop) runs the
+callbacks the call triggers: a revocation finishes and commits the revoked partitions' work on
+the loop's own thread, while the listener awaits it without blocking the I/O loop (heartbeats
+go on). A ``commit()`` made from inside ``on_revoked`` is collected and sent by the listener
+before the partitions are released, which is what the synchronous contract needs.
 
 Every blocking call has a time limit (kafka-python's own defaults include "forever"): a commit
 ``commit_timeout_s`` (or the caller's), ``close()`` ``close_timeout_s`` for the revocation
@@ -20,23 +27,23 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import structlog
 
 from consumers._kafka import (
     AsyncConsumerRebalanceListener,
     KafkaConsumer,
+    KafkaFuture,
     OffsetAndMetadata,
     UnreadableBatchError,
     any_reachable,
     broker_errors,
     client_options,
     cluster_id,
-    describe_unreadable,
-    discard_fetched,
     from_kafka_tp,
+    io_loop,
     require_reachable,
     to_kafka_tp,
     wait_within,
@@ -50,6 +57,9 @@ from consumers._kafka_group import (
 from consumers.broker_quirks import tansu_quirks
 from consumers.group_health import Rejoin, RejoinListener
 from consumers.group_rejoin import RejoinPlan, StuckGroup, member_id
+from consumers.lag_meter import LagMeter
+from consumers.partition_pauses import PartitionPauses
+from consumers.rebalance_handoff import LoopHandoff
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import PartitionsCallback
 from consumers.unreadable import (
@@ -57,13 +67,15 @@ from consumers.unreadable import (
     MAX_BACKOFF_S,
     UnreadableBatch,
     UnreadableListener,
-    UnreadablePartitions,
 )
+from consumers.unreadable_holds import UnreadableHolds
 from monitor.clock import SystemClock
 from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 # How long ping() trusts its last answer: /readyz may be scraped every second.
 PING_CACHE_S = 2.0
@@ -91,24 +103,22 @@ class KafkaTurnSource:
         self._join_timeout_ms = config.join_timeout_ms
         self._on_assigned: PartitionsCallback | None = None
         self._on_revoked: PartitionsCallback | None = None
-        # Set while a user callback runs on the I/O thread; commit() checks it.
+        # Set while a user callback runs; commit() made from it is collected, not sent.
         self._listener_thread: int | None = None
-        self._deferred_commits: list[Any] = []
-        self._positions: dict[TopicPartition, int] = {}
-        self._lag: dict[TopicPartition, int] = {}
-        self._lag_at: float | None = None
-        self._lag_refresh_s = lag_refresh_s
+        self._deferred_commits: list[dict[Any, Any]] = []
+        self._lag = LagMeter(lag_refresh_s)
         self._ping: tuple[float, bool] | None = None
-        self._lock = threading.Lock()
         self._closed = False
         self._joiner: threading.Thread | None = None
-        self._unannounced: set[TopicPartition] = set()  # assigned before a listener was set
-        # Partitions held back on a batch they cannot read, and those the caller paused
-        # (backpressure): a held partition is resumed when its retry is due, not before.
-        self._unreadable = UnreadablePartitions(SystemClock(), *unreadable_backoff_s)
+        self._joining = False  # an early join is under way (start_join)
+        self._unannounced: set[TopicPartition] = set()  # assigned before a listener could hear
+        # Partitions the caller paused (backpressure), and those held back on a batch they
+        # cannot read: a held partition is resumed when its retry is due, not before.
+        self._pauses = PartitionPauses()
+        self._holds = UnreadableHolds(SystemClock(), unreadable_backoff_s, self._pauses)
         self._on_unreadable: UnreadableListener | None = None
-        self._user_paused: set[TopicPartition] = set()
         self._on_rejoin: RejoinListener | None = None
+        self._handoff = LoopHandoff()
         self._connect_timeout_s = connect_timeout_s
         # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
         require_reachable(self._servers, connect_timeout_s)
@@ -152,7 +162,7 @@ class KafkaTurnSource:
             )
         try:
             with broker_errors("subscribing", self._servers):
-                consumer.subscribe(topics=list(config.topics), listener=_Listener(self))
+                consumer.subscribe(topics=list(config.topics), listener=_Listener(self, consumer))
         except BaseException:
             consumer.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
             raise
@@ -166,9 +176,11 @@ class KafkaTurnSource:
         judge clients and probe server meanwhile reaches its first verdict that much sooner.
         Every other method waits for the join to end before touching the consumer (it is not
         thread-safe); a join that fails or times out is simply redone by the next ``poll()``.
+        The partitions it is given are announced to the listener by the first call after it.
         """
         if self._joiner is not None or self._closed:
             return
+        self._joining = True
         self._joiner = threading.Thread(target=self._join, name="kafka-join", daemon=True)
         self._joiner.start()
 
@@ -179,11 +191,13 @@ class KafkaTurnSource:
             log.info("joined the consumer group" if joined else "group join not finished yet")
         except Exception as exc:  # the loop's first poll joins again and reports failures
             log.warning("joining the consumer group failed; retrying on poll", error=str(exc))
+        finally:
+            self._joining = False
 
     def _settle(self) -> None:
         """Wait for an early join; then tell the listener about partitions it missed."""
         if self._listener_thread == threading.get_ident():
-            return  # a callback on the I/O thread, which the join itself may be waiting for
+            return  # inside a callback, which a consumer call under way is waiting for
         joiner = self._joiner
         if joiner is not None and joiner is not threading.current_thread():
             joiner.join()  # bounded: the join has its timeout
@@ -192,19 +206,28 @@ class KafkaTurnSource:
             tps, self._unannounced = self._unannounced, set()
             self._run_callback(self._on_assigned, tps & self.assignment())
 
+    def _call(self, fn: Callable[[], T]) -> T:
+        """A consumer call that may run the rebalance listener: on the worker thread, with
+        the callbacks on this one."""
+        return self._handoff.call(fn)
+
     # ------------------------------------------------------------------ TurnSource
 
     def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
         self._settle()
-        if self._unreadable:
-            self._sync_held()
-        with broker_errors("polling", self._servers):
+        if self._holds:
+            self._holds.sync(self._consumer)
+        consumer = self._consumer
+        timeout_ms = max(0, int(timeout_s * 1000))
+
+        def poll() -> Any:
             # During a rebalance this may block past timeout_s (bounded by the join timeout).
-            finish_pending_join(self._consumer, self._join_timeout_ms)
+            finish_pending_join(consumer, self._join_timeout_ms)
+            return consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+
+        with broker_errors("polling", self._servers):
             try:
-                batches = self._consumer.poll(
-                    timeout_ms=max(0, int(timeout_s * 1000)), max_records=max_records
-                )
+                batches = self._call(poll)
             except UnreadableBatchError as exc:  # no records came with it: see _kafka.py
                 self._hold_unreadable(exc)
                 batches = {}
@@ -212,19 +235,10 @@ class KafkaTurnSource:
         for records in batches.values():
             for r in records:
                 out.append(_to_raw(r))
-            if records:
+            if records and self._holds:
                 last = records[-1]
-                tp = TopicPartition(last.topic, last.partition)
-                self._positions[tp] = last.offset + 1
-                if self._unreadable and (was := self._unreadable.read(tp, last.offset)):
-                    log.info(
-                        "unreadable partition readable again",
-                        topic=was.topic,
-                        partition=was.partition,
-                        offset=was.offset,
-                        attempts=was.attempts,
-                    )
-        self._maybe_refresh_lag()
+                self._holds.delivered(TopicPartition(last.topic, last.partition), last.offset)
+        self._lag.refresh(self._consumer)
         plan = self._stuck.check(self._consumer)
         if plan is not None:
             self._rejoin(plan)
@@ -235,9 +249,8 @@ class KafkaTurnSource:
             return
         payload = {to_kafka_tp(tp): OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
         if self._listener_thread == threading.get_ident():
-            # Inside on_revoked on the I/O thread: awaited by the listener before it returns.
-            with broker_errors("committing offsets", self._servers):
-                self._deferred_commits.append(self._consumer.commit_async(offsets=payload))
+            # Inside on_revoked: sent and awaited by the listener before it returns.
+            self._deferred_commits.append(payload)
             return
         self._settle()
         timeout_ms = int(1000 * (self._commit_timeout_s if timeout_s is None else timeout_s))
@@ -248,16 +261,14 @@ class KafkaTurnSource:
         tps = set(tps)
         if tps:
             self._settle()
-            self._user_paused |= tps
-            self._consumer.pause(*(to_kafka_tp(tp) for tp in tps))
+            self._consumer.pause(*(to_kafka_tp(tp) for tp in self._pauses.pause(tps)))
 
     def resume(self, tps: Iterable[TopicPartition]) -> None:
         tps = set(tps)
         if tps:
             self._settle()
-            self._user_paused -= tps
             # A partition held on an unreadable batch stays paused until its retry is due.
-            ktps = [to_kafka_tp(tp) for tp in tps - self._unreadable.held()]
+            ktps = [to_kafka_tp(tp) for tp in self._pauses.resume(tps, self._holds.held())]
             if ktps:
                 self._consumer.resume(*ktps)
 
@@ -265,8 +276,8 @@ class KafkaTurnSource:
         """Partitions the caller paused (those held on an unreadable batch are not theirs to
         resume: see ``unreadable()``)."""
         self._settle()
-        held = self._unreadable.held() - self._user_paused if self._unreadable else set()
-        return {from_kafka_tp(tp) for tp in self._consumer.paused()} - held
+        paused = {from_kafka_tp(tp) for tp in self._consumer.paused()}
+        return self._pauses.visible(paused, self._holds.held()) if self._holds else paused
 
     def set_rejoin_listener(self, listener: RejoinListener) -> None:
         self._on_rejoin = listener
@@ -275,7 +286,7 @@ class KafkaTurnSource:
         self._on_unreadable = listener
 
     def unreadable(self) -> dict[TopicPartition, UnreadableBatch]:
-        return self._unreadable.snapshot()
+        return self._holds.snapshot()
 
     @property
     def member_id(self) -> str:
@@ -290,8 +301,7 @@ class KafkaTurnSource:
         return {from_kafka_tp(tp) for tp in self._consumer.assignment()}
 
     def lag(self) -> dict[TopicPartition, int]:
-        with self._lock:
-            return dict(self._lag)
+        return self._lag.lag()
 
     def set_rebalance_listener(
         self, on_assigned: PartitionsCallback, on_revoked: PartitionsCallback
@@ -313,20 +323,25 @@ class KafkaTurnSource:
             return
         self._closed = True  # from now on, revocation commits wait close_timeout_s at most
         self._settle()
+        consumer = self._consumer
         try:
             with broker_errors("closing the consumer", self._servers):
                 # The limit covers leaving the group; the revocation commit has its own.
-                self._consumer.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
+                timeout_ms = int(self._close_timeout_s * 1000)
+                self._call(lambda: consumer.close(autocommit=False, timeout_ms=timeout_ms))
         except Exception as exc:
             log.warning("closing the Kafka consumer failed", error=str(exc))
+        finally:
+            self._handoff.close()
 
     # ------------------------------------------------------------------ internals
 
     def _rejoin(self, plan: RejoinPlan) -> None:
         """Leave a group that has not formed and join it again with a fresh consumer: as a
         dynamic member (a new member id: the broker's stale state for the old one no longer
-        matters; static membership comes back with the next restart of the process), or in
-        the place of a leader the group no longer has (``consumers/group_rejoin.py``)."""
+        matters; static membership comes back with the next restart of the process), or, with
+        Tansu's quirks on, in the place of a leader the group no longer has
+        (``consumers/group_rejoin.py``)."""
         try:
             fresh = self._subscribed(None)  # first: if the broker is gone, keep what there is
         except BrokerError as exc:
@@ -342,82 +357,22 @@ class KafkaTurnSource:
         try:
             with broker_errors("leaving the stuck group", self._servers):
                 # Revokes what is still assigned (the rebalance listener commits it first).
-                old.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
+                timeout_ms = int(self._close_timeout_s * 1000)
+                self._call(lambda: old.close(autocommit=False, timeout_ms=timeout_ms))
         except Exception as exc:
             log.warning("closing the stuck consumer failed", error=str(exc))
-        self._forget(set(self._positions) | set(self._lag))
-        self._unreadable.forget(set(self._unreadable.snapshot()))
-        self._user_paused.clear()
+        forgotten = set(self._lag.lag()) | set(self._holds.snapshot())
+        self._lag.forget(forgotten)
+        self._holds.forget(forgotten)
+        self._pauses.clear()
         self._consumer = fresh
         if self._on_rejoin is not None:
             self._on_rejoin()
 
     def _hold_unreadable(self, exc: UnreadableBatchError) -> None:
-        """Pause the partition on its unread batch (its position stays there, so nothing past
-        it is read or committed) and schedule a fresh fetch of it after a backoff."""
-        tp = exc.tp
-        discard_fetched(self._consumer, tp)
-        batch = self._unreadable.failed(
-            tp, exc.offset, exc.reason, describe_unreadable(exc.reason, exc.cause)
-        )
-        ktp = to_kafka_tp(tp)
-        if ktp in self._consumer.assignment():
-            self._consumer.pause(ktp)
-        log.error(
-            "unreadable record batch: partition held back, other partitions go on",
-            topic=tp.topic,
-            partition=tp.partition,
-            offset=exc.offset,
-            reason=exc.reason,
-            attempts=batch.attempts,
-            retry_in_s=round(batch.retry_at - time.monotonic(), 1),
-            error=batch.error,
-        )
+        batch = self._holds.hold(self._consumer, exc)
         if self._on_unreadable is not None:
             self._on_unreadable(batch)
-
-    def _sync_held(self) -> None:
-        """Keep held partitions paused; resume those whose retry is due (unless the caller
-        paused them too): their next fetch reads the batch again."""
-        stuck = self._unreadable.snapshot()
-        held = self._unreadable.held()
-        assigned = self._consumer.assignment()
-        paused = set(self._consumer.paused())
-        hold = {to_kafka_tp(tp) for tp in held} & assigned - paused
-        retry = {to_kafka_tp(tp) for tp in set(stuck) - held - self._user_paused} & paused
-        if hold:
-            self._consumer.pause(*hold)
-        if retry:
-            log.info("retrying unreadable partitions", partitions=_names(map(from_kafka_tp, retry)))
-            self._consumer.resume(*retry)
-
-    def _maybe_refresh_lag(self) -> None:
-        """Recompute lag from highwater marks the fetches already returned (no request)."""
-        now = time.monotonic()
-        if self._lag_at is not None and now - self._lag_at < self._lag_refresh_s:
-            return
-        self._lag_at = now
-        lag: dict[TopicPartition, int] = {}
-        for ktp in self._consumer.assignment():
-            tp = from_kafka_tp(ktp)
-            high = self._consumer.highwater(ktp)
-            position = self._positions.get(tp)
-            if position is None and high is not None:
-                # Fetched but nothing delivered yet (e.g. paused): the fetch position is known.
-                try:
-                    position = self._consumer.position(ktp, timeout_ms=0)
-                except Exception:  # best effort: the partition may be mid-rebalance
-                    position = None
-            if high is not None and position is not None:
-                lag[tp] = max(0, int(high) - int(position))
-        with self._lock:
-            self._lag = lag
-
-    def _forget(self, tps: set[TopicPartition]) -> None:
-        with self._lock:
-            for tp in tps:
-                self._positions.pop(tp, None)
-                self._lag.pop(tp, None)
 
     def _run_callback(self, callback: PartitionsCallback | None, tps: set[TopicPartition]) -> None:
         if callback is None:
@@ -428,55 +383,93 @@ class KafkaTurnSource:
         finally:
             self._listener_thread = None
 
-    def _assigned(self, ktps: Iterable[Any]) -> None:
-        tps = {from_kafka_tp(tp) for tp in ktps}
+    def _assigned(self, tps: set[TopicPartition]) -> None:
         if not tps:
             return
         log.info("partitions assigned", partitions=_names(tps))
-        if self._on_assigned is None:  # an early join (start_join) ended before the listener
+        if self._on_assigned is None or self._joining:
+            # An early join (start_join): announced by the first call after it, on its thread.
             self._unannounced |= tps
+            return
         self._run_callback(self._on_assigned, tps)
 
-    def _revoked(self, ktps: Iterable[Any], lost: bool) -> list[Any]:
-        tps = {from_kafka_tp(tp) for tp in ktps}
+    def _revoked(self, tps: set[TopicPartition], lost: bool) -> list[dict[Any, Any]]:
+        """Forget the partitions, run the caller's ``on_revoked``; the commits it made, for the
+        listener to send (none for lost partitions: the group already gave them away)."""
         if not tps:  # kafka-python reports an empty revocation before the first join
             return []
-        self._forget(tps)
-        self._unreadable.forget(tps)
-        self._user_paused -= tps
+        self._lag.forget(tps)
+        self._holds.forget(tps)
+        self._pauses.forget(tps)
         log.info("partitions lost" if lost else "partitions revoked", partitions=_names(tps))
+        if self._joining:
+            # Revoked within an early join: nothing was delivered yet, so nothing to finish.
+            self._unannounced -= tps
+            return []
         self._deferred_commits = []
         try:
             self._run_callback(self._on_revoked, tps)
         finally:
-            futures, self._deferred_commits = self._deferred_commits, []
-        if lost and futures:
-            # The group already gave these partitions away: the commit can only be refused.
+            commits, self._deferred_commits = self._deferred_commits, []
+        if lost and commits:
             log.warning("offsets of lost partitions not committed", partitions=_names(tps))
             return []
-        return futures
+        return commits
 
 
 class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, source: KafkaTurnSource) -> None:
+    """On kafka-python's I/O thread: hands each callback to the thread waiting in the consumer
+    call (``LoopHandoff``), awaits it, then sends the commits it made and awaits those."""
+
+    def __init__(self, source: KafkaTurnSource, consumer: Any) -> None:
         self._source = source
+        self._consumer = consumer
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        await self._await_commits(self._source._revoked(revoked, lost=False))
+        tps = {from_kafka_tp(tp) for tp in revoked}
+        commits = await self._on_caller(lambda: self._source._revoked(tps, lost=False))
+        await self._commit(commits)
 
     async def on_partitions_lost(self, lost: Any) -> None:
-        self._source._revoked(lost, lost=True)
+        tps = {from_kafka_tp(tp) for tp in lost}
+        await self._on_caller(lambda: self._source._revoked(tps, lost=True))
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
-        self._source._assigned(assigned)
+        tps = {from_kafka_tp(tp) for tp in assigned}
+        await self._on_caller(lambda: self._source._assigned(tps))
 
-    async def _await_commits(self, futures: list[Any]) -> None:
+    async def _on_caller(self, fn: Callable[[], T]) -> T:
+        """``fn()`` on the thread waiting in the consumer call, or here when none is (an early
+        join, whose callbacks only note what they are given) or the I/O loop cannot be
+        reached (a kafka-python rename; logged once)."""
+        loop = io_loop(self._consumer)
+        if loop is None:
+            return fn()
+        future = KafkaFuture()
+
+        def run() -> None:
+            try:
+                value = fn()
+            except BaseException as exc:  # raised in the listener, on the I/O thread
+                loop.call_soon(lambda failed=exc: future.failure(failed))
+            else:
+                loop.call_soon(lambda: future.success(value))
+
+        if not self._source._handoff.post(run):
+            return fn()
+        result: T = await future
+        return result
+
+    async def _commit(self, commits: list[dict[Any, Any]]) -> None:
         source = self._source
         limit = source._close_timeout_s if source._closed else source._commit_timeout_s
         deadline = time.monotonic() + limit
-        for future in futures:
+        for offsets in commits:
             try:
-                await wait_within(source._consumer, future, max(0.0, deadline - time.monotonic()))
+                with broker_errors("committing offsets", source._servers):
+                    future = self._consumer.commit_async(offsets=offsets)
+                remaining = max(0.0, deadline - time.monotonic())
+                await wait_within(self._consumer, future, remaining)
             except Exception as exc:
                 # The new owner re-reads from the last good commit: duplicates, not loss.
                 log.warning("commit on revocation failed", error=str(exc))

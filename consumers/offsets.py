@@ -1,4 +1,6 @@
-"""Which offsets are safe to commit when messages finish out of order (pure, no I/O).
+"""Which offsets are safe to commit when messages finish out of order (pure, no I/O): the one
+place the intake tracks per-partition offsets (the Kafka source keeps none; lag reads the
+consumer's own position).
 
 Per partition the committable offset is the lowest offset still in flight, or, when nothing
 is in flight, one past the highest finished offset: every message below it is finished. Judge
@@ -86,6 +88,12 @@ class OffsetTracker:
         """Forget partitions this consumer no longer owns."""
         for tp in tps:
             self._parts.pop(tp, None)
+
+    def next_offset(self, tp: TopicPartition) -> int:
+        """One past the last offset tracked in ``tp`` (-1 when none is): a record below it is a
+        re-delivery (the consumer rewound), which the caller handles before tracking it."""
+        state = self._parts.get(tp)
+        return -1 if state is None else state.last_tracked + 1
 
     def pending_count(self) -> int:
         """Messages tracked and not yet finished, over all partitions."""

@@ -51,8 +51,9 @@ class TurnSource(Protocol):
         """Callbacks for partitions gained and lost.
 
         ``on_revoked`` runs before the partitions are handed to another consumer, so it may
-        ``commit()`` what is finished for them. Callbacks may run on a client I/O thread while
-        ``poll()`` or ``close()`` is in progress: keep them short and guard shared state.
+        ``commit()`` what is finished for them. Callbacks run on the thread that called
+        ``poll()`` or ``close()``, while that call is in progress (the Kafka source hands them
+        there from its client's I/O thread), so they may use what that thread owns.
         """
         ...
 

@@ -103,7 +103,6 @@ class Daemon:
         self._metrics.prime(dead_letter_reasons=(*DLQ_REASONS, UNSTORABLE))
 
         self._backlog: deque[Envelope[RawMessage]] = deque()
-        self._next_offset: dict[TopicPartition, int] = {}  # per partition, to detect rewinds
         self._stop = threading.Event()
         self._stop_at: float | None = None  # when stop() was first called (monotonic)
         self._finished = threading.Event()
@@ -238,18 +237,14 @@ class Daemon:
         for msg in records:
             offset = msg.offset
             if tp is None or msg.partition != tp.partition or msg.topic != tp.topic:
-                if tp is not None:
-                    self._next_offset[tp] = expected
                 tp = TopicPartition(msg.topic, msg.partition)
-                expected = self._next_offset.get(tp, -1)
+                expected = self.tracker.next_offset(tp)
             if offset < expected:
                 self._rewound(tp, offset)
             expected = offset + 1
             track(tp, offset)
             counts[msg.topic] = counts.get(msg.topic, 0) + 1
             append(Envelope(tp, offset, msg))
-        if tp is not None:
-            self._next_offset[tp] = expected
         for topic, n in counts.items():
             self._metrics.record_consumed(topic, n)
         return records
@@ -261,8 +256,6 @@ class Daemon:
         kept = [m for m in self._backlog if m.tp not in tps]
         self._backlog.clear()
         self._backlog.extend(kept)
-        for tp in tps:
-            self._next_offset.pop(tp, None)
 
     def _forget_unowned(self) -> None:
         """Drop partitions a rebalance gave to another consumer (their new owner re-reads
@@ -338,8 +331,9 @@ class Daemon:
         when the rebalance hands it back, so the records held here are the only copy this
         consumer will get. Partitions that went elsewhere are forgotten once the new
         assignment is known (``_forget_unowned``), and a source that rewinds is detected
-        (``_rewound``). Runs while the loop thread waits in ``source.poll()`` or ``close()``
-        (the source's contract), so nothing is touched concurrently.
+        (``_rewound``). Runs on the loop thread itself, inside ``source.poll()`` or
+        ``close()`` (the source's contract: the Kafka source runs the consumer call on a worker
+        thread and hands the callback back here), so nothing is touched concurrently.
         """
         if not self._stop.is_set():  # a stopping daemon has drained already
             self._finish_revoked(set(tps))

@@ -155,6 +155,7 @@ class Member:
         self.received: list[RawMessage] = []
         self.events: list[tuple[str, set[TopicPartition]]] = []
         self.committed_on_revoke: dict[TopicPartition, int] = {}
+        self.revoked_on: list[threading.Thread] = []
         self._positions: dict[TopicPartition, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -164,6 +165,7 @@ class Member:
         self.events.append(("assigned", tps))
 
     def _on_revoked(self, tps: set[TopicPartition]) -> None:
+        self.revoked_on.append(threading.current_thread())
         self.events.append(("revoked", tps))
         offsets = {tp: self._positions[tp] for tp in tps if tp in self._positions}
         self.source.commit(offsets)
@@ -219,6 +221,8 @@ def test_a_rebalance_commits_on_revoke_and_the_new_owner_resumes_there(
                 )
                 # The first member gave everything up, committing what it had read.
                 assert first.events[1] == ("revoked", tps)
+                # On the member's polling thread, not on kafka-python's I/O thread.
+                assert first.revoked_on[0] is first._thread
                 assert first.committed_on_revoke == {tp: 5 for tp in tps}
                 produce(kafka_broker.bootstrap, topic, [b"late"], partition=0)
                 produce(kafka_broker.bootstrap, topic, [b"late"], partition=1)
@@ -242,9 +246,17 @@ def test_close_runs_on_revoked_and_its_commit_lands(
     cfg = config(kafka_broker, contract_topic)
     source = source_factory(cfg)
     tp = TopicPartition(contract_topic, 0)
-    source.set_rebalance_listener(lambda tps: None, lambda tps: source.commit({tp: 3}))
+    threads: list[int] = []
+
+    def on_revoked(tps: set[TopicPartition]) -> None:
+        threads.append(threading.get_ident())
+        source.commit({tp: 3})
+
+    source.set_rebalance_listener(lambda tps: None, on_revoked)
     poll_until(source, 3)
     source.close()
+    # On the thread that closed, not on kafka-python's I/O thread.
+    assert threads == [threading.get_ident()]
     produce(kafka_broker.bootstrap, contract_topic, [b"after"])
     assert [m.value for m in poll_until(source_factory(cfg), 1)] == [b"after"]
 

@@ -147,3 +147,14 @@ def test_committable_never_passes_an_unfinished_offset(
                 tracker.mark_committed(committable)
                 marked = c
     assert tracker.pending_count() == len(offsets) - len(finished)
+
+
+def test_next_offset_is_one_past_the_last_tracked_and_forgotten_with_the_partition() -> None:
+    tracker = OffsetTracker()
+    tp = TopicPartition("t", 0)
+    assert tracker.next_offset(tp) == -1
+    tracker.track(tp, 4)
+    tracker.track(tp, 9)  # gaps are fine
+    assert tracker.next_offset(tp) == 10
+    tracker.revoke([tp])
+    assert tracker.next_offset(tp) == -1

@@ -133,8 +133,6 @@ def test_every_codec_from_both_clients_is_judged_once(
     assert len(expected) == 2 * 2 * 2 * PER_SHAPE
     db_url = f"sqlite:///{tmp_path / 'casewatch.db'}"
     settings = kafka_settings(bootstrap, topic, db_url)
-    kafka_config = settings.kafka.model_copy(update={"broker_quirks": "none"})
-    settings = settings.model_copy(update={"kafka": kafka_config})
     store = Store(db_url)
     store.migrate()
     group = settings.kafka.group_id

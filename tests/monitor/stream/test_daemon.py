@@ -122,6 +122,8 @@ def http_get(port: int, path: str) -> tuple[int, str]:
 
 
 def kafka_settings(bootstrap: str, topic: str, db_url: str, **overrides: Any) -> Settings:
+    """Settings of a daemon on ``topic``. The broker quirks are off: the daemon is a plain
+    Kafka consumer on whichever broker (the Tansu-quirks tests turn them on themselves)."""
     kafka = KafkaConfig(
         bootstrap_servers=[bootstrap],
         topics=[topic],
@@ -131,6 +133,7 @@ def kafka_settings(bootstrap: str, topic: str, db_url: str, **overrides: Any) ->
         heartbeat_interval_ms=1000,
         max_poll_interval_ms=6000,
         max_poll_records=50,
+        broker_quirks="none",
     )
     values: dict[str, Any] = {"kafka": kafka, "storage": {"url": db_url}}
     values.update(overrides)
@@ -318,8 +321,6 @@ def test_a_rebalance_mid_stream_loses_and_duplicates_nothing(
         settings = kafka_settings(
             bootstrap, topic, url, judges=judges, judge="remote", daemon={"concurrency": 2}
         )
-        kafka_config = settings.kafka.model_copy(update={"broker_quirks": "none"})
-        settings = settings.model_copy(update={"kafka": kafka_config})
         group = settings.kafka.group_id
         store_a, store_b = Store(url), Store(url)
         src_a = KafkaTurnSource(settings.kafka)
