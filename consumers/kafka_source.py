@@ -123,7 +123,11 @@ class KafkaTurnSource:
         # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
         require_reachable(self._servers, connect_timeout_s)
         self._consumer = self._subscribed(config.group_instance_id)
-        self.tansu_quirks = self._tansu_quirks()
+        try:
+            self.tansu_quirks = self._tansu_quirks()
+        except BaseException:  # not left to the garbage collector with its sockets open
+            self._consumer.close(autocommit=False, timeout_ms=int(close_timeout_s * 1000))
+            raise
         # A group that does not form is joined again, after a bound that depends on the broker.
         self._stuck = StuckGroup(config, close_timeout_s, tansu=self.tansu_quirks)
 
