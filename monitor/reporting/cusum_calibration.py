@@ -135,7 +135,7 @@ def _threshold_cached(p0: float, p1: float, log_arl0: float) -> float:
         g_hi = gap(hi)
     # ln ARL0 grows with h at a slope close to 1 (ARL0 ~ e^h up to a constant, Siegmund), so
     # one step of that slope lands next to the root; regula falsi (Illinois) then closes in.
-    # A threshold takes 3-5 chain solves instead of the 12-24 a blind bracket search took.
+    # A threshold usually takes 3-5 chain solves instead of the 12-24 a blind bracket search took.
     lo = max(hi - g_hi - 0.5, hi / 16.0)
     g_lo = gap(lo)
     while g_lo > 0 and lo > 1e-6:
