@@ -107,7 +107,6 @@ def test_a_static_member_rejoining_gets_a_new_member_id(
     assert second.member_id not in ("", member)
 
 
-@pytest.mark.deviates("tansu", "a fenced static member may go on committing")
 def test_the_old_instance_of_a_static_member_is_fenced(
     kafka_broker: ContractBroker, two_partitions: str, sources: list[KafkaTurnSource]
 ) -> None:
