@@ -166,7 +166,7 @@ class KafkaTurnSource:
             )
         try:
             with broker_errors("subscribing", self._servers):
-                consumer.subscribe(topics=list(config.topics), listener=_Listener(self, consumer))
+                consumer.subscribe(topics=config.topic_names, listener=_Listener(self, consumer))
         except BaseException:
             consumer.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
             raise

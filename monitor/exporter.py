@@ -208,6 +208,29 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        # OpenTelemetry intake: traces being assembled (bounded by assembly.max_open_traces and
+        # max_open_spans) and why each finished (root, idle, cap, too_many_spans). A rising
+        # `cap` rate means traces are cut short: raise the caps or lower idle_seconds.
+        self.open_traces = Gauge(
+            "casewatch_open_traces", "Traces being assembled from OTLP spans", registry=r
+        )
+        self.open_spans = Gauge(
+            "casewatch_open_spans", "Spans held in traces being assembled", registry=r
+        )
+        self.traces_finished = Counter(
+            "casewatch_traces_finished",
+            "Traces assembled from OTLP spans, by what finished them",
+            ["cause"],
+            registry=r,
+        )
+        # Verdicts written back as gen_ai.evaluation.result log records, by outcome
+        # (exported, queue_full, export_failed): the drop alert watches the last two.
+        self.evaluation_records = Counter(
+            "casewatch_evaluation_records",
+            "gen_ai.evaluation.result log records, by outcome",
+            ["outcome"],
+            registry=r,
+        )
         # Backpressure: turns held by the pipeline and partitions paused because it is full.
         self.in_flight = Gauge("casewatch_in_flight", "Turns consumed but not finished", registry=r)
         self.paused_partitions = Gauge(

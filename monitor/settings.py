@@ -34,6 +34,7 @@ from monitor.redaction.config import RedactionConfig
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
 from monitor.secrets import Secret, read_secret
 from monitor.settings_errors import CheckedYamlSource, env_value_errors, mapping_expected
+from monitor.turn_mapping import TurnMapping
 
 HEURISTIC = "heuristic"
 
@@ -143,16 +144,31 @@ class PanelConfig(_Section):
         return self
 
 
+# How a topic's records are read: casewatch's own turn event, OTLP trace batches as the
+# OpenTelemetry Collector's Kafka exporter writes them, or any JSON shape through `mapping`.
+TopicFormat = Literal["casewatch", "otlp_proto", "otlp_json", "mapped"]
+
+
+class TopicConfig(_Section):
+    """A topic with the format of its records (a plain name means format ``casewatch``)."""
+
+    name: str = Field(min_length=1, max_length=249)
+    format: TopicFormat = "casewatch"
+
+
 class KafkaConfig(_Section):
-    """The Kafka cluster, the topics of turn events and the consumer group."""
+    """The Kafka cluster, the topics to read and the consumer group."""
 
     bootstrap_servers: list[str] = Field(
         default_factory=lambda: ["127.0.0.1:9092"], description="Brokers (host:port)."
     )
-    topics: list[str] = Field(
-        default_factory=lambda: ["support.turns"],
+    topics: list[str | TopicConfig] = Field(
+        default_factory=lambda: list[str | TopicConfig](["support.turns"]),
         min_length=1,
-        description="Topics of turn events.",
+        description=(
+            "Topics to read: a name (casewatch turn events) or {name, format} with format "
+            "casewatch, otlp_proto, otlp_json or mapped."
+        ),
     )
     group_id: str = Field(default="casewatch", description="Every replica joins this group.")
     client_id: str = "casewatch"
@@ -204,6 +220,21 @@ class KafkaConfig(_Section):
     )
 
     @property
+    def topic_names(self) -> list[str]:
+        return [t if isinstance(t, str) else t.name for t in self.topics]
+
+    @property
+    def topic_formats(self) -> dict[str, TopicFormat]:
+        """Each topic's record format."""
+        formats: dict[str, TopicFormat] = {}
+        for topic in self.topics:
+            if isinstance(topic, str):
+                formats[topic] = "casewatch"
+            else:
+                formats[topic.name] = topic.format
+        return formats
+
+    @property
     def join_timeout_ms(self) -> int:
         """How long a group join may take: the broker holds a JoinGroup up to the rebalance
         timeout (max.poll.interval.ms). A poll may block this long in a rebalance, which the
@@ -218,6 +249,89 @@ class KafkaConfig(_Section):
         if self.group_instance_id in (".", ".."):
             raise ValueError("group_instance_id cannot be '.' or '..' (Kafka refuses them)")
         return self
+
+
+CaseField = Literal["subject", "description", "product", "environment"]
+
+
+class AssemblyConfig(_Section):
+    """How spans from OTLP topics become traces, and which attributes hold the case fields."""
+
+    idle_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A trace without its root span is complete after this long without a span.",
+    )
+    max_open_traces: int = Field(
+        default=10_000, gt=0, description="Open traces held; past it the oldest is finished."
+    )
+    max_open_spans: int = Field(
+        default=200_000, gt=0, description="Spans held over all open traces (memory bound)."
+    )
+    max_spans_per_trace: int = Field(default=2_000, gt=0)
+    case_attributes: dict[
+        Literal["subject", "description", "product", "environment"], list[str]
+    ] = Field(
+        default_factory=dict,
+        description=(
+            "Span or resource attributes holding each case field, first present wins, "
+            "e.g. {subject: [support.case.subject]}."
+        ),
+    )
+
+
+class OtelExportConfig(_Section):
+    """Verdicts written back as gen_ai.evaluation.result OTLP log records."""
+
+    endpoint: str = Field(
+        pattern=r"^https?://",
+        description="OTLP/HTTP base URL, e.g. http://collector:4318 (records go to /v1/logs).",
+    )
+    headers_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Header name -> environment variable holding its value (e.g. a token).",
+    )
+    headers_file: Path | None = Field(
+        default=None, description="File of `Name: value` lines, for headers kept in a secret."
+    )
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    max_queue_size: int = Field(default=2048, gt=0, description="Records queued; past it dropped.")
+    max_batch_size: int = Field(default=512, gt=0)
+    schedule_delay_ms: int = Field(default=1000, gt=0)
+
+    _headers: tuple[dict[str, str], str | None] = PrivateAttr(default=({}, None))
+
+    @model_validator(mode="after")
+    def _read_headers(self) -> OtelExportConfig:
+        headers: dict[str, str] = {}
+        error = None
+        for name, env in self.headers_env.items():
+            value = os.environ.get(env)
+            if value is None:
+                error = f"otel_export.headers_env.{name}: environment variable {env} is not set"
+            else:
+                headers[name] = value
+        if self.headers_file is not None:
+            try:
+                lines = self.headers_file.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                error = f"otel_export.headers_file: cannot read {self.headers_file}: {exc}"
+                lines = []
+            for line in lines:
+                name, sep, value = line.partition(":")
+                if line.strip() and not sep:
+                    error = "otel_export.headers_file: a line is not `Name: value`"
+                elif line.strip():
+                    headers[name.strip()] = value.strip()
+        self._headers = (headers, error)
+        return self
+
+    def resolve_headers(self) -> dict[str, str]:
+        """The headers (read once, when the settings were built); ConfigError if unreadable."""
+        headers, error = self._headers
+        if error is not None:
+            raise ConfigError(error)
+        return dict(headers)
 
 
 class AlwaysJudgeRule(_Section):
@@ -671,6 +785,14 @@ class Settings(BaseSettings):
     redact: list[SecretStr] = Field(default_factory=list, description="Extra strings to redact.")
     # Personal data in turns: pseudonymized after decode.
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
+    # OpenTelemetry intake: spans of otlp_proto / otlp_json topics become turns.
+    assembly: AssemblyConfig = Field(default_factory=AssemblyConfig)
+    # `format: mapped` topics: one JMESPath expression per turn-event field.
+    mapping: dict[str, str] = Field(
+        default_factory=dict,
+        description="Turn-event field (dotted: assistant.name) -> JMESPath expression.",
+    )
+    otel_export: OtelExportConfig | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -707,6 +829,9 @@ class Settings(BaseSettings):
                     raise ValueError(f"panel: judge {n!r} is not configured")
         if self.baseline.enabled and self.baseline.judge not in names:
             raise ValueError(f"baseline: judge {self.baseline.judge!r} is not configured")
+        formats = self.kafka.topic_formats
+        if "mapped" in formats.values() or self.mapping:
+            TurnMapping.compile(self.mapping)  # MappingError (a ValueError) names the key
         return self
 
     @classmethod

@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "monitor.budget",
         "monitor.secrets",
         "monitor.settings_errors",
+        "monitor.turn_mapping",
     ),
     ("monitor.exporter", "monitor.redaction"),
     ("monitor.settings",),
@@ -62,7 +63,6 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "replay",
             "sampling",
             "otel.__init__",
-            "otel.mapping",
             "otel.otlp",
         ),
         ("unreadable", "partition_pauses", "otel.assembly", "otel.genai"),
@@ -171,8 +171,10 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("steps.rebalance",),
         # the steps: siblings, none imports another (what two share lives in steps.base)
         (
+            "steps.assemble",
             "steps.commit",
             "steps.decode",
+            "steps.export",
             "steps.judge",
             "steps.lookup",
             "steps.redact",
@@ -194,7 +196,17 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "usage", "output"),
         ("store_access",),
         ("detect", "estimate", "inspect", "labels"),
-        ("batch", "broker", "daemon", "db", "demo", "drift", "pairwise", "rubric"),
+        (
+            "batch",
+            "broker",
+            "daemon",
+            "db",
+            "demo",
+            "drift",
+            "map_check",
+            "pairwise",
+            "rubric",
+        ),
     ),
 }
 

@@ -27,6 +27,7 @@ from consumers.otel.otlp import Span
 # Why a trace was finished: its root arrived, it went idle, the memory cap pushed it out, it
 # grew past the per-trace span cap, or the stream is draining (a stop: nothing more will come).
 Cause = Literal["root", "idle", "cap", "too_many_spans", "drain"]
+CAUSES: tuple[Cause, ...] = ("root", "idle", "cap", "too_many_spans", "drain")
 
 
 @dataclass
@@ -153,6 +154,9 @@ class MessageHolds:
 
     def __contains__(self, message: object) -> bool:
         return message in self._counts
+
+    def held(self) -> list[Hashable]:
+        return list(self._counts)
 
     def hold(self, message: Hashable, times: int = 1) -> None:
         if times > 0:

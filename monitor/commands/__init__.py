@@ -58,6 +58,10 @@ INDEX: dict[str, tuple[str, str]] = {
         "Judge every turn event of INPUT.jsonl; resumable (turns already in --out are skipped).",
     ),
     "labels": ("labels", "Human labels: export a random batch to label, import the labels."),
+    "map-check": (
+        "map_check",
+        "Show the turn each JSON event of EVENTS.jsonl becomes under `mapping`, or why not.",
+    ),
     "pairwise": (
         "pairwise",
         "Compare two answer sets to the same questions: per question A/B/Tie with confidence, "

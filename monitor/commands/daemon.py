@@ -23,6 +23,7 @@ from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import CasewatchError, OffsetsNotCommitted
 
 if TYPE_CHECKING:
+    from monitor.settings import Settings
     from monitor.stream.runner import DaemonRunner
 
 log = structlog.get_logger(__name__)
@@ -44,7 +45,17 @@ _CONFIG = click.Path(dir_okay=False, path_type=Path)
     "- reads standard input (dead letters: ./casewatch-stdin.dlq.jsonl).",
 )
 @click.option("--follow", is_flag=True, help="With --file: keep reading as lines are appended.")
-def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
+@click.option(
+    "--format",
+    "file_format",
+    type=click.Choice(["casewatch", "otlp_json", "mapped"]),
+    default=None,
+    help="With --file: what a line is: a turn event (default), one OTLP/JSON "
+    "ExportTraceServiceRequest, or any JSON event read through `mapping`.",
+)
+def run(
+    config_file: Path | None, file_path: Path | None, follow: bool, file_format: str | None
+) -> None:
     """Run the streaming daemon: consume, sample, judge, store, export metrics."""
     from prometheus_client import REGISTRY
 
@@ -54,7 +65,11 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
 
     if follow and (file_path is None or str(file_path) == "-"):
         raise click.UsageError("--follow needs --file with a file (standard input ends at EOF)")
+    if file_format is not None and file_path is None:
+        raise click.UsageError("--format reads a file: give --file too")
     settings = settings_or_fail(config_file)
+    if file_format is not None:
+        settings = _file_format(settings, file_format)
     configure_logging(settings.log_level, settings.secret_values())
     log.info("settings loaded")
     try:
@@ -69,6 +84,22 @@ def run(config_file: Path | None, file_path: Path | None, follow: bool) -> None:
         _finish(runner, exc)
     log.info("daemon stopped")
     _finish(runner, None)
+
+
+def _file_format(settings: Settings, file_format: str) -> Settings:
+    """The settings with the file's lines read in ``file_format``."""
+    from consumers.file_source import FILE_TOPIC
+    from monitor.settings import TopicConfig
+    from monitor.turn_mapping import MappingError, TurnMapping
+
+    if file_format == "mapped":
+        try:
+            TurnMapping.compile(settings.mapping)
+        except MappingError as exc:
+            fail(f"--format mapped: {exc}")
+    topic = TopicConfig.model_validate({"name": FILE_TOPIC, "format": file_format})
+    kafka = settings.kafka.model_copy(update={"topics": [topic]})
+    return settings.model_copy(update={"kafka": kafka})
 
 
 def _finish(runner: DaemonRunner, uncommitted: OffsetsNotCommitted | None) -> None:

@@ -93,6 +93,8 @@ def detail_doc(d: TurnDetail) -> dict[str, Any]:
         "assistant_version": ev.get("assistant", {}).get("version"),
         "conversation_id": ev.get("conversation_id"),
         "turn_index": ev.get("turn_index"),
+        "trace_id": d.trace_id,
+        "span_id": d.span_id,
         "time": _iso(d.event_timestamp),
         "stored_at": _iso(d.stored_at),
         "case": ev.get("case", {}),
@@ -181,6 +183,8 @@ def render_detail(doc: dict[str, Any], *, width: int, color: bool) -> str:
         f"turn {doc['event_id']}  {doc['assistant']} {doc['assistant_version'] or ''}  "
         f"conversation {doc['conversation_id']} #{doc['turn_index']}  at {doc['time']}"
     )
+    if doc.get("trace_id"):
+        out.lines.append(f"trace {doc['trace_id']}  span {doc['span_id']}")
     if v is None:
         out.lines.append("no verdict stored for this turn (not sampled, or still in flight)")
     elif v["status"] != "ok":

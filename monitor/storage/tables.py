@@ -74,9 +74,13 @@ turns = sa.Table(
     # The full event as received, for audit; retention deletes it with the row.
     sa.Column("event", JSONDoc, nullable=False),
     sa.Column("stored_at", UTCDateTime, nullable=False),
+    # The evaluated span, for turns read from OpenTelemetry traces (migration 0009).
+    sa.Column("trace_id", sa.String(32)),
+    sa.Column("span_id", sa.String(16)),
     sa.Index(None, "assistant_name", "event_timestamp"),
     sa.Index(None, "conversation_id"),
     sa.Index(None, "stored_at"),
+    sa.Index(None, "trace_id"),
 )
 
 verdicts = sa.Table(
@@ -340,6 +344,8 @@ def turn_row(turn: TurnEvent, stored_at: datetime) -> dict[str, Any]:
         "event_timestamp": turn.timestamp,
         "event": turn.model_dump(mode="json"),
         "stored_at": stored_at,
+        "trace_id": turn.trace_id,
+        "span_id": turn.span_id,
     }
 
 

@@ -54,6 +54,8 @@ class TurnDetail:
     verdict: dict[str, Any] | None
     judgments: list[dict[str, Any]] = field(default_factory=list)
     older_verdicts: int = 0  # verdicts of earlier judge configurations, not shown
+    trace_id: str | None = None  # the evaluated span, for turns read from OpenTelemetry
+    span_id: str | None = None
 
 
 def _newest_verdict() -> sa.ColumnElement[bool]:
@@ -249,4 +251,6 @@ def get_turn(store: Store, event_id: str) -> TurnDetail | None:
         verdict={c: verdict[c] for c in _VERDICT_COLUMNS} if verdict is not None else None,
         judgments=judged,
         older_verdicts=max(len(found) - 1, 0),
+        trace_id=t["trace_id"],
+        span_id=t["span_id"],
     )

@@ -35,8 +35,11 @@ from consumers.decode import DLQ_REASONS
 from consumers.dlq import DeadLetterSink
 from consumers.group_health import RejoinsStuckGroup
 from consumers.offsets import OffsetTracker
+from consumers.otel.assembly import CAUSES as TRACE_CAUSES
+from consumers.otel.genai import SKIP_REASONS
+from consumers.otel.otlp import OTLP_DLQ_REASONS
 from consumers.records import RawMessage, TopicPartition
-from consumers.sampling import Sampler
+from consumers.sampling import SampleDecision, Sampler
 from consumers.source import TurnSource
 from consumers.unreadable import REASONS as UNREADABLE_REASONS
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
@@ -44,14 +47,18 @@ from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import MessageRejected, TransportError
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
+from monitor.otel_export.sender import OUTCOMES as EXPORT_OUTCOMES
+from monitor.otel_export.sender import EvaluationSender
 from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.stream.http import Heartbeat
 from monitor.stream.pipeline import build_pipeline
 from monitor.stream.readiness import Readiness
 from monitor.stream.recorder import StreamRecorder
+from monitor.stream.steps.assemble import UNKNOWN_ASSISTANT
 from monitor.stream.steps.base import Envelope
 from monitor.stream.steps.store import UNSTORABLE
+from monitor.turn_mapping import MAPPED_DLQ_REASONS
 
 log = structlog.get_logger(__name__)
 
@@ -97,10 +104,41 @@ class Daemon:
         calls = len(settings.effective_panel().primaries)
         sampler = sampler or Sampler(settings.sampling, self._clock, calls_per_turn=calls)
 
+        # Verdicts written back as OTLP log records, when configured: the SDK's export thread
+        # sends them, so the stream never waits on the endpoint.
+        self._sender: EvaluationSender | None = None
+        export = settings.otel_export
+        if export is not None:
+            self._sender = EvaluationSender(
+                export.endpoint,
+                recorder,
+                headers=export.resolve_headers(),
+                timeout_s=export.timeout_seconds,
+                max_queue_size=export.max_queue_size,
+                max_batch_size=export.max_batch_size,
+                schedule_delay_ms=export.schedule_delay_ms,
+            )
+            recorder.prime_evaluation_export(EXPORT_OUTCOMES)
         self._pipeline = build_pipeline(
-            settings, source, dlq, store, evaluator, recorder, self.tracker, sampler, self._clock
+            settings,
+            source,
+            dlq,
+            store,
+            evaluator,
+            recorder,
+            self.tracker,
+            sampler,
+            self._clock,
+            evaluation_sender=self._sender,
         )
         self._metrics.prime(dead_letter_reasons=(*DLQ_REASONS, UNSTORABLE))
+        if any(f.startswith("otlp") for f in settings.kafka.topic_formats.values()):
+            self._metrics.prime(dead_letter_reasons=OTLP_DLQ_REASONS)
+            self._metrics.prime_traces(TRACE_CAUSES)
+            for reason in SKIP_REASONS:
+                self._metrics.record_sampling(UNKNOWN_ASSISTANT, SampleDecision(False, reason), 0)
+        if "mapped" in settings.kafka.topic_formats.values():
+            self._metrics.prime(dead_letter_reasons=MAPPED_DLQ_REASONS)
 
         self._backlog: deque[Envelope[RawMessage]] = deque()
         self._stop = threading.Event()
@@ -385,6 +423,11 @@ class Daemon:
 
     def close(self) -> None:
         """Close what the daemon was given (after ``run`` returned)."""
+        if self._sender is not None:  # first: it exports what is queued, within its timeout
+            try:
+                self._sender.close()
+            except Exception:
+                log.warning("closing failed", component="evaluation export", exc_info=True)
         for name, closer in (
             ("source", self._source.close),
             ("dead-letter queue", self._dlq.close),

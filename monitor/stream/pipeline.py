@@ -10,10 +10,13 @@ questions the loop asks (is the database healthy, how many judge calls still run
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from consumers.dlq import DeadLetterSink
 from consumers.offsets import OffsetTracker
+from consumers.otel.assembly import TraceAssembler
+from consumers.otel.genai import CaseAttributes
+from consumers.otel.otlp import OtlpEncoding
 from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import Sampler
 from consumers.source import TurnSource
@@ -22,13 +25,16 @@ from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent, Verdict
+from monitor.otel_export.sender import EvaluationSender
 from monitor.redaction import Redactor
 from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.stream.recorder import StreamRecorder
-from monitor.stream.steps.base import Envelope, ProcessingStep, VerdictWriter
+from monitor.stream.steps.assemble import AssembleStep, TicketGate
+from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, VerdictWriter
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S, DecodeStep
+from monitor.stream.steps.export import ExportStep
 from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.steps.lookup import LookupStep
 from monitor.stream.steps.rebalance import Rebalancing
@@ -36,6 +42,7 @@ from monitor.stream.steps.redact import RedactingDeadLetterSink, RedactingWriter
 from monitor.stream.steps.sample import SampleStep
 from monitor.stream.steps.screen import ScreenStep
 from monitor.stream.steps.store import StoreStep
+from monitor.turn_mapping import TurnMapping
 
 
 class Pipeline:
@@ -132,9 +139,17 @@ def build_pipeline(
     tracker: OffsetTracker,
     sampler: Sampler,
     clock: Clock,
+    evaluation_sender: EvaluationSender | None = None,
 ) -> Pipeline:
     cfg = settings.daemon
     commit = CommitStep(source, tracker, metrics, clock, cfg.commit_interval_seconds)
+    formats = settings.kafka.topic_formats
+    encodings: dict[str, OtlpEncoding] = {
+        t: f for t, f in formats.items() if f == "otlp_proto" or f == "otlp_json"
+    }
+    # Turns assembled from OTLP spans finish through tickets (``steps/assemble.py``): every
+    # step that finishes a message hands it to the gate, which passes the rest on to commit.
+    done = TicketGate(commit) if encodings else commit
     # Redaction: one redactor for the step, the store and the dead-letter topic.
     red = settings.redaction
     redactor = Redactor(red.policy()) if red.enabled else None
@@ -145,7 +160,11 @@ def build_pipeline(
         writer = RedactingWriter(store, redactor, metrics)
     if redactor is not None and red.dead_letter:
         dlq = RedactingDeadLetterSink(dlq, redactor, metrics)
-    store_step = StoreStep(commit, writer, metrics, clock, dlq=dlq)
+    after_store: ProcessingStep[JudgedTurn] = done
+    if evaluation_sender is not None:
+        red_text = redactor.redact_loose if redactor is not None else (lambda text: text)
+        after_store = ExportStep(done, evaluation_sender, red_text)
+    store_step = StoreStep(after_store, writer, metrics, clock, dlq=dlq)
     judge = JudgeStep(
         store_step,
         evaluator,
@@ -161,7 +180,7 @@ def build_pipeline(
     # A replayed turn costs a database read, not a judge call.
     lookup = LookupStep(
         judge,
-        commit,
+        done,
         store,
         evaluator.config_hash,
         metrics,
@@ -172,7 +191,7 @@ def build_pipeline(
     )
     sample = SampleStep(
         lookup,
-        commit,
+        done,
         sampler,
         metrics,
         tripwire=identifier_tripwire if settings.sampling.identifier_tripwire else None,
@@ -180,32 +199,59 @@ def build_pipeline(
     after_decode: ProcessingStep[TurnEvent] = sample
     if redactor is not None and red.active:
         after_decode = RedactStep(
-            sample, commit, redactor, metrics, forward_redacted=red.before_judging
+            sample, done, redactor, metrics, forward_redacted=red.before_judging
         )
-    first = DecodeStep(
+    mapped = [t for t, f in formats.items() if f == "mapped"]
+    decoders: dict[str, Callable[[bytes | None, int], TurnEvent]] = {}
+    if mapped:
+        mapping = TurnMapping.compile(settings.mapping)
+        decoders = {t: mapping.decode for t in mapped}
+    first: ProcessingStep[RawMessage] = DecodeStep(
         after_decode,
-        commit,
+        done,
         dlq,
         metrics,
         settings.kafka.max_message_bytes,
         # A flush in progress when a stop comes must fit in the drain budget too.
         flush_timeout_s=min(DEFAULT_FLUSH_TIMEOUT_S, cfg.drain_timeout_seconds),
         clock=clock,
+        decoders=decoders,
     )
-    if cfg.screen_processes == 0:
-        return Pipeline(
-            first, [lookup, judge], lookup=lookup, judge=judge, store=store_step, commit=commit
+    rebalancing: list[Rebalancing] = [lookup, judge]
+    if cfg.screen_processes > 0:
+        screen = ScreenStep(
+            first,
+            done,
+            metrics,
+            processes=cfg.screen_processes,
+            max_bytes=settings.kafka.max_message_bytes,
+            sampling=settings.sampling,
+            redaction=red,
+            clock=clock,
         )
-    screen = ScreenStep(
-        first,
-        commit,
-        metrics,
-        processes=cfg.screen_processes,
-        max_bytes=settings.kafka.max_message_bytes,
-        sampling=settings.sampling,
-        redaction=red,
-        clock=clock,
-    )
-    return Pipeline(
-        screen, [screen, lookup, judge], lookup=lookup, judge=judge, store=store_step, commit=commit
-    )
+        first = screen
+        rebalancing.insert(0, screen)
+    if encodings and isinstance(done, TicketGate):
+        asm = settings.assembly
+        assemble = AssembleStep(
+            after_decode,
+            first,
+            done,
+            dlq,
+            metrics,
+            TraceAssembler(
+                idle_seconds=asm.idle_seconds,
+                max_traces=asm.max_open_traces,
+                max_spans=asm.max_open_spans,
+                max_spans_per_trace=asm.max_spans_per_trace,
+            ),
+            encodings=encodings,
+            max_bytes=settings.kafka.max_message_bytes,
+            case_attributes=CaseAttributes(**{k: tuple(v) for k, v in asm.case_attributes.items()}),
+            clock=clock,
+            flush_timeout_s=min(DEFAULT_FLUSH_TIMEOUT_S, cfg.drain_timeout_seconds),
+        )
+        done.attach(assemble)
+        first = assemble
+        rebalancing.insert(0, assemble)
+    return Pipeline(first, rebalancing, lookup=lookup, judge=judge, store=store_step, commit=commit)

@@ -117,6 +117,25 @@ class StreamRecorder:
     def record_dead_letter(self, reason: str) -> None:
         self._m.dead_letter.labels(reason=reason).inc()
 
+    def record_traces(self, open_traces: int, open_spans: int, finished: Mapping[str, int]) -> None:
+        """Traces being assembled, and how many finished since the last call, by cause."""
+        self._m.open_traces.set(open_traces)
+        self._m.open_spans.set(open_spans)
+        for cause, count in finished.items():
+            self._m.traces_finished.labels(cause=cause).inc(count)
+
+    def prime_traces(self, causes: Iterable[str]) -> None:
+        for cause in causes:
+            self._m.traces_finished.labels(cause=cause)
+
+    def record_evaluation_export(self, outcome: str, count: int) -> None:
+        """Evaluation records exported or dropped (called from the SDK's export thread)."""
+        self._m.evaluation_records.labels(outcome=outcome).inc(count)
+
+    def prime_evaluation_export(self, outcomes: Iterable[str]) -> None:
+        for outcome in outcomes:
+            self._m.evaluation_records.labels(outcome=outcome)
+
     def record_storage_error(self) -> None:
         self._m.storage_errors.inc()
 

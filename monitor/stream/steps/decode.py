@@ -8,6 +8,7 @@ data loss: the record is rejected and offered again later.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import structlog
@@ -39,8 +40,11 @@ class DecodeStep:
         max_bytes: int,
         flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
         clock: Clock | None = None,
+        decoders: Mapping[str, Callable[[bytes | None, int], TurnEvent]] | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
+        # Per topic, a decoder other than casewatch's own turn event (``format: mapped``).
+        self._decoders = dict(decoders or {})
         self._next = next_step
         self._done = done
         self._dlq = dlq
@@ -51,7 +55,11 @@ class DecodeStep:
 
     def submit(self, message: Envelope[RawMessage]) -> None:
         try:
-            turn = decode_turn(message.payload, self._max_bytes)
+            decoder = self._decoders.get(message.tp.topic)
+            if decoder is None:
+                turn = decode_turn(message.payload, self._max_bytes)
+            else:
+                turn = decoder(message.payload.value, self._max_bytes)
         except InvalidEvent as exc:
             self._dead_letter(message, exc)
             return

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from consumers.otel.mapping import MappingError, TurnMapping
 from monitor.errors import InvalidEvent
+from monitor.turn_mapping import MappingError, TurnMapping
 
 # A chat log shape: nested request/response, documents under retrieval.
 CHAT_LOG = {

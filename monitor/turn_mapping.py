@@ -1,4 +1,4 @@
-"""Any JSON event shape → the turn event, by a declarative mapping (``format: mapped``).
+"""Any JSON event shape → the turn event, by a declarative mapping (``format: mapped``; pure).
 
 The mapping gives one JMESPath expression per turn-event field (dotted for nested fields:
 ``assistant.name``, ``case.subject``), evaluated with the ``jmespath`` library. Every expression

@@ -1,0 +1,280 @@
+"""OTLP topics: span batches → traces → turns, holding each message's offset until every turn
+built from it is finished.
+
+The OpenTelemetry Collector's Kafka exporter writes one ``ExportTraceServiceRequest`` per
+message; the spans of one trace may come in several messages. Each message is decoded
+(``consumers.otel.otlp``; an unreadable one goes to the dead-letter topic with the reason, like
+any poison record), its spans go to the ``TraceAssembler`` and the message is held once for
+every trace it fed. A complete trace becomes turns (``consumers.otel.genai``): each goes on
+down the chain in an envelope whose offset is a ticket (negative, never a Kafka offset), and
+the message holds pass from the trace to its turns. What cannot be judged is counted in
+``casewatch_turns_skipped_total`` under its reason and releases its holds at once.
+
+``TicketGate`` sits in front of the commit step: a finished ticket releases its turn's holds,
+and a message whose last hold is gone is finished, so its offset becomes committable. Hence
+"committed" still means "stored, skipped or dead-lettered" for every turn the message fed: a
+SIGKILL with a trace half-read loses nothing (the messages are re-read and the trace built
+again) and judges nothing twice (the turn's event id comes from its trace and span ids, and the
+look-up step finds it stored).
+
+On a stop, open traces are left open: their messages stay uncommitted and are read again by
+whoever consumes the partition next. On a revoke the same holds for the revoked partitions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Collection, Hashable
+from typing import Any, Protocol
+
+import structlog
+
+from consumers.dlq import DeadLetterSink
+from consumers.otel.assembly import CompletedTrace, MessageHolds, TraceAssembler
+from consumers.otel.genai import CaseAttributes, Skipped, turns_from_trace
+from consumers.otel.otlp import OtlpEncoding, decode_spans
+from consumers.records import RawMessage, TopicPartition
+from consumers.sampling import SampleDecision
+from monitor.clock import Clock
+from monitor.errors import InvalidEvent, MessageRejected, TransportError
+from monitor.models import TurnEvent
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, forward
+
+log = structlog.get_logger(__name__)
+
+UNKNOWN_ASSISTANT = "unknown_service"
+# Turns assembled and not yet taken by the next step; past it, intake is refused (backpressure).
+MAX_READY = 1024
+
+
+class AssemblyMetrics(Protocol):
+    def record_dead_letter(self, reason: str) -> None: ...
+
+    def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None: ...
+
+    def record_traces(
+        self, open_traces: int, open_spans: int, finished: dict[str, int]
+    ) -> None: ...
+
+
+_Key = tuple[TopicPartition, int]
+
+
+class AssembleStep:
+    def __init__(
+        self,
+        next_step: ProcessingStep[TurnEvent],
+        rest: ProcessingStep[RawMessage],
+        done: DoneStep,
+        dlq: DeadLetterSink,
+        metrics: AssemblyMetrics,
+        assembler: TraceAssembler,
+        *,
+        encodings: dict[str, OtlpEncoding],
+        max_bytes: int,
+        case_attributes: CaseAttributes,
+        clock: Clock,
+        flush_timeout_s: float = 10.0,
+    ) -> None:
+        self._next = next_step
+        # The head of the chain for every other topic (decode). It leads to ``next_step`` too,
+        # so poll/join/close go through it: each step of the shared tail is called once.
+        self._rest = rest
+        self._done = done
+        self._dlq = dlq
+        self._metrics = metrics
+        self._assembler = assembler
+        self._encodings = encodings
+        self._max_bytes = max_bytes
+        self._case = case_attributes
+        self._clock = clock
+        self._flush_timeout = flush_timeout_s
+        self._holds = MessageHolds()
+        self._tickets: dict[int, tuple[TopicPartition, frozenset[Hashable]]] = {}
+        self._next_ticket = itertools.count(1)
+        self._ready: deque[Envelope[TurnEvent]] = deque()
+        self._unflushed: list[Envelope[RawMessage]] = []
+        self._finished: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ intake
+
+    def submit(self, message: Envelope[RawMessage]) -> None:
+        encoding = self._encodings.get(message.tp.topic)
+        if encoding is None:
+            self._rest.submit(message)
+            return
+        if len(self._ready) >= MAX_READY:
+            forward(self._ready, self._next)
+            if len(self._ready) >= MAX_READY:
+                raise MessageRejected("assembled turns are waiting for the next step")
+        try:
+            spans = decode_spans(message.payload.value, encoding, self._max_bytes)
+        except InvalidEvent as exc:
+            self._dead_letter(message, exc)
+            return
+        key: _Key = (message.tp, message.offset)
+        touched = self._assembler.add(spans, key, self._clock.monotonic())
+        if not touched:  # no spans: nothing to wait for
+            self._done.submit(message)
+            return
+        self._holds.hold(key, len(touched))
+        self._complete()
+        forward(self._ready, self._next)
+
+    def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
+        try:
+            self._dlq.send(message.payload, exc.reason, exc.detail)
+        except TransportError as err:
+            log.warning("dead-letter queue refused a record; will retry", error=str(err))
+            raise MessageRejected("dead-letter queue unavailable") from err
+        self._metrics.record_dead_letter(exc.reason)
+        log.info(
+            "OTLP record dead-lettered",
+            topic=message.tp.topic,
+            partition=message.tp.partition,
+            offset=message.offset,
+            reason=exc.reason,
+        )
+        self._unflushed.append(message)
+
+    # ------------------------------------------------------------------ traces → turns
+
+    def _complete(self) -> None:
+        for trace in self._assembler.complete(self._clock.monotonic()):
+            self._finished[trace.cause] = self._finished.get(trace.cause, 0) + 1
+            self._turns(trace)
+
+    def _turns(self, trace: CompletedTrace) -> None:
+        turns, skipped = turns_from_trace(trace.spans, self._case)
+        for skip in skipped:
+            self._skip(trace, skip)
+        messages = trace.messages
+        # The trace's hold on each message passes to its turns (none: released now).
+        for message in messages:
+            self._holds.hold(message, len(turns))
+        self._release(messages)
+        tp = _last_tp(messages)
+        for turn in turns:
+            ticket = -next(self._next_ticket)
+            self._tickets[ticket] = (tp, messages)
+            self._ready.append(Envelope(tp, ticket, turn))
+
+    def _skip(self, trace: CompletedTrace, skip: Skipped) -> None:
+        service = trace.spans[0].resource.get("service.name") if trace.spans else None
+        assistant = service if isinstance(service, str) and service else UNKNOWN_ASSISTANT
+        self._metrics.record_sampling(assistant, SampleDecision(False, skip.reason))
+        log.info(
+            "trace not judged",
+            reason=skip.reason,
+            detail=skip.detail,
+            trace_id=skip.trace_id,
+            span_id=skip.span_id,
+        )
+
+    def _release(self, messages: Collection[Hashable], times: int = 1) -> None:
+        for key in self._holds.release(messages, times):
+            tp: TopicPartition = key[0]  # type: ignore[index]
+            offset: int = key[1]  # type: ignore[index]
+            self._done.submit(Envelope(tp, offset, None))
+
+    def finish_ticket(self, ticket: int) -> None:
+        """A turn built here is finished (stored, skipped or dead-lettered downstream)."""
+        entry = self._tickets.pop(ticket, None)
+        if entry is not None:
+            self._release(entry[1])
+
+    # ------------------------------------------------------------------ step protocol
+
+    def _flush(self, timeout: float) -> None:
+        if not self._unflushed:
+            return
+        try:
+            self._dlq.flush(timeout)
+        except TransportError as err:
+            log.warning("dead-letter flush failed; will retry", error=str(err))
+            return
+        for message in self._unflushed:
+            self._done.submit(message)
+        self._unflushed.clear()
+
+    def poll(self) -> None:
+        self._flush(self._flush_timeout)
+        self._complete()
+        forward(self._ready, self._next)
+        self._metrics.record_traces(
+            self._assembler.open_traces, self._assembler.open_spans, self._finished
+        )
+        self._finished = {}
+        self._rest.poll()
+
+    def join(self, timeout: float | None = None) -> None:
+        # Open traces stay open: their messages are not committed and are read again.
+        self._flush(self._flush_timeout if timeout is None else min(timeout, self._flush_timeout))
+        self._complete()
+        forward(self._ready, self._next)
+        self._rest.join(timeout)
+
+    def close(self) -> None:
+        self._rest.close()
+
+    # ------------------------------------------------------------------ rebalance protocol
+
+    def hold(self, tps: Collection[TopicPartition]) -> int:
+        # Nothing here costs a judge call: open traces just wait for their spans.
+        return 0
+
+    def running_in(self, tps: Collection[TopicPartition]) -> int:
+        return 0
+
+    def release(self, owned: Collection[TopicPartition]) -> None:
+        mine: set[TopicPartition] = {key[0] for key in self._holds.held()}  # type: ignore[index]
+        self.discard(mine - set(owned))
+
+    def discard(self, tps: Collection[TopicPartition]) -> None:
+        """Forget what was read from partitions no longer ours: the next owner re-reads it."""
+        gone = set(tps)
+
+        def keep(key: Any) -> bool:
+            return bool(key[0] not in gone)
+
+        self._assembler.forget(keep)
+        self._holds.drop(keep)
+        self._ready = deque(m for m in self._ready if m.tp not in gone)
+        self._tickets = {t: e for t, e in self._tickets.items() if e[0] not in gone}
+
+    def wait_any(self, timeout: float) -> bool:
+        return False
+
+
+def _last_tp(messages: Collection[Hashable]) -> TopicPartition:
+    keys: list[Any] = sorted(messages, key=lambda k: k[1])
+    tp: TopicPartition = keys[-1][0]
+    return tp
+
+
+class TicketGate:
+    """In front of the commit step: tickets of assembled turns go back to the assemble step,
+    everything else on to the commit step."""
+
+    def __init__(self, commit: DoneStep) -> None:
+        self._commit = commit
+        self._assemble: AssembleStep | None = None
+
+    def attach(self, assemble: AssembleStep) -> None:
+        self._assemble = assemble
+
+    def submit(self, message: Envelope[Any]) -> None:
+        if message.offset < 0 and self._assemble is not None:
+            self._assemble.finish_ticket(message.offset)
+        else:
+            self._commit.submit(message)
+
+    def poll(self) -> None:
+        self._commit.poll()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._commit.join(timeout)
+
+    def close(self) -> None:
+        self._commit.close()
