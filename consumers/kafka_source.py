@@ -138,7 +138,7 @@ class KafkaTurnSource:
         if setting == "auto":
             try:
                 with broker_errors("asking the brokers for the cluster id", self._servers):
-                    found = cluster_id(self._consumer, self._config.topics[0])
+                    found = cluster_id(self._consumer, self._config.topic_names[0])
             except BrokerError as exc:  # not Tansu's then: Kafka's semantics are the safe side
                 log.warning("cannot tell which broker this is; quirks off", error=str(exc))
         on = tansu_quirks(setting, found)

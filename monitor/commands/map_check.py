@@ -28,7 +28,8 @@ from monitor.errors import InvalidEvent
 @click.argument("events", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def map_check(config_file: Path, events: Path) -> None:
     """Show the turn each JSON event of EVENTS.jsonl becomes under `mapping`, or why not."""
-    from monitor.turn_mapping import MappingError, TurnMapping
+    from monitor.errors import MappingError
+    from monitor.turn_mapping import TurnMapping
 
     settings = settings_or_fail(config_file)
     if not settings.mapping:
