@@ -17,6 +17,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+import requests
+
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
@@ -82,10 +84,14 @@ class EvaluationSender:
         self._max_queue = max_queue_size
         self._pending = 0
         self._lock = threading.Lock()
+        # Our own session, closed in close(): the exporter's shutdown leaves its pooled
+        # connections open.
+        self._session = requests.Session()
         inner = exporter or OTLPLogExporter(
             endpoint=endpoint.rstrip("/") + "/v1/logs",
             headers=dict(headers or {}),
             timeout=timeout_s,
+            session=self._session,
         )
         self._provider = LoggerProvider(
             resource=Resource.create(
@@ -140,4 +146,7 @@ class EvaluationSender:
 
     def close(self) -> None:
         """Export what is queued (bounded by the exporter's timeout), then stop the worker."""
-        self._provider.shutdown()
+        try:
+            self._provider.shutdown()
+        finally:
+            self._session.close()
