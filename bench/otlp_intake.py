@@ -45,7 +45,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from bench.ingest import bench_settings, turn_bytes  # noqa: E402
-from bench.pipeline_cost import _MemorySource, _NoDeadLetters  # noqa: E402
+from bench.pipeline_cost import _median, _MemorySource, _NoDeadLetters  # noqa: E402
 from consumers.otel.assembly import TraceAssembler  # noqa: E402
 from consumers.otel.otlp import decode_spans  # noqa: E402
 from consumers.records import TopicPartition  # noqa: E402
@@ -175,10 +175,6 @@ def assembly_peak_mb(open_traces: int, fed: int, message: bytes) -> float:
     return peak / 1e6
 
 
-def median(xs: list[float]) -> float:
-    return sorted(xs)[len(xs) // 2]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=400)
@@ -200,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeat):
             native_s.append(run_once(native, "casewatch", work, args.turns))
             otlp_s.append(run_once(otlp, "otlp_proto", work, args.turns))
-    m_native, m_otlp = median(native_s), median(otlp_s)
+    m_native, m_otlp = _median(native_s), _median(otlp_s)
     at_cap = assembly_peak_mb(args.open, args.open, otlp[0])
     past_cap = assembly_peak_mb(args.open, 3 * args.open, otlp[0])
     result = {
