@@ -303,21 +303,28 @@ class OtelExportConfig(_Section):
 
     @model_validator(mode="after")
     def _read_headers(self) -> OtelExportConfig:
+        # Read once, the one way casewatch reads secrets (monitor/secrets.py).
         headers: dict[str, str] = {}
         error = None
         for name, env in self.headers_env.items():
-            value = os.environ.get(env)
-            if value is None:
-                error = f"otel_export.headers_env.{name}: environment variable {env} is not set"
-            else:
-                headers[name] = value
+            secret = read_secret(
+                "otel_export.", None, env, None, env_field=f"headers_env.{name}", file_field=""
+            )
+            if secret.error is not None:
+                error = secret.error
+            elif secret.value is not None:
+                headers[name] = secret.value
         if self.headers_file is not None:
-            try:
-                lines = self.headers_file.read_text(encoding="utf-8").splitlines()
-            except OSError as exc:
-                error = f"otel_export.headers_file: cannot read {self.headers_file}: {exc}"
-                lines = []
-            for line in lines:
+            secret = read_secret(
+                "otel_export.",
+                None,
+                None,
+                self.headers_file,
+                env_field="",
+                file_field="headers_file",
+            )
+            error = secret.error or error
+            for line in (secret.value or "").splitlines():
                 name, sep, value = line.partition(":")
                 if line.strip() and not sep:
                     error = "otel_export.headers_file: a line is not `Name: value`"

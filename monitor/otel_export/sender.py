@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import requests
-
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
