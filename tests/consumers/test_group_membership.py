@@ -72,20 +72,29 @@ def test_a_dynamic_member_leaves_the_group_when_closed(
     assert _members(kafka_broker.bootstrap, group) == []
 
 
+def _restarted(
+    bootstrap: str, topic: str, sources: list[KafkaTurnSource]
+) -> tuple[str, str, KafkaTurnSource]:
+    """A static member joins, closes (as a pod stopping), and its restart joins under the same
+    name: the group, the first incarnation's member id, and the restart."""
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    cfg = _config(bootstrap, topic, group, group_instance_id="casewatch-0")
+    first = KafkaTurnSource(cfg)
+    sources.append(first)
+    _joined(first, topic)
+    member = first.member_id
+    first.close()
+    assert _members(bootstrap, group) == [member]  # no LeaveGroup: still there
+    second = KafkaTurnSource(cfg)
+    sources.append(second)
+    _joined(second, topic)
+    return group, member, second
+
+
 def test_a_static_member_stays_when_closed_and_its_restart_takes_its_place(
     kafka_broker: ContractBroker, two_partitions: str, sources: list[KafkaTurnSource]
 ) -> None:
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    cfg = _config(kafka_broker.bootstrap, two_partitions, group, group_instance_id="casewatch-0")
-    first = KafkaTurnSource(cfg)
-    sources.append(first)
-    _joined(first, two_partitions)
-    member = first.member_id
-    first.close()
-    assert _members(kafka_broker.bootstrap, group) == [member]  # no LeaveGroup: still there
-    second = KafkaTurnSource(cfg)  # the restarted pod, same name
-    sources.append(second)
-    _joined(second, two_partitions)
+    group, _, second = _restarted(kafka_broker.bootstrap, two_partitions, sources)
     # One member for the name, whatever id the broker gave the restart.
     assert _members(kafka_broker.bootstrap, group) == [second.member_id]
 
@@ -94,16 +103,7 @@ def test_a_static_member_stays_when_closed_and_its_restart_takes_its_place(
 def test_a_static_member_rejoining_gets_a_new_member_id(
     kafka_broker: ContractBroker, two_partitions: str, sources: list[KafkaTurnSource]
 ) -> None:
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    cfg = _config(kafka_broker.bootstrap, two_partitions, group, group_instance_id="casewatch-0")
-    first = KafkaTurnSource(cfg)
-    sources.append(first)
-    _joined(first, two_partitions)
-    member = first.member_id
-    first.close()
-    second = KafkaTurnSource(cfg)
-    sources.append(second)
-    _joined(second, two_partitions)
+    _, member, second = _restarted(kafka_broker.bootstrap, two_partitions, sources)
     assert second.member_id not in ("", member)
 
 
