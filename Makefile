@@ -9,10 +9,14 @@ RUN_STAMP := $(VENV)/.run-stamp
 
 .PHONY: run test lint typecheck services bench clean docs
 
+# The dev install includes the real model server (the `realmodel` extra), which pip builds from
+# source with Debian's cmake and g++ (scripts/ensure-build-tools.sh installs them as root): the
+# first build takes minutes (docs/real-model.md), later installs reuse pip's wheel cache.
 $(STAMP): pyproject.toml
+	bash scripts/ensure-build-tools.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,realmodel]'
 	touch $(STAMP)
 
 $(RUN_STAMP): pyproject.toml

@@ -13,6 +13,7 @@ pytest_plugins = [
     "tests.fixtures.broker",
     "tests.fixtures.databases",
     "tests.fixtures.prometheus",
+    "tests.fixtures.model_server",
 ]
 
 # Hypothesis' per-example deadline and its too_slow health check are timing thresholds: on a
