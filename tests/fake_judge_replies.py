@@ -143,7 +143,10 @@ def reject_json_schema(then: Reply | None = None) -> Responder:
         error_type="invalid_request_error",
         param="response_format",
     )
+    return _refusing_json_schema(rejection, then)
 
+
+def _refusing_json_schema(rejection: Reply, then: Reply | None) -> Responder:
     def respond(request: dict[str, Any]) -> Reply:
         if response_format_type(request) == "json_schema":
             return rejection
@@ -164,13 +167,7 @@ def llama_cpp_rejects_json_schema(then: Reply | None = None) -> Responder:
         "'ctx': {'expected': \"'text' or 'json_object'\"}}\n",
         error_type="internal_server_error",
     )
-
-    def respond(request: dict[str, Any]) -> Reply:
-        if response_format_type(request) == "json_schema":
-            return rejection
-        return then or scores()
-
-    return respond
+    return _refusing_json_schema(rejection, then)
 
 
 def reject_inline_schema(then: Reply | None = None) -> Responder:
