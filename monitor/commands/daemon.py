@@ -19,6 +19,7 @@ import structlog
 
 from consumers.replay import Pacer, PublishStats, publish, replay
 from monitor.clock import SystemClock
+from monitor.commands.store_access import db_option, with_db
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import CasewatchError, OffsetsNotCommitted
 
@@ -41,7 +42,8 @@ _CONFIG = click.Path(dir_okay=False, path_type=Path)
     "file_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Read turns from a JSONL file instead of Kafka (dead letters go beside it); "
+    help="Read turns from a JSONL file instead of Kafka (its position and dead letters are kept "
+    "beside a SQLite database, else under ~/.local/state/casewatch); "
     "- reads standard input (dead letters: ./casewatch-stdin.dlq.jsonl).",
 )
 @click.option("--follow", is_flag=True, help="With --file: keep reading as lines are appended.")
@@ -53,8 +55,13 @@ _CONFIG = click.Path(dir_okay=False, path_type=Path)
     help="With --file: what a line is: a turn event (default), one OTLP/JSON "
     "ExportTraceServiceRequest, or any JSON event read through `mapping`.",
 )
+@db_option
 def run(
-    config_file: Path | None, file_path: Path | None, follow: bool, file_format: str | None
+    config_file: Path | None,
+    file_path: Path | None,
+    follow: bool,
+    file_format: str | None,
+    db: str | None,
 ) -> None:
     """Run the streaming daemon: consume, sample, judge, store, export metrics."""
     from prometheus_client import REGISTRY
@@ -67,7 +74,7 @@ def run(
         raise click.UsageError("--follow needs --file with a file (standard input ends at EOF)")
     if file_format is not None and file_path is None:
         raise click.UsageError("--format reads a file: give --file too")
-    settings = settings_or_fail(config_file)
+    settings = with_db(settings_or_fail(config_file), db)
     if file_format is not None:
         settings = _file_format(settings, file_format)
     configure_logging(settings.log_level, settings.secret_values())

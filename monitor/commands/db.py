@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from monitor.commands.store_access import stored
+from monitor.commands.store_access import db_option, stored, with_db
 from monitor.commands.usage import settings_or_fail
 from monitor.settings import Settings
 from monitor.storage.engine import redact_url
@@ -26,9 +26,9 @@ _config_option = click.option(
 
 
 @contextmanager
-def _store(config_file: Path | None) -> Iterator[tuple[Settings, Store]]:
+def _store(config_file: Path | None, db: str | None) -> Iterator[tuple[Settings, Store]]:
     # Operator-facing errors (bad config, unreachable database) end as one clear line, exit 2.
-    settings = settings_or_fail(config_file)
+    settings = with_db(settings_or_fail(config_file), db)
     with stored(settings.storage.url, create=True, need_schema=False) as store:
         yield settings, store
 
@@ -40,24 +40,26 @@ def db() -> None:
 
 @db.command()
 @_config_option
-def upgrade(config_file: Path | None) -> None:
+@db_option
+def upgrade(config_file: Path | None, db: str | None) -> None:
     """Create or migrate the schema to the latest revision (safe to run repeatedly)."""
-    with _store(config_file) as (_settings, store):
+    with _store(config_file, db) as (_settings, store):
         store.migrate()
         click.echo(f"{redact_url(store.url)}: schema at revision {store.revision()}")
 
 
 @db.command()
 @_config_option
+@db_option
 @click.option(
     "--older-than-days",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
     help="Delete verdicts stored more than N days ago. Default: storage.retention_days.",
 )
-def purge(config_file: Path | None, older_than_days: float | None) -> None:
+def purge(config_file: Path | None, db: str | None, older_than_days: float | None) -> None:
     """Delete old verdicts, their judgments and the turns nothing refers to any more."""
-    with _store(config_file) as (settings, store):
+    with _store(config_file, db) as (settings, store):
         days = older_than_days if older_than_days is not None else settings.storage.retention_days
         if days is None:
             raise click.UsageError(

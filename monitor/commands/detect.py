@@ -1,7 +1,7 @@
 """``casewatch detect``: the sequential detectors' state as the daemon's job last stored it.
 
-Read-only: reads ``detector_states`` from ``storage.url`` (every replica's verdicts went into
-it through the job on the lease) and prints one line per (assistant, signal), or JSON (times to
+Read-only: reads ``detector_states`` from ``--db`` or ``storage.url`` (every replica's verdicts
+went into it through the job on the lease) and prints one line per (assistant, signal), or JSON (times to
 the millisecond; for an alarm, the shift whose CUSUM raised it and the observations since the
 change point). The rows are parsed by the job's own serializer (``DetectorState``).
 Operator errors (bad config, unreachable or unmigrated database) print one message and exit 2.
@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from monitor.commands.store_access import db_option, with_db
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.reporting.detector_state import DetectorState
@@ -23,6 +24,7 @@ from monitor.reporting.judge_change import JudgeChange, judge_change
 from monitor.settings import load_settings
 from monitor.storage import canary_runs
 from monitor.storage.detection_queries import read_states
+from monitor.storage.location import missing_database_message
 from monitor.storage.store import Store
 
 
@@ -112,12 +114,18 @@ def _line(d: dict[str, Any]) -> list[str]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="YAML settings file (storage.url).",
 )
+@db_option
 @click.option("--assistant", help="Only this assistant.")
 @click.option("--json", "as_json", is_flag=True, help="Print the detectors as JSON.")
-def detect_command(config_file: Path | None, assistant: str | None, as_json: bool) -> None:
+def detect_command(
+    config_file: Path | None, db: str | None, assistant: str | None, as_json: bool
+) -> None:
     """Print the sequential detectors' state (statistic 1.0 = threshold) from the store."""
     try:
-        settings = load_settings(config_file)
+        settings = with_db(load_settings(config_file), db)
+        missing = missing_database_message(settings.storage.url)
+        if missing is not None:
+            fail(missing)  # opening it would create an empty file
         store = Store.from_config(settings.storage)
         try:
             states = [DetectorState.from_row(r) for r in read_states(store)]

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from monitor.commands.output import num, table
-from monitor.commands.store_access import stored
+from monitor.commands.store_access import db_option, stored, with_db
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.jobs.drift import AssistantDrift, DriftRun, analyze_store
 from monitor.reporting.drift import SignalResult
@@ -91,15 +91,16 @@ def _print(run: DriftRun, alpha: float) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="YAML settings file (storage.url and the drift: section).",
 )
+@db_option
 @click.option("--assistant", help="Only this assistant (default: every one in either window).")
 @click.option("--at", "at", help="Analyse as of this ISO 8601 time instead of now.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def drift_command(
-    config_file: Path | None, assistant: str | None, at: str | None, as_json: bool
+    config_file: Path | None, db: str | None, assistant: str | None, at: str | None, as_json: bool
 ) -> None:
     """Compare each assistant's recent window with its reference window (read-only)."""
     now = _at(at)
-    settings = settings_or_fail(config_file)
+    settings = with_db(settings_or_fail(config_file), db)
     with stored(settings.storage.url, need_schema=False) as store:
         run = analyze_store(store, settings.drift, now, assistant=assistant)
     if as_json:

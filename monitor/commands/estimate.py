@@ -104,6 +104,23 @@ def estimate_command(
         click.echo(json.dumps(found[0].to_dict(), indent=2, sort_keys=True))
     else:
         _print(found[0])
+    if (warning := small_n_warning(found[0].labelled)) is not None:
+        click.echo(f"casewatch: warning: {warning}", err=True)
+
+
+# Below about 30 labels a binomial interval on a rate of a few percent spans tens of points (6
+# labels, none severe: 0 % to about 46 %), so the corrected figure says little either way.
+SMALL_N = 30
+
+
+def small_n_warning(n: int) -> str | None:
+    """What to say when ``n`` labelled turns are too few for the interval to mean much."""
+    if n >= SMALL_N:
+        return None
+    return (
+        f"only n = {n} labelled turn(s) in this batch: an interval from so few labels is too "
+        f"wide to mean much; label at least {SMALL_N} (export a larger batch, or finish this one)"
+    )
 
 
 COMMANDS: list[click.Command] = [estimate_command]

@@ -197,7 +197,8 @@ def _batch_row(
 def import_command(
     db: str | None, config_file: Path | None, path: Path, labeller: str | None
 ) -> None:
-    """Store human bands from our JSONL or a Label Studio JSON export (all or nothing)."""
+    """Store human bands from our JSONL or a Label Studio JSON export: every labelled row or,
+    if one is bad, none; rows not labelled yet are left out and counted."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -223,6 +224,13 @@ def import_command(
             fail(str(exc))
     events = len({(r["batch_id"], r["event_id"]) for r in parsed.rows})
     click.echo(f"imported {stored} label(s) on {events} turn(s) from {path}")
+    if parsed.unlabelled:
+        click.echo(
+            f"{len(parsed.unlabelled)} turn(s) not labelled yet were left out (first: "
+            f"{parsed.unlabelled[0]}); label them and import the file again (what was imported "
+            "is kept). Estimates from part of a batch hold while the labelled turns are still a "
+            "random sample of it: label in the exported order, not by choice"
+        )
 
 
 def _probabilities(store: Store, batch_ids: set[str]) -> dict[tuple[str, str], float]:

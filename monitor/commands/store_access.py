@@ -1,6 +1,7 @@
-"""Options and checks shared by the commands that read the verdict store for a person
-(``inspect``, ``labels``, ``estimate``): which database, times given as ISO or "2h ago", and
-what to say when the database is empty or was never migrated.
+"""Options and checks shared by the commands that read the verdict store (``inspect``,
+``labels``, ``estimate``; ``--db`` also for ``run``, ``db``, ``detect``, ``drift``): which
+database, times given as ISO or "2h ago", and what to say when the database is empty or was
+never migrated.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import click
 
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.settings import load_settings
+from monitor.settings import Settings, load_settings
 from monitor.storage.engine import redact_url
 from monitor.storage.location import missing_database_message
 from monitor.storage.store import Store
@@ -28,13 +29,11 @@ _AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
+_DB_HELP = "Database URL or SQLite file (default: storage.url of --config / the environment)."
+
+
 def db_options(fn: F) -> F:
-    fn = click.option(
-        "--db",
-        "db",
-        default=None,
-        help="Database URL or SQLite file (default: storage.url of --config / the environment).",
-    )(fn)
+    fn = db_option(fn)
     fn = click.option(
         "--config",
         "config_file",
@@ -61,9 +60,27 @@ def parse_time(option: str, value: str | None, now: datetime | None = None) -> d
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
+def db_url(db: str) -> str:
+    """``--db`` as a database URL: a URL as given, anything else a SQLite file path."""
+    return db if "://" in db else f"sqlite:///{Path(db).resolve()}"
+
+
+def with_db(settings: Settings, db: str | None) -> Settings:
+    """``settings`` with ``--db`` (when given) in place of storage.url."""
+    if db is None:
+        return settings
+    storage = settings.storage.model_copy(update={"url": db_url(db)})
+    return settings.model_copy(update={"storage": storage})
+
+
+def db_option(fn: F) -> F:
+    """``--db`` alone, for commands that take ``--config`` for more than storage.url."""
+    return click.option("--db", "db", default=None, help=_DB_HELP)(fn)
+
+
 def _url(db: str | None, config_file: Path | None) -> str:
     if db is not None:
-        return db if "://" in db else f"sqlite:///{Path(db).resolve()}"
+        return db_url(db)
     return load_settings(config_file).storage.url
 
 

@@ -15,6 +15,7 @@ examples and the replayed records are ``monitor.demo.examples``, the producer th
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -33,9 +34,11 @@ from monitor.demo.producer import PRODUCER_STOP_S, ReplayProducer
 from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
 from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
 from monitor.demo.summary import AlertState, Snapshot, format_summary
-from monitor.errors import DemoError, ListenError
+from monitor.errors import CasewatchError, DemoError, ListenError
 from monitor.reporting.turn_view import inspect_hint
 from monitor.settings import SamplingConfig, Settings
+from monitor.storage.store import Store
+from monitor.storage.turn_queries import list_turns
 from monitor.stream.runner import DaemonRunner, shutdown_budget_s
 
 if TYPE_CHECKING:
@@ -363,7 +366,8 @@ class Demo:
             self._echo(self.summary())
             if self._runner is not None:  # From the alert to its turns
                 canary = self._regression.canary if self._regression is not None else None
-                self._echo(inspect_hint(str(self.db_path), canary))
+                turn = severe_turn(self.db_path, canary)
+                self._echo(inspect_hint(str(self.db_path), canary, turn, casewatch_program()))
         if self._runner is not None:
             if self._runner.error is not None:
                 raise DemoError(f"the daemon failed: {self._runner.error}")
@@ -400,3 +404,40 @@ class Demo:
     def __exit__(self, *exc: object) -> None:
         self.stop()
         self.cleanup()
+
+
+def severe_turn(db_path: Path, assistant: str | None) -> str | None:
+    """The event id of the newest severe turn of ``assistant`` (the canary), else of any
+    assistant, else of any judged turn: the one the demo's last line opens."""
+    store = Store(f"sqlite:///{db_path}")
+    try:
+        return _newest_turn(store, assistant)
+    except CasewatchError:
+        return None  # the hint then shows a placeholder; the demo's outcome does not change
+    finally:
+        store.close()
+
+
+def _newest_turn(store: Store, assistant: str | None) -> str | None:
+    for who, band in ((assistant, "severe"), (None, "severe"), (None, None)):
+        found = list_turns(store, assistant=who, band=band, limit=1)
+        if found:
+            return found[0].event_id
+    return None
+
+
+def casewatch_program(cwd: Path | None = None) -> str:
+    """The ``casewatch`` command as printed lines should run it from ``cwd``: plain
+    ``casewatch`` when that name on PATH is this very program, else this environment's script
+    (``.venv/bin/casewatch`` after ``make run``: the venv is not activated)."""
+    argv0 = Path(sys.argv[0])
+    script = argv0 if argv0.name == "casewatch" else Path(sys.executable).parent / "casewatch"
+    on_path = shutil.which("casewatch")
+    if on_path is not None and Path(on_path).resolve() == script.resolve():
+        return "casewatch"
+    absolute = script.absolute()  # not resolved: the venv's path, not the interpreter's
+    try:
+        relative = absolute.relative_to((cwd or Path.cwd()).absolute())
+    except ValueError:
+        return str(absolute)
+    return str(relative) if len(relative.parts) > 1 else f"./{relative}"

@@ -113,6 +113,8 @@ class BadRow:
 class ParsedLabels:
     rows: list[dict[str, Any]] = field(default_factory=list)
     bad: list[BadRow] = field(default_factory=list)
+    # Rows of a known turn with no band given yet (a batch labelled in part): left out, counted.
+    unlabelled: list[str] = field(default_factory=list)
 
 
 def _time(value: Any, default: datetime) -> datetime:
@@ -133,20 +135,21 @@ def _check(
     batches: Mapping[str, set[str]],
 ) -> None:
     reasons = []
+    given = {k: v for k, v in labelled.items() if v is not None}
     if not isinstance(batch_id, str) or batch_id not in batches:
         reasons.append(f"unknown batch {batch_id!r}")
     elif not isinstance(event_id, str) or event_id not in batches[batch_id]:
         reasons.append(f"event {event_id!r} is not in batch {batch_id!r}")
-    if not isinstance(labeller, str) or not labeller.strip():
+    if given and (not isinstance(labeller, str) or not labeller.strip()):
         reasons.append("no labeller (set 'labeller' or pass --labeller)")
     for key, value in labelled.items():
         if key not in LABEL_KEYS:
             reasons.append(f"unknown metric {key!r}")
         elif value is not None and value not in BANDS:
             reasons.append(f"{key}: band {value!r} is not one of {', '.join(BANDS)}")
-    given = {k: v for k, v in labelled.items() if v is not None}
     if not given and not reasons:
-        reasons.append("no label given")
+        out.unlabelled.append(where)  # not labelled yet: the rest of the batch still imports
+        return
     if reasons:
         out.bad.append(BadRow(where, "; ".join(reasons)))
         return
@@ -211,6 +214,14 @@ def parse_label_studio(
             out.bad.append(BadRow(where, "expected an object with 'data'"))
             continue
         data = task["data"]
+        annotations = [
+            a
+            for a in task.get("annotations") or []
+            if isinstance(a, dict) and not a.get("was_cancelled")
+        ]
+        if not annotations:
+            _check(out, where, data.get("batch_id"), data.get("event_id"), labeller, {}, now,
+                   batches)  # fmt: skip
         for annotation in task.get("annotations") or []:
             if not isinstance(annotation, dict) or annotation.get("was_cancelled"):
                 continue

@@ -263,12 +263,17 @@ def render_detail(doc: dict[str, Any], *, width: int, color: bool) -> str:
     return out.text()
 
 
-def inspect_hint(db_path: str, assistant: str | None) -> str:
-    """What to run after the demo (or any SQLite store) to see the turns behind an alert."""
+def inspect_hint(
+    db_path: str, assistant: str | None, event_id: str | None = None, program: str = "casewatch"
+) -> str:
+    """What to run after the demo (or any SQLite store) to see the turns behind an alert:
+    ``program`` as the user can run it (the venv's path unless ``casewatch`` on PATH is the
+    same program) and ``event_id``, a real turn to open (a placeholder when there is none)."""
     who = f" --assistant {assistant}" if assistant else ""
+    turn = event_id if event_id is not None else "EVENT_ID"
     return (
         f"the verdicts are kept in {db_path}; the turns behind the alerts:\n"
-        f"  casewatch inspect turns --db {db_path}{who} --band severe\n"
-        f"  casewatch inspect turn EVENT_ID --db {db_path}   # the turn, every judge's reasons\n"
+        f"  {program} inspect turns --db {db_path}{who} --band severe\n"
+        f"  {program} inspect turn {turn} --db {db_path}   # the turn, every judge's reasons\n"
         "  (SQL: the turn_verdicts view, rules/RUNBOOK.md 'Reading the turns behind an alert')"
     )

@@ -13,6 +13,7 @@ the bounded steps of closing.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import threading
@@ -26,6 +27,8 @@ from prometheus_client import CollectorRegistry
 
 from monitor.errors import ListenError, OffsetsNotCommitted
 from monitor.settings import Settings
+from monitor.storage.engine import redact_url
+from monitor.storage.location import sqlite_file
 
 if TYPE_CHECKING:
     from consumers.dlq import DeadLetterSink
@@ -65,10 +68,29 @@ STDIN = Path("-")  # `casewatch run --file -`: turns from standard input
 STDIN_DLQ = Path("casewatch-stdin.dlq.jsonl")  # in the working directory
 
 
-def file_sidecars(path: Path) -> tuple[Path, Path]:
-    """Where the file source keeps its dead letters and its committed offset."""
-    stem = path.name.removesuffix(".jsonl")
-    return path.with_name(f"{stem}.dlq.jsonl"), path.with_name(f"{stem}.offsets.json")
+def file_state_dir(storage_url: str) -> Path:
+    """Where the file source keeps its state: beside a SQLite database, else the user's state
+    directory (``$XDG_STATE_HOME/casewatch``, by default ``~/.local/state/casewatch``)."""
+    db = sqlite_file(storage_url)
+    if db is not None:
+        return db.resolve().parent
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "casewatch"
+
+
+def file_sidecars(path: Path, storage_url: str) -> tuple[Path, Path]:
+    """Where the file source keeps its dead letters and its committed offset.
+
+    Never beside the input (a directory of examples or someone else's export need not be
+    writable, nor gain files), and keyed by the input and the store together: the position
+    is that of the store it feeds, so a new database reads the file from its first line.
+    """
+    key = hashlib.sha256(f"{path.resolve()}\n{redact_url(storage_url)}".encode()).hexdigest()
+    db = sqlite_file(storage_url)
+    prefix = f"{db.name}." if db is not None else ""
+    stem = f"{prefix}{path.name.removesuffix('.jsonl')}-{key[:8]}"
+    where = file_state_dir(storage_url)
+    return where / f"{stem}.dlq.jsonl", where / f"{stem}.offsets.json"
 
 
 def install_drain_signals(
@@ -116,9 +138,12 @@ def _source_and_dlq(
         closers.append(source.close)
         dlq = FileDeadLetterSink(STDIN_DLQ)
     elif file_path is not None:
-        dlq_path, offsets_path = file_sidecars(file_path)
+        dlq_path, offsets_path = file_sidecars(file_path, settings.storage.url)
         source = FileTurnSource(file_path, follow=follow, offsets_path=offsets_path)
         closers.append(source.close)
+        note = source.resume_note()
+        if note is not None:
+            log.warning(note)
         dlq = FileDeadLetterSink(dlq_path)
     else:
         call_s = broker_call_timeout_s(settings)
@@ -182,6 +207,7 @@ class DaemonRunner:
             from monitor.jobs.build import build_jobs
             from monitor.jobs.scheduler import JobScheduler
             from monitor.judging.evaluator import build_evaluator
+            from monitor.judging.preflight import JudgeWatch
             from monitor.judging.recorder import JudgingRecorder
             from monitor.storage.store import Store
             from monitor.stream.daemon import Daemon
@@ -198,6 +224,12 @@ class DaemonRunner:
             panel = JudgingRecorder(self.metrics)
             evaluator = build_evaluator(settings, on_panel_result=panel.record_panel)
             closers.append(evaluator.close)
+            # One request per judge endpoint, as `casewatch judge` does first; a judge that is
+            # down is logged and reported on /readyz, but the daemon starts (it may come back).
+            judges = JudgeWatch(settings)
+            closers.append(judges.close)
+            judges.start()
+            self._judges = judges
             log.info("startup: judge ready")
             self.store = store
             # One hourly budget for the stream and the jobs that call judges (rubric grading).
@@ -222,11 +254,17 @@ class DaemonRunner:
                 sampler=sampler,
                 exit_when_idle=exit_when_idle,
             )
+            daemon = self.daemon
+
+            def details() -> dict[str, list[str]]:
+                down = judges.down()
+                return {**daemon.readiness_details(), **({"judges_down": down} if down else {})}
+
             app = ProbeApp(
                 registry,
                 self.daemon.heartbeat,
-                self.daemon.checks(),
-                self.daemon.readiness_details,
+                {**self.daemon.checks(), "judges": lambda: not judges.down()},
+                details,
             )
             host, port = settings.server.host, settings.server.port
             try:
@@ -262,6 +300,7 @@ class DaemonRunner:
         if self._jobs is not None:
             self._jobs.shutdown(JOBS_STOP_S)
         self.server.close()
+        self._judges.close()
 
     def start(self) -> DaemonRunner:
         """Serve the probes and run the daemon on a thread; a failure lands in ``error``."""

@@ -75,6 +75,9 @@ def test_commit_persists_and_a_restart_resumes(turns_file: Path, tmp_path: Path)
     again = FileTurnSource(turns_file, offsets_path=offsets)
     try:
         assert again.committed == 2
+        assert again.resume_note() == (
+            f"resuming at line 2 of 5 from {turns_file}; 3 new; delete {offsets} to start over"
+        )
         assert [m.offset for m in drain(again)] == [2, 3, 4]
     finally:
         again.close()
@@ -157,3 +160,23 @@ def test_stdin(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONWARNINGS": "error"},
     )
     assert result.stdout.decode().strip() == "one,two,three"
+
+
+def test_a_fresh_start_has_nothing_to_say_and_a_finished_file_says_nothing_new(
+    turns_file: Path, tmp_path: Path
+) -> None:
+    offsets = tmp_path / "turns.offsets.json"
+    source = FileTurnSource(turns_file, offsets_path=offsets)
+    try:
+        assert source.resume_note() is None
+        source.commit({FILE_TP: 5})
+    finally:
+        source.close()
+    again = FileTurnSource(turns_file, offsets_path=offsets)
+    try:
+        assert again.resume_note() == (
+            f"resuming at line 5 of 5 from {turns_file}; nothing new; "
+            f"delete {offsets} to start over"
+        )
+    finally:
+        again.close()

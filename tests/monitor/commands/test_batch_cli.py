@@ -127,6 +127,10 @@ def test_compare_refuses_a_file_without_verdicts(tmp_path: Path) -> None:
     stable, _ = _inputs(tmp_path, conversations=1)  # turn events, not verdicts
     result = _run(compare_command, [stable, stable])
     assert result.exit_code == 2
+    assert "holds turn events, not verdicts" in result.stderr
+    other = write_lines(tmp_path / "other.jsonl", [b'{"something": "else"}'])
+    result = _run(compare_command, [other, other])
+    assert result.exit_code == 2
     assert "holds no verdicts" in result.stderr
 
 
@@ -185,3 +189,17 @@ def test_agreement_names_a_bad_label_line(tmp_path: Path) -> None:
     result = _run(agreement_command, [judged, "--labels", labels])
     assert result.exit_code == 2
     assert "line 1" in result.stderr
+
+
+def test_compare_on_raw_turn_files_says_at_once_it_wants_judged_output(tmp_path: Path) -> None:
+    """The examples' turns given to `compare` (which reads `casewatch judge --out` files): one
+    line naming the file and the command to run first, not one complaint per line."""
+    from monitor.cli import main
+
+    turns = Path(__file__).resolve().parents[3] / "examples" / "turns.jsonl"
+    result = CliRunner().invoke(main, ["compare", str(turns), str(turns)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert "holds turn events, not verdicts" in lines[0]
+    assert f"casewatch judge {turns} --out judged.jsonl" in lines[0]

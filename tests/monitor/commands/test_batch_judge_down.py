@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from monitor.commands.batch import judge_command
@@ -111,3 +112,31 @@ def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_tur
     assert summary["skipped_existing"] == kept and summary["judged"] == 12 - kept
     # The table covers every turn of the file, the earlier run's verdicts included.
     assert sum(a["n"] for a in summary["per_assistant"].values()) == 12
+
+
+def test_a_missing_key_is_a_configuration_problem_exit_2_from_judge_and_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One exit-code policy: a key variable that is not set is something to fix before
+    running (exit 2), from the batch command and from the daemon alike."""
+    from monitor.cli import main
+
+    monkeypatch.delenv("CASEWATCH_TEST_UNSET_KEY", raising=False)
+    src, _ = _inputs(tmp_path, conversations=1)
+    config = tmp_path / "casewatch.yaml"
+    config.write_text(
+        "judges:\n  remote:\n    kind: openai\n    base_url: http://127.0.0.1:9/v1\n"
+        f"    model: {FAKE_JUDGE_MODEL}\n    api_key_env: CASEWATCH_TEST_UNSET_KEY\n"
+        f"judge: remote\nstorage:\n  url: sqlite:///{tmp_path / 'db.sqlite'}\n"
+        "server:\n  port: 0\n"
+    )
+    out = tmp_path / "out.jsonl"
+    judged = CliRunner().invoke(
+        main, ["judge", str(src), "--out", str(out), "--config", str(config), "--no-progress"]
+    )
+    ran = CliRunner().invoke(main, ["run", "--config", str(config), "--file", str(src)])
+    for result in (judged, ran):
+        assert result.exit_code == 2, result.output
+        assert "CASEWATCH_TEST_UNSET_KEY" in result.output, result.output
+        assert "Traceback" not in result.output
+    assert not out.exists()

@@ -24,7 +24,7 @@ from monitor.errors import StorageError
 from monitor.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
-from monitor.stream.runner import shutdown_budget_s
+from monitor.stream.runner import file_sidecars, shutdown_budget_s
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, FAKE_JUDGE_MODEL
@@ -160,23 +160,42 @@ def _kafka_config(
 
 
 def test_run_file_source_processes_the_file_and_exits_0(tmp_path: Path) -> None:
-    data = tmp_path / "turns.jsonl"
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    data = inputs / "turns.jsonl"
     data.write_bytes(b"\n".join([*turn_values(15), b"not json"]) + b"\n")
+    db = tmp_path / "casewatch.db"
     config = _write_config(
-        tmp_path,
-        {
-            "storage": {"url": f"sqlite:///{tmp_path / 'casewatch.db'}"},
-            "server": {"port": free_port()},
-        },
+        tmp_path, {"storage": {"url": f"sqlite:///{db}"}, "server": {"port": free_port()}}
     )
     with daemon_process(config, tmp_path / "run.log", "--file", str(data)) as proc:
         assert proc.wait(60) == 0, proc.tail()
-    store = Store(f"sqlite:///{tmp_path / 'casewatch.db'}")
+    store = Store(f"sqlite:///{db}")
     assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(15)}
     store.close()
-    dead = [json.loads(x) for x in (tmp_path / "turns.dlq.jsonl").read_text().splitlines()]
+    # Nothing is written beside the input: position and dead letters live with the database.
+    assert [p.name for p in inputs.iterdir()] == ["turns.jsonl"]
+    dlq_path, offsets_path = file_sidecars(data, f"sqlite:///{db}")
+    assert dlq_path.parent == offsets_path.parent == tmp_path
+    dead = [json.loads(x) for x in dlq_path.read_text().splitlines()]
     assert [d["reason"] for d in dead] == ["not_json"]
-    assert json.loads((tmp_path / "turns.offsets.json").read_text())["offset"] == 16
+    assert json.loads(offsets_path.read_text())["offset"] == 16
+
+    # The same file into the same database again: nothing new, and it says so.
+    with daemon_process(config, tmp_path / "again.log", "--file", str(data)) as proc:
+        assert proc.wait(60) == 0, proc.tail()
+    said = (tmp_path / "again.log").read_text()
+    assert f"resuming at line 16 of 16 from {data}; nothing new; delete {offsets_path}" in said
+
+    # Into a new database (--db): the file is read from its first line.
+    fresh = tmp_path / "fresh.db"
+    with daemon_process(
+        config, tmp_path / "fresh.log", "--file", str(data), "--db", str(fresh)
+    ) as proc:
+        assert proc.wait(60) == 0, proc.tail()
+    store = Store(f"sqlite:///{fresh}")
+    assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(15)}
+    store.close()
 
 
 def test_run_rejects_a_bad_config_with_exit_2(tmp_path: Path) -> None:

@@ -164,3 +164,29 @@ def test_export_of_an_unknown_assistant_exits_2(
                                   "--out", str(tmp_path / "x.jsonl")])  # fmt: skip
     assert result.exit_code == 2 and "unknown assistant 'ghost'" in result.output
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_partly_labelled_batch_imports_its_labelled_rows_and_reports_the_rest(
+    runner: CliRunner, seeded: Store, tmp_path: Path
+) -> None:
+    lines = _export(runner, seeded, tmp_path / "a.jsonl", "--n", "10", "--seed", "5")
+    for line in lines[:6]:  # labelled in the exported order, then the labeller stopped
+        line["labeller"] = "ana"
+        line["labels"] = {"turn_band": "none"}
+    lines[6]["labels"] = {"turn_band": None}  # a field left empty is not a label either
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = _run(runner, "labels", "import", "--db", seeded.url, str(tmp_path / "a.jsonl"))
+    assert "imported 6 label(s) on 6 turn(s)" in result.output
+    assert "4 turn(s) not labelled yet were left out (first: line 7)" in result.output
+    assert "random sample" in result.output
+    assert len(label_sql.stored_labels(seeded, [lines[0]["batch_id"]])) == 6
+
+    # The estimate from those 6 says n, and that it is too few to mean much.
+    est = runner.invoke(main, ["estimate", "--db", seeded.url, "--assistant", "helpdesk"])
+    assert est.exit_code == 0, est.output
+    assert "warning: only n = 6 labelled turn(s)" in est.output
+    # A labelled row still needs its labeller: that one is bad, and nothing is imported.
+    lines[7]["labels"] = {"turn_band": "minor"}
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    bad = runner.invoke(main, ["labels", "import", "--db", seeded.url, str(tmp_path / "b.jsonl")])
+    assert bad.exit_code == 2 and "line 8: no labeller" in bad.output

@@ -167,6 +167,22 @@ def test_demo_process_drains_and_exits_0_on_sigterm(tansu: None, tmp_path: Path)
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert json.loads(listed.stdout)
+    # The printed lines run as printed, in a shell, from where the demo ran: the venv is not
+    # activated, so they name its casewatch; the `inspect turn` line opens a real turn.
+    printed = [ln.strip() for ln in out.splitlines() if re.match(r"\s+\S*casewatch inspect", ln)]
+    assert len(printed) == 2, out
+    (turn,) = re.findall(r"inspect turn (\S+) --db", printed[1])
+    assert turn != "EVENT_ID"  # a real one: its printed line below exits 0 only if it exists
+    path = os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "casewatch").exists()
+    )
+    for line in printed:
+        ran = subprocess.run(
+            ["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env=os.environ | {"PATH": path},
+        )  # fmt: skip
+        assert ran.returncode == 0, (line, ran.stderr)
+        assert ran.stdout.strip(), line
 
 
 @pytest.mark.integration

@@ -62,8 +62,13 @@ def test_file_runner_with_a_panel_exports_the_panel_counters(tmp_path: Path) -> 
     assert sample("casewatch_panel_turns_total", assistant="helpdesk", agreement="disagreed") == n
     assert sample("casewatch_arbiter_calls_total", assistant="helpdesk") == n
     assert sample("casewatch_dead_letter_total", reason="not_json") == 1
-    dlq_path, offsets_path = file_sidecars(data)
+    dlq_path, offsets_path = file_sidecars(data, url)
     assert dlq_path.exists() and offsets_path.exists()
+    # Kept with the database it fed, never beside the input.
+    assert dlq_path.parent == offsets_path.parent == tmp_path
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("turns")) == [
+        "turns.jsonl"
+    ]
     store = Store(url)
     try:
         assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(n)}
@@ -221,7 +226,7 @@ def _run_file(tmp_path: Path, data: Path, name: str, screen_processes: int) -> d
             stored = sorted(conn.execute(sa.select(verdicts.c.event_id)).scalars())
     finally:
         store.close()
-    dlq_path, _ = file_sidecars(copy)
+    dlq_path, _ = file_sidecars(copy, url)
     dead = sorted(json.loads(line)["reason"] for line in dlq_path.read_text().splitlines())
     return {"counters": counters, "stored": stored, "dead": dead}
 
@@ -242,3 +247,33 @@ def test_screening_processes_change_no_outcome(tmp_path: Path) -> None:
     counters = inline["counters"]
     assert isinstance(counters, dict)
     assert sum(v for k, v in counters.items() if "not_sampled" in str(k)) > 0
+
+
+def test_a_judge_that_is_down_at_start_is_logged_and_named_on_readyz_and_the_daemon_runs(
+    tmp_path: Path,
+) -> None:
+    """Like `casewatch judge`, the daemon probes its judges first; unlike it, it starts anyway
+    (a judge may come back), unready, and /readyz says which judge did not answer."""
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"")
+    with FakeJudgeServer() as gone:  # a judge whose server has stopped: nothing listens
+        down = fake_judge_config(gone, model="judge-b")
+    with FakeJudgeServer() as server:
+        settings = load_settings(
+            None,
+            storage={"url": f"sqlite:///{tmp_path / 'db.sqlite'}"},
+            server={"port": 0},
+            judges={"judge-a": fake_judge_config(server, model="judge-a"), "judge-b": down},
+            panel={"primaries": ["judge-a", "judge-b"]},
+        )
+        runner = DaemonRunner(settings, CollectorRegistry(), file_path=data, follow=True).start()
+        try:
+            port = int(runner.url.rsplit(":", 1)[1])
+            wait_for(lambda: runner.alive, what="the daemon running")
+            status, text = http_get(port, "/readyz")
+            body = json.loads(text)
+            assert status == 503 and body["checks"]["judges"] is False, body
+            assert [line.split(" at ")[0] for line in body["judges_down"]] == ["judge 'judge-b'"]
+            assert "judge-a" not in text
+        finally:
+            assert runner.stop(timeout_s=30)
