@@ -1,9 +1,9 @@
 """``casewatch detect``: the sequential detectors' state as the daemon's job last stored it.
 
 Read-only: reads ``detector_states`` from ``--db`` or ``storage.url`` (every replica's verdicts
-went into it through the job on the lease) and prints one line per (assistant, signal), or JSON (times to
-the millisecond; for an alarm, the shift whose CUSUM raised it and the observations since the
-change point). The rows are parsed by the job's own serializer (``DetectorState``).
+went into it through the job on the lease) and prints one line per (assistant, signal), or JSON
+(times to the millisecond; for an alarm, the shift whose CUSUM raised it and the observations
+since the change point). The rows are parsed by the job's own serializer (``DetectorState``).
 Operator errors (bad config, unreachable or unmigrated database) print one message and exit 2.
 """
 
