@@ -428,6 +428,51 @@ PIPELINE = DashboardSpec(
             ),
         ),
         RowSpec(
+            "OpenTelemetry intake",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Traces being assembled",
+                    "Traces and spans held while their turns are assembled from OTLP spans "
+                    "(bounded by assembly.max_open_traces and max_open_spans); zero without an "
+                    "otlp_proto or otlp_json topic.",
+                    (
+                        Query("sum(casewatch_open_traces)", "traces"),
+                        Query("sum(casewatch_open_spans)", "spans"),
+                    ),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Traces finished by cause",
+                    "What finished each trace: its root span, idle time, or a cap (a rising "
+                    "cap rate means traces are cut short).",
+                    (
+                        Query(
+                            f"sum by (cause) (rate(casewatch_traces_finished_total{RI}))",
+                            "{{cause}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Evaluation records written back",
+                    "gen_ai.evaluation.result log records per second by outcome; queue_full "
+                    "and export_failed are records dropped (otel_export).",
+                    (
+                        Query(
+                            f"sum by (outcome) (rate(casewatch_evaluation_records_total{RI}))",
+                            "{{outcome}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    stacked=True,
+                    width=24,
+                ),
+            ),
+        ),
+        RowSpec(
             "Jobs and drift",
             (
                 PanelSpec(

@@ -40,6 +40,7 @@ ALLOWED_LABELS = {
     "agreement", "sided_with", "role", "job", "signal", "window", "tier", "version", "le",
     "alertname", "alertstate", "severity", "bound",
     "config_hash",  # one value per judge configuration a replica ran with
+    "cause",  # what finished an assembled trace: root, idle, cap, too_many_spans
 }  # fmt: skip
 FORBIDDEN = re.compile(r"event_id|conversation_id|turn_index", re.IGNORECASE)
 

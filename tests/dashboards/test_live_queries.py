@@ -95,6 +95,10 @@ QUALITY_ESTIMATE_EXCLUSION = (
 # judge_canary.file); tests/monitor/jobs/test_judge_canary.py exports and reads them.
 CANARY_SERIES = ("casewatch_judge_canary_agreement", "casewatch_judge_canary_score_shift")
 CANARY_EXCLUSION = "needs a judge canary set (labelled turns or judge_canary.file): none here"
+# Traces finished and evaluation records written back need an OpenTelemetry topic and an
+# otel_export endpoint; tests/monitor/stream/test_daemon_otel.py exports and reads them.
+OTEL_SERIES = ("casewatch_traces_finished_total", "casewatch_evaluation_records_total")
+OTEL_EXCLUSION = "needs an OTLP topic and otel_export, which the live daemon has none of"
 # Queries run with every variable at "All", and those using $assistant again with this one
 # picked (an assistant of examples/ whose flawed answers make the judges disagree).
 PICKED_ASSISTANT = "acme-support-canary"
@@ -211,6 +215,8 @@ def _excluded(query: PanelQuery, job_names: list[str]) -> str | None:
         return QUALITY_ESTIMATE_EXCLUSION
     if any(name in query.expr for name in CANARY_SERIES):
         return CANARY_EXCLUSION
+    if any(name in query.expr for name in OTEL_SERIES):
+        return OTEL_EXCLUSION
     return None
 
 
@@ -281,9 +287,10 @@ def test_every_dashboard_query_returns_data_from_a_live_daemon(
         f"{len(pending)} of {total} dashboard queries returned no data within {DEADLINE_S:g} s:\n"
         + "\n".join(f"  {w}: {e}" for w, (e, _) in sorted(pending.items()))
     )
-    # Every exclusion is a job's, and only while that job is not scheduled.
+    # Every exclusion is a job's (only while that job is not scheduled) or the OTLP intake's.
     assert set(excluded.values()) <= {
-        DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION, CANARY_EXCLUSION
+        DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION, CANARY_EXCLUSION,
+        OTEL_EXCLUSION,
     }  # fmt: skip
     if "drift" in job_names:
         assert DRIFT_EXCLUSION not in excluded.values()
