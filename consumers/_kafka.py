@@ -29,6 +29,8 @@ with warnings.catch_warnings():
     import kafka.coordinator.base
     import kafka.errors
     import kafka.net.inet
+    import kafka.net.manager
+    import kafka.net.transport
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KafkaTopicPartition
     from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
@@ -147,6 +149,8 @@ def require_reachable(servers: list[str], timeout_s: float) -> None:
 # time is logged once per workaround. An entry starts with the client class it is read from, or
 # with ``kafka`` for a module attribute.
 _SOCK_CONNECT = "kafka.net.inet.KafkaNetSocket.sock_connect"
+_MANAGER_CLOSE = "kafka.net.manager.KafkaConnectionManager.close"
+_TRANSPORT_CLOSE = "kafka.net.transport.KafkaTCPTransport._close"
 _TAKE = "kafka.consumer.fetcher.Fetcher.PartitionRecords.take"
 _JOIN_RESPONSE = "kafka.coordinator.base.BaseCoordinator._process_join_group_response"
 # Read or written, not called (the others are methods).
@@ -162,6 +166,9 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator._manager.call_soon",
     "KafkaProducer._sender.force_close",
     _SOCK_CONNECT,
+    _MANAGER_CLOSE,
+    _TRANSPORT_CLOSE,
+    "KafkaConsumer._client._manager._conns.values",
     _TAKE,
     _JOIN_RESPONSE,
     "KafkaConsumer._fetcher._paused_partition_records.pop",
@@ -213,6 +220,50 @@ def _close_failed_connects() -> None:
 
 
 _close_failed_connects()
+
+
+def _close_sockets_with_the_client() -> None:
+    """Close every connection's socket when a whole client closes, sent or not.
+
+    kafka-python 3.0.12's ``KafkaConnectionManager.close`` closes each connection gracefully: a
+    transport still holding unsent bytes (the ApiVersions request of a connection being set up,
+    say) keeps its socket open until they are flushed. The client stops its I/O loop right
+    after, so nothing is ever flushed and the socket is left to the garbage collector: a
+    ResourceWarning raised in whichever test happens to be running when it is collected, and a
+    descriptor held until then in the daemon. A closing client has nothing left to send, so
+    whatever the graceful close left open is closed at once. Applied once, at import.
+    """
+    manager_cls = getattr(getattr(kafka.net, "manager", None), "KafkaConnectionManager", None)
+    original = getattr(manager_cls, "close", None)
+    transport_cls = getattr(getattr(kafka.net, "transport", None), "KafkaTCPTransport", None)
+    if manager_cls is None or original is None:
+        _fallback("close_sockets_with_the_client", _MANAGER_CLOSE)
+        return
+    if transport_cls is None or not hasattr(transport_cls, "_close"):
+        _fallback("close_sockets_with_the_client", _TRANSPORT_CLOSE)
+        return
+    if getattr(original, "closes_every_socket", False):
+        return
+
+    def close(self: Any, node_id: Any = None, timeout_ms: Any = None) -> Any:
+        if node_id is not None or getattr(self, "closed", False):
+            return original(self, node_id=node_id, timeout_ms=timeout_ms)
+        conns = getattr(self, "_conns", None)
+        if conns is None:
+            _fallback("close_sockets_with_the_client", "KafkaConsumer._client._manager._conns")
+            return original(self, node_id=node_id, timeout_ms=timeout_ms)
+        transports = [c.transport for c in list(conns.values()) if getattr(c, "transport", None)]
+        try:
+            return original(self, node_id=node_id, timeout_ms=timeout_ms)
+        finally:
+            for transport in transports:
+                transport._close()  # idempotent: a no-op where the graceful close finished
+
+    close.closes_every_socket = True  # type: ignore[attr-defined]
+    manager_cls.close = close
+
+
+_close_sockets_with_the_client()
 
 
 async def wait_within(consumer: Any, future: Any, timeout_s: float) -> Any:

@@ -55,12 +55,15 @@ def test_every_patched_module_attribute_exists_and_is_patched() -> None:
     module_level = [d for d in _kafka.PRIVATE_ATTRIBUTES if d.startswith("kafka.")]
     assert module_level == [
         "kafka.net.inet.KafkaNetSocket.sock_connect",
+        "kafka.net.manager.KafkaConnectionManager.close",
+        "kafka.net.transport.KafkaTCPTransport._close",
         "kafka.consumer.fetcher.Fetcher.PartitionRecords.take",
         "kafka.coordinator.base.BaseCoordinator._process_join_group_response",
     ]
     for dotted in module_level:
         assert callable(_resolve(_kafka.kafka, dotted.split(".")[1:])), dotted
     assert _kafka.kafka.net.inet.KafkaNetSocket.sock_connect.closes_on_failure is True
+    assert _kafka.kafka.net.manager.KafkaConnectionManager.close.closes_every_socket is True
     coordinator = _kafka.kafka.coordinator.base.BaseCoordinator
     assert coordinator._process_join_group_response.remembers_leader is True
     take = _kafka.kafka.consumer.fetcher.Fetcher.PartitionRecords.take

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from monitor.cli import main
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
+from monitor.stream.runner import file_sidecars
 
 MAPPING = {
     "event_id": "id",
@@ -99,5 +100,7 @@ def test_run_reads_a_mapped_file(tmp_path: Path) -> None:
         assert counts(store)["verdicts"] == 2
     finally:
         store.close()
-    dead = (tmp_path / "events.dlq.jsonl").read_text()
+    # Dead letters are kept with the store the file feeds, never beside the input.
+    dlq_path, _ = file_sidecars(events, f"sqlite:///{tmp_path / 'mapped.db'}")
+    dead = dlq_path.read_text()
     assert "mapping_unfilled" in dead
