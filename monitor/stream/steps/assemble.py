@@ -39,7 +39,7 @@ from consumers.sampling import SampleDecision
 from monitor.clock import Clock
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, forward
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, dead_letter, forward
 
 log = structlog.get_logger(__name__)
 
@@ -123,19 +123,7 @@ class AssembleStep:
         forward(self._ready, self._next)
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
-        try:
-            self._dlq.send(message.payload, exc.reason, exc.detail)
-        except TransportError as err:
-            log.warning("dead-letter queue refused a record; will retry", error=str(err))
-            raise MessageRejected("dead-letter queue unavailable") from err
-        self._metrics.record_dead_letter(exc.reason)
-        log.info(
-            "OTLP record dead-lettered",
-            topic=message.tp.topic,
-            partition=message.tp.partition,
-            offset=message.offset,
-            reason=exc.reason,
-        )
+        dead_letter(self._dlq, self._metrics.record_dead_letter, message, exc, "OTLP record")
         self._unflushed.append(message)
 
     # ------------------------------------------------------------------ traces → turns

@@ -21,14 +21,19 @@ step at the end is the only place offsets are marked done, so "committed" always
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
-from consumers.records import TopicPartition
+import structlog
+
+from consumers.dlq import DeadLetterSink
+from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import SampleDecision
-from monitor.errors import MessageRejected
+from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent, Verdict
 from monitor.storage.refusals import Refused
+
+_log = structlog.get_logger(__name__)
 
 T_co = TypeVar("T_co", covariant=True)
 U = TypeVar("U")
@@ -126,3 +131,27 @@ def forward(ready: deque[Envelope[T]], next_step: ProcessingStep[T]) -> None:
         except MessageRejected:
             return
         ready.popleft()
+
+
+def dead_letter(
+    dlq: DeadLetterSink,
+    record: Callable[[str], None],
+    message: Envelope[RawMessage],
+    exc: InvalidEvent,
+    what: str = "record",
+) -> None:
+    """Send ``message`` to the dead-letter sink with the reason, count it and log it. A sink
+    that refuses it raises MessageRejected: the record stays offered and is retried."""
+    try:
+        dlq.send(message.payload, exc.reason, exc.detail)
+    except TransportError as err:
+        _log.warning("dead-letter queue refused a record; will retry", error=str(err))
+        raise MessageRejected("dead-letter queue unavailable") from err
+    record(exc.reason)
+    _log.info(
+        f"{what} dead-lettered",
+        topic=message.tp.topic,
+        partition=message.tp.partition,
+        offset=message.offset,
+        reason=exc.reason,
+    )

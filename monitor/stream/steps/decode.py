@@ -17,9 +17,9 @@ from consumers.decode import decode_turn
 from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import InvalidEvent, MessageRejected, TransportError
+from monitor.errors import InvalidEvent, TransportError
 from monitor.models import TurnEvent
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, dead_letter
 
 log = structlog.get_logger(__name__)
 
@@ -66,19 +66,7 @@ class DecodeStep:
         self._next.submit(message.replace(turn))
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
-        try:
-            self._dlq.send(message.payload, exc.reason, exc.detail)
-        except TransportError as err:
-            log.warning("dead-letter queue refused a record; will retry", error=str(err))
-            raise MessageRejected("dead-letter queue unavailable") from err
-        self._metrics.record_dead_letter(exc.reason)
-        log.info(
-            "record dead-lettered",
-            topic=message.tp.topic,
-            partition=message.tp.partition,
-            offset=message.offset,
-            reason=exc.reason,
-        )
+        dead_letter(self._dlq, self._metrics.record_dead_letter, message, exc)
         self._unflushed.append(message)
 
     def _flush(self, timeout: float) -> bool:
