@@ -9,7 +9,6 @@ questions the loop asks (is the database healthy, how many judge calls still run
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Collection, Sequence
 
 from consumers.dlq import DeadLetterSink
@@ -24,7 +23,7 @@ from monitor.clock import Clock
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import TurnEvent, Verdict
+from monitor.models import TurnEvent
 from monitor.otel_export.sender import EvaluationSender
 from monitor.redaction import Redactor
 from monitor.settings import Settings
@@ -122,13 +121,6 @@ class Pipeline:
         return self._commit.final_error
 
 
-def write_through(writer: VerdictWriter, turn: TurnEvent, verdict: Verdict) -> int | None:
-    """Store one judged turn from the judge thread: 1 inserted, 0 already there, None when the
-    database refused the row (the store step then dead-letters it with the reason)."""
-    saved = writer.save_batch([(turn, verdict)])
-    return None if saved.refused else saved.inserted
-
-
 def build_pipeline(
     settings: Settings,
     source: TurnSource,
@@ -164,7 +156,8 @@ def build_pipeline(
     if evaluation_sender is not None:
         red_text = redactor.redact_loose if redactor is not None else (lambda text: text)
         after_store = ExportStep(done, evaluation_sender, red_text)
-    store_step = StoreStep(after_store, writer, metrics, clock, dlq=dlq)
+    # Write-through: each judge thread stores its verdict as soon as it is judged.
+    store_step = StoreStep(after_store, writer, metrics, clock, dlq=dlq, write_through=True)
     judge = JudgeStep(
         store_step,
         evaluator,
@@ -174,8 +167,7 @@ def build_pipeline(
         max_in_flight=cfg.max_in_flight,
         clock=clock,
         reserved_per_turn=sampler.calls_per_turn,
-        # Write-through: the judge thread stores its verdict as soon as it is judged.
-        persist=functools.partial(write_through, writer),
+        on_judged=store_step.write_now if store_step.write_through else None,
     )
     # A replayed turn costs a database read, not a judge call.
     lookup = LookupStep(

@@ -59,9 +59,6 @@ class Envelope(NamedTuple, Generic[T_co]):
 class JudgedTurn(NamedTuple):
     turn: TurnEvent
     verdict: Verdict
-    # Set when the judge thread stored the verdict itself: 1 inserted, 0 a
-    # duplicate; None when the store step still has to write it.
-    stored: int | None = None
 
 
 class ProcessingStep(Protocol[T_contra]):
@@ -155,3 +152,13 @@ def dead_letter(
         offset=message.offset,
         reason=exc.reason,
     )
+
+
+def turn_record(message: Envelope[TurnEvent] | Envelope[JudgedTurn]) -> RawMessage:
+    """A decoded turn as a record for a dead-letter sink. The original bytes are gone by then,
+    so the value is the turn re-serialized (unknown producer fields included), which
+    ``casewatch replay`` can publish again once the data is fixed."""
+    payload = message.payload
+    turn = payload.turn if isinstance(payload, JudgedTurn) else payload
+    value = turn.model_dump_json().encode()
+    return RawMessage(message.tp.topic, message.tp.partition, message.offset, value)

@@ -24,7 +24,7 @@ import structlog
 from consumers.records import TopicPartition
 from monitor.budget import Budget
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import MessageRejected, StorageError
+from monitor.errors import MessageRejected
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.models import TurnEvent, Verdict
 from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, forward
@@ -58,7 +58,7 @@ class JudgeStep:
         clock: Clock | None = None,
         *,
         reserved_per_turn: int = 1,
-        persist: Callable[[TurnEvent, Verdict], int | None] | None = None,
+        on_judged: Callable[[TurnEvent, Verdict], None] | None = None,
     ) -> None:
         if concurrency < 1 or max_in_flight < 1:
             raise ValueError("concurrency and max_in_flight must be >= 1")
@@ -70,16 +70,13 @@ class JudgeStep:
         self._max = max_in_flight
         self._clock = clock or SystemClock()
         self._pool = DaemonThreadPool(concurrency, "judge")
-        # A judge thread stores its verdict before it takes the next turn, so a finished
-        # verdict never waits in memory for the loop (a SIGKILL then costs the calls in flight,
-        # at most ``concurrency``). ``persist`` returns None, or raises, when it did not store
-        # it (the database refused the row, or is down): the store step then writes it, with
-        # its retries, backoff and dead-lettering of refused rows.
-        self._persist = persist
-        self._running: dict[Future[tuple[Verdict, int | None]], Envelope[TurnEvent]] = {}
+        # Run on the judge thread with each verdict before the thread takes the next turn (the
+        # store step's write-through, ``StoreStep.write_now``).
+        self._on_judged = on_judged
+        self._running: dict[Future[Verdict], Envelope[TurnEvent]] = {}
         # Filled by the judge threads as calls end, so waiting and collecting cost the same
         # with 256 turns in flight as with one (no scan of every future, no waiter on each).
-        self._finished: deque[Future[tuple[Verdict, int | None]]] = deque()
+        self._finished: deque[Future[Verdict]] = deque()
         self._progress = threading.Event()
         self._ready: deque[Envelope[JudgedTurn]] = deque()
         # Turns of revoked partitions not yet started: judged only if the partition comes back.
@@ -105,18 +102,14 @@ class JudgeStep:
         self._running[future] = message
         future.add_done_callback(self._finish)
 
-    def _judge(self, turn: TurnEvent) -> tuple[Verdict, int | None]:
-        """On a judge thread: judge, then store (write-through) when a writer is given."""
+    def _judge(self, turn: TurnEvent) -> Verdict:
+        """On a judge thread: judge, then hand the verdict to ``on_judged``."""
         verdict = evaluate_guarded(self._evaluator, turn)
-        if self._persist is None:
-            return verdict, None
-        try:
-            return verdict, self._persist(turn, verdict)
-        except StorageError as exc:  # UnstorableRow included: the store step decides
-            log.debug("storing a verdict from the judge thread failed", error=str(exc))
-            return verdict, None
+        if self._on_judged is not None:
+            self._on_judged(turn, verdict)
+        return verdict
 
-    def _finish(self, future: Future[tuple[Verdict, int | None]]) -> None:
+    def _finish(self, future: Future[Verdict]) -> None:
         # On the judge thread (or here, for a cancel): deque.append is atomic, no lock needed.
         self._finished.append(future)
         self._progress.set()
@@ -168,7 +161,7 @@ class JudgeStep:
             message = self._running.pop(future, None)
             if message is None:
                 continue  # cancelled by hold or discard, which took the turn back
-            verdict, stored = future.result()
+            verdict = future.result()
             self._metrics.record_verdict(verdict)
             # The requests really made: an arbiter's (a third judge) and retries included.
             # No judgments (an evaluator bug): what it spent is unknown, the reservation stands.
@@ -176,7 +169,7 @@ class JudgeStep:
                 requests = sum(j.attempts for j in verdict.judgments)
                 cost = sum(j.cost_usd for j in verdict.judgments)
                 self._budget.settle(self._reserved, requests, cost)
-            self._ready.append(message.replace(JudgedTurn(message.payload, verdict, stored)))
+            self._ready.append(message.replace(JudgedTurn(message.payload, verdict)))
 
     def poll(self) -> None:
         self._collect()

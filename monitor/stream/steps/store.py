@@ -11,19 +11,27 @@ A turn the database refuses (its data, e.g. a NUL character PostgreSQL cannot ho
 batch, and this step sends it to the dead-letter topic with reason ``unstorable`` and the
 database's message, then marks it done. Its judge call is never made again. A dead-letter
 queue that refuses writes holds it (backpressure), as in the decode step.
+
+Write-through (``write_through=True``, the daemon's policy) stores each verdict from the judge
+thread that made it (``write_now``, the judge step's ``on_judged``), before that thread takes
+the next turn: a paid verdict never waits in memory for the loop, so a SIGKILL costs at most
+the calls in flight. Those verdicts still reach this step on the loop's thread, in order with
+the rest; only the ones whose write-through failed are written here. Every verdict is counted
+once, here, whichever write stored it.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import threading
+from typing import NamedTuple, Protocol
 
 import structlog
 
 from consumers.dlq import DeadLetterSink
-from consumers.records import RawMessage
 from monitor.clock import Backoff, Clock, Deadline, RetryState
 from monitor.errors import MessageRejected, StorageError, TransportError
-from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, VerdictWriter
+from monitor.models import TurnEvent, Verdict
+from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, VerdictWriter, turn_record
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +49,14 @@ class StoreMetrics(Protocol):
     def record_dead_letter(self, reason: str) -> None: ...
 
 
+class _Written(NamedTuple):
+    """What a write-through of one verdict did."""
+
+    verdict: Verdict  # held, so its id() is not reused while the entry lives
+    inserted: int  # 1 new, 0 already stored
+    refused: str | None  # the database's reason when it refused the row
+
+
 class StoreStep:
     def __init__(
         self,
@@ -52,6 +68,7 @@ class StoreStep:
         backoff: Backoff | None = None,
         *,
         dlq: DeadLetterSink,
+        write_through: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -66,6 +83,11 @@ class StoreStep:
         # Refused by the database, waiting for the dead-letter queue to take them.
         self._unstorable: list[tuple[Envelope[JudgedTurn], str]] = []
         self.last_error: str | None = None
+        self.write_through = write_through
+        # Verdicts a judge thread stored (``write_now``), by id(verdict): set there before the
+        # verdict's future completes, read here once the loop hands its turn on.
+        self._written: dict[int, _Written] = {}
+        self._written_lock = threading.Lock()
 
     @property
     def healthy(self) -> bool:
@@ -75,6 +97,23 @@ class StoreStep:
     @property
     def buffered(self) -> int:
         return len(self._buffer) + len(self._unstorable)
+
+    def write_now(self, turn: TurnEvent, verdict: Verdict) -> None:
+        """On a judge thread (write-through): store one judged turn now. A write that fails
+        is left to the loop's batch write, with its retries and backoff."""
+        try:
+            saved = self._store.save_batch([(turn, verdict)])
+        except StorageError as exc:  # the database is down: the batch write retries
+            log.debug("storing a verdict from the judge thread failed", error=str(exc))
+            return
+        refused = saved.refused[0].message if saved.refused else None
+        with self._written_lock:
+            self._written[id(verdict)] = _Written(verdict, saved.inserted, refused)
+
+    def _written_of(self, verdict: Verdict) -> _Written | None:
+        with self._written_lock:
+            written = self._written.get(id(verdict))
+        return written if written is not None and written.verdict is verdict else None
 
     def submit(self, message: Envelope[JudgedTurn]) -> None:
         if self.buffered >= self._batch_size:
@@ -90,11 +129,13 @@ class StoreStep:
             return True
         if not self._retry.due():
             return False
-        # Verdicts a judge thread stored already (write-through) are only counted here.
+        buffer = self._buffer
+        written = [self._written_of(m.payload.verdict) for m in buffer]
         items = [
-            (m.payload.turn, m.payload.verdict) for m in self._buffer if m.payload.stored is None
+            (m.payload.turn, m.payload.verdict)
+            for m, w in zip(buffer, written, strict=True)
+            if w is None
         ]
-        before = [m.payload.stored for m in self._buffer if m.payload.stored is not None]
         try:
             result = self._store.save_batch(items) if items else None
         except StorageError as exc:
@@ -106,7 +147,7 @@ class StoreStep:
                 error=str(exc),
                 failures=self._retry.failures,
                 retry_in_s=round(delay, 2),
-                held=len(self._buffer),
+                held=len(buffer),
             )
             return False
         failures = self._retry.succeeded()
@@ -114,23 +155,31 @@ class StoreStep:
             log.info("storage recovered", after_failures=failures)
         self.last_error = None
         inserted = result.inserted if result is not None else 0
-        refused_rows = list(result.refused) if result is not None else []
-        refused = {
-            (r.item[0].event_id, r.item[1].judge_config_hash): r.message for r in refused_rows
+        refused_here = {
+            (r.item[0].event_id, r.item[1].judge_config_hash): r.message
+            for r in (result.refused if result is not None else ())
         }
-        # save_batch counts distinct new rows; a batch may repeat an event (duplicate publish).
-        self._metrics.record_stored(
-            inserted + sum(before), len(items) - inserted - len(refused_rows) + before.count(0)
-        )
-        for message in self._buffer:
-            why = refused.get(
-                (message.payload.turn.event_id, message.payload.verdict.judge_config_hash)
-            )
+        with self._written_lock:
+            for w in written:
+                if w is not None:
+                    del self._written[id(w.verdict)]
+        refused = 0
+        for message, w in zip(buffer, written, strict=True):
+            turn, verdict = message.payload.turn, message.payload.verdict
+            if w is not None:
+                inserted += w.inserted
+                why = w.refused
+            else:
+                why = refused_here.get((turn.event_id, verdict.judge_config_hash))
             if why is None:
                 self._next.submit(message)
             else:
+                refused += 1
                 self._unstorable.append((message, why))
-        self._buffer.clear()
+        # One count for every verdict, however it was written; save_batch counts distinct new
+        # rows, and a batch may repeat an event (a duplicate publish).
+        self._metrics.record_stored(inserted, len(buffer) - inserted - refused)
+        buffer.clear()
         return self._dead_letter()
 
     def _dead_letter(self) -> bool:
@@ -140,7 +189,7 @@ class StoreStep:
             turn = message.payload.turn
             detail = f"the database refused turn {turn.event_id!r}: {why}"
             try:
-                self._dlq.send(_as_record(message), UNSTORABLE, detail)
+                self._dlq.send(turn_record(message), UNSTORABLE, detail)
                 self._dlq.flush(DLQ_FLUSH_TIMEOUT_S)
             except TransportError as err:
                 log.warning(
@@ -177,11 +226,3 @@ class StoreStep:
 
     def close(self) -> None:
         self._next.close()
-
-
-def _as_record(message: Envelope[JudgedTurn]) -> RawMessage:
-    """The turn as a record for the dead-letter queue. The original bytes are gone by now, so
-    the value is the decoded turn re-serialized (unknown producer fields included), which
-    ``casewatch replay`` can publish again once the data is fixed."""
-    value = message.payload.turn.model_dump_json().encode()
-    return RawMessage(message.tp.topic, message.tp.partition, message.offset, value)

@@ -1,9 +1,10 @@
-"""Write-through: a judge thread stores its verdict before it takes the next turn,
-so no finished verdict waits in memory for the loop; the store step only counts those and
-still writes (and retries) the ones whose write-through failed."""
+"""Write-through, the store step's policy: a judge thread stores its verdict before it takes the
+next turn, so no finished verdict waits in memory for the loop; the store step writes (and
+retries) only the ones whose write-through failed, and counts every verdict once."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,7 +19,6 @@ from monitor.exporter import Metrics
 from monitor.models import TurnEvent, Verdict
 from monitor.storage.audit import counts
 from monitor.storage.store import SaveResult, Store
-from monitor.stream.pipeline import write_through
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.steps.store import StoreStep
@@ -34,44 +34,46 @@ def sink(tmp_path: Path) -> Iterator[FileDeadLetterSink]:
     dead_letters.close()
 
 
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    db = Store(f"sqlite:///{tmp_path / 'w.db'}")
+    db.migrate()
+    yield db
+    db.close()
+
+
 class FlakyWriter:
-    """The real store, refusing the write-through of chosen events (a brief outage)."""
+    """The real store, failing the first write of chosen events (a brief outage) and noting
+    every write: which events, and whether a judge thread or the loop's thread made it."""
 
     def __init__(self, store: Store, refuse: set[str]) -> None:
         self.store = store
-        self.refuse = refuse
-
-    def save_one(self, turn: TurnEvent, verdict: Verdict) -> int | None:
-        if turn.event_id in self.refuse:
-            raise StorageError("simulated: database unreachable")
-        return write_through(self.store, turn, verdict)
-
-
-class CountingStore:
-    """What the store step writes (the write-through must not be written twice)."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.batches: list[list[str]] = []
+        self.refuse = set(refuse)
+        self.writes: list[tuple[list[str], bool]] = []  # (event ids, on the loop's thread)
+        self._lock = threading.Lock()
 
     def save_batch(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> SaveResult:
-        self.batches.append([turn.event_id for turn, _ in items])
+        ids = [turn.event_id for turn, _ in items]
+        with self._lock:
+            self.writes.append((ids, threading.current_thread() is threading.main_thread()))
+            failing = self.refuse & set(ids)
+            self.refuse -= failing
+        if failing:
+            raise StorageError("simulated: database unreachable")
         return self.store.save_batch(items)
 
 
 def test_verdicts_are_stored_by_the_judge_thread_before_the_loop_collects_them(
-    tmp_path: Path,
+    store: Store, sink: FileDeadLetterSink
 ) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'w.db'}")
-    store.migrate()
     registry = CollectorRegistry()
     metrics = StreamRecorder(Metrics(registry))
     done = Recorder()
-    counting = CountingStore(store)
-    store_step = StoreStep(done, counting, metrics, ManualClock(), dlq=sink)
     writer = FlakyWriter(store, refuse={"e3"})
-    evaluator = GatedEvaluator()
-    judge = JudgeStep(store_step, evaluator, metrics, CostLog(), 2, 10, persist=writer.save_one)
+    store_step = StoreStep(done, writer, metrics, ManualClock(), dlq=sink, write_through=True)
+    judge = JudgeStep(
+        store_step, GatedEvaluator(), metrics, CostLog(), 2, 10, on_judged=store_step.write_now
+    )
     try:
         for i in range(5):
             judge.submit(env(make_turn(f"e{i}"), offset=i))
@@ -82,34 +84,37 @@ def test_verdicts_are_stored_by_the_judge_thread_before_the_loop_collects_them(
         assert counts(store)["verdicts"] == 4
         assert done.items == []  # not done (committable) before the loop collects them
         _until(lambda: len(done.items) == 5, judge)
-        # The store step wrote only the one whose write-through failed, and counted all.
-        assert counting.batches == [["e3"]]
+        # The loop's thread wrote only the one whose write-through failed, and counted all.
+        assert [ids for ids, on_loop in writer.writes if on_loop] == [["e3"]]
+        assert sorted(ids[0] for ids, on_loop in writer.writes if not on_loop) == [
+            f"e{i}" for i in range(5)
+        ]
         assert counts(store)["verdicts"] == 5
-        inserted = registry.get_sample_value("casewatch_stored_total", {"outcome": "inserted"})
-        assert inserted == 5
+        get = registry.get_sample_value
+        assert get("casewatch_stored_total", {"outcome": "inserted"}) == 5
+        assert get("casewatch_stored_total", {"outcome": "duplicate"}) == 0
     finally:
         judge.close()
-        store.close()
 
 
-def test_a_write_through_replay_counts_as_a_duplicate(tmp_path: Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'w.db'}")
-    store.migrate()
+def test_a_write_through_replay_counts_as_a_duplicate(
+    store: Store, sink: FileDeadLetterSink
+) -> None:
     registry = CollectorRegistry()
     metrics = StreamRecorder(Metrics(registry))
     done = Recorder()
-    store_step = StoreStep(done, CountingStore(store), metrics, ManualClock(), dlq=sink)
     writer = FlakyWriter(store, refuse=set())
+    store_step = StoreStep(done, writer, metrics, ManualClock(), dlq=sink, write_through=True)
     judge = JudgeStep(
-        store_step, GatedEvaluator(), metrics, CostLog(), 1, 10, persist=writer.save_one
+        store_step, GatedEvaluator(), metrics, CostLog(), 1, 10, on_judged=store_step.write_now
     )
     try:
         judge.submit(env(make_turn("same"), offset=0))
         judge.submit(env(make_turn("same"), offset=1))  # a producer retry: judged twice
         _until(lambda: len(done.items) == 2, judge)
         assert counts(store)["verdicts"] == 1
+        assert all(not on_loop for _, on_loop in writer.writes)  # nothing written twice
         for outcome, n in (("inserted", 1), ("duplicate", 1)):
             assert registry.get_sample_value("casewatch_stored_total", {"outcome": outcome}) == n
     finally:
         judge.close()
-        store.close()
