@@ -251,16 +251,21 @@ class Redactor:
 
     def check_size(self, turn: TurnEvent) -> None:
         """Raise ``TooLargeToRedact`` if the turn's text exceeds the bound."""
-        size = sum(len(t) for t in _texts(turn))
+        self._check_size(_texts(turn))
+
+    def _check_size(self, texts: list[str]) -> None:
+        size = sum(map(len, texts))
         if size > self.policy.max_chars:
             raise TooLargeToRedact(size, self.policy.max_chars)
 
     def redact_turn(self, turn: TurnEvent) -> TurnRedaction:
-        self.check_size(turn)
+        # The turn's texts are gathered once, for the bound and for the scan.
+        texts = _texts(turn)
+        self._check_size(texts)
         names = Pseudonymizer(self.policy.key)
         counts: dict[str, int] = {}
         # Two passes: what each text holds, then near copies of the turn's cards and IBANs.
-        spans = self.spans_of(_texts(turn))
+        spans = self.spans_of(texts)
         if not any(spans.values()):
             return TurnRedaction(turn, counts)  # nothing to replace: no copy to make
         known = _checksummed(spans.values())
@@ -381,25 +386,38 @@ def _deep(red: Callable[[str], str], value: Any) -> Any:
     return value
 
 
-def _texts(turn: TurnEvent) -> Iterator[str]:
+def _texts(turn: TurnEvent) -> list[str]:
+    """Every text of the turn that is redacted, in the order ``redact_turn`` renders them.
+
+    Runs twice per consumed turn (the size bound and the scan share one list): a list built
+    in place rather than a generator, and the models' extras read from ``__pydantic_extra__``
+    (``model_extra`` is a property call per model)."""
     case = turn.case
-    yield case.subject
-    yield case.description
-    yield case.product or ""
-    yield case.environment or ""
-    for m in turn.history:
-        yield m.content
-    yield turn.query
-    for c in turn.contexts:
-        yield c.text
-    yield turn.answer
-    yield turn.reference or ""
-    yield from turn.labels.values()
-    if turn.feedback is not None:
-        yield turn.feedback.comment or ""
-    for model in (turn, case, turn.feedback, *turn.history, *turn.contexts):
-        if model is not None and model.model_extra:
-            yield from _leaves(model.model_extra)
+    history = turn.history
+    contexts = turn.contexts
+    feedback = turn.feedback
+    texts = [case.subject, case.description, case.product or "", case.environment or ""]
+    texts += [m.content for m in history]
+    texts.append(turn.query)
+    texts += [c.text for c in contexts]
+    texts.append(turn.answer)
+    texts.append(turn.reference or "")
+    texts += turn.labels.values()
+    if feedback is not None:
+        texts.append(feedback.comment or "")
+    if turn.__pydantic_extra__:
+        texts += _leaves(turn.__pydantic_extra__)
+    if case.__pydantic_extra__:
+        texts += _leaves(case.__pydantic_extra__)
+    if feedback is not None and feedback.__pydantic_extra__:
+        texts += _leaves(feedback.__pydantic_extra__)
+    for message in history:
+        if message.__pydantic_extra__:
+            texts += _leaves(message.__pydantic_extra__)
+    for context in contexts:
+        if context.__pydantic_extra__:
+            texts += _leaves(context.__pydantic_extra__)
+    return texts
 
 
 def _leaves(value: Any) -> Iterator[str]:
