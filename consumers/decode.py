@@ -27,7 +27,12 @@ MAX_DETAIL_CHARS = 500
 
 
 def decode_turn(msg: RawMessage, max_bytes: int) -> TurnEvent:
-    value = msg.value
+    return decode_value(msg.value, max_bytes)
+
+
+def decode_value(value: bytes | None, max_bytes: int) -> TurnEvent:
+    """A record's value → TurnEvent (the decode step's, and the screening processes', one
+    decoder of casewatch's own turn event); raises InvalidEvent with the reason."""
     if not value:
         raise InvalidEvent("empty", "the record has no value")
     if len(value) > max_bytes:

@@ -168,7 +168,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "steps.__init__",
             "steps.base",
         ),
-        ("steps.rebalance",),
+        ("steps.decisions", "steps.rebalance"),
         # the steps: siblings, none imports another (what two share lives in steps.base)
         (
             "steps.assemble",

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import structlog
 
-from consumers.decode import decode_turn
+from consumers.decode import decode_value
 from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage
 from monitor.clock import Clock, Deadline, SystemClock
@@ -55,11 +55,8 @@ class DecodeStep:
 
     def submit(self, message: Envelope[RawMessage]) -> None:
         try:
-            decoder = self._decoders.get(message.tp.topic)
-            if decoder is None:
-                turn = decode_turn(message.payload, self._max_bytes)
-            else:
-                turn = decoder(message.payload.value, self._max_bytes)
+            decoder = self._decoders.get(message.tp.topic, decode_value)
+            turn = decoder(message.payload.value, self._max_bytes)
         except InvalidEvent as exc:
             self._dead_letter(message, exc)
             return

@@ -38,11 +38,10 @@ from monitor.stream.steps.base import (
     SavedBatch,
     VerdictWriter,
 )
+from monitor.stream.steps.decisions import Unredactable, redact_for_judging
 
 log = structlog.get_logger(__name__)
 
-TOO_LARGE = SampleDecision(False, "redaction_too_large")
-FAILED = SampleDecision(False, "redaction_failed")
 WITHHELD = "value withheld: too large to redact"
 
 
@@ -97,37 +96,30 @@ class RedactStep:
             self._held = None
             self._tally.add(held[1])
             return
-        turn = message.payload
-        try:
-            if self._forward_redacted:
-                result = self._redactor.redact_turn(turn)
-                out = message.replace(result.turn)
-                counts = result.counts
-            else:
-                self._redactor.check_size(turn)
-                out, counts = message, {}
-        except TooLargeToRedact as exc:
-            self._skip(message, TOO_LARGE, chars=exc.chars, limit=exc.limit)
+        outcome = redact_for_judging(
+            self._redactor, message.payload, forward_redacted=self._forward_redacted
+        )
+        if isinstance(outcome, Unredactable):
+            self._skip(message, outcome)
             return
-        except Exception as exc:  # a detector bug must not let raw text through
-            self._skip(message, FAILED, error=type(exc).__name__)
-            return
+        out = message if outcome.turn is message.payload else message.replace(outcome.turn)
+        counts = outcome.counts
         self._held = (out, counts)
         self._next.submit(out)  # MessageRejected keeps it held
         self._held = None
         self._tally.add(counts)
 
-    def _skip(self, message: Envelope[TurnEvent], decision: SampleDecision, **why: object) -> None:
+    def _skip(self, message: Envelope[TurnEvent], outcome: Unredactable) -> None:
         log.warning(
             "turn not redacted; skipped, neither judged nor stored",
-            reason=decision.reason,
+            reason=outcome.decision.reason,
             topic=message.tp.topic,
             partition=message.tp.partition,
             offset=message.offset,
-            **why,
+            **outcome.why,
         )
         self._done.submit(message)
-        self._metrics.record_sampling(message.payload.assistant.name, decision)
+        self._metrics.record_sampling(message.payload.assistant.name, outcome.decision)
 
     def poll(self) -> None:
         self._tally.flush()

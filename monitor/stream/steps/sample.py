@@ -15,29 +15,12 @@ checked as far as they go and counted as truncated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from consumers.sampling import SampleDecision
 from monitor.models import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
-
-TRIPWIRE_REASON = "rule:identifier_tripwire"
-
-
-class TripwireResult(Protocol):
-    @property
-    def kinds(self) -> Sequence[str]:
-        """The identifier kinds the answer nearly mismatches (empty: the turn is clean)."""
-        ...
-
-    @property
-    def truncated(self) -> bool:
-        """The turn was larger than the tripwire checks."""
-        ...
-
-
-Tripwire = Callable[[TurnEvent], TripwireResult]
+from monitor.stream.steps.decisions import Tripwire, tripwire_rule
 
 
 class Decider(Protocol):
@@ -95,7 +78,7 @@ class SampleStep:
         for kind in kinds:
             key = (assistant, kind)
             self._mismatches[key] = self._mismatches.get(key, 0) + 1
-        return TRIPWIRE_REASON if kinds else None
+        return tripwire_rule(result)
 
     def _flush_counts(self) -> None:
         counts, self._counts = self._counts, {}

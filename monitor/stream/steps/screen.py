@@ -32,18 +32,18 @@ from collections.abc import Collection
 from concurrent.futures.process import BrokenProcessPool
 
 import structlog
-from pydantic import ValidationError
 
+from consumers.decode import decode_value
 from consumers.records import RawMessage, TopicPartition
 from consumers.sampling import NOT_SAMPLED, Sampler
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import MessageRejected, ScreeningOff
+from monitor.errors import InvalidEvent, MessageRejected, ScreeningOff
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import TurnEvent
 from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.settings import SamplingConfig
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics, forward
+from monitor.stream.steps.decisions import Unredactable, redact_for_judging
 
 log = structlog.get_logger(__name__)
 
@@ -60,7 +60,9 @@ _Flight = tuple[list[Envelope[RawMessage]], "cf.Future[list[Mark]]", int]
 
 
 class Screener:
-    """What a screening process runs on each value (pure: no budget, no I/O)."""
+    """What a screening process runs on each value: the decode, redact and sample steps' own
+    decisions (``consumers.decode``, ``steps.decisions``, ``Sampler.reason_for``), without
+    their budget, metrics or I/O."""
 
     def __init__(
         self, max_bytes: int, sampling: SamplingConfig, redaction: RedactionConfig | None = None
@@ -68,28 +70,27 @@ class Screener:
         self._max_bytes = max_bytes
         self._sampler = Sampler(sampling, SystemClock())
         self._tripwire = sampling.identifier_tripwire
-        # Rules and tripwire read the redacted turn in-process: here too.
+        # The redact step's: rules and tripwire read the turn it forwards.
         self._redactor = (
-            Redactor(redaction.policy())
-            if redaction is not None and redaction.active and redaction.before_judging
-            else None
+            Redactor(redaction.policy()) if redaction is not None and redaction.active else None
         )
+        self._forward_redacted = redaction is not None and redaction.before_judging
 
     def mark(self, value: bytes | None) -> Mark:
-        if not value or len(value) > self._max_bytes:
-            return None
         try:
-            turn = TurnEvent.model_validate_json(value)
-        except ValidationError:
+            turn = decode_value(value, self._max_bytes)
+        except InvalidEvent:
             return None  # dead-lettered with its reason by the decode step
         if self._redactor is not None:
-            try:
-                turn = self._redactor.redact_turn(turn).turn
-            except Exception:  # too large, or a detector failed: skipped with its reason there
-                return None
+            redacted = redact_for_judging(
+                self._redactor, turn, forward_redacted=self._forward_redacted
+            )
+            if isinstance(redacted, Unredactable):
+                return None  # skipped with its reason by the redact step
+            turn = redacted.turn
         if self._tripwire:
             hit = identifier_tripwire(turn)
-            if hit or hit.truncated:  # counted (mismatch kinds, truncation) by the sample step
+            if hit.kinds or hit.truncated:  # counted (kinds, truncation) by the sample step
                 return None
         if self._sampler.reason_for(turn) is not None:
             return None

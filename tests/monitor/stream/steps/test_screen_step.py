@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from consumers.records import RawMessage, TopicPartition
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
+from monitor.redaction.config import RedactionConfig
 from monitor.settings import AlwaysJudgeRule, SamplingConfig
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope
@@ -87,6 +88,19 @@ def test_the_screener_finishes_only_valid_unsampled_clean_turns() -> None:
     assert Screener(MAX_BYTES, SamplingConfig(default_rate=1.0)).mark(value("plain")) is None
     off = SamplingConfig(default_rate=0.0, identifier_tripwire=False)
     assert Screener(MAX_BYTES, off).mark(TRIPPED.encode()) == "a"
+
+
+def test_the_screener_hands_on_what_the_redact_step_would_skip() -> None:
+    """Judged raw but stored redacted (``before_judging: false``): the redact step skips a turn
+    too large to redact (``redaction_too_large``), so screening must not finish it as not
+    sampled; it runs the redact step's own decision."""
+    big = value("big", answer="Open UDP 500. " * 20)
+    sampling = SamplingConfig(default_rate=0.0)
+    small_bound = RedactionConfig(before_judging=False, max_chars=200)
+    assert Screener(MAX_BYTES, sampling, small_bound).mark(big) is None
+    assert Screener(MAX_BYTES, sampling, RedactionConfig(before_judging=False)).mark(big) == (
+        "helpdesk"
+    )
 
 
 @pytest.fixture
