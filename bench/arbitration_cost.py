@@ -39,9 +39,9 @@ from monitor.judging.panel import JudgePanel  # noqa: E402
 from monitor.judging.prompt import case_data  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
 from monitor.models import METRICS, Band, TurnEvent  # noqa: E402
-from monitor.reporting import panel_report  # noqa: E402
-from monitor.reporting.agreement import TURN_KEY  # noqa: E402
+from monitor.reports import panel_report  # noqa: E402
 from monitor.settings import load_settings  # noqa: E402
+from monitor.stats.agreement import TURN_KEY  # noqa: E402
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores  # noqa: E402
 
 A, B, ARB = "judge-a", "judge-b", "judge-arbiter"

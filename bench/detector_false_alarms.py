@@ -1,7 +1,7 @@
 """False alarms of the sequential detectors on simulated in-control streams (detector code only).
 
 A simulated deployment per judged-turn rate (default 0.5, 2 and 10 judged turns/s): ``--detectors``
-(assistant, signal) detectors, each a ``monitor.reporting.detection.Detector`` (Bernoulli CUSUMs
+(assistant, signal) detectors, each a ``monitor.stats.detection.Detector`` (Bernoulli CUSUMs
 over the 1.5x/2x/3x/5x grid), calibrated exactly as the job does (``calibrate``: the
 deployment's false-alarm budget ``--false-alarm-days``, union bound over every CUSUM, at the
 calibration rate ``baseline_policy.calibration_rate`` gives for the live judged-turn rate) from
@@ -41,9 +41,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
 
-from monitor.reporting.baseline_policy import calibration_rate  # noqa: E402
-from monitor.reporting.cusum_calibration import calibrate  # noqa: E402
-from monitor.reporting.detection import DEFAULT_SHIFTS, Detector  # noqa: E402
+from monitor.stats.baseline_policy import calibration_rate  # noqa: E402
+from monitor.stats.cusum_calibration import calibrate  # noqa: E402
+from monitor.stats.detection import DEFAULT_SHIFTS, Detector  # noqa: E402
 
 DAY_S = 86400.0
 REFERENCE_DAYS = 7.0

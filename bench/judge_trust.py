@@ -48,13 +48,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
 
-from monitor.reporting.active_sampling import (  # noqa: E402
+from monitor.stats.active_sampling import (  # noqa: E402
     inclusion_probabilities,
     poisson_draw,
     uncertainty,
 )
-from monitor.reporting.confidence_sequence import boundary_widths  # noqa: E402
-from monitor.reporting.ppi import weighted_interval, weighted_terms  # noqa: E402
+from monitor.stats.confidence_sequence import boundary_widths  # noqa: E402
+from monitor.stats.ppi import weighted_interval, weighted_terms  # noqa: E402
 
 Z95 = NormalDist().inv_cdf(0.975)
 
@@ -209,8 +209,8 @@ def _runs_until_alarm(
     q_before: np.ndarray, q_after: np.ndarray | None, runs: int, rng: np.random.Generator, args
 ) -> tuple[int | None, int]:
     """(runs after the change until the first alarm, alarms over ``runs`` runs)."""
-    from monitor.reporting.detection import Detector
-    from monitor.reporting.judge_canary import DEFAULT_SHIFTS, CanaryRun, arm, baseline_of, observe
+    from monitor.reports.judge_canary import DEFAULT_SHIFTS, CanaryRun, arm, baseline_of, observe
+    from monitor.stats.detection import Detector
 
     def run(q: np.ndarray) -> CanaryRun:
         calls = tuple(bool(x) for x in rng.random(q.size) < q)

@@ -34,7 +34,7 @@ from monitor.judging.heuristic.judge import ALGORITHM_VERSION, score_turn
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import METRICS, TurnEvent
 from monitor.redaction import RedactionPolicy, Redactor
-from monitor.reporting.agreement import band_agreement
+from monitor.stats.agreement import band_agreement
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -7,7 +7,7 @@ known moment (independent replicates of the cell), and ``--controls`` (5) ``flat
 which stay at 5 % throughout (the false-alarm control).
 
 Two detectors watch every stream. The burn-rate alerts, as before. And the sequential detectors of
-Each stream's judged turns, in order, go through ``monitor.reporting.detection.Detector``
+Each stream's judged turns, in order, go through ``monitor.stats.detection.Detector``
 every ``--job-interval`` (15 s production, the job's default), calibrated as the job calibrates them
 (baseline from a simulated 7-day reference window, the false-alarm budget of one per ``--arl0-days``
 for a deployment of ``--deployment-detectors`` (assistant, signal) pairs; the replicate streams are
@@ -71,13 +71,13 @@ from monitor.demo.prometheus_stack import PrometheusStack  # noqa: E402
 from monitor.exporter import Metrics, disable_created_series  # noqa: E402
 from monitor.jobs.recorders import DetectionRecorder  # noqa: E402
 from monitor.models import Band  # noqa: E402
-from monitor.reporting.cusum_calibration import (  # noqa: E402
+from monitor.stats.cusum_calibration import (  # noqa: E402
     Calibration,
     calibrate,
     expected_delay,
     threshold,
 )
-from monitor.reporting.detection import DEFAULT_SHIFTS, Detector  # noqa: E402
+from monitor.stats.detection import DEFAULT_SHIFTS, Detector  # noqa: E402
 
 RULES = ROOT / "rules" / "casewatch.rules.yml"
 SEVERE_ALERTS = ("CasewatchSevereShareBurnRateHigh", "CasewatchSevereShareBurnRateElevated")

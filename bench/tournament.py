@@ -9,9 +9,9 @@ s_i = exp(theta_i),
 scored 1 / 0.5 / 0 as the pairwise judge scores a question. theta is spread evenly over
 ``--spread`` (the gap between best and worst system, in logits); ``--nu`` sets the tie rate.
 For 8, 16 and 32 systems and ``--seeds`` seeds, the same simulated judge plays a Swiss
-tournament (``monitor.reporting.tournament.swiss``, default ⌈log2 n⌉ + 1 rounds unless
+tournament (``monitor.stats.tournament.swiss``, default ⌈log2 n⌉ + 1 rounds unless
 ``--rounds``) and a round-robin (every pair once). Both rank by the Bradley-Terry fit to all
-their matches (``monitor.reporting.bradley_terry``); the Swiss tournament pairs each round by
+their matches (``monitor.stats.bradley_terry``); the Swiss tournament pairs each round by
 seed 000's sequential Elo, whose final ranking is reported too (it falls short).
 Reported over seeds: Spearman of the Swiss ranking vs the true ranking (median and 10th
 percentile), of its Elo trajectory's end, vs the round-robin ranking, of round-robin vs
@@ -37,8 +37,8 @@ from scipy.stats import spearmanr
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from monitor.reporting.elo import EloConfig  # noqa: E402
-from monitor.reporting.tournament import (  # noqa: E402
+from monitor.stats.elo import EloConfig  # noqa: E402
+from monitor.stats.tournament import (  # noqa: E402
     Play,
     default_rounds,
     round_robin,

@@ -6,7 +6,7 @@ one of the eight metrics), ``band`` (multi) and the time range; ``event_id`` (a 
 set by the data link on the table's event id, which reopens this dashboard on that turn, so
 the lower panels show the whole turn and every judgment. The quality alerts of rules/ link here
 filtered to their assistant and window (the ``dashboard_url`` annotation in
-rules/casewatch.rules.yml, rebased by ``monitor.reporting.alert_links``).
+rules/casewatch.rules.yml, rebased by ``monitor.reports.alert_links``).
 
 Queries follow Grafana's PostgreSQL macros and interpolation: ``$__timeFilter(col)``,
 ``$__timeFrom()``/``$__timeTo()``, ``$__timeGroupAlias(col, '5m')``; a multi-value variable

@@ -236,7 +236,7 @@ class Verdict(BaseModel):
 
 
 # One record for a drift sample; the store reads them (storage/drift_queries.py),
-# reporting/drift.py aggregates them. A dataclass: a week of turns is several hundred thousand.
+# stats/drift.py aggregates them. A dataclass: a week of turns is several hundred thousand.
 @dataclass(frozen=True)
 class TurnSample:
     """What drift needs of one stored turn and its newest verdict (``status`` None: none)."""

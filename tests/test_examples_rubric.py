@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from monitor.cli import main
 from monitor.judging.rubric_set import load_rubric_set
-from monitor.reporting.trec import leaderboard, read_qrels, read_run
+from monitor.reports.trec import leaderboard, read_qrels, read_run
 from tests.fake_judge_server import FakeJudgeServer, gold_answer_grader
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, FAKE_JUDGE_MODEL
 

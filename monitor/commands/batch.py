@@ -21,13 +21,6 @@ from monitor.judging.preflight import probe_judges
 from monitor.logs import configure_logging
 from monitor.models import Band
 from monitor.redaction import Redactor
-from monitor.reporting.agreement import (
-    BANDS,
-    HumanAgreement,
-    JudgeAgreement,
-    agreement,
-    judge_agreement,
-)
 from monitor.reporting.batch import (
     BatchSummary,
     VerdictFile,
@@ -35,9 +28,16 @@ from monitor.reporting.batch import (
     read_verdicts,
     run_batch,
 )
-from monitor.reporting.comparison import Comparison, compare
-from monitor.reporting.panel_report import panel_report
-from monitor.reporting.stats import Correlation, PairedTest
+from monitor.reports.panel_report import panel_report
+from monitor.stats.agreement import (
+    BANDS,
+    HumanAgreement,
+    JudgeAgreement,
+    agreement,
+    judge_agreement,
+)
+from monitor.stats.comparison import Comparison, compare
+from monitor.stats.paired import Correlation, PairedTest
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)

@@ -19,9 +19,9 @@ import click
 from monitor.commands.store_access import db_option, with_db
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.reporting.detector_state import DetectorState
-from monitor.reporting.judge_change import JudgeChange, judge_change
+from monitor.reports.judge_change import JudgeChange, judge_change
 from monitor.settings import load_settings
+from monitor.stats.detector_state import DetectorState
 from monitor.storage import canary_runs
 from monitor.storage.detection_queries import read_states
 from monitor.storage.location import missing_database_message

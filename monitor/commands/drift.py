@@ -17,7 +17,7 @@ from monitor.commands.output import num, table
 from monitor.commands.store_access import db_option, stored, with_db
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.jobs.drift import AssistantDrift, DriftRun, analyze_store
-from monitor.reporting.drift import SignalResult
+from monitor.stats.drift import SignalResult
 
 
 def _at(value: str | None) -> datetime:

@@ -25,7 +25,7 @@ from monitor.jobs.quality_estimate import (
     labelled_batch,
 )
 from monitor.models import METRICS
-from monitor.reporting.ppi import Interval
+from monitor.stats.ppi import Interval
 from monitor.storage import labels as label_sql
 
 

@@ -20,7 +20,7 @@ from monitor.commands.store_access import check_assistant, db_options, open_stor
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.models import METRICS, Band
-from monitor.reporting.turn_view import detail_doc, render_detail, render_summaries, summary_doc
+from monitor.reports.turn_view import detail_doc, render_detail, render_summaries, summary_doc
 from monitor.storage.turn_queries import get_turn, list_turns
 
 _MAX_WIDTH = 100

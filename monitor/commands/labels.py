@@ -25,13 +25,7 @@ from monitor.commands.store_access import check_assistant, db_options, open_stor
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.models import Assistant, Band, Verdict
-from monitor.reporting.active_sampling import (
-    inclusion_probabilities,
-    poisson_draw,
-    turn_uncertainty,
-)
-from monitor.reporting.agreement import HumanAgreement, agreement
-from monitor.reporting.label_files import (
+from monitor.reports.label_files import (
     check_inclusion,
     consensus,
     draw,
@@ -41,6 +35,12 @@ from monitor.reporting.label_files import (
     parse_labels,
 )
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
+from monitor.stats.active_sampling import (
+    inclusion_probabilities,
+    poisson_draw,
+    turn_uncertainty,
+)
+from monitor.stats.agreement import HumanAgreement, agreement
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
 

@@ -29,15 +29,15 @@ from monitor.judging.pairwise_judge import PairwiseJudge, PairwiseOptions
 from monitor.judging.pairwise_prompt import PairwiseAnswer, PairwiseQuestion
 from monitor.logs import configure_logging
 from monitor.models import TurnEvent
-from monitor.reporting.pairwise_report import PairwiseItem, summarise
-from monitor.reporting.tournament import (
+from monitor.reports.pairwise_report import PairwiseItem, summarise
+from monitor.settings import Settings
+from monitor.stats.tournament import (
     TournamentResult,
     bootstrap_intervals,
     default_rounds,
     round_robin,
     swiss,
 )
-from monitor.settings import Settings
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
@@ -270,7 +270,7 @@ def tournament_command(
     intervals = bootstrap_intervals(names, result.matches, resamples=resamples)
     ranking = result.ranking()
     if plot_path is not None:
-        from monitor.reporting.tournament_plot import plot_tournament
+        from monitor.reports.tournament_plot import plot_tournament
 
         try:
             plot_tournament(

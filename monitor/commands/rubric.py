@@ -27,9 +27,8 @@ from monitor.judging.rubric_set import (
     load_rubric_set,
 )
 from monitor.logs import configure_logging
-from monitor.reporting.rubric_runs import grade_responses, read_responses
-from monitor.reporting.stats import Correlation
-from monitor.reporting.trec import (
+from monitor.reports.rubric_runs import grade_responses, read_responses
+from monitor.reports.trec import (
     DEFAULT_MEASURES,
     format_qrels,
     format_run,
@@ -39,6 +38,7 @@ from monitor.reporting.trec import (
     read_run,
 )
 from monitor.settings import Settings
+from monitor.stats.paired import Correlation
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)

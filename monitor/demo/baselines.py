@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from monitor.models import Band, TurnEvent, Verdict
-from monitor.reporting.detection_signals import signals
 from monitor.settings import Settings
+from monitor.stats.detection_signals import signals
 
 
 def severe_rates(

@@ -35,7 +35,7 @@ from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
 from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
 from monitor.demo.summary import AlertState, Snapshot, format_summary
 from monitor.errors import CasewatchError, DemoError, ListenError
-from monitor.reporting.turn_view import inspect_hint
+from monitor.reports.turn_view import inspect_hint
 from monitor.settings import SamplingConfig, Settings
 from monitor.storage.store import Store
 from monitor.storage.turn_queries import list_turns

@@ -37,7 +37,6 @@ from typing import Any
 
 import structlog
 
-from monitor.budget import Budget
 from monitor.clock import Clock, SystemClock
 from monitor.errors import AssistantError, CasewatchError, ConfigError
 from monitor.exporter import Metrics
@@ -50,8 +49,9 @@ from monitor.judging.pairwise_prompt import PairwiseAnswer
 from monitor.judging.pairwise_scoring import OUTCOMES
 from monitor.judging.probes import TIERS, Probe, Tier, load_probes, normalise_query
 from monitor.models import Context
-from monitor.reporting.elo import MatchResult, replay
+from monitor.sampling.budget import Budget
 from monitor.settings import BaselineAssistantConfig, BaselineConfig, Settings
+from monitor.stats.elo import MatchResult, replay
 from monitor.storage.matches import insert_matches, recent_turns
 from monitor.storage.store import Store
 from monitor.workers import DaemonThreadPool

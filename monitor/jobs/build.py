@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from consumers.sampling import Sampler
-from monitor.budget import Budget
 from monitor.clock import Clock
 from monitor.exporter import Metrics
 from monitor.jobs.drift import DriftJob
@@ -11,6 +9,8 @@ from monitor.jobs.retention import RetentionJob
 from monitor.jobs.rubric import RubricJob
 from monitor.jobs.scheduler import Job
 from monitor.models import JudgeRole
+from monitor.sampling.budget import Budget
+from monitor.sampling.sampler import Sampler
 from monitor.settings import Settings
 from monitor.storage.store import Store
 

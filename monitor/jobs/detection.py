@@ -1,17 +1,17 @@
 """The detection job: every verdict since the cursor into each assistant's sequential detectors.
 
-Signals per assistant (``monitor.reporting.detection_signals``): the judged turn severe, and
+Signals per assistant (``monitor.stats.detection_signals``): the judged turn severe, and
 each critical metric severe. ``judge_failed`` verdicts are read (the cursor passes them) but are
 not observations.
 
 Each run, before feeding the new verdicts:
 
-- baselines (``monitor.reporting.baseline_policy``): a pinned rate arms its detector at once;
+- baselines (``monitor.stats.baseline_policy``): a pinned rate arms its detector at once;
   otherwise the reference window's rate (the ``reference_window_seconds`` ending
   ``reference_gap_seconds`` ago, so a regression under way is not yet in its own baseline), read
   for every assistant every ``baseline_refresh_seconds`` and, for assistants with a detector not
   armed yet, on every run (so a detector arms within one interval of having its reference);
-- thresholds (``monitor.reporting.cusum_calibration``): calibrated for the deployment's
+- thresholds (``monitor.stats.cusum_calibration``): calibrated for the deployment's
   false-alarm budget (union bound over every armed CUSUM) at the judged-turn rate each
   assistant's detectors are fed now, measured from the store (every replica's verdicts), so the
   budget holds in days whatever the traffic. Thresholds are cached: a run that changes nothing
@@ -23,7 +23,7 @@ the detector stays in alarm until a reverse CUSUM shows the rate back at the bas
 ``Detector``), so one regression pages once.
 
 State and cursor are in the store (``detector_states``, ``detector_cursor``), written in one
-transaction per run, through one serializer (``monitor.reporting.detector_state``): a restart or
+transaction per run, through one serializer (``monitor.stats.detector_state``): a restart or
 a lease moving to another replica continues the statistics. Under the scheduler the save is
 fenced on the job's lease: a replica whose lease lapsed mid-run (and was taken) saves nothing.
 """
@@ -38,11 +38,11 @@ import structlog
 
 from monitor.clock import Clock, SystemClock
 from monitor.jobs.recorders import DetectionRecorder
-from monitor.reporting import baseline_policy as policy
-from monitor.reporting.cusum_calibration import calibrate
-from monitor.reporting.detection_signals import Signal, signals
-from monitor.reporting.detector_state import DetectorState
 from monitor.settings import DetectionConfig
+from monitor.stats import baseline_policy as policy
+from monitor.stats.cusum_calibration import calibrate
+from monitor.stats.detection_signals import Signal, signals
+from monitor.stats.detector_state import DetectorState
 from monitor.storage import detection_queries as q
 from monitor.storage.store import Store
 

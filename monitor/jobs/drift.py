@@ -1,7 +1,7 @@
 """The drift job: per assistant, the recent window against the reference window, from the store.
 
 Reads the windows through ``monitor.storage.drift_queries`` (so it sees every replica's
-verdicts), runs ``monitor.reporting.drift.analyze``, stores one row per signal in
+verdicts), runs ``monitor.stats.drift.analyze``, stores one row per signal in
 ``drift_results`` and sets the ``casewatch_drift_*`` gauges. ``casewatch drift`` runs the same
 ``analyze_store`` once from the command line.
 """
@@ -18,8 +18,8 @@ import structlog
 from monitor.clock import Clock, SystemClock
 from monitor.exporter import Metrics
 from monitor.jobs.recorders import DriftRecorder
-from monitor.reporting.drift import SignalResult, WindowSamples, analyze
 from monitor.settings import DriftConfig
+from monitor.stats.drift import SignalResult, WindowSamples, analyze
 from monitor.storage.drift_queries import (
     assistants_between,
     save_results,

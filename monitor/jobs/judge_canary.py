@@ -10,7 +10,7 @@ Each run, for each judge of the live configuration (the panel's primaries and ar
   shows no agreement and feeds no detector;
 - otherwise records agreement with the human bands, the mean score's shift against the first
   ``baseline_runs`` runs of this judge configuration and canary set, and feeds the judge's
-  severe calls to its sequential detector (``monitor.reporting.judge_canary``), exported as
+  severe calls to its sequential detector (``monitor.reports.judge_canary``), exported as
   ``casewatch_judge_canary_{agreement,score_shift,alarm}{judge}``.
 
 The canary set is the file ``judge_canary.file`` (read and checked when the daemon starts: a
@@ -33,14 +33,12 @@ from typing import Any
 
 import structlog
 
-from monitor.budget import Budget
 from monitor.clock import Clock, SystemClock
 from monitor.errors import CanarySetError, ConfigError
 from monitor.jobs.recorders import JudgeCanaryRecorder
 from monitor.judging.judge import Judge
 from monitor.models import Judgment, TurnEvent
-from monitor.reporting.detection import Detector
-from monitor.reporting.judge_canary import (
+from monitor.reports.judge_canary import (
     Baseline,
     CanaryRun,
     CanaryTurn,
@@ -51,8 +49,10 @@ from monitor.reporting.judge_canary import (
     observe,
     score_run,
 )
-from monitor.reporting.label_files import LABEL_KEYS, consensus
+from monitor.reports.label_files import LABEL_KEYS, consensus
+from monitor.sampling.budget import Budget
 from monitor.settings import JudgeCanaryConfig
+from monitor.stats.detection import Detector
 from monitor.storage import canary_runs as sql
 from monitor.storage.store import Store
 

@@ -3,7 +3,7 @@
 A signal is a metric (its band) or ``turn_band``; "severe" is the outcome. The labelled set is
 a labelling batch (``casewatch labels export``: a uniform random sample of the assistant's
 scored turns in a frame), its human bands against the judge's bands recorded when drawn; the
-unlabelled set is the rest of that frame as the judge scored it. ``monitor.reporting.ppi``
+unlabelled set is the rest of that frame as the judge scored it. ``monitor.stats.ppi``
 turns them into the corrected rate, the judge-only and the labels-only rates. The job exports
 the newest labelled batch's estimates as ``casewatch_quality_estimate``; ``casewatch estimate``
 prints the same thing once.
@@ -23,16 +23,16 @@ from monitor.clock import Clock, SystemClock
 from monitor.exporter import Metrics
 from monitor.jobs.recorders import QualityEstimateAnytimeRecorder, QualityEstimateRecorder
 from monitor.models import Band
-from monitor.reporting.confidence_sequence import SequenceBounds, running_sequence
-from monitor.reporting.label_files import LABEL_KEYS, consensus
-from monitor.reporting.ppi import (
+from monitor.reports.label_files import LABEL_KEYS, consensus
+from monitor.settings import QualityEstimateConfig
+from monitor.stats.confidence_sequence import SequenceBounds, running_sequence
+from monitor.stats.ppi import (
     RateEstimates,
     WeightedTerms,
     rate_estimates,
     weighted_interval,
     weighted_terms,
 )
-from monitor.settings import QualityEstimateConfig
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
 

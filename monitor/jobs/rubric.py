@@ -31,7 +31,6 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from monitor.budget import Budget
 from monitor.clock import Clock, SystemClock
 from monitor.errors import ConfigError, RubricGradingFailed, RubricSetError
 from monitor.exporter import Metrics
@@ -42,6 +41,7 @@ from monitor.judging.rubric_match import RubricMatcher
 from monitor.judging.rubric_prompt import PARSE_PATHS
 from monitor.judging.rubric_set import RubricEntry, RubricSet, load_rubric_set
 from monitor.models import TurnEvent
+from monitor.sampling.budget import Budget
 from monitor.settings import JudgeConfig, RubricConfig
 from monitor.storage.rubric_gradings import RubricGradings
 from monitor.storage.store import Store

@@ -2,7 +2,7 @@
 
 Pure functions over per-metric score maps (metric → score in [0, 1]); no I/O, no judges.
 The panel (``monitor.judging.panel``) calls these; the report
-(``monitor.reporting.panel_report``) re-reads them.
+(``monitor.reports.panel_report``) re-reads them.
 
 Disagreement rules (``PanelConfig.disagreement``):
 

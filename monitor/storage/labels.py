@@ -3,7 +3,7 @@ and the labels people gave (tables ``label_batches``, ``label_batch_items``, ``h
 
 The frame is every turn of an assistant whose newest verdict is ``ok``, in a time range, with
 the judge's bands: a batch is a uniform sample of it, and the prediction-powered estimate
-(monitor/reporting/ppi.py) uses the frame's judge bands as the unlabelled set.
+(monitor/stats/ppi.py) uses the frame's judge bands as the unlabelled set.
 """
 
 from __future__ import annotations

@@ -39,7 +39,6 @@ from consumers.otel.assembly import CAUSES as TRACE_CAUSES
 from consumers.otel.genai import SKIP_REASONS
 from consumers.otel.otlp import OTLP_DLQ_REASONS
 from consumers.records import RawMessage, TopicPartition
-from consumers.sampling import SampleDecision, Sampler
 from consumers.source import TurnSource
 from consumers.unreadable import REASONS as UNREADABLE_REASONS
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
@@ -49,6 +48,7 @@ from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator
 from monitor.otel_export.sender import OUTCOMES as EXPORT_OUTCOMES
 from monitor.otel_export.sender import EvaluationSender
+from monitor.sampling.sampler import SampleDecision, Sampler
 from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.stream.http import Heartbeat

@@ -17,7 +17,6 @@ from consumers.otel.assembly import TraceAssembler
 from consumers.otel.genai import CaseAttributes
 from consumers.otel.otlp import OtlpEncoding
 from consumers.records import RawMessage, TopicPartition
-from consumers.sampling import Sampler
 from consumers.source import TurnSource
 from monitor.clock import Clock
 from monitor.errors import TransportError
@@ -26,6 +25,7 @@ from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
 from monitor.otel_export.sender import EvaluationSender
 from monitor.redaction import Redactor
+from monitor.sampling.sampler import Sampler
 from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.stream.recorder import StreamRecorder

@@ -11,10 +11,10 @@ a ``ConfigError`` naming the setting; the command exits 2 with it.
 
 from __future__ import annotations
 
-from consumers.sampling import Sampler
 from monitor.clock import Clock
 from monitor.jobs.assistant_client import check_endpoint
 from monitor.judging.rubric_grader import require_llm_judge
+from monitor.sampling.sampler import Sampler
 from monitor.settings import Settings
 
 

@@ -24,7 +24,7 @@ ALREADY_JUDGED = "already_judged"
 
 
 class Decision(Protocol):
-    """What ``record_sampling`` needs of a ``consumers.sampling.SampleDecision``."""
+    """What ``record_sampling`` needs of a ``monitor.sampling.sampler.SampleDecision``."""
 
     @property
     def sampled(self) -> bool: ...

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from monitor.reporting.alert_links import rebase_links
+from monitor.reports.alert_links import rebase_links
 from tests.helm.chart import ROOT, one, render
 
 RUNBOOK = "https://wiki.acme.test/ops/casewatch"

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from monitor.reporting.alert_links import GRAFANA_URL, RUNBOOK_BASE, rebase_links
+from monitor.reports.alert_links import GRAFANA_URL, RUNBOOK_BASE, rebase_links
 from tests.rules.test_rules_metrics import anchors
 
 ROOT = Path(__file__).resolve().parents[2]

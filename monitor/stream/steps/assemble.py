@@ -35,10 +35,10 @@ from consumers.otel.assembly import CompletedTrace, MessageHolds, TraceAssembler
 from consumers.otel.genai import CaseAttributes, Skipped, turns_from_trace
 from consumers.otel.otlp import OtlpEncoding, decode_spans
 from consumers.records import RawMessage, TopicPartition
-from consumers.sampling import SampleDecision
 from monitor.clock import Clock
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent
+from monitor.sampling.sampler import SampleDecision
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, dead_letter, forward
 
 log = structlog.get_logger(__name__)

@@ -28,9 +28,9 @@ import structlog
 
 from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage, TopicPartition
-from consumers.sampling import SampleDecision
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent, Verdict
+from monitor.sampling.sampler import SampleDecision
 from monitor.storage.refusals import Refused
 
 _log = structlog.get_logger(__name__)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
-from consumers.sampling import SampleDecision
 from monitor.models import TurnEvent
 from monitor.redaction import Redactor, TooLargeToRedact
+from monitor.sampling.sampler import SampleDecision
 
 # Why a turn that cannot be redacted is neither judged nor stored (bounded label values).
 TOO_LARGE = SampleDecision(False, "redaction_too_large")

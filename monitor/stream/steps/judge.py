@@ -22,11 +22,11 @@ from typing import Protocol
 import structlog
 
 from consumers.records import TopicPartition
-from monitor.budget import Budget
 from monitor.clock import Clock, Deadline, SystemClock
 from monitor.errors import MessageRejected
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.models import TurnEvent, Verdict
+from monitor.sampling.budget import Budget
 from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, forward
 from monitor.workers import DaemonThreadPool
 

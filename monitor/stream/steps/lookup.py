@@ -18,10 +18,10 @@ from typing import Protocol
 import structlog
 
 from consumers.records import TopicPartition
-from monitor.budget import Budget
 from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import MessageRejected, StorageError
 from monitor.models import TurnEvent
+from monitor.sampling.budget import Budget
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, forward
 
 log = structlog.get_logger(__name__)

@@ -28,9 +28,9 @@ import structlog
 
 from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage
-from consumers.sampling import SampleDecision
 from monitor.models import TurnEvent, Verdict
 from monitor.redaction import Redactor, TooLargeToRedact
+from monitor.sampling.sampler import SampleDecision
 from monitor.stream.steps.base import (
     DoneStep,
     Envelope,

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from consumers.sampling import SampleDecision
 from monitor.models import TurnEvent
+from monitor.sampling.sampler import SampleDecision
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
 from monitor.stream.steps.decisions import Tripwire, tripwire_rule
 

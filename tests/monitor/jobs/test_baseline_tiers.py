@@ -22,8 +22,8 @@ from monitor.jobs.build import build_jobs
 from monitor.jobs.scheduler import JobScheduler
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseOptions
 from monitor.judging.probes import Probe, load_probes
-from monitor.reporting.elo import MatchResult, replay
 from monitor.settings import BaselineConfig, load_settings
+from monitor.stats.elo import MatchResult, replay
 from monitor.storage.matches import run_matches
 from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer, content, pairwise

@@ -18,10 +18,10 @@ from monitor.jobs.detection import DetectionJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.jobs.scheduler import JobScheduler
 from monitor.models import TurnEvent, Verdict
-from monitor.reporting.baseline_policy import RATE_WINDOW_S
-from monitor.reporting.detection import Detector
-from monitor.reporting.detector_state import DetectorState
 from monitor.settings import DEFAULT_CRITICAL_METRICS
+from monitor.stats.baseline_policy import RATE_WINDOW_S
+from monitor.stats.detection import Detector
+from monitor.stats.detector_state import DetectorState
 from monitor.storage.detection_queries import read_states
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store

@@ -13,8 +13,8 @@ from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.drift import DriftJob, windows
 from monitor.jobs.scheduler import JobScheduler
-from monitor.reporting.drift import signal_names
 from monitor.settings import DriftConfig, load_settings
+from monitor.stats.drift import signal_names
 from monitor.storage.drift_queries import latest_results
 from monitor.storage.store import Store
 from monitor.storage.tables import drift_results

@@ -12,14 +12,14 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from consumers.sampling import Sampler
-from monitor.budget import HourlyBudget
 from monitor.clock import ManualClock
 from monitor.errors import ConfigError
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.rubric import RubricJob
 from monitor.judging.rubric_set import parse_rubric_set
+from monitor.sampling.budget import HourlyBudget
+from monitor.sampling.sampler import Sampler
 from monitor.settings import RubricConfig, SamplingConfig, load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.engine import normalize_url

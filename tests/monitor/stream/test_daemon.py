@@ -23,11 +23,11 @@ from consumers.dlq import HEADER_REASON, FileDeadLetterSink, KafkaDeadLetterQueu
 from consumers.file_source import FileTurnSource
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import RawMessage, TopicPartition
-from consumers.sampling import sample_point
 from consumers.source import TurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import build_evaluator
+from monitor.sampling.sampler import sample_point
 from monitor.settings import JudgeConfig, KafkaConfig, Settings, load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store

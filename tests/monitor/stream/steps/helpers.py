@@ -84,7 +84,7 @@ class GatedEvaluator:
 
 
 class CostLog:
-    """A ``monitor.budget.Budget`` admitting everything and recording each settlement."""
+    """A ``monitor.sampling.budget.Budget`` admitting everything and recording each settlement."""
 
     def __init__(self) -> None:
         self.costs: list[float] = []

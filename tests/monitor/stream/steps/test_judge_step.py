@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from consumers.sampling import Sampler
 from monitor.clock import ManualClock
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
+from monitor.sampling.sampler import Sampler
 from monitor.settings import SamplingConfig
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import JudgedTurn

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from consumers.sampling import Sampler
 from monitor.clock import ManualClock
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.sampling.sampler import Sampler
 from monitor.settings import AlwaysJudgeRule, SamplingConfig
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.sample import SampleStep

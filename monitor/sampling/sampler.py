@@ -1,0 +1,134 @@
+"""Which turns get judged: deterministic per-conversation sampling, always-judge rules, budgets.
+
+- Sampling hashes ``conversation_id`` (sha256, stable across processes and replicas, unlike
+  ``hash()``) to a point in [0, 1) and judges the turn when it falls below the assistant's
+  rate, so a conversation is judged whole or not at all.
+- Always-judge rules (error codes in the answer, negative feedback, ...) override the rate.
+- The hourly budget (``monitor.sampling.budget``, shared with the scheduled jobs): a sampled turn
+  reserves ``calls_per_turn`` judge requests up front; the judge step settles the actual
+  requests and dollars. The budget applies to rule-matched turns too: a cost cap that an
+  incident can blow through is not a cap.
+
+Decision reasons are bounded label values (rule names are validated by the settings).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from monitor.clock import Clock
+from monitor.errors import ConfigError
+from monitor.models import TurnEvent
+from monitor.sampling.budget import OVER_REQUESTS, HourlyBudget
+from monitor.settings import AlwaysJudgeRule, SamplingConfig
+
+SKIP_REASONS: tuple[str, ...] = ("not_sampled", "budget_calls", "budget_usd")
+RATE_REASON = "rate"
+RULE_PREFIX = "rule:"
+
+_FIELDS = ("query", "answer", "feedback")
+
+
+@dataclass(frozen=True)
+class SampleDecision:
+    sampled: bool
+    reason: str
+
+
+# Decisions are immutable: the per-turn refusals are shared rather than built each time.
+NOT_SAMPLED = SampleDecision(False, "not_sampled")
+_OVER_CALLS = SampleDecision(False, "budget_calls")
+_OVER_USD = SampleDecision(False, "budget_usd")
+
+
+def sample_point(conversation_id: str) -> float:
+    """The conversation's fixed point in [0, 1): the first 8 bytes of its sha256."""
+    digest = hashlib.sha256(conversation_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+class _Rule:
+    def __init__(self, rule: AlwaysJudgeRule) -> None:
+        self.reason = f"{RULE_PREFIX}{rule.name}"
+        self._equals = rule.equals
+        self._label: str | None = None
+        if rule.field.startswith("labels."):
+            self._label = rule.field.removeprefix("labels.")
+            if not self._label:
+                raise ConfigError(f"sampling rule {rule.name!r}: field 'labels.' needs a key")
+        elif rule.field not in _FIELDS:
+            raise ConfigError(
+                f"sampling rule {rule.name!r}: unknown field {rule.field!r}; "
+                "use 'query', 'answer', 'feedback' or 'labels.<key>'"
+            )
+        self._field = rule.field
+        if rule.pattern is None and rule.equals is None:
+            raise ConfigError(f"sampling rule {rule.name!r}: set 'pattern' or 'equals'")
+        try:
+            self._pattern = re.compile(rule.pattern) if rule.pattern is not None else None
+        except re.error as exc:
+            raise ConfigError(f"sampling rule {rule.name!r}: bad pattern: {exc}") from exc
+
+    def _value(self, turn: TurnEvent) -> str | None:
+        if self._label is not None:
+            return turn.labels.get(self._label)
+        if self._field == "feedback":
+            return turn.feedback.rating if turn.feedback is not None else None
+        value: str = getattr(turn, self._field)
+        return value
+
+    def matches(self, turn: TurnEvent) -> bool:
+        value = self._value(turn)
+        if value is None:
+            return False
+        if self._equals is not None and value != self._equals:
+            return False
+        return self._pattern is None or self._pattern.search(value) is not None
+
+
+class Sampler:
+    """Thread-safe: the budget is settled from judge workers and scheduled jobs."""
+
+    def __init__(self, config: SamplingConfig, clock: Clock, *, calls_per_turn: int = 1) -> None:
+        if calls_per_turn < 1:
+            raise ValueError("calls_per_turn must be >= 1")
+        self._config = config
+        self._rules = [_Rule(rule) for rule in config.always_judge]
+        self.calls_per_turn = calls_per_turn
+        self.budget = HourlyBudget(
+            config.budget_calls_per_hour,
+            config.budget_usd_per_hour,
+            config.estimated_usd_per_call,
+            clock,
+        )
+
+    def rate_for(self, assistant: str) -> float:
+        return self._config.rates.get(assistant, self._config.default_rate)
+
+    def reason_for(self, turn: TurnEvent, *, rule: str | None = None) -> str | None:
+        """Why ``turn`` would be judged if the budget allows (None: it is not sampled,
+        whatever the budget). Pure: no budget is charged, so screening processes can ask it
+        (``monitor.stream.steps.screen``)."""
+        for configured in self._rules:
+            if configured.matches(turn):
+                return configured.reason
+        if rule is not None:
+            return rule
+        rate = self.rate_for(turn.assistant.name)
+        # The point is in [0, 1): at rate 0 or 1 the hash cannot change the outcome.
+        if rate <= 0.0 or (rate < 1.0 and sample_point(turn.conversation_id) >= rate):
+            return None
+        return RATE_REASON
+
+    def decide(self, turn: TurnEvent, *, rule: str | None = None) -> SampleDecision:
+        """``rule``: a rule the caller found matching (e.g. ``rule:identifier_tripwire``);
+        the configured rules come first, and the budget applies to it like to any rule."""
+        reason = self.reason_for(turn, rule=rule)
+        if reason is None:
+            return NOT_SAMPLED
+        refused = self.budget.reserve(self.calls_per_turn)
+        if refused is not None:
+            return _OVER_CALLS if refused == OVER_REQUESTS else _OVER_USD
+        return SampleDecision(True, reason)

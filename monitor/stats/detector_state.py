@@ -1,0 +1,147 @@
+"""One detector as it is stored: the one serializer of a ``detector_states`` row.
+
+The detection job reads and writes these rows, and ``casewatch detect`` prints them; both go
+through ``DetectorState.from_row`` and ``to_row``, so the JSON ``state`` column (shifts,
+calibration, the CUSUMs) is parsed in one place. A state stored for another grid of shifts
+than the configured one starts afresh (its CUSUMs and calibration are for other shifts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from monitor.stats.baseline_policy import Baseline, BaselineSource
+from monitor.stats.cusum_calibration import Calibration
+from monitor.stats.detection import Alarm, Detector
+from monitor.stats.detection_signals import Signal
+
+_SOURCES: tuple[BaselineSource, ...] = ("pinned", "reference", "none")
+
+
+def from_unix(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+
+
+@dataclass
+class DetectorState:
+    """One (assistant, signal): baseline, the rate its thresholds assume, the detector."""
+
+    assistant: str
+    signal: Signal
+    armed: bool
+    baseline_rate: float | None
+    baseline_source: BaselineSource
+    reference_turns: int
+    turn_rate: float | None  # judged turns per second the thresholds are calibrated for
+    calibration: Calibration | None
+    detector: Detector
+    observations: int
+    calibrated_at: datetime | None
+    alarm_at: datetime | None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def new(cls, assistant: str, signal: Signal, shifts: Sequence[float]) -> DetectorState:
+        return cls(
+            assistant, signal, False, None, "none", 0, None, None, Detector(tuple(shifts)), 0,
+            None, None,
+        )  # fmt: skip
+
+    @classmethod
+    def from_row(
+        cls, row: Mapping[str, Any], shifts: Sequence[float] | None = None
+    ) -> DetectorState:
+        """A stored row; ``shifts`` the configured grid (None: the stored one, for reading)."""
+        state = dict(row["state"] or {})
+        stored = tuple(float(c) for c in state.get("shifts") or ())
+        grid = stored if shifts is None else tuple(shifts)
+        same = stored == grid
+        cal = state.get("calibration") if same else None
+        calibration = None
+        if cal and len(cal["thresholds"]) == len(grid):
+            calibration = Calibration(
+                float(cal["p0"]),
+                tuple(float(r) for r in cal["rates"]),
+                tuple(float(h) for h in cal["thresholds"]),
+            )
+        detector = Detector.from_dict(grid, state.get("detector") if same else None)
+        source: BaselineSource = next((s for s in _SOURCES if s == row["baseline_source"]), "none")
+        return cls(
+            assistant=str(row["assistant"]),
+            signal=Signal.from_name(str(row["signal"])),
+            armed=bool(row["armed"]) and calibration is not None,
+            baseline_rate=row["baseline_rate"],
+            baseline_source=source,
+            reference_turns=int(row["reference_turns"]),
+            turn_rate=row["turn_rate"],
+            calibration=calibration,
+            detector=detector,
+            observations=int(row["observations"]),
+            calibrated_at=row["calibrated_at"] if calibration is not None else None,
+            alarm_at=row["alarm_at"],
+            updated_at=row.get("updated_at"),
+        )
+
+    @property
+    def key(self) -> tuple[str, Signal]:
+        return self.assistant, self.signal
+
+    @property
+    def latched(self) -> Alarm | None:
+        return self.detector.latched
+
+    @property
+    def statistic(self) -> float:
+        if self.calibration is None:
+            return 0.0
+        return self.detector.statistic(self.calibration)
+
+    @property
+    def change_point(self) -> datetime | None:
+        latched = self.detector.latched
+        return None if latched is None else from_unix(latched.change_point)
+
+    @property
+    def frozen(self) -> bool:
+        """In alarm: baseline and thresholds stay as they were (the regression must not
+        become its own baseline, nor move the thresholds its recovery is judged by)."""
+        return self.detector.latched is not None and self.calibration is not None
+
+    def apply(self, baseline: Baseline) -> None:
+        """Take a new baseline decision (not while frozen); disarming drops the thresholds."""
+        if self.frozen:
+            return
+        self.baseline_rate, self.baseline_source = baseline.rate, baseline.source
+        if not baseline.armed:
+            self.armed, self.calibration = False, None
+
+    def to_row(self, now: datetime) -> dict[str, Any]:
+        cal = self.calibration
+        latched = self.detector.latched
+        return {
+            "assistant": self.assistant,
+            "signal": self.signal.name,
+            "armed": self.armed,
+            "baseline_rate": self.baseline_rate,
+            "baseline_source": self.baseline_source,
+            "reference_turns": self.reference_turns,
+            "turn_rate": self.turn_rate,
+            "statistic": self.statistic,
+            "alarm": latched is not None,
+            "alarm_at": self.alarm_at if latched is not None else None,
+            "change_point": self.change_point,
+            "rate_since": None if latched is None else latched.rate_since,
+            "observations": self.observations,
+            "calibrated_at": self.calibrated_at,
+            "state": {
+                "shifts": list(self.detector.shifts),
+                "calibration": None
+                if cal is None
+                else {"p0": cal.p0, "rates": list(cal.rates), "thresholds": list(cal.thresholds)},
+                "detector": self.detector.to_dict(),
+            },
+            "updated_at": now,
+        }

@@ -1,0 +1,197 @@
+"""Drift statistics: one assistant's recent window of turns against a reference window.
+
+Pure: samples in, one ``SignalResult`` per signal out; ``monitor/jobs/drift.py`` reads the
+windows from the store and exports the results. The signals are a fixed, bounded set:
+
+================================  ======  ==================  ===================
+signal                            kind    test (scipy)        effect size
+================================  ======  ==================  ===================
+score_final                       outcome ks_2samp            KS D
+band_shares                       outcome chi2_contingency    Cramér's V
+metric_<m>_severe_rate            outcome two-proportion z    Cohen's h
+                                          (Fisher's exact
+                                          when counts are
+                                          small)
+input_product, input_environment, input  chi2_contingency    PSI
+input_label_<configured key>
+contexts_count                    input   mannwhitneyu        Cliff's delta
+retrieval_score (top context)     input   ks_2samp            KS D
+answer_length (characters)        input   ks_2samp            KS D
+================================  ======  ==================  ===================
+
+``metric_<m>_severe_rate`` is the share of judged turns whose band for metric m is severe or
+moderate (the bands an operator acts on). A signal runs only when both windows hold at least
+``min_turns`` samples for it; otherwise it is ``insufficient_data`` (never "no drift"). The
+p-values of one run are adjusted with Benjamini-Hochberg (``q_value``), and a signal is
+``detected`` only when ``q < alpha`` AND its effect size reaches the configured minimum, so a
+huge window does not flag a trivial shift.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from monitor.models import METRICS, Band, TurnSample
+from monitor.settings import DriftConfig, drift_label_signal
+from monitor.stats.drift_stats import (
+    SignalResult,
+    adjust,
+    continuous_test,
+    proportion_test,
+    rank_test,
+    shares_test,
+)
+
+__all__ = [
+    "BAND_ORDER",
+    "MISSING",
+    "SignalResult",
+    "WindowSamples",
+    "analyze",
+    "signal_names",
+]
+
+
+MISSING = "__missing__"
+BAD_BANDS = frozenset({Band.SEVERE.value, Band.MODERATE.value})
+BAND_ORDER = tuple(b.value for b in Band)
+
+
+def rate_signal(metric: str) -> str:
+    """The signal of ``metric``'s severe+moderate rate."""
+    return f"metric_{metric}_severe_rate"
+
+
+OUTCOME_SIGNALS: tuple[str, ...] = ("score_final", "band_shares", *map(rate_signal, METRICS))
+BASE_INPUT_SIGNALS: tuple[str, ...] = ("input_product", "input_environment")
+NUMERIC_INPUT_SIGNALS: tuple[str, ...] = ("contexts_count", "retrieval_score", "answer_length")
+
+
+def signal_names(labels: Sequence[str] = ()) -> tuple[str, ...]:
+    """Every signal of a run, in report order (bounded: 15 + one per configured label)."""
+    return (
+        *OUTCOME_SIGNALS,
+        *BASE_INPUT_SIGNALS,
+        *(drift_label_signal(k) for k in labels),
+        *NUMERIC_INPUT_SIGNALS,
+    )
+
+
+# ---------------------------------------------------------------- samples
+
+
+def _doubles() -> array[float]:
+    # 8 bytes a value instead of a list's 32: a week of turns is several hundred thousand.
+    return array("d")
+
+
+@dataclass
+class WindowSamples:
+    """One window, accumulated turn by turn: counts for shares, raw values for distributions."""
+
+    labels: tuple[str, ...] = ()
+    turns: int = 0
+    judged: int = 0
+    s_final: array[float] = field(default_factory=_doubles)
+    turn_bands: Counter[str] = field(default_factory=Counter)
+    metric_bad: Counter[str] = field(default_factory=Counter)
+    metric_n: Counter[str] = field(default_factory=Counter)
+    categories: dict[str, Counter[str]] = field(default_factory=dict)
+    contexts_count: array[float] = field(default_factory=_doubles)
+    retrieval_score: array[float] = field(default_factory=_doubles)
+    answer_length: array[float] = field(default_factory=_doubles)
+
+    def __post_init__(self) -> None:
+        self._label_signals = [(k, drift_label_signal(k)) for k in self.labels]
+        for signal in (*BASE_INPUT_SIGNALS, *(sig for _, sig in self._label_signals)):
+            self.categories.setdefault(signal, Counter())
+        self._product = self.categories["input_product"]
+        self._environment = self.categories["input_environment"]
+
+    def add(self, turn: TurnSample) -> None:
+        self.turns += 1
+        self._product[turn.product or MISSING] += 1
+        self._environment[turn.environment or MISSING] += 1
+        for key, signal in self._label_signals:
+            self.categories[signal][turn.labels.get(key) or MISSING] += 1
+        self.contexts_count.append(float(turn.contexts_count))
+        self.answer_length.append(float(turn.answer_length))
+        if turn.retrieval_score is not None and math.isfinite(turn.retrieval_score):
+            self.retrieval_score.append(turn.retrieval_score)
+        if turn.status != "ok":
+            return  # judge_failed (or no verdict): inputs only, never scored
+        self.judged += 1
+        if turn.s_final is not None and math.isfinite(turn.s_final):
+            self.s_final.append(turn.s_final)
+        if turn.turn_band is not None:
+            self.turn_bands[turn.turn_band] += 1
+        for metric, band in turn.metric_bands.items():
+            if metric in METRICS:
+                self.metric_n[metric] += 1
+                self.metric_bad[metric] += band in BAD_BANDS
+
+    @classmethod
+    def of(cls, turns: Iterable[TurnSample], labels: Sequence[str] = ()) -> WindowSamples:
+        window = cls(labels=tuple(labels))
+        for turn in turns:
+            window.add(turn)
+        return window
+
+
+def analyze(
+    recent: WindowSamples, reference: WindowSamples, cfg: DriftConfig
+) -> list[SignalResult]:
+    """Every signal of ``signal_names(cfg.labels)``, in that order, BH-adjusted."""
+    results: list[SignalResult] = [
+        continuous_test("score_final", "outcome", recent.s_final, reference.s_final, cfg),
+        shares_test(
+            "band_shares",
+            "outcome",
+            recent.turn_bands,
+            reference.turn_bands,
+            cfg,
+            effect_name="cramers_v",
+            order=BAND_ORDER,
+        ),
+    ]
+    for metric in METRICS:
+        results.append(
+            proportion_test(
+                rate_signal(metric),
+                "outcome",
+                recent.metric_bad[metric],
+                recent.metric_n[metric],
+                reference.metric_bad[metric],
+                reference.metric_n[metric],
+                cfg,
+            )
+        )
+    for signal in (*BASE_INPUT_SIGNALS, *(drift_label_signal(k) for k in cfg.labels)):
+        results.append(
+            shares_test(
+                signal,
+                "input",
+                recent.categories.get(signal, Counter()),
+                reference.categories.get(signal, Counter()),
+                cfg,
+                effect_name="psi",
+            )
+        )
+    results.append(
+        rank_test("contexts_count", "input", recent.contexts_count, reference.contexts_count, cfg)
+    )
+    results.append(
+        continuous_test(
+            "retrieval_score", "input", recent.retrieval_score, reference.retrieval_score, cfg
+        )
+    )
+    results.append(
+        continuous_test(
+            "answer_length", "input", recent.answer_length, reference.answer_length, cfg
+        )
+    )
+    return adjust(results, cfg)
