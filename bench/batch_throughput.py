@@ -31,12 +31,12 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
+from monitor.batch.runner import decode_line, run_batch
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.prompt import build_messages
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema
 from monitor.logs import configure_logging
 from monitor.models import TurnEvent
-from monitor.reporting.batch import decode_line, run_batch
 from monitor.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent

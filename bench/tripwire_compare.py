@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
 
-import monitor.stream.pipeline as pipeline  # noqa: E402
+import monitor.stream.turn_steps as turn_steps  # noqa: E402
 from bench.ingest import turn_bytes  # noqa: E402
 from bench.pipeline_cost import (  # noqa: E402
     PARTITIONS,
@@ -56,7 +56,7 @@ def load(path: Path) -> Tripwire:
 
 def _cpu_us(records: list[Any], workdir: Path, fn: Tripwire | None) -> float:
     if fn is not None:
-        vars(pipeline)["identifier_tripwire"] = fn  # the daemon binds it when it is built
+        vars(turn_steps)["identifier_tripwire"] = fn  # the daemon binds it when it is built
     start = time.thread_time()
     daemon_us_per_msg(records, workdir, tripwire=fn is not None)
     return (time.thread_time() - start) / len(records) * 1e6
@@ -96,7 +96,7 @@ def compare(
             fn = ways[name]
             if fn is not None:
                 alone[name].append(_alone_us(values, fn))
-    vars(pipeline)["identifier_tripwire"] = tripwire.identifier_tripwire
+    vars(turn_steps)["identifier_tripwire"] = tripwire.identifier_tripwire
     off = statistics.median(loop["off"])
     out: dict[str, dict[str, float]] = {"off": {"loop_us_per_msg": round(off, 2)}}
     for name in alone:

@@ -48,11 +48,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "monitor.otel_export",
         "monitor.sampling",
     ),
-    ("monitor.stats", "monitor.reporting"),
+    ("monitor.stats",),
     ("monitor.reports",),
     ("monitor.jobs",),
     ("monitor.stream",),
-    ("monitor.demo",),
+    ("monitor.demo", "monitor.batch"),
     ("monitor.commands",),
     ("monitor.cli",),
 )
@@ -140,8 +140,6 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("detection", "drift_stats", "paired", "tournament"),
         ("agreement", "comparison", "detector_state", "drift"),
     ),
-    # the batch runner of ``casewatch judge``, which calls the judges
-    "monitor.reporting": (("__init__", "batch"),),
     "monitor.reports": (
         (
             "__init__",
@@ -197,6 +195,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "steps.screen",
             "steps.store",
         ),
+        ("turn_steps",),
         ("pipeline", "prepare"),
         ("daemon",),
         ("runner",),
@@ -206,6 +205,11 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("producer", "prometheus_stack"),
         ("alerts",),
         ("run",),
+    ),
+    "monitor.batch": (
+        ("__init__", "judge_all", "rejects", "summary", "verdict_files"),
+        ("recorder",),
+        ("runner",),
     ),
     "monitor.commands": (
         ("__init__", "usage", "output"),

@@ -13,21 +13,16 @@ from typing import Any
 
 import click
 
+from monitor.batch.runner import run_batch
+from monitor.batch.summary import BatchSummary
+from monitor.batch.verdict_files import VerdictFile, default_rejects_path, read_verdicts
 from monitor.commands.output import MISSING, num, p_value, table
 from monitor.commands.usage import fail, settings_or_fail
-from monitor.errors import ConfigError, InvalidInput
+from monitor.errors import ConfigError, InvalidInput, TransportError
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.preflight import probe_judges
 from monitor.logs import configure_logging
 from monitor.models import Band
-from monitor.redaction import Redactor
-from monitor.reporting.batch import (
-    BatchSummary,
-    VerdictFile,
-    default_rejects_path,
-    read_verdicts,
-    run_batch,
-)
 from monitor.reports.panel_report import panel_report
 from monitor.stats.agreement import (
     BANDS,
@@ -110,8 +105,6 @@ def judge_command(
         fail("; ".join(found.down.values()) + " — nothing was judged", code=1)
     try:
         evaluator = build_evaluator(settings)
-        red = settings.redaction  # Judges see placeholders here as in the daemon
-        redactor = Redactor(red.policy()) if red.enabled and red.before_judging else None
     except ConfigError as exc:
         fail(str(exc))
     try:
@@ -123,9 +116,9 @@ def judge_command(
             concurrency=concurrency or settings.daemon.concurrency,
             rejects_path=rejects_path,
             progress=not no_progress,
-            redactor=redactor,
+            redaction=settings.redaction,  # as in the daemon: judges see placeholders
         )
-    except OSError as exc:
+    except (OSError, ConfigError, TransportError) as exc:  # a file that cannot be read
         fail(f"I/O error: {exc}")
     finally:
         evaluator.close()

@@ -52,7 +52,7 @@ from monitor.sampling.sampler import SampleDecision, Sampler
 from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.stream.http import Heartbeat
-from monitor.stream.pipeline import build_pipeline
+from monitor.stream.pipeline import PipelineConfig, build_pipeline
 from monitor.stream.readiness import Readiness
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import UNKNOWN_ASSISTANT
@@ -120,7 +120,7 @@ class Daemon:
             )
             recorder.prime_evaluation_export(EXPORT_OUTCOMES)
         self._pipeline = build_pipeline(
-            settings,
+            PipelineConfig.from_settings(settings),
             source,
             dlq,
             store,

@@ -1,15 +1,19 @@
-"""The daemon's processing chain, wired: decode → redact → sample → look-up → judge → store →
-commit.
+"""The daemon's processing chain, wired: [assemble →] [screen →] decode → [redact →] sample →
+look-up → judge → store → [export →] commit.
 
-``build_pipeline`` is the only place that knows the concrete steps and their order; the
-daemon's loop sees a ``Pipeline``: submit, poll, join, close (``ProcessingStep``), the rebalance
-calls (``Rebalancing``, forwarded to every step that holds turns, in chain order), and the few
-questions the loop asks (is the database healthy, how many judge calls still run, commit now).
+From decode to store the steps are ``turn_steps.build_turn_steps``'s, the chain ``casewatch
+judge`` runs too; ``build_pipeline`` adds the daemon's intake steps, the export and the commit.
+These two functions are the only places that know the concrete steps and their order. The
+daemon's loop sees a ``Pipeline``: submit, poll, join, close (``ProcessingStep``), the
+rebalance calls (``Rebalancing``, forwarded to every step that holds turns, in chain order),
+and the few questions the loop asks (is the database healthy, how many judge calls still run,
+commit now). ``build_pipeline`` takes a typed ``PipelineConfig``, not the whole settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from consumers.dlq import DeadLetterSink
 from consumers.offsets import OffsetTracker
@@ -21,26 +25,27 @@ from consumers.source import TurnSource
 from monitor.clock import Clock
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
-from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
 from monitor.otel_export.sender import EvaluationSender
-from monitor.redaction import Redactor
-from monitor.sampling.sampler import Sampler
-from monitor.settings import Settings
-from monitor.storage.store import Store
+from monitor.settings import AssemblyConfig, SamplingConfig, Settings, TopicFormat
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep, TicketGate
-from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, VerdictWriter
+from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
-from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S, DecodeStep
+from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S
 from monitor.stream.steps.export import ExportStep
 from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.steps.lookup import LookupStep
 from monitor.stream.steps.rebalance import Rebalancing
-from monitor.stream.steps.redact import RedactingDeadLetterSink, RedactingWriter, RedactStep
-from monitor.stream.steps.sample import SampleStep
 from monitor.stream.steps.screen import ScreenStep
 from monitor.stream.steps.store import StoreStep
+from monitor.stream.turn_steps import (
+    SamplingPolicy,
+    TurnStepsConfig,
+    VerdictStore,
+    build_turn_steps,
+    make_redactor,
+)
 from monitor.turn_mapping import TurnMapping
 
 
@@ -121,115 +126,105 @@ class Pipeline:
         return self._commit.final_error
 
 
+@dataclass(frozen=True)
+class PipelineConfig:
+    """The daemon's pipeline: the steps of one turn and what comes before and after them."""
+
+    turn: TurnStepsConfig
+    commit_interval_s: float
+    screen_processes: int
+    sampling: SamplingConfig  # what a screening process decides by
+    topic_formats: Mapping[str, TopicFormat] = field(default_factory=dict)
+    mapping: Mapping[str, str] = field(default_factory=dict)
+    assembly: AssemblyConfig = field(default_factory=AssemblyConfig)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PipelineConfig:
+        cfg = settings.daemon
+        turn = TurnStepsConfig(
+            concurrency=cfg.concurrency,
+            max_in_flight=cfg.max_in_flight,
+            max_bytes=settings.kafka.max_message_bytes,
+            flush_timeout_s=min(DEFAULT_FLUSH_TIMEOUT_S, cfg.drain_timeout_seconds),
+            redaction=settings.redaction,
+            identifier_tripwire=settings.sampling.identifier_tripwire,
+        )
+        return cls(
+            turn=turn,
+            commit_interval_s=cfg.commit_interval_seconds,
+            screen_processes=cfg.screen_processes,
+            sampling=settings.sampling,
+            topic_formats=dict(settings.kafka.topic_formats),
+            mapping=dict(settings.mapping),
+            assembly=settings.assembly,
+        )
+
+
 def build_pipeline(
-    settings: Settings,
+    config: PipelineConfig,
     source: TurnSource,
     dlq: DeadLetterSink,
-    store: Store,
+    store: VerdictStore,
     evaluator: Evaluator,
     metrics: StreamRecorder,
     tracker: OffsetTracker,
-    sampler: Sampler,
+    sampler: SamplingPolicy,
     clock: Clock,
     evaluation_sender: EvaluationSender | None = None,
 ) -> Pipeline:
-    cfg = settings.daemon
-    commit = CommitStep(source, tracker, metrics, clock, cfg.commit_interval_seconds)
-    formats = settings.kafka.topic_formats
+    commit = CommitStep(source, tracker, metrics, clock, config.commit_interval_s)
+    formats = config.topic_formats
     encodings: dict[str, OtlpEncoding] = {
         t: f for t, f in formats.items() if f == "otlp_proto" or f == "otlp_json"
     }
     # Turns assembled from OTLP spans finish through tickets (``steps/assemble.py``): every
     # step that finishes a message hands it to the gate, which passes the rest on to commit.
     done = TicketGate(commit) if encodings else commit
-    # Redaction: one redactor for the step, the store and the dead-letter topic.
-    red = settings.redaction
-    redactor = Redactor(red.policy()) if red.enabled else None
-    if redactor is not None:
-        metrics.prime_redactions(redactor.policy.kinds())
-    writer: VerdictWriter = store
-    if redactor is not None and red.stored_turns and not red.before_judging:
-        writer = RedactingWriter(store, redactor, metrics)
-    if redactor is not None and red.dead_letter:
-        dlq = RedactingDeadLetterSink(dlq, redactor, metrics)
-    after_store: ProcessingStep[JudgedTurn] = done
+    redactor = make_redactor(config.turn.redaction)
+    after_store: ProcessingStep[JudgedTurn] | None = None
     if evaluation_sender is not None:
         red_text = redactor.redact_loose if redactor is not None else (lambda text: text)
         after_store = ExportStep(done, evaluation_sender, red_text)
-    # Write-through: each judge thread stores its verdict as soon as it is judged.
-    store_step = StoreStep(after_store, writer, metrics, clock, dlq=dlq, write_through=True)
-    judge = JudgeStep(
-        store_step,
-        evaluator,
-        metrics,
-        sampler.budget,
-        concurrency=cfg.concurrency,
-        max_in_flight=cfg.max_in_flight,
-        clock=clock,
-        reserved_per_turn=sampler.calls_per_turn,
-        on_judged=store_step.write_now if store_step.write_through else None,
-    )
-    # A replayed turn costs a database read, not a judge call.
-    lookup = LookupStep(
-        judge,
-        done,
-        store,
-        evaluator.config_hash,
-        metrics,
-        sampler.budget,
-        max_in_flight=cfg.max_in_flight,
-        clock=clock,
-        reserved_per_turn=sampler.calls_per_turn,
-    )
-    sample = SampleStep(
-        lookup,
-        done,
-        sampler,
-        metrics,
-        tripwire=identifier_tripwire if settings.sampling.identifier_tripwire else None,
-    )
-    after_decode: ProcessingStep[TurnEvent] = sample
-    if redactor is not None and red.active:
-        after_decode = RedactStep(
-            sample, done, redactor, metrics, forward_redacted=red.before_judging
-        )
     mapped = [t for t, f in formats.items() if f == "mapped"]
     decoders: dict[str, Callable[[bytes | None, int], TurnEvent]] = {}
     if mapped:
-        mapping = TurnMapping.compile(settings.mapping)
+        mapping = TurnMapping.compile(config.mapping)
         decoders = {t: mapping.decode for t in mapped}
-    first: ProcessingStep[RawMessage] = DecodeStep(
-        after_decode,
+    steps = build_turn_steps(
+        config.turn,
         done,
         dlq,
+        store,
+        evaluator,
         metrics,
-        settings.kafka.max_message_bytes,
-        # A flush in progress when a stop comes must fit in the drain budget too.
-        flush_timeout_s=min(DEFAULT_FLUSH_TIMEOUT_S, cfg.drain_timeout_seconds),
-        clock=clock,
+        sampler,
+        clock,
+        redactor=redactor,
+        after_store=after_store,
         decoders=decoders,
     )
-    rebalancing: list[Rebalancing] = [lookup, judge]
-    if cfg.screen_processes > 0:
+    first: ProcessingStep[RawMessage] = steps.first
+    rebalancing: list[Rebalancing] = [steps.lookup, steps.judge]
+    if config.screen_processes > 0:
         screen = ScreenStep(
             first,
             done,
             metrics,
-            processes=cfg.screen_processes,
-            max_bytes=settings.kafka.max_message_bytes,
-            sampling=settings.sampling,
-            redaction=red,
+            processes=config.screen_processes,
+            max_bytes=config.turn.max_bytes,
+            sampling=config.sampling,
+            redaction=config.turn.redaction,
             clock=clock,
         )
         first = screen
         rebalancing.insert(0, screen)
     if encodings and isinstance(done, TicketGate):
-        asm = settings.assembly
+        asm = config.assembly
         assemble = AssembleStep(
-            after_decode,
+            steps.after_decode,
             first,
             done,
-            dlq,
+            steps.dlq,
             metrics,
             TraceAssembler(
                 idle_seconds=asm.idle_seconds,
@@ -238,12 +233,19 @@ def build_pipeline(
                 max_spans_per_trace=asm.max_spans_per_trace,
             ),
             encodings=encodings,
-            max_bytes=settings.kafka.max_message_bytes,
+            max_bytes=config.turn.max_bytes,
             case_attributes=CaseAttributes(**{k: tuple(v) for k, v in asm.case_attributes.items()}),
             clock=clock,
-            flush_timeout_s=min(DEFAULT_FLUSH_TIMEOUT_S, cfg.drain_timeout_seconds),
+            flush_timeout_s=config.turn.flush_timeout_s,
         )
         done.attach(assemble)
         first = assemble
         rebalancing.insert(0, assemble)
-    return Pipeline(first, rebalancing, lookup=lookup, judge=judge, store=store_step, commit=commit)
+    return Pipeline(
+        first,
+        rebalancing,
+        lookup=steps.lookup,
+        judge=steps.judge,
+        store=steps.store,
+        commit=commit,
+    )

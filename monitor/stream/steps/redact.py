@@ -8,7 +8,8 @@ so no turn reaches the store too large to redact).
 
 A turn larger than ``redaction.max_chars`` (or one a detector fails on) is finished here,
 counted in ``casewatch_turns_skipped_total`` under its own reason, and never passed on: a
-turn that cannot be redacted is neither judged nor stored.
+turn that cannot be redacted is neither judged nor stored. Given a dead-letter sink (``casewatch
+judge``: its rejects file), the step sends such a turn there with the reason instead.
 
 ``RedactingDeadLetterSink`` gives the dead-letter topic the same treatment (a poison record
 must not leak what a valid one would not): value, key, header values and the failure detail
@@ -28,6 +29,7 @@ import structlog
 
 from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage
+from monitor.errors import InvalidEvent
 from monitor.models import TurnEvent, Verdict
 from monitor.redaction import Redactor, TooLargeToRedact
 from monitor.sampling.sampler import SampleDecision
@@ -37,6 +39,8 @@ from monitor.stream.steps.base import (
     ProcessingStep,
     SavedBatch,
     VerdictWriter,
+    dead_letter,
+    turn_record,
 )
 from monitor.stream.steps.decisions import Unredactable, redact_for_judging
 
@@ -47,6 +51,8 @@ WITHHELD = "value withheld: too large to redact"
 
 class RedactionMetrics(Protocol):
     def record_redactions(self, counts: Mapping[str, int]) -> None: ...
+
+    def record_dead_letter(self, reason: str) -> None: ...
 
     def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None: ...
 
@@ -78,8 +84,10 @@ class RedactStep:
         metrics: RedactionMetrics,
         *,
         forward_redacted: bool = True,
+        dlq: DeadLetterSink | None = None,
     ) -> None:
         self._next = next_step
+        self._dlq = dlq
         self._done = done
         self._redactor = redactor
         self._metrics = metrics
@@ -110,6 +118,15 @@ class RedactStep:
         self._tally.add(counts)
 
     def _skip(self, message: Envelope[TurnEvent], outcome: Unredactable) -> None:
+        if self._dlq is not None:
+            # The record's bytes are gone: the turn goes as re-serialized (the sink may
+            # withhold a value too large to redact).
+            invalid = InvalidEvent(outcome.decision.reason, outcome.detail)
+            record = message.replace(turn_record(message))
+            # Durable on return (the sink's contract); a refusing sink rejects the record.
+            dead_letter(self._dlq, self._metrics.record_dead_letter, record, invalid, "turn")
+            self._done.submit(message)
+            return
         log.warning(
             "turn not redacted; skipped, neither judged nor stored",
             reason=outcome.decision.reason,

@@ -7,7 +7,7 @@ from click.testing import CliRunner, Result
 
 from monitor.cli import main
 from monitor.commands.batch import agreement_command, compare_command, judge_command
-from tests.monitor.reporting.test_batch import dump, jsonl, turn, write_lines
+from tests.monitor.batch.test_runner import dump, jsonl, turn, write_lines
 
 ANSWERS = [
     "Open UDP ports 500 and 4500 on the firewall, then reconnect.",

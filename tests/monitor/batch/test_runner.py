@@ -6,15 +6,12 @@ from typing import Any
 
 import pytest
 
+from monitor.batch.runner import decode_line, run_batch
+from monitor.batch.verdict_files import default_rejects_path, read_verdicts
 from monitor.errors import InvalidEvent
 from monitor.judging.evaluator import Evaluator, build_evaluator
 from monitor.models import TurnEvent, Verdict
-from monitor.reporting.batch import (
-    decode_line,
-    default_rejects_path,
-    read_verdicts,
-    run_batch,
-)
+from monitor.redaction.config import RedactionConfig
 from monitor.settings import load_settings
 from tests.fake_judge_server import FakeJudgeServer, malformed
 from tests.fixtures.judge_server import fake_judge_config
@@ -261,3 +258,32 @@ def test_read_verdicts_skips_unreadable_lines(tmp_path: Path, heuristic: Evaluat
     loaded = read_verdicts(out)
     assert [v.event_id for v in loaded.verdicts] == ["e1"]
     assert [n for n, _ in loaded.bad_lines] == [2]
+
+
+def test_a_turn_too_large_to_redact_is_rejected_never_judged_raw(
+    tmp_path: Path, heuristic: Evaluator
+) -> None:
+    src = write_lines(
+        tmp_path / "in.jsonl",
+        [dump(turn("e1")), dump(turn("e2", answer="Open UDP 500 and 4500. " * 40))],
+    )
+    out = tmp_path / "out.jsonl"
+    redaction = RedactionConfig(max_chars=400)
+    summary = run_batch(src, out, None, heuristic, redaction=redaction)
+    assert (summary.read, summary.judged, summary.rejected) == (2, 1, 1)
+    assert [d["event_id"] for d in jsonl(out)] == ["e1"]
+    rejects = jsonl(default_rejects_path(out))
+    assert [(r["line"], r["reason"]) for r in rejects] == [(2, "redaction_too_large")]
+
+
+def test_a_replayed_line_already_in_out_is_skipped_each_time_and_tallied_once(
+    tmp_path: Path, heuristic: Evaluator
+) -> None:
+    src = write_lines(tmp_path / "in.jsonl", [dump(turn("e1")), dump(turn("e2"))])
+    out = tmp_path / "out.jsonl"
+    run_batch(src, out, None, heuristic)
+    with src.open("ab") as f:
+        f.write(dump(turn("e1")) + b"\n" + dump(turn("e3")) + b"\n" + dump(turn("e3")) + b"\n")
+    again = run_batch(src, out, None, heuristic)
+    assert (again.read, again.skipped_existing, again.judged, again.duplicates) == (5, 3, 1, 1)
+    assert again.per_assistant["helpbot@1.4"].n == 3  # e1, e2 and e3, each once

@@ -1,0 +1,128 @@
+"""`casewatch judge` on a file with the offline heuristic judge: the batch's own overhead.
+
+Judges ``--turns`` turns (examples/turns.jsonl repeated, with unique event ids) with the
+command itself (``python -m monitor.cli judge IN --out ... --compact ... --json``, default
+settings: the heuristic judge, redaction before judging) at ``--concurrency``, and reads the
+throughput off its summary (the run, without the interpreter's start). Baseline, same run: the
+same evaluator called on the same decoded turns by ``--concurrency`` bare threads, writing
+nothing (the judge's own cost). ``--against DIR`` also runs the command of another checkout
+(e.g. ``git archive main | tar -x -C /tmp/main``), interleaved, for a before/after ratio.
+Rounds alternate; medians of ``--rounds``.
+
+    .venv/bin/python bench/judge_file.py [--turns 2000] [--concurrency 8] [--rounds 3]
+                                         [--against DIR]
+
+Prints a readable report, then one JSON line of results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from monitor.judging.evaluator import build_evaluator  # noqa: E402
+from monitor.models import TurnEvent  # noqa: E402
+from monitor.settings import load_settings  # noqa: E402
+
+EXAMPLES = ROOT / "examples" / "turns.jsonl"
+
+
+def make_input(turns: int, path: Path) -> list[bytes]:
+    """``turns`` events from the examples repeated; each copy gets fresh ids."""
+    base = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    lines = []
+    for i in range(turns):
+        doc = dict(base[i % len(base)])
+        copy = i // len(base)
+        doc["event_id"] = f"{doc['event_id']}-r{copy}"
+        doc["conversation_id"] = f"{doc['conversation_id']}-r{copy}"
+        lines.append(json.dumps(doc).encode())
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return lines
+
+
+def command(tree: Path, src: Path, workdir: Path, concurrency: int) -> float:
+    """Turns per second of ``casewatch judge`` from checkout ``tree``, by its summary."""
+    out, compact = workdir / "granular.jsonl", workdir / "compact.jsonl"
+    out.unlink(missing_ok=True)
+    compact.unlink(missing_ok=True)
+    args = [sys.executable, "-m", "monitor.cli", "judge", str(src), "--out", str(out)]
+    args += ["--compact", str(compact), "--concurrency", str(concurrency), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(
+        [*args, "--json"], cwd=tree, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"casewatch judge ({tree}) failed: {done.stderr[-2000:]}")
+    summary: dict[str, Any] = json.loads(done.stdout)
+    return float(summary["turns_per_second"])
+
+
+def bare(lines: list[bytes], concurrency: int) -> float:
+    """Turns per second of the heuristic evaluator alone on bare threads (decode included)."""
+    evaluator = build_evaluator(load_settings())
+    try:
+        started = time.perf_counter()
+        with ThreadPoolExecutor(concurrency) as pool:
+            turns = [TurnEvent.model_validate_json(line) for line in lines]
+            list(pool.map(evaluator.evaluate, turns))
+        return len(lines) / (time.perf_counter() - started)
+    finally:
+        evaluator.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--against", type=Path, help="another checkout to measure beside")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        src = workdir / "turns.jsonl"
+        lines = make_input(args.turns, src)
+        ours: list[float] = []
+        base: list[float] = []
+        other: list[float] = []
+        for round_ in range(args.rounds):
+            base.append(bare(lines, args.concurrency))
+            ours.append(command(ROOT, src, workdir, args.concurrency))
+            if args.against is not None:
+                other.append(command(args.against, src, workdir, args.concurrency))
+            print(f"round {round_ + 1}: bare {base[-1]:.0f}, casewatch judge {ours[-1]:.0f}"
+                  + (f", against {other[-1]:.0f}" if other else "") + " turns/s")  # fmt: skip
+    result: dict[str, Any] = {
+        "bench": "judge_file",
+        "turns": args.turns,
+        "concurrency": args.concurrency,
+        "bare_turns_per_s": round(statistics.median(base), 1),
+        "judge_turns_per_s": round(statistics.median(ours), 1),
+        "ratio_vs_bare": round(
+            statistics.median(o / b for o, b in zip(ours, base, strict=True)), 3
+        ),
+    }
+    if other:
+        result["against"] = str(args.against)
+        result["against_turns_per_s"] = round(statistics.median(other), 1)
+        result["ratio_vs_against"] = round(
+            statistics.median(o / a for o, a in zip(ours, other, strict=True)), 3
+        )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

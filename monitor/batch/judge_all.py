@@ -1,0 +1,37 @@
+"""The batch's sampling policy: every turn of the file is judged, each event id once.
+
+The sample step asks ``decide`` for every decoded turn, in file order. The first turn with an
+event id is sampled; a later one with the same id (a replayed event) is not, under the reason
+``duplicate``, unless the granular file already holds that id: then it goes on too, so the
+look-up step counts it as already judged again, as the first one. No budget: a batch run is
+asked for by a person, for every turn of the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+
+from monitor.clock import SystemClock
+from monitor.models import TurnEvent
+from monitor.sampling.budget import Budget, HourlyBudget
+from monitor.sampling.sampler import SampleDecision
+
+JUDGED = SampleDecision(True, "batch")
+DUPLICATE = SampleDecision(False, "duplicate")
+
+
+class JudgeAll:
+    """Implements the pipeline's ``SamplingPolicy``."""
+
+    def __init__(self, existing: Container[str]) -> None:
+        self._existing = existing
+        self._seen: set[str] = set()
+        self.budget: Budget = HourlyBudget(None, None, 0.0, SystemClock())  # unlimited
+        self.calls_per_turn = 1
+
+    def decide(self, turn: TurnEvent, *, rule: str | None = None) -> SampleDecision:
+        event_id = turn.event_id
+        if event_id not in self._seen:
+            self._seen.add(event_id)
+            return JUDGED
+        return JUDGED if event_id in self._existing else DUPLICATE

@@ -1,0 +1,174 @@
+"""``run_batch``: judge every turn event of a JSONL file through the daemon's steps.
+
+The file is read by the daemon's file source (``consumers.file_source``: a one-partition
+topic whose offsets are line indexes) and each record goes through the chain
+``monitor.stream.turn_steps.build_turn_steps`` builds: decode → [redact] → sample (``JudgeAll``)
+→ look-up (the granular file) → judge → store (``VerdictFiles``, write-through), finishing in a
+commit step over the source. The judge step's bounded pool gives the concurrency (judges are
+synchronous and thread-safe) and, by refusing turns while ``2 × concurrency`` are held, the
+backpressure; verdicts are written as they complete.
+
+With ``redaction`` (the daemon's settings) each turn is pseudonymized as in the daemon; a turn
+too large to redact is rejected (``redaction_too_large``), never judged raw.
+
+A bad line never stops the run: it is reported on stderr with its line number and written to
+the rejects file. A rerun with the same ``--out`` resumes: turns whose verdict (from the same
+judge configuration) is already in the granular file are skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm import tqdm
+
+from consumers.decode import decode_turn
+from consumers.file_source import FILE_TP, FileTurnSource
+from consumers.offsets import OffsetTracker
+from consumers.records import RawMessage
+from monitor.batch.judge_all import JudgeAll
+from monitor.batch.recorder import BatchRecorder
+from monitor.batch.rejects import RejectsFile
+from monitor.batch.summary import BatchSummary
+from monitor.batch.verdict_files import VerdictFiles, default_rejects_path
+from monitor.clock import SystemClock
+from monitor.errors import MessageRejected
+from monitor.judging.evaluator import Evaluator
+from monitor.models import TurnEvent
+from monitor.redaction.config import RedactionConfig
+from monitor.stream.pipeline import Pipeline
+from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.commit import CommitStep
+from monitor.stream.turn_steps import TurnStepsConfig, build_turn_steps, make_redactor
+
+MAX_LINE_BYTES = 16 << 20  # a line this long is not a turn event; never parse it
+PENDING_PER_WORKER = 2  # turns held per judge thread: keeps them busy, memory bounded
+_READ_LINES = 256  # lines read from the file at a time
+_WAIT_S = 0.05  # a refused turn is offered again once a judge call ends, or after this
+
+
+def decode_line(raw: bytes, number: int = 0) -> TurnEvent:
+    """One input line → TurnEvent, by the same rules (and reasons) as a Kafka record."""
+    return decode_turn(RawMessage("file", 0, number, raw), MAX_LINE_BYTES)
+
+
+def _count_lines(path: Path) -> int:
+    count = 0
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            count += chunk.count(b"\n")
+    return count
+
+
+def run_batch(
+    input_path: Path,
+    out_path: Path,
+    compact_path: Path | None,
+    evaluator: Evaluator,
+    concurrency: int = 8,
+    rejects_path: Path | None = None,
+    progress: bool = False,
+    *,
+    redaction: RedactionConfig | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> BatchSummary:
+    """Judge every turn of ``input_path``; see the module docstring for the contract.
+
+    Raises OSError when the input cannot be read or an output cannot be written.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    summary = BatchSummary()
+    started = monotonic()
+    show = progress and sys.stderr.isatty()
+    total = _count_lines(input_path) if show else None  # before opening the outputs: may raise
+    source = FileTurnSource(input_path)
+    closers: list[Callable[[], None]] = [source.close]
+    try:
+        files = VerdictFiles(out_path, compact_path, evaluator.config_hash, summary.add)
+        closers.append(files.close)
+        rejects = RejectsFile(rejects_path or default_rejects_path(out_path))
+        closers.append(rejects.close)
+        bar = tqdm(total=total, disable=not show, unit="turn", file=sys.stderr, dynamic_ncols=True)
+        closers.append(bar.close)
+        recorder = BatchRecorder(summary, bar)
+        clock = SystemClock()
+        tracker = OffsetTracker()
+        # Offsets of a file without an offsets file: kept in memory, to know what is finished.
+        commit = CommitStep(source, tracker, recorder, clock, interval_s=1.0)
+        config = TurnStepsConfig(
+            concurrency=concurrency,
+            max_in_flight=PENDING_PER_WORKER * concurrency,
+            max_bytes=MAX_LINE_BYTES,
+            flush_timeout_s=1.0,
+            # Judges see placeholders here as in the daemon.
+            redaction=redaction or RedactionConfig(enabled=False),
+            identifier_tripwire=False,  # every turn is judged: nothing for it to select
+            dead_letter_unredactable=True,
+        )
+        steps = build_turn_steps(
+            config,
+            commit,
+            rejects,
+            files,
+            evaluator,
+            recorder,
+            JudgeAll(files),
+            clock,
+            redactor=make_redactor(config.redaction),
+        )
+        pipeline = Pipeline(
+            steps.first,
+            [steps.lookup, steps.judge],
+            lookup=steps.lookup,
+            judge=steps.judge,
+            store=steps.store,
+            commit=commit,
+        )
+        closers.append(pipeline.close)
+        try:
+            _drive(source, pipeline, tracker, summary, clock)
+        except KeyboardInterrupt:
+            # Ctrl-C: keep what is written (a rerun resumes from it); turns in flight are
+            # dropped and judged again by the rerun.
+            summary.interrupted = True
+    finally:
+        # The pipeline first: its judge threads stop taking turns before the files close.
+        for close in reversed(closers):
+            close()
+        summary.elapsed_seconds = monotonic() - started
+    # Once the files are closed: no judge thread adds to the summary any more.
+    for verdict in files.resumed():
+        summary.tally(verdict)
+    return summary
+
+
+def _drive(
+    source: FileTurnSource,
+    pipeline: Pipeline,
+    tracker: OffsetTracker,
+    summary: BatchSummary,
+    clock: SystemClock,
+) -> None:
+    """Offer every line to the pipeline, then finish what it holds. A full pipeline refuses a
+    record (the judge step holds ``max_in_flight`` turns): it is offered again when a judge
+    call ends."""
+    while not source.exhausted:
+        records = source.poll(0.0, _READ_LINES)
+        for record in records:
+            summary.read += 1
+            tracker.track(FILE_TP, record.offset)
+            message = Envelope(FILE_TP, record.offset, record)
+            while True:
+                try:
+                    pipeline.submit(message)
+                    break
+                except MessageRejected:
+                    if not pipeline.wait_progress(_WAIT_S):
+                        clock.sleep(_WAIT_S)  # nothing running: the store or the look-up
+                    pipeline.poll()
+        pipeline.poll()
+    pipeline.join(None)

@@ -1,0 +1,194 @@
+"""The steps one turn goes through, wired: decode → [redact →] sample → look-up → judge →
+store, for every driver of the chain.
+
+The daemon (``pipeline.build_pipeline``) puts its intake steps before them and the export and
+the commit after; ``casewatch judge`` (``monitor.batch``) feeds them a file and gives them the
+granular file as the store and its rejects file as the dead-letter sink. What differs between
+the two is only what the steps are given: the typed ``TurnStepsConfig``, a ``VerdictStore``,
+a ``SamplingPolicy`` and a recorder (``TurnMetrics``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from consumers.dlq import DeadLetterSink
+from monitor.clock import Clock
+from monitor.judging.evaluator import Evaluator
+from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.models import TurnEvent
+from monitor.redaction import Redactor
+from monitor.redaction.config import RedactionConfig
+from monitor.sampling.budget import Budget
+from monitor.stream.steps.base import (
+    DoneStep,
+    JudgedTurn,
+    ProcessingStep,
+    SamplingMetrics,
+    VerdictWriter,
+)
+from monitor.stream.steps.commit import CommitMetrics
+from monitor.stream.steps.decode import DecodeMetrics, DecodeStep
+from monitor.stream.steps.judge import JudgeMetrics, JudgeStep
+from monitor.stream.steps.lookup import JudgedLookup, LookupMetrics, LookupStep
+from monitor.stream.steps.redact import (
+    RedactingDeadLetterSink,
+    RedactingWriter,
+    RedactionMetrics,
+    RedactStep,
+)
+from monitor.stream.steps.sample import Decider, SampleStep
+from monitor.stream.steps.store import StoreMetrics, StoreStep
+
+
+class TurnMetrics(
+    CommitMetrics,
+    DecodeMetrics,
+    RedactionMetrics,
+    SamplingMetrics,
+    LookupMetrics,
+    JudgeMetrics,
+    StoreMetrics,
+    Protocol,
+):
+    """What the steps of one turn record (the daemon's ``StreamRecorder``, the batch's own)."""
+
+    def prime_redactions(self, kinds: Iterable[str]) -> None: ...
+
+
+class VerdictStore(JudgedLookup, VerdictWriter, Protocol):
+    """Where verdicts are kept and looked up: the SQL store, or the batch's granular file."""
+
+
+class SamplingPolicy(Decider, Protocol):
+    """Which turns are judged (the daemon's ``Sampler``; the batch judges every turn once),
+    the budget a sampled turn's reservation is settled against, and that reservation."""
+
+    @property
+    def budget(self) -> Budget: ...
+
+    @property
+    def calls_per_turn(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class TurnStepsConfig:
+    """What the steps of one turn are built with."""
+
+    concurrency: int  # judge calls at once
+    max_in_flight: int  # turns held by the look-up and the judge step each
+    max_bytes: int  # a larger record is dead-lettered ``too_large`` before any parsing
+    flush_timeout_s: float  # a dead-letter flush in progress at a stop fits the drain
+    redaction: RedactionConfig
+    identifier_tripwire: bool  # checked on every turn by the sample step
+    # A turn that cannot be redacted is dead-lettered (the batch's rejects file) instead of
+    # being finished as skipped (the daemon).
+    dead_letter_unredactable: bool = False
+
+
+class TurnSteps(NamedTuple):
+    """The steps of one turn, wired, from decode to store."""
+
+    first: DecodeStep
+    after_decode: ProcessingStep[TurnEvent]  # redact, or sample
+    lookup: LookupStep
+    judge: JudgeStep
+    store: StoreStep
+    dlq: DeadLetterSink  # the sink as the steps use it (redacting, when configured)
+
+
+def make_redactor(config: RedactionConfig) -> Redactor | None:
+    """One redactor for the redact step, the store and the dead-letter sink (None: off)."""
+    return Redactor(config.policy()) if config.enabled else None
+
+
+def build_turn_steps(
+    config: TurnStepsConfig,
+    done: DoneStep,
+    dlq: DeadLetterSink,
+    store: VerdictStore,
+    evaluator: Evaluator,
+    metrics: TurnMetrics,
+    sampling: SamplingPolicy,
+    clock: Clock,
+    *,
+    redactor: Redactor | None = None,
+    after_store: ProcessingStep[JudgedTurn] | None = None,
+    decoders: Mapping[str, Callable[[bytes | None, int], TurnEvent]] | None = None,
+) -> TurnSteps:
+    """decode → [redact →] sample → look-up → judge → store → ``after_store`` (or ``done``).
+
+    Every step that finishes a message early (dead-lettered, skipped, already judged) hands
+    it to ``done``. The store step's policy is write-through: each judge thread stores its
+    verdict before taking the next turn.
+    """
+    red = config.redaction
+    if redactor is not None:
+        metrics.prime_redactions(redactor.policy.kinds())
+    writer: VerdictWriter = store
+    if redactor is not None and red.stored_turns and not red.before_judging:
+        writer = RedactingWriter(store, redactor, metrics)
+    if redactor is not None and red.dead_letter:
+        dlq = RedactingDeadLetterSink(dlq, redactor, metrics)
+    # Write-through: each judge thread stores its verdict as soon as it is judged.
+    store_step = StoreStep(
+        after_store if after_store is not None else done,
+        writer,
+        metrics,
+        clock,
+        dlq=dlq,
+        write_through=True,
+    )
+    judge = JudgeStep(
+        store_step,
+        evaluator,
+        metrics,
+        sampling.budget,
+        concurrency=config.concurrency,
+        max_in_flight=config.max_in_flight,
+        clock=clock,
+        reserved_per_turn=sampling.calls_per_turn,
+        on_judged=store_step.write_now if store_step.write_through else None,
+    )
+    # A replayed turn costs a look-up, not a judge call.
+    lookup = LookupStep(
+        judge,
+        done,
+        store,
+        evaluator.config_hash,
+        metrics,
+        sampling.budget,
+        max_in_flight=config.max_in_flight,
+        clock=clock,
+        reserved_per_turn=sampling.calls_per_turn,
+    )
+    sample = SampleStep(
+        lookup,
+        done,
+        sampling,
+        metrics,
+        tripwire=identifier_tripwire if config.identifier_tripwire else None,
+    )
+    after_decode: ProcessingStep[TurnEvent] = sample
+    if redactor is not None and red.active:
+        after_decode = RedactStep(
+            sample,
+            done,
+            redactor,
+            metrics,
+            forward_redacted=red.before_judging,
+            dlq=dlq if config.dead_letter_unredactable else None,
+        )
+    first = DecodeStep(
+        after_decode,
+        done,
+        dlq,
+        metrics,
+        config.max_bytes,
+        flush_timeout_s=config.flush_timeout_s,
+        clock=clock,
+        decoders=decoders,
+    )
+    return TurnSteps(first, after_decode, lookup, judge, store_step, dlq)
