@@ -26,7 +26,6 @@ with warnings.catch_warnings():
     )
     import kafka
     import kafka.consumer.fetcher
-    import kafka.coordinator.base
     import kafka.errors
     import kafka.net.inet
     import kafka.net.manager
@@ -152,7 +151,7 @@ _SOCK_CONNECT = "kafka.net.inet.KafkaNetSocket.sock_connect"
 _MANAGER_CLOSE = "kafka.net.manager.KafkaConnectionManager.close"
 _TRANSPORT_CLOSE = "kafka.net.transport.KafkaTCPTransport._close"
 _TAKE = "kafka.consumer.fetcher.Fetcher.PartitionRecords.take"
-_JOIN_RESPONSE = "kafka.coordinator.base.BaseCoordinator._process_join_group_response"
+_JOIN_RESPONSE = "KafkaConsumer._coordinator._process_join_group_response"
 # Read or written, not called (the others are methods).
 _CLUSTER_ID = "KafkaConsumer._cluster.cluster_id"
 _NEXT_RECORDS = "KafkaConsumer._fetcher._next_partition_records"
@@ -161,6 +160,7 @@ _NEXT_EXCEPTION = "KafkaConsumer._fetcher._next_in_line_exception_metadata"
 VALUE_ATTRIBUTES: tuple[str, ...] = (_CLUSTER_ID, _NEXT_RECORDS, _PAUSED_FETCHES, _NEXT_EXCEPTION)
 PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator.need_rejoin",
+    _JOIN_RESPONSE,
     "KafkaConsumer._coordinator.poll",
     "KafkaConsumer._coordinator._manager.wait_for",
     "KafkaConsumer._coordinator._manager.call_soon",
@@ -170,7 +170,6 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     _TRANSPORT_CLOSE,
     "KafkaConsumer._client._manager._conns.values",
     _TAKE,
-    _JOIN_RESPONSE,
     "KafkaConsumer._fetcher._paused_partition_records.pop",
     "KafkaConsumer._coordinator.stable",
     "KafkaConsumer._coordinator.reset_generation",

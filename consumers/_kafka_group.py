@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from consumers._kafka import _JOIN_RESPONSE, KafkaAdminClient, _fallback, client_options, kafka
+from consumers._kafka import _JOIN_RESPONSE, KafkaAdminClient, _fallback, client_options
 from monitor.settings import KafkaConfig
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "group_member_ids",
     "join_group",
     "joined_leader",
+    "remember_join_leader",
     "take_member_id",
 ]
 
@@ -86,37 +87,36 @@ def group_formed(consumer: Any) -> bool | None:
 _LEADER = "_casewatch_join_leader"
 
 
-def _remember_join_leaders() -> None:
-    """Keep the leader each successful JoinGroup response names on the coordinator.
+def remember_join_leader(consumer: Any) -> bool:
+    """Make ``consumer`` keep the leader each of its successful JoinGroup responses names
+    (``joined_leader``); False when that cannot be done (the library's own behaviour stays).
 
     kafka-python 3.0.12 reads ``JoinGroupResponse.leader`` only to decide whether it is the
-    leader itself, and keeps nothing of it; a member whose group does not form needs it to
-    find out whether that leader is still in the group (``joined_leader``). Applied once, at
-    import.
+    leader itself, and keeps nothing of it. Only Tansu's quirks need it (a departed leader
+    told from a slow one), so it is patched on the coordinator of a consumer that has them on,
+    never on the library's class: with the quirks off kafka-python's own code runs.
     """
-    cls = getattr(getattr(kafka.coordinator, "base", None), "BaseCoordinator", None)
-    original = getattr(cls, "_process_join_group_response", None)
-    if cls is None or original is None:
-        _fallback("remember_join_leaders", _JOIN_RESPONSE)
-        return
+    coordinator: Any = getattr(consumer, "_coordinator", None)
+    original = getattr(coordinator, "_process_join_group_response", None)
+    if original is None:
+        _fallback("remember_join_leader", _JOIN_RESPONSE)
+        return False
     if getattr(original, "remembers_leader", False):
-        return
+        return True
 
-    def process(self: Any, response: Any, send_time: Any) -> Any:
-        result = original(self, response, send_time)  # raises on an error code
-        setattr(self, _LEADER, str(response.leader or ""))
+    def process(response: Any, send_time: Any) -> Any:
+        result = original(response, send_time)  # raises on an error code
+        setattr(coordinator, _LEADER, str(response.leader or ""))
         return result
 
     process.remembers_leader = True  # type: ignore[attr-defined]
-    cls._process_join_group_response = process
-
-
-_remember_join_leaders()
+    coordinator._process_join_group_response = process
+    return True
 
 
 def joined_leader(consumer: Any) -> str | None:
     """The leader's member id in the consumer's last successful JoinGroup response (None
-    before one, or when that cannot be told)."""
+    before one, without ``remember_join_leader``, or when that cannot be told)."""
     return getattr(getattr(consumer, "_coordinator", None), _LEADER, None) or None
 
 

@@ -7,7 +7,8 @@ rejoin itself (``KafkaTurnSource._rejoin``): it owns the consumer being replaced
 With Tansu's quirks off (``consumers/broker_quirks.py``) the bound is the longest rebalance
 Kafka allows and the rejoin is always a plain one: a fresh dynamic member, the old one leaving
 the group. With them on, the bound is three session timeouts, the coordinator is asked for the
-members (one DescribeGroups per bound, none while the group is healthy), ``LeaderTakeover``
+members (one DescribeGroups per bound, none while the group is healthy; each consumer
+remembers the leader its JoinGroup named, ``StuckGroup.watch``), ``LeaderTakeover``
 may choose to rejoin under a departed leader's id, and a member leading the round it gives up
 stops without leaving (``forget_membership``).
 """
@@ -19,7 +20,12 @@ from typing import Any
 
 import structlog
 
-from consumers._kafka_group import group_formed, group_member_ids, joined_leader
+from consumers._kafka_group import (
+    group_formed,
+    group_member_ids,
+    joined_leader,
+    remember_join_leader,
+)
 from consumers.broker_quirks import kafka_stuck_bound_s, tansu_stuck_bound_s
 from consumers.group_health import GroupFormation, LeaderTakeover, Rejoin
 from monitor.clock import SystemClock
@@ -61,6 +67,13 @@ class StuckGroup:
     def bound_s(self) -> float:
         """How long the group may stay unformed now before the member rejoins."""
         return self._formation.bound_s
+
+    def watch(self, consumer: Any) -> None:
+        """Get a new consumer ready to be checked, before it joins: with Tansu's quirks on it
+        remembers the leader its JoinGroup responses name (``departed_leader``); with them
+        off nothing of kafka-python's is changed."""
+        if self.tansu:
+            remember_join_leader(consumer)
 
     def check(self, consumer: Any) -> RejoinPlan | None:
         """None while nothing is to be done (the group formed, forming within the bound, or

@@ -130,6 +130,7 @@ class KafkaTurnSource:
             raise
         # A group that does not form is joined again, after a bound that depends on the broker.
         self._stuck = StuckGroup(config, close_timeout_s, tansu=self.tansu_quirks)
+        self._stuck.watch(self._consumer)
 
     def _tansu_quirks(self) -> bool:
         """Whether the embedded broker's workarounds are on (``kafka.broker_quirks``)."""
@@ -351,6 +352,7 @@ class KafkaTurnSource:
         except BrokerError as exc:
             log.warning("rejoining failed; retried after the next bound", error=str(exc))
             return
+        self._stuck.watch(fresh)
         if plan.how is Rejoin.TAKE_OVER and plan.leader is not None:
             take_member_id(fresh, plan.leader)
         old = self._consumer

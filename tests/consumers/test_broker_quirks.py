@@ -1,7 +1,8 @@
 """Which broker this is, and what that switches (consumers/broker_quirks.py).
 
 The pure decisions here; that ``auto`` recognises the embedded brokers as they answer is
-checked against them (``test_auto_recognises_tansu_and_nothing_else``).
+checked against them (``test_auto_recognises_tansu_and_nothing_else``), and that with the
+quirks off kafka-python runs unpatched by them (``test_only_tansus_quirks_...``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from consumers._kafka import kafka
+from consumers._kafka_group import joined_leader
 from consumers.broker_quirks import (
     is_tansu,
     kafka_stuck_bound_s,
@@ -21,7 +24,9 @@ from consumers.group_rejoin import StuckGroup
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import create_topics, delete_topics
 from monitor.settings import KafkaConfig
+from tests.consumers.test_kafka_integration import config
 from tests.fixtures.broker import ContractBroker
+from tests.monitor.stream.test_daemon import wait_for
 
 
 def test_tansu_is_recognised_by_its_cluster_id_and_nothing_else_is() -> None:
@@ -81,3 +86,26 @@ def test_auto_recognises_tansu_and_nothing_else(kafka_broker: ContractBroker) ->
     finally:
         source.close()
         delete_topics(kafka_broker.bootstrap, [topic])
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("quirks", ["none", "tansu"])
+def test_only_tansus_quirks_change_how_kafka_python_handles_a_join(
+    kafka_broker: ContractBroker,
+    contract_topic: str,
+    sources: list[KafkaTurnSource],
+    quirks: Any,
+) -> None:
+    """The JoinGroup leader is remembered (a patch of kafka-python) only for a consumer with
+    Tansu's quirks on: with them off the library's own join handling runs, on any broker."""
+    source = KafkaTurnSource(config(kafka_broker, contract_topic, broker_quirks=quirks))
+    sources.append(source)
+    wait_for(lambda: bool(source.poll(0.2, 10) or source.assignment()), what="the join")
+    consumer = source._consumer
+    base = kafka.coordinator.base.BaseCoordinator
+    assert not hasattr(base._process_join_group_response, "remembers_leader")
+    if quirks == "tansu":
+        assert joined_leader(consumer) == source.member_id  # the only member leads
+    else:
+        assert "_process_join_group_response" not in vars(consumer._coordinator)
+        assert joined_leader(consumer) is None

@@ -58,14 +58,11 @@ def test_every_patched_module_attribute_exists_and_is_patched() -> None:
         "kafka.net.manager.KafkaConnectionManager.close",
         "kafka.net.transport.KafkaTCPTransport._close",
         "kafka.consumer.fetcher.Fetcher.PartitionRecords.take",
-        "kafka.coordinator.base.BaseCoordinator._process_join_group_response",
     ]
     for dotted in module_level:
         assert callable(_resolve(_kafka.kafka, dotted.split(".")[1:])), dotted
     assert _kafka.kafka.net.inet.KafkaNetSocket.sock_connect.closes_on_failure is True
     assert _kafka.kafka.net.manager.KafkaConnectionManager.close.closes_every_socket is True
-    coordinator = _kafka.kafka.coordinator.base.BaseCoordinator
-    assert coordinator._process_join_group_response.remembers_leader is True
     take = _kafka.kafka.consumer.fetcher.Fetcher.PartitionRecords.take
     assert take.fails_unreadable is True
 
@@ -101,6 +98,7 @@ def test_a_missing_private_attribute_falls_back_with_a_warning() -> None:
         assert asyncio.run(_kafka.wait_within(_Bare(), done(), 1.0)) == "result"
         _kafka_group.finish_pending_join(_Bare(), timeout_ms=10)  # warned once per workaround
         # No leader known and no member id taken: the source rejoins as a fresh member instead.
+        assert _kafka_group.remember_join_leader(_Bare()) is False
         assert _kafka_group.joined_leader(_Bare()) is None
         assert _kafka_group.take_member_id(_Bare(), "departed-leader") is False
         # A fetcher that lost all but one of the places a fetched partition is kept in: what
@@ -115,6 +113,7 @@ def test_a_missing_private_attribute_falls_back_with_a_warning() -> None:
     assert [w["workaround"] for w in warnings] == [
         "finish_pending_join",
         "wait_within",
+        "remember_join_leader",
         "take_member_id",
         "discard_fetched.next_partition_records",
         "discard_fetched.paused_completed_fetches",
