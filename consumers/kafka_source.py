@@ -1,65 +1,45 @@
 """TurnSource over a Kafka consumer group (kafka-python): the consumer session.
 
-This module joins the group, polls, commits and listens for rebalances; the rest of the
-intake wing is in modules of their own: pause state (``partition_pauses.py``), unreadable-batch
-holds (``unreadable_holds.py``), the lag meter (``lag_meter.py``), the stuck-group decision
-(``group_rejoin.py``) and which broker this is (``broker_quirks.py``).
+This module polls, commits, pauses and closes, and swaps the consumer when the group is
+rejoined; the rest of the intake wing is in modules of their own: opening a consumer of the
+group and telling which broker it talks to (``group_consumer.py``, ``broker_quirks.py``), the
+early join (``early_join.py``), the rebalance listener (``rebalance_listener.py`` over
+``rebalance_handoff.py``), pause state (``partition_pauses.py``), unreadable-batch holds
+(``unreadable_holds.py``), the lag meter (``lag_meter.py``), the stuck-group decision
+(``group_rejoin.py``) and the readiness ping (``broker_ping.py``).
 
-Offsets are committed only when the pipeline says so (``enable_auto_commit=False``), so a
-message is never marked read before it is finished. The source tracks no offsets of its own:
-the pipeline's ``OffsetTracker`` does, and lag reads kafka-python's position.
-
-Rebalance callbacks: kafka-python 3 runs the rebalance listener on its background I/O thread
-while ``poll()`` or ``close()`` waits for it. Here those calls run on a worker thread instead
-(``rebalance_handoff.LoopHandoff``), and the calling thread (the daemon's loop) runs the
-callbacks the call triggers: a revocation finishes and commits the revoked partitions' work on
-the loop's own thread, while the listener awaits it without blocking the I/O loop (heartbeats
-go on). A ``commit()`` made from inside ``on_revoked`` is collected and sent by the listener
-before the partitions are released, which is what the synchronous contract needs.
-
-Every blocking call has a time limit (kafka-python's own defaults include "forever"): a commit
-``commit_timeout_s`` (or the caller's), ``close()`` ``close_timeout_s`` for the revocation
-commit and as much again for leaving the group, so a stop request ends in bounded time even
-when the brokers are gone.
+The source tracks no offsets of its own: the pipeline's ``OffsetTracker`` does, and lag reads
+kafka-python's position. Every blocking call has a time limit (kafka-python's own defaults
+include "forever"): a commit ``commit_timeout_s`` (or the caller's), ``close()``
+``close_timeout_s`` for the revocation commit and as much again for leaving the group, so a
+stop request ends in bounded time even when the brokers are gone.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import structlog
 
 from consumers._kafka import (
-    AsyncConsumerRebalanceListener,
-    KafkaConsumer,
-    KafkaFuture,
     OffsetAndMetadata,
     UnreadableBatchError,
-    any_reachable,
     broker_errors,
-    client_options,
-    cluster_id,
     from_kafka_tp,
-    io_loop,
     require_reachable,
     to_kafka_tp,
-    wait_within,
 )
-from consumers._kafka_group import (
-    finish_pending_join,
-    forget_membership,
-    join_group,
-    take_member_id,
-)
-from consumers.broker_quirks import tansu_quirks
+from consumers._kafka_group import finish_pending_join, forget_membership, take_member_id
+from consumers.broker_ping import BrokerPing
+from consumers.early_join import EarlyJoin
+from consumers.group_consumer import has_tansu_quirks, subscribed_consumer
 from consumers.group_health import Rejoin, RejoinListener
 from consumers.group_rejoin import RejoinPlan, StuckGroup, member_id
 from consumers.lag_meter import LagMeter
 from consumers.partition_pauses import PartitionPauses
 from consumers.rebalance_handoff import LoopHandoff
+from consumers.rebalance_listener import PartitionCallbacks, RebalanceListener
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import PartitionsCallback
 from consumers.unreadable import (
@@ -77,9 +57,6 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
-# How long ping() trusts its last answer: /readyz may be scraped every second.
-PING_CACHE_S = 2.0
-PING_CONNECT_TIMEOUT_S = 1.0
 # Lag is recomputed from cached highwater marks at most this often.
 LAG_REFRESH_S = 1.0
 CLOSE_TIMEOUT_S = 5.0
@@ -100,31 +77,25 @@ class KafkaTurnSource:
         self._servers = list(config.bootstrap_servers)
         self._commit_timeout_s = commit_timeout_s
         self._close_timeout_s = close_timeout_s
+        self._connect_timeout_s = connect_timeout_s
         self._join_timeout_ms = config.join_timeout_ms
-        self._on_assigned: PartitionsCallback | None = None
-        self._on_revoked: PartitionsCallback | None = None
-        # Set while a user callback runs; commit() made from it is collected, not sent.
-        self._listener_thread: int | None = None
-        self._deferred_commits: list[dict[Any, Any]] = []
         self._lag = LagMeter(lag_refresh_s)
-        self._ping: tuple[float, bool] | None = None
+        self._ping = BrokerPing(self._servers)
         self._closed = False
-        self._joiner: threading.Thread | None = None
-        self._joining = False  # an early join is under way (start_join)
-        self._unannounced: set[TopicPartition] = set()  # assigned before a listener could hear
+        self._early = EarlyJoin(self._servers, self._join_timeout_ms)
         # Partitions the caller paused (backpressure), and those held back on a batch they
         # cannot read: a held partition is resumed when its retry is due, not before.
         self._pauses = PartitionPauses()
         self._holds = UnreadableHolds(SystemClock(), unreadable_backoff_s, self._pauses)
+        self._callbacks = PartitionCallbacks(self._forget, lambda: self._early.joining)
         self._on_unreadable: UnreadableListener | None = None
         self._on_rejoin: RejoinListener | None = None
         self._handoff = LoopHandoff()
-        self._connect_timeout_s = connect_timeout_s
         # Fail fast (and without leaking kafka-python's I/O thread) when nothing listens.
         require_reachable(self._servers, connect_timeout_s)
         self._consumer = self._subscribed(config.group_instance_id)
         try:
-            self.tansu_quirks = self._tansu_quirks()
+            self.tansu_quirks = has_tansu_quirks(self._consumer, config)
         except BaseException:  # not left to the garbage collector with its sockets open
             self._consumer.close(autocommit=False, timeout_ms=int(close_timeout_s * 1000))
             raise
@@ -132,84 +103,40 @@ class KafkaTurnSource:
         self._stuck = StuckGroup(config, close_timeout_s, tansu=self.tansu_quirks)
         self._stuck.watch(self._consumer)
 
-    def _tansu_quirks(self) -> bool:
-        """Whether the embedded broker's workarounds are on (``kafka.broker_quirks``)."""
-        setting = self._config.broker_quirks
-        found = None
-        if setting == "auto":
-            try:
-                with broker_errors("asking the brokers for the cluster id", self._servers):
-                    found = cluster_id(self._consumer, self._config.topic_names[0])
-            except BrokerError as exc:  # not Tansu's then: Kafka's semantics are the safe side
-                log.warning("cannot tell which broker this is; quirks off", error=str(exc))
-        on = tansu_quirks(setting, found)
-        log.info("broker quirks", setting=setting, cluster_id=found, tansu=on)
-        return on
-
     def _subscribed(self, group_instance_id: str | None) -> Any:
-        """A consumer of the group, subscribed to the topics with the rebalance listener."""
-        config = self._config
-        with broker_errors("connecting the consumer", self._servers):
-            consumer = KafkaConsumer(
-                **client_options(config),
-                group_id=config.group_id,
-                enable_auto_commit=False,
-                auto_offset_reset=config.auto_offset_reset,
-                session_timeout_ms=config.session_timeout_ms,
-                heartbeat_interval_ms=config.heartbeat_interval_ms,
-                max_poll_interval_ms=config.max_poll_interval_ms,
-                max_poll_records=config.max_poll_records,
-                fetch_max_wait_ms=config.fetch_max_wait_ms,
-                bootstrap_timeout_ms=int(self._connect_timeout_s * 1000),
-                # None: a dynamic member, which leaves the group on close(); a static one stays
-                # (until its session times out) so its restart takes the partitions back.
-                group_instance_id=group_instance_id,
+        def listener(consumer: Any) -> RebalanceListener:
+            return RebalanceListener(
+                self._callbacks, consumer, self._handoff, self._servers, self._commit_limit_s
             )
-        try:
-            with broker_errors("subscribing", self._servers):
-                consumer.subscribe(topics=config.topic_names, listener=_Listener(self, consumer))
-        except BaseException:
-            consumer.close(autocommit=False, timeout_ms=int(self._close_timeout_s * 1000))
-            raise
-        return consumer
+
+        return subscribed_consumer(
+            self._config,
+            group_instance_id,
+            listener,
+            connect_timeout_s=self._connect_timeout_s,
+            close_timeout_s=self._close_timeout_s,
+        )
+
+    def _commit_limit_s(self) -> float:
+        """How long the listener waits for a revocation's commits: once closing, the close
+        limit."""
+        return self._close_timeout_s if self._closed else self._commit_timeout_s
 
     def start_join(self) -> None:
-        """Join the group now, on a thread, while the caller gets the rest ready.
-
-        A join round is the broker's to time (on Tansu 0.6 a static member's takes half the
-        session timeout plus 3 s), so a restarted daemon that joins first and opens its store,
-        judge clients and probe server meanwhile reaches its first verdict that much sooner.
-        Every other method waits for the join to end before touching the consumer (it is not
-        thread-safe); a join that fails or times out is simply redone by the next ``poll()``.
-        The partitions it is given are announced to the listener by the first call after it.
-        """
-        if self._joiner is not None or self._closed:
-            return
-        self._joining = True
-        self._joiner = threading.Thread(target=self._join, name="kafka-join", daemon=True)
-        self._joiner.start()
-
-    def _join(self) -> None:
-        try:
-            with broker_errors("joining the group", self._servers):
-                joined = join_group(self._consumer, self._join_timeout_ms)
-            log.info("joined the consumer group" if joined else "group join not finished yet")
-        except Exception as exc:  # the loop's first poll joins again and reports failures
-            log.warning("joining the consumer group failed; retrying on poll", error=str(exc))
-        finally:
-            self._joining = False
+        """Join the group now, on a thread, while the caller gets the rest ready
+        (``early_join.py``). Every other method waits for the join to end before touching the
+        consumer; the partitions it is given are announced to the listener by the first call
+        after it."""
+        if not self._closed:
+            self._early.start(self._consumer)
 
     def _settle(self) -> None:
         """Wait for an early join; then tell the listener about partitions it missed."""
-        if self._listener_thread == threading.get_ident():
+        if self._callbacks.inside():
             return  # inside a callback, which a consumer call under way is waiting for
-        joiner = self._joiner
-        if joiner is not None and joiner is not threading.current_thread():
-            joiner.join()  # bounded: the join has its timeout
-            self._joiner = None
-        if self._unannounced and self._on_assigned is not None:
-            tps, self._unannounced = self._unannounced, set()
-            self._run_callback(self._on_assigned, tps & self.assignment())
+        self._early.wait()
+        consumer = self._consumer
+        self._callbacks.announce(lambda: {from_kafka_tp(tp) for tp in consumer.assignment()})
 
     def _call(self, fn: Callable[[], T]) -> T:
         """A consumer call that may run the rebalance listener: on the worker thread, with
@@ -253,9 +180,9 @@ class KafkaTurnSource:
         if not offsets:
             return
         payload = {to_kafka_tp(tp): OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
-        if self._listener_thread == threading.get_ident():
+        if self._callbacks.inside():
             # Inside on_revoked: sent and awaited by the listener before it returns.
-            self._deferred_commits.append(payload)
+            self._callbacks.defer(payload)
             return
         self._settle()
         timeout_ms = int(1000 * (self._commit_timeout_s if timeout_s is None else timeout_s))
@@ -311,17 +238,11 @@ class KafkaTurnSource:
     def set_rebalance_listener(
         self, on_assigned: PartitionsCallback, on_revoked: PartitionsCallback
     ) -> None:
-        self._on_assigned = on_assigned
-        self._on_revoked = on_revoked
+        self._callbacks.on_assigned = on_assigned
+        self._callbacks.on_revoked = on_revoked
 
     def ping(self) -> bool:
-        now = time.monotonic()
-        cached = self._ping
-        if cached is not None and now - cached[0] < PING_CACHE_S:
-            return cached[1]
-        ok = any_reachable(self._servers, PING_CONNECT_TIMEOUT_S)
-        self._ping = (now, ok)
-        return ok
+        return self._ping()
 
     def close(self) -> None:
         if self._closed:
@@ -380,105 +301,11 @@ class KafkaTurnSource:
         if self._on_unreadable is not None:
             self._on_unreadable(batch)
 
-    def _run_callback(self, callback: PartitionsCallback | None, tps: set[TopicPartition]) -> None:
-        if callback is None:
-            return
-        self._listener_thread = threading.get_ident()
-        try:
-            callback(tps)
-        finally:
-            self._listener_thread = None
-
-    def _assigned(self, tps: set[TopicPartition]) -> None:
-        if not tps:
-            return
-        log.info("partitions assigned", partitions=_names(tps))
-        if self._on_assigned is None or self._joining:
-            # An early join (start_join): announced by the first call after it, on its thread.
-            self._unannounced |= tps
-            return
-        self._run_callback(self._on_assigned, tps)
-
-    def _revoked(self, tps: set[TopicPartition], lost: bool) -> list[dict[Any, Any]]:
-        """Forget the partitions, run the caller's ``on_revoked``; the commits it made, for the
-        listener to send (none for lost partitions: the group already gave them away)."""
-        if not tps:  # kafka-python reports an empty revocation before the first join
-            return []
+    def _forget(self, tps: set[TopicPartition]) -> None:
+        """Revoked or lost: what the source kept of the partitions goes with them."""
         self._lag.forget(tps)
         self._holds.forget(tps)
         self._pauses.forget(tps)
-        log.info("partitions lost" if lost else "partitions revoked", partitions=_names(tps))
-        if self._joining:
-            # Revoked within an early join: nothing was delivered yet, so nothing to finish.
-            self._unannounced -= tps
-            return []
-        self._deferred_commits = []
-        try:
-            self._run_callback(self._on_revoked, tps)
-        finally:
-            commits, self._deferred_commits = self._deferred_commits, []
-        if lost and commits:
-            log.warning("offsets of lost partitions not committed", partitions=_names(tps))
-            return []
-        return commits
-
-
-class _Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
-    """On kafka-python's I/O thread: hands each callback to the thread waiting in the consumer
-    call (``LoopHandoff``), awaits it, then sends the commits it made and awaits those."""
-
-    def __init__(self, source: KafkaTurnSource, consumer: Any) -> None:
-        self._source = source
-        self._consumer = consumer
-
-    async def on_partitions_revoked(self, revoked: Any) -> None:
-        tps = {from_kafka_tp(tp) for tp in revoked}
-        commits = await self._on_caller(lambda: self._source._revoked(tps, lost=False))
-        await self._commit(commits)
-
-    async def on_partitions_lost(self, lost: Any) -> None:
-        tps = {from_kafka_tp(tp) for tp in lost}
-        await self._on_caller(lambda: self._source._revoked(tps, lost=True))
-
-    async def on_partitions_assigned(self, assigned: Any) -> None:
-        tps = {from_kafka_tp(tp) for tp in assigned}
-        await self._on_caller(lambda: self._source._assigned(tps))
-
-    async def _on_caller(self, fn: Callable[[], T]) -> T:
-        """``fn()`` on the thread waiting in the consumer call, or here when none is (an early
-        join, whose callbacks only note what they are given) or the I/O loop cannot be
-        reached (a kafka-python rename; logged once)."""
-        loop = io_loop(self._consumer)
-        if loop is None:
-            return fn()
-        future = KafkaFuture()
-
-        def run() -> None:
-            try:
-                value = fn()
-            except BaseException as exc:  # raised in the listener, on the I/O thread
-                loop.call_soon(lambda failed=exc: future.failure(failed))
-            else:
-                loop.call_soon(lambda: future.success(value))
-
-        if not self._source._handoff.post(run):
-            return fn()
-        result: T = await future
-        return result
-
-    async def _commit(self, commits: list[dict[Any, Any]]) -> None:
-        source = self._source
-        limit = source._close_timeout_s if source._closed else source._commit_timeout_s
-        deadline = time.monotonic() + limit
-        for offsets in commits:
-            try:
-                with broker_errors("committing offsets", source._servers):
-                    future = self._consumer.commit_async(offsets=offsets)
-                remaining = max(0.0, deadline - time.monotonic())
-                await wait_within(self._consumer, future, remaining)
-            except Exception as exc:
-                # The new owner re-reads from the last good commit: duplicates, not loss.
-                log.warning("commit on revocation failed", error=str(exc))
 
 
 def _to_raw(record: Any) -> RawMessage:
@@ -499,7 +326,3 @@ def _to_raw(record: Any) -> RawMessage:
         headers,
         ts if ts is not None and ts >= 0 else None,
     )
-
-
-def _names(tps: Iterable[TopicPartition]) -> list[str]:
-    return sorted(f"{tp.topic}/{tp.partition}" for tp in tps)

@@ -15,13 +15,8 @@ from typing import Any
 
 import structlog
 
-from consumers._kafka import (
-    UnreadableBatchError,
-    describe_unreadable,
-    discard_fetched,
-    from_kafka_tp,
-    to_kafka_tp,
-)
+from consumers._kafka import UnreadableBatchError, from_kafka_tp, to_kafka_tp
+from consumers._kafka_fetch import describe_unreadable, discard_fetched
 from consumers.partition_pauses import PartitionPauses
 from consumers.records import TopicPartition
 from consumers.unreadable import UnreadableBatch, UnreadablePartitions

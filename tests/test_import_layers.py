@@ -72,8 +72,16 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ),
         ("unreadable", "partition_pauses", "otel.assembly", "otel.genai"),
         ("_kafka", "decode", "offsets", "source"),
-        ("_kafka_group", "lag_meter", "producer", "unreadable_holds"),
-        ("group_rejoin",),
+        (
+            "_kafka_fetch",
+            "_kafka_group",
+            "broker_ping",
+            "group_consumer",
+            "lag_meter",
+            "producer",
+            "rebalance_listener",
+        ),
+        ("early_join", "group_rejoin", "unreadable_holds"),
         ("dlq", "file_source", "kafka_source", "tansu"),
     ),
     "monitor.judging": (

@@ -24,8 +24,7 @@ pytestmark = pytest.mark.integration
 
 def _joined(source: KafkaTurnSource) -> bool:
     # The join thread is done once _settle would not wait (read-only peek for the test).
-    joiner = source._joiner
-    return joiner is None or not joiner.is_alive()
+    return not source._early.running
 
 
 def test_an_early_join_assigns_and_the_records_follow(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from consumers import _kafka, _kafka_group
+from consumers import _kafka, _kafka_fetch, _kafka_group
 from consumers._kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from consumers.records import TopicPartition
 from consumers.tansu import EmbeddedBroker
@@ -51,7 +51,7 @@ def test_the_private_attributes_the_workarounds_use_still_exist(
 
 def test_every_patched_module_attribute_exists_and_is_patched() -> None:
     """The module-level entries need no broker: resolved from ``kafka`` itself, and the
-    ``sock_connect`` patch (applied at import) is in place."""
+    patches (applied at import of ``_kafka`` and ``_kafka_fetch``) are in place."""
     module_level = [d for d in _kafka.PRIVATE_ATTRIBUTES if d.startswith("kafka.")]
     assert module_level == [
         "kafka.net.inet.KafkaNetSocket.sock_connect",
@@ -105,7 +105,7 @@ def test_a_missing_private_attribute_falls_back_with_a_warning() -> None:
         # is there is dropped, and each missing one is named.
         consumer = _Bare()
         consumer._fetcher = _Fetcher()  # type: ignore[attr-defined]
-        _kafka.discard_fetched(consumer, TopicPartition("t", 0))
+        _kafka_fetch.discard_fetched(consumer, TopicPartition("t", 0))
         assert consumer._fetcher._paused_partition_records == {}  # type: ignore[attr-defined]
         # The broker cannot be recognised: the caller keeps Kafka's semantics.
         assert _kafka.cluster_id(_Bare(), "t") is None
