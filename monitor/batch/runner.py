@@ -39,9 +39,9 @@ from monitor.errors import MessageRejected
 from monitor.judging.evaluator import Evaluator
 from monitor.models import TurnEvent
 from monitor.redaction.config import RedactionConfig
-from monitor.stream.pipeline import Pipeline
-from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
+from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.turn_steps import TurnStepsConfig, build_turn_steps, make_redactor
 
 MAX_LINE_BYTES = 16 << 20  # a line this long is not a turn event; never parse it
@@ -120,23 +120,15 @@ def run_batch(
             clock,
             redactor=make_redactor(config.redaction),
         )
-        pipeline = Pipeline(
-            steps.first,
-            [steps.lookup, steps.judge],
-            lookup=steps.lookup,
-            judge=steps.judge,
-            store=steps.store,
-            commit=commit,
-        )
-        closers.append(pipeline.close)
+        closers.append(steps.first.close)
         try:
-            _drive(source, pipeline, tracker, summary, clock)
+            _drive(source, steps.first, steps.judge, tracker, summary, clock)
         except KeyboardInterrupt:
             # Ctrl-C: keep what is written (a rerun resumes from it); turns in flight are
             # dropped and judged again by the rerun.
             summary.interrupted = True
     finally:
-        # The pipeline first: its judge threads stop taking turns before the files close.
+        # The steps first: the judge threads stop taking turns before the files close.
         for close in reversed(closers):
             close()
         summary.elapsed_seconds = monotonic() - started
@@ -148,14 +140,15 @@ def run_batch(
 
 def _drive(
     source: FileTurnSource,
-    pipeline: Pipeline,
+    first: ProcessingStep[RawMessage],
+    judge: JudgeStep,
     tracker: OffsetTracker,
     summary: BatchSummary,
     clock: SystemClock,
 ) -> None:
-    """Offer every line to the pipeline, then finish what it holds. A full pipeline refuses a
-    record (the judge step holds ``max_in_flight`` turns): it is offered again when a judge
-    call ends."""
+    """Offer every line to the first step, then finish what the steps hold. A full chain
+    refuses a record (the look-up and the judge step hold ``max_in_flight`` turns each): it
+    is offered again when a judge call ends."""
     while not source.exhausted:
         records = source.poll(0.0, _READ_LINES)
         for record in records:
@@ -164,11 +157,11 @@ def _drive(
             message = Envelope(FILE_TP, record.offset, record)
             while True:
                 try:
-                    pipeline.submit(message)
+                    first.submit(message)
                     break
                 except MessageRejected:
-                    if not pipeline.wait_progress(_WAIT_S):
-                        clock.sleep(_WAIT_S)  # nothing running: the store or the look-up
-                    pipeline.poll()
-        pipeline.poll()
-    pipeline.join(None)
+                    if not judge.wait_any(_WAIT_S):
+                        clock.sleep(_WAIT_S)  # no judge call running: the look-up holds them
+                    first.poll()
+        first.poll()
+    first.join(None)

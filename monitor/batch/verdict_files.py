@@ -17,14 +17,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 import structlog
 from pydantic import ValidationError
 
 from monitor.errors import StorageError, validation_error_lines
 from monitor.models import TurnEvent, Verdict
-from monitor.storage.store import SaveResult
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +87,13 @@ def existing_verdicts(out_path: Path, config_hash: str) -> dict[str, Verdict | N
     return done
 
 
+class Appended(NamedTuple):
+    """What ``save_batch`` did (the store step's ``SavedBatch``): a file refuses no row."""
+
+    inserted: int
+    refused: tuple[()] = ()
+
+
 class VerdictFiles:
     """The granular (and compact) output of a run, appended to; thread-safe.
 
@@ -136,7 +142,7 @@ class VerdictFiles:
         return [v for e in self._found if (v := self._existing[e]) is not None]
 
     # ``VerdictWriter``: the store step's write (and write-through).
-    def save_batch(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> SaveResult:
+    def save_batch(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> Appended:
         with self._lock:
             if self._closed:  # a judge thread finishing after an interrupted run
                 raise StorageError("the output files are closed")
@@ -146,7 +152,7 @@ class VerdictFiles:
                     _put(self._compact, json.dumps(verdict.compact(turn), ensure_ascii=False))
                 _put(self._out, verdict.model_dump_json())
                 self._on_written(verdict)
-        return SaveResult(len(items), [])
+        return Appended(len(items))
 
     def close(self) -> None:
         with self._lock:

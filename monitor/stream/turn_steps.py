@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from consumers.dlq import DeadLetterSink
 from monitor.clock import Clock
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
@@ -41,6 +40,9 @@ from monitor.stream.steps.redact import (
 )
 from monitor.stream.steps.sample import Decider, SampleStep
 from monitor.stream.steps.store import StoreMetrics, StoreStep
+
+if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
+    from consumers.dlq import DeadLetterSink
 
 
 class TurnMetrics(

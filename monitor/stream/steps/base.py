@@ -22,16 +22,18 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 import structlog
 
-from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage, TopicPartition
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent, Verdict
 from monitor.sampling.sampler import SampleDecision
-from monitor.storage.refusals import Refused
+
+if TYPE_CHECKING:  # types only: a step runs without kafka-python or the SQL driver loaded
+    from consumers.dlq import DeadLetterSink
+    from monitor.storage.refusals import Refused
 
 _log = structlog.get_logger(__name__)
 

@@ -9,17 +9,19 @@ data loss: the record is rejected and offered again later.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
 from consumers.decode import decode_value
-from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage
 from monitor.clock import Clock, Deadline, SystemClock
 from monitor.errors import InvalidEvent, TransportError
 from monitor.models import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, dead_letter
+
+if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
+    from consumers.dlq import DeadLetterSink
 
 log = structlog.get_logger(__name__)
 

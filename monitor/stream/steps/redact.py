@@ -23,11 +23,10 @@ never logged.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from consumers.dlq import DeadLetterSink
 from consumers.records import RawMessage
 from monitor.errors import InvalidEvent
 from monitor.models import TurnEvent, Verdict
@@ -43,6 +42,9 @@ from monitor.stream.steps.base import (
     turn_record,
 )
 from monitor.stream.steps.decisions import Unredactable, redact_for_judging
+
+if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
+    from consumers.dlq import DeadLetterSink
 
 log = structlog.get_logger(__name__)
 

@@ -23,15 +23,17 @@ once, here, whichever write stored it.
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import structlog
 
-from consumers.dlq import DeadLetterSink
 from monitor.clock import Backoff, Clock, Deadline, RetryState
 from monitor.errors import MessageRejected, StorageError, TransportError
 from monitor.models import TurnEvent, Verdict
 from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, VerdictWriter, turn_record
+
+if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
+    from consumers.dlq import DeadLetterSink
 
 log = structlog.get_logger(__name__)
 
