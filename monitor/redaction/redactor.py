@@ -262,12 +262,12 @@ class Redactor:
         # The turn's texts are gathered once, for the bound and for the scan.
         texts = _texts(turn)
         self._check_size(texts)
-        names = Pseudonymizer(self.policy.key)
         counts: dict[str, int] = {}
         # Two passes: what each text holds, then near copies of the turn's cards and IBANs.
         spans = self.spans_of(texts)
         if not any(spans.values()):
             return TurnRedaction(turn, counts)  # nothing to replace: no copy to make
+        names = Pseudonymizer(self.policy.key)
         known = _checksummed(spans.values())
 
         def red(text: str) -> str:
