@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "monitor.clock",
         "monitor.processes",
         "monitor.workers",
+        "monitor.allocator",
         "monitor.exposition",
     ),
     (

@@ -66,6 +66,7 @@ def run(
     """Run the streaming daemon: consume, sample, judge, store, export metrics."""
     from prometheus_client import REGISTRY
 
+    from monitor.allocator import limit_arenas
     from monitor.errors import ListenError
     from monitor.logs import configure_logging
     from monitor.stream.runner import DaemonRunner
@@ -79,6 +80,8 @@ def run(
         settings = _file_format(settings, file_format)
     configure_logging(settings.log_level, settings.secret_values())
     log.info("settings loaded")
+    # Before the first thread starts: the daemon's threads would each grow a malloc arena.
+    limit_arenas()
     try:
         runner = DaemonRunner(settings, REGISTRY, file_path=file_path, follow=follow)
     except ListenError as exc:
