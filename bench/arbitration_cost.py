@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/ is not an installed package
 
 from monitor.judging.arbitration import PanelOutcome  # noqa: E402
-from monitor.judging.panel import JudgePanel  # noqa: E402
+from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.judging.prompt import case_data  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
 from monitor.models import METRICS, Band, TurnEvent  # noqa: E402
@@ -178,9 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(
             judges=judges,
             panel={"primaries": [A, B], "arbiter": ARB},
-            daemon={"concurrency": args.concurrency},
         )
-        panel = JudgePanel.from_settings(settings, on_result=observe)
+        panel = build_evaluator(settings, concurrency=args.concurrency, on_panel_result=observe)
         try:
             with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
                 verdicts = list(pool.map(panel.evaluate, turns))

@@ -134,7 +134,7 @@ def casewatch(base_url: str, src: Path, workdir: Path, concurrency: int) -> dict
         judge="bench",
         judges={"bench": {"kind": "openai", "base_url": base_url, "model": MODEL, "api_key": KEY}},
     )
-    evaluator = build_evaluator(settings)
+    evaluator = build_evaluator(settings, concurrency=concurrency)
     out = workdir / "granular.jsonl"
     out.unlink(missing_ok=True)
     try:

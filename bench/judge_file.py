@@ -83,7 +83,7 @@ def command(tree: Path, src: Path, workdir: Path, concurrency: int) -> tuple[flo
 
 def bare(lines: list[bytes], concurrency: int) -> float:
     """Turns per second of the heuristic evaluator alone on bare threads (decode included)."""
-    evaluator = build_evaluator(load_settings())
+    evaluator = build_evaluator(load_settings(), concurrency=concurrency)
     try:
         started = time.perf_counter()
         with ThreadPoolExecutor(concurrency) as pool:

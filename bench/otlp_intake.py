@@ -55,7 +55,7 @@ from monitor.logs import configure_logging  # noqa: E402
 from monitor.models import TurnEvent  # noqa: E402
 from monitor.settings import TopicConfig  # noqa: E402
 from monitor.storage.store import Store  # noqa: E402
-from monitor.stream.daemon import Daemon  # noqa: E402
+from monitor.stream.runner import stream_daemon  # noqa: E402
 
 TOPIC = "bench.turns"  # the in-memory source's topic (bench/pipeline_cost.py)
 PARTITIONS = 2
@@ -129,12 +129,13 @@ def run_once(values: list[bytes], fmt: str, workdir: Path, n: int) -> float:
     store = Store(f"sqlite:///{db}")
     store.migrate()
     source = _MemorySource(records(values))
-    daemon = Daemon(
+    evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
+    daemon = stream_daemon(
         settings,
         source,
         _NoDeadLetters(),
         store,
-        build_evaluator(settings),
+        evaluator,
         Metrics(CollectorRegistry()),
         exit_when_idle=True,
     )
@@ -145,6 +146,8 @@ def run_once(values: list[bytes], fmt: str, workdir: Path, n: int) -> float:
     with stored as conn:
         judged = conn.exec_driver_sql("SELECT count(*) FROM verdicts").scalar_one()
     daemon.close()
+    evaluator.close()
+    store.close()
     expected = {TopicPartition(TOPIC, p): len(values) // PARTITIONS for p in range(PARTITIONS)}
     if source.committed != expected or judged != n:
         raise SystemExit(f"{fmt}: judged {judged} of {n}, committed {source.committed}")

@@ -49,7 +49,7 @@ from consumers.records import RawMessage, TopicPartition  # noqa: E402
 from monitor.exporter import Metrics  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
-from monitor.stream.daemon import Daemon  # noqa: E402
+from monitor.stream.runner import stream_daemon  # noqa: E402
 
 TOPIC = "bench.turns"
 PARTITIONS = 2
@@ -153,20 +153,22 @@ def daemon_us_per_msg(
         redaction={"enabled": redaction},
     )
     source = _MemorySource(records)
-    daemon = Daemon(
+    # Built like the daemon's (the look-up step needs its configuration hash), never called:
+    # rate 0 and no budget, nothing is judged.
+    evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
+    daemon = stream_daemon(
         settings,
         source,
         _NoDeadLetters(),
         _IdleStore(),  # type: ignore[arg-type]
-        # Built like the daemon's (the look-up step needs its configuration hash), never
-        # called: rate 0 and no budget, nothing is judged.
-        build_evaluator(settings),
+        evaluator,
         Metrics(CollectorRegistry()),
         exit_when_idle=True,
     )
     start = time.perf_counter()
     daemon.run()
     elapsed = time.perf_counter() - start
+    evaluator.close()
     expected = {TopicPartition(TOPIC, p): len(records) // PARTITIONS for p in range(PARTITIONS)}
     if source.committed != expected:
         raise SystemExit(f"committed {source.committed}, expected {expected}")

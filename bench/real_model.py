@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 + f" -> best {best}",
                 flush=True,
             )
-        evaluator = build_evaluator(judge_settings(server, args.max_tokens))
+        evaluator = build_evaluator(judge_settings(server, args.max_tokens), concurrency=best)
         # The judge's one-off negotiation (json_schema refused, JSON mode with the schema
         # accepted) on the first turn, as its warm-up: not part of the steady state.
         evaluator.evaluate(turns[0])

@@ -20,7 +20,7 @@ from monitor.commands.output import MISSING, num, p_value, table
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import ConfigError, InvalidInput, TransportError
 from monitor.judging.evaluator import build_evaluator
-from monitor.judging.preflight import probe_judges
+from monitor.judging.preflight import judges_to_probe, probe_judges
 from monitor.logs import configure_logging
 from monitor.models import Band
 from monitor.reports.panel_report import panel_report
@@ -96,15 +96,16 @@ def judge_command(
     for p in (out_path, compact_path, rejects_path):
         if p is not None and not p.parent.is_dir():
             fail(f"output directory {p.parent} does not exist")
+    concurrency = concurrency or settings.daemon.concurrency
     # One cheap request per judge endpoint first: a judge that is down or refuses the key
     # stops the run here, not after every turn failed.
-    found = probe_judges(settings)
+    found = probe_judges(judges_to_probe(settings))
     if found.misconfigured:  # a setting to fix: exit 2, as every configuration problem
         fail("; ".join(found.misconfigured.values()) + " — nothing was judged")
     if found.down:
         fail("; ".join(found.down.values()) + " — nothing was judged", code=1)
     try:
-        evaluator = build_evaluator(settings)
+        evaluator = build_evaluator(settings, concurrency=concurrency)
     except ConfigError as exc:
         fail(str(exc))
     try:
@@ -113,7 +114,7 @@ def judge_command(
             out_path,
             compact_path,
             evaluator,
-            concurrency=concurrency or settings.daemon.concurrency,
+            concurrency=concurrency,
             rejects_path=rejects_path,
             progress=not no_progress,
             redaction=settings.redaction,  # as in the daemon: judges see placeholders

@@ -59,7 +59,7 @@ def pin_baselines(settings: Settings, docs: Iterable[Mapping[str, Any]]) -> Sett
         return settings
     from monitor.judging.evaluator import build_evaluator
 
-    evaluator = build_evaluator(settings)
+    evaluator = build_evaluator(settings, concurrency=1)  # one turn at a time, below
     try:
         verdicts = [evaluator.evaluate(TurnEvent.model_validate(d)) for d in docs]
     finally:

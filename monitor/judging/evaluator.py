@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from monitor.judging.verdicts import failed_verdict
-from monitor.models import TurnEvent, Verdict
+from monitor.models import JudgeRole, TurnEvent, Verdict
 from monitor.settings import Settings
 
 if TYPE_CHECKING:
     from monitor.judging.arbitration import PanelOutcome
+    from monitor.judging.panel import JudgePanel
 
 
 class Evaluator(Protocol):
@@ -56,12 +57,32 @@ def evaluate_guarded(evaluator: Evaluator, turn: TurnEvent) -> Verdict:
 
 
 def build_evaluator(
-    settings: Settings, *, on_panel_result: Callable[[PanelOutcome], None] | None = None
-) -> Evaluator:
-    """The evaluator the settings describe; ``on_panel_result`` sees every panel outcome
-    (the exporter's ``record_panel``), so disagreement and arbiter counters stay in one place."""
-    from monitor.judging.panel import (
-        JudgePanel,  # panel imports judges; keep `casewatch schema` light
-    )
+    settings: Settings,
+    *,
+    concurrency: int,
+    on_panel_result: Callable[[PanelOutcome], None] | None = None,
+) -> JudgePanel:
+    """The evaluator the settings describe, for ``concurrency`` threads calling ``evaluate`` at
+    once; ``on_panel_result`` sees every panel outcome (the exporter's ``record_panel``), so
+    disagreement and arbiter counters stay in one place."""
+    # Panel and judges imported here: `casewatch schema` stays light.
+    from monitor.judging.config_hash import judge_config_hash
+    from monitor.judging.factory import build_judge
+    from monitor.judging.panel import JudgePanel
 
-    return JudgePanel.from_settings(settings, on_result=on_panel_result)
+    panel = settings.effective_panel()
+    role: JudgeRole = "primary" if len(panel.primaries) == 2 else "single"
+    primaries = [build_judge(n, settings, role) for n in panel.primaries]
+    arbiter = build_judge(panel.arbiter, settings, "arbiter") if panel.arbiter else None
+    return JudgePanel(
+        primaries,
+        arbiter,
+        panel,
+        weights=settings.weights(),
+        weight_profile=settings.weight_profile,
+        critical=settings.critical_metrics,
+        config_hash=judge_config_hash(settings),
+        # One pool thread per concurrent caller, so second primaries never queue.
+        executor_threads=max(2, concurrency),
+        on_result=on_panel_result,
+    )

@@ -34,12 +34,10 @@ import structlog
 
 from monitor.judging import arbitration
 from monitor.judging.arbitration import OutcomeObserver, PanelOutcome
-from monitor.judging.config_hash import judge_config_hash
-from monitor.judging.factory import build_judge
 from monitor.judging.judge import Judge
 from monitor.judging.verdicts import failed_verdict, scored_verdict, single_judge_verdict
 from monitor.models import JudgeRole, Judgment, TurnEvent, Verdict
-from monitor.settings import PanelConfig, Settings
+from monitor.settings import PanelConfig
 from monitor.workers import DaemonThreadPool
 
 PANEL_INSUFFICIENT = "panel_insufficient"
@@ -78,27 +76,6 @@ class JudgePanel:
         # Threads start lazily on the first submit: a single-primary panel never starts one.
         # Daemon threads: a call abandoned at shutdown does not hold the process's exit.
         self._pool = DaemonThreadPool(executor_threads, "panel-primary")
-
-    @classmethod
-    def from_settings(
-        cls, settings: Settings, *, on_result: OutcomeObserver | None = None
-    ) -> JudgePanel:
-        panel = settings.effective_panel()
-        role: JudgeRole = "primary" if len(panel.primaries) == 2 else "single"
-        primaries = [build_judge(n, settings, role) for n in panel.primaries]
-        arbiter = build_judge(panel.arbiter, settings, "arbiter") if panel.arbiter else None
-        return cls(
-            primaries,
-            arbiter,
-            panel,
-            weights=settings.weights(),
-            weight_profile=settings.weight_profile,
-            critical=settings.critical_metrics,
-            config_hash=judge_config_hash(settings),
-            # One pool thread per concurrent caller, so second primaries never queue.
-            executor_threads=max(2, settings.daemon.concurrency),
-            on_result=on_result,
-        )
 
     @property
     def config_hash(self) -> str:

@@ -10,13 +10,14 @@ down and reports it on /readyz until a later probe finds it answering (``JudgeWa
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import structlog
 
 from monitor.errors import ConfigError, JudgeError, JudgeFatalError
 from monitor.judging.chat_endpoint import ChatEndpoint
-from monitor.settings import Settings
+from monitor.settings import JudgeConfig, Settings
 
 DEFAULT_PROBE_TIMEOUT_S = 10.0
 # How often the daemon asks a judge that was down again.
@@ -40,22 +41,21 @@ class JudgeProbe:
     down: dict[str, str] = field(default_factory=dict)
 
 
-def _judge_names(settings: Settings) -> list[str]:
+def judges_to_probe(settings: Settings) -> dict[str, JudgeConfig]:
+    """The judges of the run that answer over HTTP (panel primaries and arbiter), by name; the
+    offline heuristic needs no check."""
     panel = settings.effective_panel()
     names = [*panel.primaries, *([panel.arbiter] if panel.arbiter else [])]
-    return [n for n in dict.fromkeys(names) if settings.judge_config(n).kind == "openai"]
+    configs = {n: settings.judge_config(n) for n in dict.fromkeys(names)}
+    return {n: config for n, config in configs.items() if config.kind == "openai"}
 
 
 def probe_judges(
-    settings: Settings,
-    timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
-    names: list[str] | None = None,
+    judges: Mapping[str, JudgeConfig], timeout_s: float = DEFAULT_PROBE_TIMEOUT_S
 ) -> JudgeProbe:
-    """Probe the judges of the run (panel primaries and arbiter; ``names`` only, if given); the
-    offline heuristic needs no check."""
+    """Probe each of ``judges`` (``judges_to_probe``'s) with one cheap request."""
     found = JudgeProbe()
-    for name in _judge_names(settings) if names is None else names:
-        config = settings.judge_config(name)
+    for name, config in judges.items():
         where = config.base_url or "https://api.openai.com/v1"
         try:
             endpoint = ChatEndpoint(name, config)
@@ -82,11 +82,11 @@ class JudgeWatch:
 
     def __init__(
         self,
-        settings: Settings,
+        judges: Mapping[str, JudgeConfig],
         interval_s: float = REPROBE_INTERVAL_S,
         timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
     ) -> None:
-        self._settings = settings
+        self._judges = dict(judges)
         self._interval = interval_s
         self._timeout = timeout_s
         self._down: dict[str, str] = {}
@@ -95,7 +95,7 @@ class JudgeWatch:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        found = probe_judges(self._settings, self._timeout)
+        found = probe_judges(self._judges, self._timeout)
         with self._lock:
             self._down = dict(found.down)
         for line in found.down.values():
@@ -113,7 +113,7 @@ class JudgeWatch:
                 names = sorted(self._down)
             if not names:
                 return
-            found = probe_judges(self._settings, self._timeout, names)
+            found = probe_judges({n: self._judges[n] for n in names}, self._timeout)
             with self._lock:
                 for name in names:
                     if name not in found.down:
@@ -126,11 +126,15 @@ class JudgeWatch:
             return [self._down[n] for n in sorted(self._down)]
 
     def close(self) -> None:
-        """Stop watching. Not waiting out a probe in progress (a stop is bounded): that probe
-        closes its own endpoint when its timeout ends."""
+        """Stop watching, without waiting: a probe in progress (a daemon thread's) closes its own
+        endpoint when its timeout ends, and nobody reads what it found."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
 
 
-__all__ = ["DEFAULT_PROBE_TIMEOUT_S", "JudgeProbe", "JudgeWatch", "probe_judges"]
+__all__ = [
+    "DEFAULT_PROBE_TIMEOUT_S",
+    "JudgeProbe",
+    "JudgeWatch",
+    "judges_to_probe",
+    "probe_judges",
+]

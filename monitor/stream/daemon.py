@@ -28,11 +28,11 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Collection
+from typing import Protocol
 
 import structlog
 
 from consumers.decode import DLQ_REASONS
-from consumers.dlq import DeadLetterSink
 from consumers.group_health import RejoinsStuckGroup
 from consumers.offsets import OffsetTracker
 from consumers.otel.assembly import CAUSES as TRACE_CAUSES
@@ -45,14 +45,13 @@ from consumers.unreadable import ReportsUnreadable, UnreadableBatch
 from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import MessageRejected, TransportError
 from monitor.exporter import Metrics
-from monitor.judging.evaluator import Evaluator
 from monitor.otel_export.sender import OUTCOMES as EXPORT_OUTCOMES
 from monitor.otel_export.sender import EvaluationSender
-from monitor.sampling.sampler import SampleDecision, Sampler
-from monitor.settings import Settings
+from monitor.sampling.sampler import SampleDecision
+from monitor.settings import DaemonConfig, KafkaConfig, OtelExportConfig
 from monitor.storage.store import Store
 from monitor.stream.http import Heartbeat
-from monitor.stream.pipeline import PipelineConfig, build_pipeline
+from monitor.stream.pipeline import Pipeline
 from monitor.stream.readiness import Readiness
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import UNKNOWN_ASSISTANT
@@ -69,20 +68,41 @@ LAG_INTERVAL_S = 1.0  # the source caches lag; this only bounds gauge churn
 HEARTBEAT_MAX_AGE_S = 60.0
 
 
+class PipelineFactory(Protocol):
+    """Builds the daemon's pipeline around the loop's recorder, offset tracker, clock and (when
+    configured) evaluation sender; the entrypoint binds everything else
+    (``monitor.stream.runner.stream_pipeline``)."""
+
+    def __call__(
+        self,
+        *,
+        metrics: StreamRecorder,
+        tracker: OffsetTracker,
+        clock: Clock,
+        evaluation_sender: EvaluationSender | None,
+    ) -> Pipeline: ...
+
+
 class Daemon:
-    """Runs the pipeline on the calling thread until ``stop()``; safe to run in a thread."""
+    """Runs the pipeline on the calling thread until ``stop()``; safe to run in a thread.
+
+    It opens the pipeline (``pipeline``) and, with ``otel_export``, the evaluation sender, and
+    closes them: the pipeline when ``run`` has drained it, the sender in ``close``. The source
+    and the store (for /readyz) it is given, and whatever the pipeline factory binds, are
+    closed by whoever opened them, after ``run`` returned.
+    """
 
     def __init__(
         self,
-        settings: Settings,
+        config: DaemonConfig,
+        kafka: KafkaConfig,
         source: TurnSource,
-        dlq: DeadLetterSink,
         store: Store,
-        evaluator: Evaluator,
         metrics: Metrics,
+        pipeline: PipelineFactory,
         clock: Clock | None = None,
         *,
-        sampler: Sampler | None = None,
+        otel_export: OtelExportConfig | None = None,
         heartbeat: Heartbeat | None = None,
         exit_when_idle: bool = False,
     ) -> None:
@@ -90,54 +110,40 @@ class Daemon:
         # A failed poll is tried again a second later (the stop event cuts the wait short).
         self._poll_retry = RetryState(Backoff(1.0, 1.0), self._clock)
         self._source = source
-        self._dlq = dlq
-        self._store = store
-        self._evaluator = evaluator
         self._metrics = recorder = StreamRecorder(metrics)
-        self._cfg = settings.daemon
-        self._max_poll_records = settings.kafka.max_poll_records
+        self._cfg = config
+        self._max_poll_records = kafka.max_poll_records
         self._exit_when_idle = exit_when_idle
         self.heartbeat = heartbeat or Heartbeat(HEARTBEAT_MAX_AGE_S, self._clock)
         self.tracker = OffsetTracker()
-        # A panel spends one request per primary on every sampled turn (the arbiter's and any
-        # retries are settled when the verdict is in).
-        calls = len(settings.effective_panel().primaries)
-        sampler = sampler or Sampler(settings.sampling, self._clock, calls_per_turn=calls)
 
         # Verdicts written back as OTLP log records, when configured: the SDK's export thread
         # sends them, so the stream never waits on the endpoint.
         self._sender: EvaluationSender | None = None
-        export = settings.otel_export
-        if export is not None:
+        if otel_export is not None:
             self._sender = EvaluationSender(
-                export.endpoint,
+                otel_export.endpoint,
                 recorder,
-                headers=export.resolve_headers(),
-                timeout_s=export.timeout_seconds,
-                max_queue_size=export.max_queue_size,
-                max_batch_size=export.max_batch_size,
-                schedule_delay_ms=export.schedule_delay_ms,
+                headers=otel_export.resolve_headers(),
+                timeout_s=otel_export.timeout_seconds,
+                max_queue_size=otel_export.max_queue_size,
+                max_batch_size=otel_export.max_batch_size,
+                schedule_delay_ms=otel_export.schedule_delay_ms,
             )
             recorder.prime_evaluation_export(EXPORT_OUTCOMES)
-        self._pipeline = build_pipeline(
-            PipelineConfig.from_settings(settings),
-            source,
-            dlq,
-            store,
-            evaluator,
-            recorder,
-            self.tracker,
-            sampler,
-            self._clock,
+        self._pipeline = pipeline(
+            metrics=recorder,
+            tracker=self.tracker,
+            clock=self._clock,
             evaluation_sender=self._sender,
         )
         self._metrics.prime(dead_letter_reasons=(*DLQ_REASONS, UNSTORABLE))
-        if any(f.startswith("otlp") for f in settings.kafka.topic_formats.values()):
+        if any(f.startswith("otlp") for f in kafka.topic_formats.values()):
             self._metrics.prime(dead_letter_reasons=OTLP_DLQ_REASONS)
             self._metrics.prime_traces(TRACE_CAUSES)
             for reason in SKIP_REASONS:
                 self._metrics.record_sampling(UNKNOWN_ASSISTANT, SampleDecision(False, reason), 0)
-        if "mapped" in settings.kafka.topic_formats.values():
+        if "mapped" in kafka.topic_formats.values():
             self._metrics.prime(dead_letter_reasons=MAPPED_DLQ_REASONS)
 
         self._backlog: deque[Envelope[RawMessage]] = deque()
@@ -160,14 +166,12 @@ class Daemon:
         self._first_records = True  # logs the first records read: a restart's milestone
         # Polling stops while a backlog waits, so pausing must come before the consumer's
         # max.poll.interval would expel it from the group.
-        self._pause_after = min(PAUSE_AFTER_S, settings.kafka.max_poll_interval_ms / 4000)
+        self._pause_after = min(PAUSE_AFTER_S, kafka.max_poll_interval_ms / 4000)
         # Waiting on a revoke happens inside poll(): it must end well before max.poll.interval.
-        self._revoke_wait = min(
-            self._cfg.revoke_timeout_seconds, settings.kafka.max_poll_interval_ms / 4000
-        )
+        self._revoke_wait = min(self._cfg.revoke_timeout_seconds, kafka.max_poll_interval_ms / 4000)
         source.set_rebalance_listener(self._on_assigned, self._on_revoked)
         # Liveness: a poll may block in a group join for up to the join timeout.
-        self._poll_block_s = settings.kafka.join_timeout_ms / 1000 + POLL_TIMEOUT_S
+        self._poll_block_s = kafka.join_timeout_ms / 1000 + POLL_TIMEOUT_S
 
     # ------------------------------------------------------------------ control
 
@@ -219,6 +223,9 @@ class Daemon:
                     log.info("source exhausted and all work finished; stopping")
                     break
         finally:
+            # Over: a revocation from now on (the source closing) only commits, the pipeline
+            # being drained and closed.
+            self._stop.set()
             self._drain()
             self._finished.set()
 
@@ -422,22 +429,13 @@ class Daemon:
         log.info("drained", unfinished=self.tracker.pending_count() - unstarted)
 
     def close(self) -> None:
-        """Close what the daemon was given (after ``run`` returned)."""
-        if self._sender is not None:  # first: it exports what is queued, within its timeout
+        """Close what the daemon opened besides the pipeline (after ``run`` returned): the
+        evaluation sender, which exports what is queued within its timeout."""
+        if self._sender is not None:
             try:
                 self._sender.close()
             except Exception:
                 log.warning("closing failed", component="evaluation export", exc_info=True)
-        for name, closer in (
-            ("source", self._source.close),
-            ("dead-letter queue", self._dlq.close),
-            ("evaluator", self._evaluator.close),
-            ("store", self._store.close),
-        ):
-            try:
-                closer()
-            except Exception:  # one failing close must not leak the others
-                log.warning("closing failed", component=name, exc_info=True)
 
 
 def _names(tps: Collection[TopicPartition]) -> list[str]:

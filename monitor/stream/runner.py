@@ -32,8 +32,19 @@ from monitor.storage.location import sqlite_file
 
 if TYPE_CHECKING:
     from consumers.dlq import DeadLetterSink
+    from consumers.offsets import OffsetTracker
     from consumers.source import TurnSource
+    from monitor.clock import Clock
+    from monitor.exporter import Metrics
     from monitor.jobs.scheduler import JobScheduler
+    from monitor.judging.evaluator import Evaluator
+    from monitor.otel_export.sender import EvaluationSender
+    from monitor.sampling.sampler import Sampler
+    from monitor.storage.store import Store
+    from monitor.stream.daemon import Daemon, PipelineFactory
+    from monitor.stream.http import Heartbeat
+    from monitor.stream.pipeline import Pipeline
+    from monitor.stream.recorder import StreamRecorder
 
 log = structlog.get_logger(__name__)
 
@@ -124,7 +135,10 @@ def install_drain_signals(
 
 
 def _source_and_dlq(
-    settings: Settings, file_path: Path | None, follow: bool, closers: list[Callable[[], None]]
+    settings: Settings,
+    file_path: Path | None,
+    follow: bool,
+    closers: list[tuple[str, Callable[[], None]]],
 ) -> tuple[TurnSource, DeadLetterSink]:
     from consumers.dlq import FileDeadLetterSink, KafkaDeadLetterQueue
     from consumers.file_source import FileTurnSource
@@ -135,12 +149,12 @@ def _source_and_dlq(
     if file_path == STDIN:
         # A pipe cannot be re-read: no offsets file; dead letters in the working directory.
         source = FileTurnSource(None)
-        closers.append(source.close)
+        closers.append(("source", source.close))
         dlq = FileDeadLetterSink(STDIN_DLQ)
     elif file_path is not None:
         dlq_path, offsets_path = file_sidecars(file_path, settings.storage.url)
         source = FileTurnSource(file_path, follow=follow, offsets_path=offsets_path)
-        closers.append(source.close)
+        closers.append(("source", source.close))
         note = source.resume_note()
         if note is not None:
             log.warning(note)
@@ -150,14 +164,87 @@ def _source_and_dlq(
         kafka_source = KafkaTurnSource(
             settings.kafka, commit_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
         )
-        closers.append(kafka_source.close)
+        closers.append(("source", kafka_source.close))
         kafka_source.start_join()
         source = kafka_source
         dlq = KafkaDeadLetterQueue(
             settings.kafka, send_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
         )
-    closers.append(dlq.close)
+    closers.append(("dead-letter sink", dlq.close))
     return source, dlq
+
+
+def stream_pipeline(
+    settings: Settings,
+    source: TurnSource,
+    dlq: DeadLetterSink,
+    store: Store,
+    evaluator: Evaluator,
+    sampler: Sampler | None = None,
+) -> PipelineFactory:
+    """How the ``Daemon`` builds its pipeline: ``build_pipeline`` over these, around the loop's
+    own recorder, tracker, clock and sender. Without ``sampler``, one of ``settings.sampling``
+    on the daemon's clock (``prepare`` builds the daemon's own)."""
+    from monitor.sampling.sampler import Sampler
+    from monitor.stream.pipeline import PipelineConfig, build_pipeline
+
+    config = PipelineConfig.from_settings(settings)
+
+    def build(
+        *,
+        metrics: StreamRecorder,
+        tracker: OffsetTracker,
+        clock: Clock,
+        evaluation_sender: EvaluationSender | None,
+    ) -> Pipeline:
+        # A panel spends one request per primary on every sampled turn (the arbiter's and any
+        # retries are settled when the verdict is in).
+        calls = len(settings.effective_panel().primaries)
+        return build_pipeline(
+            config,
+            source,
+            dlq,
+            store,
+            evaluator,
+            metrics,
+            tracker,
+            sampler or Sampler(settings.sampling, clock, calls_per_turn=calls),
+            clock,
+            evaluation_sender=evaluation_sender,
+        )
+
+    return build
+
+
+def stream_daemon(
+    settings: Settings,
+    source: TurnSource,
+    dlq: DeadLetterSink,
+    store: Store,
+    evaluator: Evaluator,
+    metrics: Metrics,
+    clock: Clock | None = None,
+    *,
+    sampler: Sampler | None = None,
+    heartbeat: Heartbeat | None = None,
+    exit_when_idle: bool = False,
+) -> Daemon:
+    """The ``Daemon`` of ``settings`` over what the caller opened (and closes, after ``run``
+    returned and ``Daemon.close``)."""
+    from monitor.stream.daemon import Daemon
+
+    return Daemon(
+        settings.daemon,
+        settings.kafka,
+        source,
+        store,
+        metrics,
+        stream_pipeline(settings, source, dlq, store, evaluator, sampler),
+        clock,
+        otel_export=settings.otel_export,
+        heartbeat=heartbeat,
+        exit_when_idle=exit_when_idle,
+    )
 
 
 class DaemonRunner:
@@ -170,6 +257,8 @@ class DaemonRunner:
     port; anything failing closes what was opened and raises (``ListenError`` for the port,
     another ``CasewatchError`` for operator errors). Then either ``start()`` (a
     thread; ``stop()`` drains and closes) or ``run_foreground()`` (blocks; closes when done).
+    What the runner opened (source, dead-letter sink, store, evaluator, judge watch) it closes
+    itself, once the daemon has drained and closed what it opened (pipeline, sender).
     """
 
     def __init__(
@@ -190,6 +279,8 @@ class DaemonRunner:
         self._jobs: JobScheduler | None = None
         self._thread: threading.Thread | None = None
         self._stopped = False
+        # What this runner opened, closed in reverse order once the daemon has stopped.
+        self._opened: list[tuple[str, Callable[[], None]]] = []
         self._shutdown_budget_s = shutdown_budget_s(settings)
         # Everything that can be checked without I/O, before the group is joined or the
         # database migrated.
@@ -197,7 +288,7 @@ class DaemonRunner:
         from monitor.stream.prepare import prepare
 
         sampler = prepare(settings, SystemClock())
-        closers: list[Callable[[], None]] = []
+        closers = self._opened
         try:
             # The source first: a Kafka consumer joins its group on a thread while the rest is
             # imported and opened (the join round is mostly the broker's waiting).
@@ -207,14 +298,13 @@ class DaemonRunner:
             from monitor.jobs.build import build_jobs
             from monitor.jobs.scheduler import JobScheduler
             from monitor.judging.evaluator import build_evaluator
-            from monitor.judging.preflight import JudgeWatch
+            from monitor.judging.preflight import JudgeWatch, judges_to_probe
             from monitor.judging.recorder import JudgingRecorder
             from monitor.storage.store import Store
-            from monitor.stream.daemon import Daemon
             from monitor.stream.http import ProbeApp, ProbeServer
 
             store = Store.from_config(settings.storage)
-            closers.append(store.close)
+            closers.append(("store", store.close))
             store.migrate()
             log.info("startup: store ready")
             # Metrics first: a panel evaluator reports every outcome to them. The daemon is an
@@ -222,12 +312,16 @@ class DaemonRunner:
             disable_created_series()
             self.metrics = Metrics(registry)
             panel = JudgingRecorder(self.metrics)
-            evaluator = build_evaluator(settings, on_panel_result=panel.record_panel)
-            closers.append(evaluator.close)
+            evaluator = build_evaluator(
+                settings,
+                concurrency=settings.daemon.concurrency,
+                on_panel_result=panel.record_panel,
+            )
+            closers.append(("evaluator", evaluator.close))
             # One request per judge endpoint, as `casewatch judge` does first; a judge that is
             # down is logged and reported on /readyz, but the daemon starts (it may come back).
-            judges = JudgeWatch(settings)
-            closers.append(judges.close)
+            judges = JudgeWatch(judges_to_probe(settings))
+            closers.append(("judge watch", judges.close))
             judges.start()
             self._judges = judges
             log.info("startup: judge ready")
@@ -244,7 +338,7 @@ class DaemonRunner:
             ):
                 jobs.add(job)
             self._jobs = jobs
-            self.daemon = Daemon(
+            self.daemon = stream_daemon(
                 settings,
                 source,
                 dlq,
@@ -272,8 +366,7 @@ class DaemonRunner:
             except OSError as exc:
                 raise ListenError(host, port, exc) from exc
         except BaseException:
-            for close in reversed(closers):
-                close()
+            self._close_opened()
             raise
 
     @property
@@ -301,6 +394,16 @@ class DaemonRunner:
             self._jobs.shutdown(JOBS_STOP_S)
         self.server.close()
         self._judges.close()
+
+    def _close_opened(self) -> None:
+        # Last opened, first closed: the source last, as its revocation commit (a Kafka
+        # consumer leaving its group) goes through the stopped daemon's commit step.
+        while self._opened:
+            name, close = self._opened.pop()
+            try:
+                close()
+            except Exception:  # one failing close must not leak the others
+                log.warning("closing failed", component=name, exc_info=True)
 
     def start(self) -> DaemonRunner:
         """Serve the probes and run the daemon on a thread; a failure lands in ``error``."""
@@ -339,6 +442,7 @@ class DaemonRunner:
             self._stopped = True
             self._stop_services()
             self.daemon.close()
+            self._close_opened()
             watchdog.done()
         if (error := self.commit_error) is not None:
             raise error
@@ -355,4 +459,5 @@ class DaemonRunner:
         self._stop_services()
         if finished:  # a thread still draining keeps its resources; the process exits anyway
             self.daemon.close()
+            self._close_opened()
         return finished

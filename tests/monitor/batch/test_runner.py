@@ -47,7 +47,7 @@ def dump(doc: dict[str, Any]) -> bytes:
 
 @pytest.fixture
 def heuristic() -> Iterator[Evaluator]:
-    evaluator = build_evaluator(load_settings())
+    evaluator = build_evaluator(load_settings(), concurrency=8)  # run_batch's default
     yield evaluator
     evaluator.close()
 
@@ -136,7 +136,7 @@ def test_a_new_judge_configuration_judges_again(tmp_path: Path, heuristic: Evalu
     src = write_lines(tmp_path / "in.jsonl", [dump(turn("e1"))])
     out = tmp_path / "out.jsonl"
     run_batch(src, out, None, heuristic)
-    uniform = build_evaluator(load_settings(weight_profile="uniform"))
+    uniform = build_evaluator(load_settings(weight_profile="uniform"), concurrency=8)
     assert uniform.config_hash != heuristic.config_hash
     assert run_batch(src, out, None, uniform).judged == 1
     loaded = read_verdicts(out)
@@ -152,7 +152,7 @@ def test_judge_failed_turns_are_written_not_dropped(
         judge="fake",
         judges={"fake": fake_judge_config(fake_judge, output_retries=1)},
     )
-    evaluator = build_evaluator(settings)
+    evaluator = build_evaluator(settings, concurrency=3)
     src = write_lines(tmp_path / "in.jsonl", [dump(turn(f"e{i}")) for i in range(3)])
     out, compact = tmp_path / "out.jsonl", tmp_path / "compact.jsonl"
     try:
@@ -205,7 +205,7 @@ class _Tracking:
 def test_turns_are_judged_concurrently_up_to_the_limit(tmp_path: Path) -> None:
     with FakeJudgeServer(latency=0.05) as server:
         settings = load_settings(judge="fake", judges={"fake": fake_judge_config(server)})
-        tracking = _Tracking(build_evaluator(settings))
+        tracking = _Tracking(build_evaluator(settings, concurrency=4))
         src = write_lines(tmp_path / "in.jsonl", [dump(turn(f"e{i}")) for i in range(16)])
         try:
             summary = run_batch(src, tmp_path / "out.jsonl", None, tracking, concurrency=4)

@@ -77,7 +77,7 @@ def _scenario(tmp_path: Path, harsher_judge: bool) -> Path:
             sampling={"budget_calls_per_hour": None, "budget_usd_per_hour": None},
             storage={"url": url, "retention_days": None},
         )
-        evaluator = build_evaluator(settings)
+        evaluator = build_evaluator(settings, concurrency=1)
         jobs = build_jobs(settings, store, Metrics(CollectorRegistry()), clock)
         [canary] = [j for j in jobs if isinstance(j, JudgeCanaryJob)]
         detection = DetectionJob(

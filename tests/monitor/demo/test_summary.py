@@ -21,7 +21,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "turns.jsonl"
 def test_summary_reads_judged_bands_dead_letters_and_mean_score() -> None:
     registry = CollectorRegistry()
     metrics = StreamRecorder(Metrics(registry))
-    evaluator = build_evaluator(load_settings())
+    evaluator = build_evaluator(load_settings(), concurrency=1)
     turns = [TurnEvent.model_validate(d) for d in load_examples(EXAMPLES)[:6]]
     verdicts = [evaluator.evaluate(t) for t in turns]
     for v in verdicts:

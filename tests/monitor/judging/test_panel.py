@@ -96,8 +96,8 @@ def make_panel(
     panels: list[JudgePanel] = []
 
     def make(**kwargs: Any) -> JudgePanel:
-        panel = JudgePanel.from_settings(
-            panel_settings(fake_judge, **kwargs), on_result=outcomes.append
+        panel = build_evaluator(
+            panel_settings(fake_judge, **kwargs), concurrency=4, on_panel_result=outcomes.append
         )
         panels.append(panel)
         return panel
@@ -262,7 +262,7 @@ def test_single_primary_panel_is_a_single_judge(fake_judge: FakeJudgeServer) -> 
     settings = load_settings(
         judges={A: fake_judge_config(fake_judge, model=A)}, panel={"primaries": [A]}
     )
-    panel = JudgePanel.from_settings(settings)
+    panel = build_evaluator(settings, concurrency=1)
     try:
         verdict = panel.evaluate(make_turn(1, "q1"))
     finally:
@@ -273,7 +273,7 @@ def test_single_primary_panel_is_a_single_judge(fake_judge: FakeJudgeServer) -> 
 
 
 def test_build_evaluator_returns_the_panel(fake_judge: FakeJudgeServer) -> None:
-    evaluator = build_evaluator(panel_settings(fake_judge))
+    evaluator = build_evaluator(panel_settings(fake_judge), concurrency=1)
     try:
         assert isinstance(evaluator, JudgePanel)
     finally:

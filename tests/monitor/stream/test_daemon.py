@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -33,6 +33,7 @@ from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
 from monitor.stream.http import ProbeApp, ProbeServer
+from monitor.stream.runner import stream_daemon
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker, produce
 from tests.fixtures.databases import make_turn
@@ -147,13 +148,26 @@ class Harness:
         self.registry = CollectorRegistry()
         self.metrics = Metrics(self.registry)
         self.store = store
-        self.daemon = Daemon(settings, source, dlq, store, build_evaluator(settings), self.metrics)
+        self.evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
+        self.opened = (source, dlq, store, self.evaluator)
+        self.daemon = stream_daemon(settings, source, dlq, store, self.evaluator, self.metrics)
         app = ProbeApp(self.registry, self.daemon.heartbeat, self.daemon.checks())
         self.server = ProbeServer(app, "127.0.0.1", 0)
         self.thread = threading.Thread(target=self.daemon.run, name="daemon", daemon=True)
 
     def sample(self, name: str, labels: dict[str, str] | None = None) -> float:
         return self.registry.get_sample_value(name, labels or {}) or 0.0
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+def close_opened(*opened: Closeable) -> None:
+    """Close what a test opened for its daemon, last first (the daemon closes only what it
+    opened itself: its pipeline and sender)."""
+    for resource in reversed(opened):
+        resource.close()
 
 
 @contextmanager
@@ -169,6 +183,7 @@ def running(settings: Settings, source: TurnSource, dlq: Any, store: Store) -> I
         assert not h.thread.is_alive(), "daemon did not stop"
         h.server.close()
         h.daemon.close()
+        close_opened(*h.opened)
 
 
 # ---------------------------------------------------------------- Kafka end to end
@@ -478,18 +493,18 @@ def _revoke_harness(
 
 def _run_daemon(
     settings: Settings, source: TurnSource, store: Store, evaluator: GatedEvaluator, tmp: Path
-) -> tuple[Daemon, CollectorRegistry, threading.Thread]:
+) -> tuple[Daemon, CollectorRegistry, threading.Thread, FileDeadLetterSink]:
     registry = CollectorRegistry()
     dlq = FileDeadLetterSink(tmp / "dlq.jsonl")
-    daemon = Daemon(settings, source, dlq, store, evaluator, Metrics(registry))
+    daemon = stream_daemon(settings, source, dlq, store, evaluator, Metrics(registry))
     thread = threading.Thread(target=daemon.run, name="daemon", daemon=True)
     thread.start()
-    return daemon, registry, thread
+    return daemon, registry, thread, dlq
 
 
 def test_a_revoke_waits_for_turns_being_judged_then_commits_them(tmp_path: Path) -> None:
     settings, store, source, evaluator, tp = _revoke_harness(tmp_path, 5, revoke_timeout=60)
-    daemon, registry, thread = _run_daemon(settings, source, store, evaluator, tmp_path)
+    daemon, registry, thread, dlq = _run_daemon(settings, source, store, evaluator, tmp_path)
     try:
         wait_for(lambda: evaluator.calls == 5, what="five turns being judged")
         source.revoke_next_poll.set()
@@ -506,6 +521,7 @@ def test_a_revoke_waits_for_turns_being_judged_then_commits_them(tmp_path: Path)
         daemon.stop()
         thread.join(timeout=60)
         daemon.close()
+        close_opened(source, dlq, store)
     assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(5)}
 
 
@@ -513,7 +529,7 @@ def test_a_revoke_abandons_and_counts_turns_still_judged_when_its_wait_runs_out(
     tmp_path: Path,
 ) -> None:
     settings, store, source, evaluator, tp = _revoke_harness(tmp_path, 3, revoke_timeout=0.2)
-    daemon, registry, thread = _run_daemon(settings, source, store, evaluator, tmp_path)
+    daemon, registry, thread, dlq = _run_daemon(settings, source, store, evaluator, tmp_path)
     try:
         wait_for(lambda: evaluator.calls == 3, what="three turns being judged")
         source.revoke_next_poll.set()
@@ -527,6 +543,7 @@ def test_a_revoke_abandons_and_counts_turns_still_judged_when_its_wait_runs_out(
         daemon.stop()
         thread.join(timeout=60)
         daemon.close()
+        close_opened(source, dlq, store)
 
 
 # ---------------------------------------------------------------- file source, failures
@@ -547,14 +564,14 @@ def test_file_source_runs_to_the_end_and_exits_when_idle(tmp_path: Path) -> None
     source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
     dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
     metrics = Metrics(CollectorRegistry())
-    daemon = Daemon(
-        settings, source, dlq, store, build_evaluator(settings), metrics, exit_when_idle=True
-    )
+    evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
+    daemon = stream_daemon(settings, source, dlq, store, evaluator, metrics, exit_when_idle=True)
     thread = threading.Thread(target=daemon.run, daemon=True)
     thread.start()
     assert daemon.wait_finished(timeout=60), "the daemon did not stop at the end of the file"
     thread.join(timeout=5)
     daemon.close()
+    close_opened(source, dlq, store, evaluator)
     assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(20)}
     dead = [json.loads(line) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()]
     assert [d["reason"] for d in dead] == ["not_json", "not_object"]
@@ -629,20 +646,17 @@ def test_the_identifier_tripwire_checks_every_turn_and_judges_the_hits(tmp_path:
     store.migrate()
     source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
     registry = CollectorRegistry()
-    daemon = Daemon(
-        settings,
-        source,
-        FileDeadLetterSink(tmp_path / "dlq.jsonl"),
-        store,
-        build_evaluator(settings),
-        Metrics(registry),
-        exit_when_idle=True,
+    dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
+    evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
+    daemon = stream_daemon(
+        settings, source, dlq, store, evaluator, Metrics(registry), exit_when_idle=True
     )
     thread = threading.Thread(target=daemon.run, daemon=True)
     thread.start()
     assert daemon.wait_finished(timeout=60), "the daemon did not stop at the end of the file"
     thread.join(timeout=5)
     daemon.close()
+    close_opened(source, dlq, store, evaluator)
     assert rows_per_event(store) == {"evt-0": 1, "evt-4": 1, "evt-8": 1}
     get = registry.get_sample_value
     assert get("casewatch_tripwire_checked_total", {"assistant": "helpdesk"}) == 12

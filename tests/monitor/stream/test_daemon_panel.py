@@ -22,10 +22,11 @@ from monitor.models import METRICS
 from monitor.settings import load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
-from monitor.stream.daemon import Daemon
+from monitor.stream.runner import stream_daemon
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn
 from tests.fixtures.judge_server import fake_judge_config
+from tests.monitor.stream.test_daemon import close_opened
 
 MARK = "[dispute]"
 
@@ -65,21 +66,22 @@ def test_daemon_panel_calls_the_arbiter_only_on_disagreement(tmp_path: Path) -> 
         store.migrate()
         registry = CollectorRegistry()
         metrics = Metrics(registry)
-        evaluator = build_evaluator(settings, on_panel_result=JudgingRecorder(metrics).record_panel)
-        daemon = Daemon(
+        evaluator = build_evaluator(
             settings,
-            FileTurnSource(data, offsets_path=tmp_path / "offsets.json"),
-            FileDeadLetterSink(tmp_path / "dlq.jsonl"),
-            store,
-            evaluator,
-            metrics,
-            exit_when_idle=True,
+            concurrency=settings.daemon.concurrency,
+            on_panel_result=JudgingRecorder(metrics).record_panel,
+        )
+        source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
+        dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
+        daemon = stream_daemon(
+            settings, source, dlq, store, evaluator, metrics, exit_when_idle=True
         )
         thread = threading.Thread(target=daemon.run, daemon=True)
         thread.start()
         assert daemon.wait_finished(timeout=60)
         thread.join(timeout=10)
         daemon.close()
+        close_opened(source, dlq, store, evaluator)
         arbiter_requests = sum(r["model"] == "judge-arbiter" for r in server.requests)
 
     assert arbiter_requests == len(disputed)

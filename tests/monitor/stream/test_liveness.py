@@ -18,6 +18,8 @@ from monitor.settings import load_settings
 from monitor.storage.store import Store
 from monitor.stream.daemon import HEARTBEAT_MAX_AGE_S, Daemon
 from monitor.stream.http import Heartbeat
+from monitor.stream.runner import stream_daemon
+from tests.monitor.stream.test_daemon import close_opened
 
 MAX_POLL_INTERVAL_MS = 300_000  # Kafka's default: a join may block ~305 s
 
@@ -79,12 +81,16 @@ def _status_inside_a_blocked_poll(tmp_path: Path, block_s: float) -> tuple[bool,
     clock = ManualClock()
     heartbeat = Heartbeat(HEARTBEAT_MAX_AGE_S, clock)
     source = JoiningSource(clock, heartbeat, block_s)
-    daemon = Daemon(
+    dlq, evaluator = (
+        FileDeadLetterSink(tmp_path / "dlq.jsonl"),
+        build_evaluator(settings, concurrency=settings.daemon.concurrency),
+    )
+    daemon = stream_daemon(
         settings,
         source,
-        FileDeadLetterSink(tmp_path / "dlq.jsonl"),
+        dlq,
         store,
-        build_evaluator(settings),
+        evaluator,
         Metrics(CollectorRegistry()),
         clock,
         heartbeat=heartbeat,
@@ -94,6 +100,7 @@ def _status_inside_a_blocked_poll(tmp_path: Path, block_s: float) -> tuple[bool,
         daemon.run()
     finally:
         daemon.close()
+        close_opened(source, dlq, store, evaluator)
     assert source.during is not None
     return source.during
 

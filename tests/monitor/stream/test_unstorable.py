@@ -17,8 +17,9 @@ from monitor.judging.evaluator import build_evaluator
 from monitor.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
-from monitor.stream.daemon import Daemon
+from monitor.stream.runner import stream_daemon
 from tests.fixtures.databases import make_turn
+from tests.monitor.stream.test_daemon import close_opened
 
 # One refused kind per backend that survives the trip through JSON: PostgreSQL cannot hold a
 # NUL ("\u0000" in the JSON) in JSONB; SQLite cannot hold an integer beyond 64 bits.
@@ -41,14 +42,12 @@ def test_unstorable_turns_are_dead_lettered_and_the_stream_moves_on(
     source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
     dlq_path = tmp_path / "dlq.jsonl"
     registry = CollectorRegistry()
-    daemon = Daemon(
-        settings,
-        source,
+    dlq, evaluator = (
         FileDeadLetterSink(dlq_path),
-        store,
-        build_evaluator(settings),
-        Metrics(registry),
-        exit_when_idle=True,
+        build_evaluator(settings, concurrency=settings.daemon.concurrency),
+    )
+    daemon = stream_daemon(
+        settings, source, dlq, store, evaluator, Metrics(registry), exit_when_idle=True
     )
     thread = threading.Thread(target=daemon.run, daemon=True)
     thread.start()
@@ -57,6 +56,7 @@ def test_unstorable_turns_are_dead_lettered_and_the_stream_moves_on(
     finally:
         thread.join(timeout=10)
         daemon.close()
+        close_opened(source, dlq, evaluator)
     assert counts(store)["verdicts"] == 57
     assert source.committed == 60  # committed past the refused turns
     dead = [json.loads(line) for line in dlq_path.read_text().splitlines()]
