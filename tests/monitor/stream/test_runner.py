@@ -137,9 +137,11 @@ _STOP_SCRIPT = """
 import json, sys, time
 from pathlib import Path
 from prometheus_client import CollectorRegistry
+from monitor.logs import configure_logging
 from monitor.settings import load_settings
 from monitor.stream.runner import DaemonRunner, shutdown_budget_s
 
+configure_logging()  # on stderr: stdout is the result line
 config = json.loads(sys.argv[1])
 settings = load_settings(None, **config["settings"])
 runner = DaemonRunner(
@@ -148,8 +150,11 @@ runner = DaemonRunner(
 stop = Path(config["stop"])
 while not stop.exists():
     time.sleep(0.05)
+started = time.monotonic()
 stopped = runner.stop(shutdown_budget_s(settings))
-print(json.dumps({"stopped": stopped, "abandoned": runner.daemon.abandoned_calls}), flush=True)
+stop_s = time.monotonic() - started
+result = {"stopped": stopped, "abandoned": runner.daemon.abandoned_calls, "stop_s": stop_s}
+print(json.dumps(result), flush=True)
 """
 
 # What a process may take beyond its shutdown budget to tear down (interpreter exit): with the
@@ -196,6 +201,73 @@ def test_a_stop_is_bounded_by_the_drain_when_a_judge_call_hangs(tmp_path: Path) 
     assert proc.returncode == 0
     result = json.loads(out.strip().splitlines()[-1])
     assert result["stopped"] is True and result["abandoned"] >= 1
+
+
+RUBRICS = """\
+- id: vpn-drops
+  query: VPN drops
+  reviewed: true
+  questions:
+    - Which driver must be reinstalled?
+"""
+
+
+def test_the_whole_stop_stays_within_its_bound_while_a_scheduled_job_is_mid_run(
+    tmp_path: Path,
+) -> None:
+    """The turns are judged offline and stored; the rubric job then grades them on a judge
+    that never answers. A stop while that job is blocked in its call abandons it after its
+    share of the budget and still returns, and the process exits, within the bound."""
+    import json
+    import subprocess
+    import sys
+
+    from monitor.stream.runner import shutdown_budget_s
+
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(turn_values(2)) + b"\n")
+    rubrics = tmp_path / "rubrics.yaml"
+    rubrics.write_text(RUBRICS)
+    stop = tmp_path / "STOP"
+    log = tmp_path / "run.log"
+    with FakeJudgeServer(latency=600) as grader:  # hangs far longer than the test
+        grader_config = fake_judge_config(grader, timeout_seconds=600).model_dump(mode="json")
+        settings = {
+            "judges": {"grader": {**grader_config, "api_key": FAKE_JUDGE_KEY}},
+            "storage": {"url": f"sqlite:///{tmp_path / 'db.sqlite'}", "retention_days": None},
+            "server": {"host": "127.0.0.1", "port": 0},
+            "daemon": {"drain_timeout_seconds": 1},
+            "sampling": {"budget_calls_per_hour": 1000},
+            "rubric": {
+                "enabled": True,
+                "rubric_file": str(rubrics),
+                "judge": "grader",
+                "interval_seconds": 0.2,
+            },
+        }
+        config = {"settings": settings, "data": str(data), "stop": str(stop)}
+        with log.open("w") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _STOP_SCRIPT, json.dumps(config)],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
+            try:
+                wait_for(lambda: grader.request_count >= 1, 60, "the rubric job mid-run")
+                stop.touch()
+                budget = shutdown_budget_s(load_settings(None, **settings))
+                out, _ = proc.communicate(timeout=budget + EXIT_SLACK_S)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    assert proc.returncode == 0, log.read_text()
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["stopped"] is True
+    assert result["stop_s"] <= budget
+    # The job was still running when the stop came, and was abandoned, not waited for.
+    assert "scheduled jobs still running at shutdown; abandoned" in log.read_text()
 
 
 def _run_file(tmp_path: Path, data: Path, name: str, screen_processes: int) -> dict[str, object]:
