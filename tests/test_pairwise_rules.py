@@ -21,19 +21,9 @@ TESTS = ROOT / "rules" / "tests" / "pairwise.test.yml"
 RUNBOOK = ROOT / "rules" / "RUNBOOK.pairwise.md"
 
 
-@pytest.fixture
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true and promtool is missing (Debian package `prometheus`)")
-        pytest.skip("promtool is missing (Debian package `prometheus`)")
-    return path
-
-
-def run(promtool: str, *args: str | Path) -> str:
+def run(promtool: Path, *args: str | Path) -> str:
     done = subprocess.run(
-        [promtool, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [str(promtool), *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
@@ -44,7 +34,7 @@ def rules() -> list[dict[str, Any]]:
     return [rule for group in doc["groups"] for rule in group["rules"]]
 
 
-def test_promtool_checks_and_unit_tests_pass(promtool: str) -> None:
+def test_promtool_checks_and_unit_tests_pass(promtool: Path) -> None:
     assert f"SUCCESS: {len(rules())} rules found" in run(promtool, "check", "rules", RULES)
     out = run(promtool, "test", "rules", TESTS)
     assert "SUCCESS" in out and "FAILED" not in out

@@ -17,7 +17,7 @@ from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
 from tests.consumers.test_kafka_integration import config, poll_until
 from tests.fixtures.broker import ContractBroker, produce
-from tests.monitor.stream.test_daemon import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
 from tests.consumers.group_member import member_config
 from tests.fixtures.broker import ContractBroker
-from tests.monitor.stream.test_daemon import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.settings import KafkaConfig
 from tests.consumers.group_member import leave_while_leading, member_config
-from tests.monitor.stream.test_daemon import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.tansu_quirks]
 

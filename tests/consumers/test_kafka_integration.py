@@ -29,6 +29,7 @@ from consumers.tansu import FETCH_MAX_WAIT_MS, EmbeddedBroker, create_topics, de
 from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
 from tests.fixtures.broker import ContractBroker, produce
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -188,13 +189,6 @@ class Member:
         self._stop.set()
         self._thread.join(DEADLINE_S)
         self.source.close()
-
-
-def wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.mark.deviates(

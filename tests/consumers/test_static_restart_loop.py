@@ -21,7 +21,7 @@ import pytest
 
 from consumers.tansu import EmbeddedBroker, create_topics
 from tests.consumers.group_member import MemberProcess
-from tests.monitor.stream.test_daemon import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.tansu_quirks]
 

@@ -51,7 +51,8 @@ from tests.helm.chart import (
     rendered_config,
     values_of,
 )
-from tests.monitor.stream.test_daemon import http_get, wait_for
+from tests.monitor.stream.test_daemon import http_get
+from tests.support.waiting import wait_for
 
 CONFIG_PATH = "/etc/casewatch/casewatch.yaml"
 POD_NAME = "cw-casewatch-5d8f7c9b4-x2x7q"

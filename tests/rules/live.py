@@ -1,5 +1,5 @@
 """What the live rules tests share: examples/ split into healthy and flawed turns, the turns
-re-stamped as fresh events, and waiting on a condition."""
+re-stamped as fresh events."""
 
 from __future__ import annotations
 
@@ -41,11 +41,3 @@ def values(docs: list[dict[str, Any]], tag: str, at: datetime | None = None) -> 
         json.dumps({**d, "event_id": f"{d['event_id']}#{tag}", "timestamp": stamp}).encode()
         for d in docs
     ]
-
-
-def wait_for(cond: Callable[[], bool], what: str, timeout_s: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.25)

@@ -31,7 +31,8 @@ from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook
 from tests.monitor.stream.test_daemon import kafka_settings
-from tests.rules.live import CANARY, DEADLINE_S, RULES, STABLE, examples, values, wait_for
+from tests.rules.live import CANARY, DEADLINE_S, RULES, STABLE, examples, values
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +96,7 @@ def test_a_canary_regression_pages_through_alertmanager_and_the_stable_stays_sil
         bootstrap = tansu_broker.bootstrap
         warm_up = [healthy[STABLE][0], healthy[CANARY][0]]
         produce(bootstrap, kafka_topic, values(warm_up, "warm-up"))
-        wait_for(lambda: judged() == len(warm_up), "the warm-up turns scraped")
+        wait_for(lambda: judged() == len(warm_up), "the warm-up turns scraped", timeout=DEADLINE_S)
 
         # Phase 1: both assistants healthy.
         phase1 = healthy[STABLE] + healthy[CANARY]
@@ -104,7 +105,7 @@ def test_a_canary_regression_pages_through_alertmanager_and_the_stable_stays_sil
         n1 = len(warm_up) + len(phase1)
         all_judged = f'sum(casewatch_turns_judged_total{{band!="judge_failed"}}) >= {n1}'
         settled = f"count_over_time(({all_judged})[10s:1s]) >= 10"
-        wait_for(lambda: bool(stack.query(settled)), "phase 1 judged and evaluated")
+        wait_for(lambda: bool(stack.query(settled)), "phase 1 judged and evaluated", timeout=DEADLINE_S)
         assert judged() == n1
         burn = {
             s.labels["assistant"]: s.value
@@ -122,17 +123,18 @@ def test_a_canary_regression_pages_through_alertmanager_and_the_stable_stays_sil
         phase2 = canary_p2 + values(healthy[STABLE], "p2")
         produce(bootstrap, kafka_topic, phase2)
         for name in ("CasewatchSevereShareBurnRateHigh", "CasewatchCanaryWorseThanStable"):
-            alert_webhook.wait_for(
+            wait_for(
                 lambda name=name: any(
                     a["labels"].get("assistant") == CANARY for a in alert_webhook.firing(name)
                 ),
-                DEADLINE_S,
                 f"{name} for the canary at the webhook",
+                timeout=DEADLINE_S,
+                explain=alert_webhook.alerts,
             )
         page = alert_webhook.firing("CasewatchSevereShareBurnRateHigh")[0]
         assert page["labels"]["severity"] == "page"
         assert page["annotations"]["runbook_url"].endswith("#casewatchsevereshareburnratehigh")
-        wait_for(lambda: judged() == n1 + len(phase2), "phase 2 judged and scraped")
+        wait_for(lambda: judged() == n1 + len(phase2), "phase 2 judged and scraped", timeout=DEADLINE_S)
 
         # What fired is the regression's alerts, for the canary only.
         active = stack.alerts()

@@ -28,14 +28,8 @@ from monitor.stream.runner import file_sidecars, shutdown_budget_s
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, FAKE_JUDGE_MODEL
-from tests.monitor.stream.test_daemon import (
-    committed_offset,
-    http_get,
-    read_topic,
-    rows_per_event,
-    turn_values,
-    wait_for,
-)
+from tests.monitor.stream.test_daemon import committed_offset, http_get, read_topic, rows_per_event, turn_values
+from tests.support.waiting import wait_for
 
 # ---------------------------------------------------------------- produce against Tansu
 
@@ -235,9 +229,9 @@ def test_sigterm_finishes_in_flight_work_commits_and_exits_0(
         config, doc = _kafka_config(tmp_path, bootstrap, kafka_topic, judge, port)
         store = Store(doc["storage"]["url"])
         with daemon_process(config, tmp_path / "run.log") as proc:
-            wait_for(lambda: _stored(store) >= 8, 60, "some turns stored")
+            wait_for(lambda: _stored(store) >= 8, "some turns stored", timeout=60)
             assert http_get(port, "/healthz")[0] == 200
-            wait_for(lambda: http_get(port, "/readyz")[0] == 200, 30, "ready")
+            wait_for(lambda: http_get(port, "/readyz")[0] == 200, "ready", timeout=30)
             status, metrics = http_get(port, "/metrics")
             assert status == 200 and "casewatch_turns_judged_total" in metrics
             (tmp_path / "metrics.txt").write_text(metrics)
@@ -265,7 +259,7 @@ def test_sigkill_and_restart_store_every_turn_exactly_once(
         config, doc = _kafka_config(tmp_path, bootstrap, kafka_topic, judge, port)
         store = Store(doc["storage"]["url"])
         with daemon_process(config, tmp_path / "run1.log") as proc:
-            wait_for(lambda: _stored(store) >= 30, 60, "some turns stored")
+            wait_for(lambda: _stored(store) >= 30, "some turns stored", timeout=60)
             proc.proc.send_signal(signal.SIGKILL)
             assert proc.wait(10) == -signal.SIGKILL
         assert _stored(store) < n, "the kill came too late to test anything"
@@ -273,8 +267,7 @@ def test_sigkill_and_restart_store_every_turn_exactly_once(
             group = doc["kafka"]["group_id"]
             wait_for(
                 lambda: committed_offset(bootstrap, group, kafka_topic) == n,
-                90,
-                "offsets committed to the end after the restart",
+                "offsets committed to the end after the restart", timeout=90,
             )
             proc.proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 0, proc.tail()
@@ -301,7 +294,7 @@ def test_sigterm_with_the_broker_gone_exits_1_within_the_shutdown_budget(
         config, doc = _kafka_config(tmp_path, bootstrap, topic, judge, free_port(), 3)
         store = Store(doc["storage"]["url"])
         with daemon_process(config, tmp_path / "run.log") as proc:
-            wait_for(lambda: _stored(store) >= 8, 60, "some turns stored")
+            wait_for(lambda: _stored(store) >= 8, "some turns stored", timeout=60)
             own_broker.stop()
             assert _stored(store) < n, "the outage came too late to test anything"
             proc.proc.send_signal(signal.SIGTERM)
@@ -324,7 +317,7 @@ def test_judge_calls_outlasting_the_drain_do_not_hold_the_exit(
             tmp_path, tansu_broker.bootstrap, kafka_topic, judge, free_port(), 1, 300
         )
         with daemon_process(config, tmp_path / "run.log") as proc:
-            wait_for(lambda: judge.request_count >= 1, 60, "a judge call in flight")
+            wait_for(lambda: judge.request_count >= 1, "a judge call in flight", timeout=60)
             proc.proc.send_signal(signal.SIGTERM)
             budget = shutdown_budget_s(load_settings(config))
             assert proc.wait(budget + EXIT_SLACK_S) == 0, proc.tail()
@@ -341,9 +334,9 @@ def test_a_second_sigterm_exits_at_once_without_draining(
             tmp_path, tansu_broker.bootstrap, kafka_topic, judge, free_port(), 300
         )
         with daemon_process(config, tmp_path / "run.log") as proc:
-            wait_for(lambda: judge.request_count >= 1, 60, "a judge call in flight")
+            wait_for(lambda: judge.request_count >= 1, "a judge call in flight", timeout=60)
             proc.proc.send_signal(signal.SIGTERM)
-            wait_for(lambda: '"draining"' in proc.log.read_text(), 30, "draining started")
+            wait_for(lambda: '"draining"' in proc.log.read_text(), "draining started", timeout=30)
             proc.proc.send_signal(signal.SIGTERM)
             assert proc.wait(EXIT_SLACK_S) == -signal.SIGTERM, proc.tail()
 

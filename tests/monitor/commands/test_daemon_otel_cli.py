@@ -14,7 +14,8 @@ from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer, content
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.monitor.commands.test_daemon_cli import _kafka_config, _write_config, daemon_process
-from tests.monitor.stream.test_daemon import committed_offset, rows_per_event, wait_for
+from tests.monitor.stream.test_daemon import committed_offset, rows_per_event
+from tests.support.waiting import wait_for
 from tests.monitor.stream.test_daemon_otel import ANSWER, QUESTIONS, _rag
 
 pytestmark = pytest.mark.integration
@@ -47,7 +48,7 @@ def test_sigkill_mid_trace_then_restart_loses_nothing_and_judges_nothing_twice(
         store.migrate()
         group = doc["kafka"]["group_id"]
         with daemon_process(config, tmp_path / "run1.log") as proc:
-            wait_for(lambda: len(_stored(store)) == 1, 90, "trace B judged and stored")
+            wait_for(lambda: len(_stored(store)) == 1, "trace B judged and stored", timeout=90)
             proc.proc.send_signal(signal.SIGKILL)
             assert proc.wait(10) == -signal.SIGKILL
         # A's first message was never finished: nothing from it on was committed.
@@ -59,8 +60,7 @@ def test_sigkill_mid_trace_then_restart_loses_nothing_and_judges_nothing_twice(
         with daemon_process(config, tmp_path / "run2.log") as proc:
             wait_for(
                 lambda: committed_offset(bootstrap, group, topic) == 6,
-                90,
-                "offsets committed to the end after the restart",
+                "offsets committed to the end after the restart", timeout=90,
             )
             proc.proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 0, proc.tail()

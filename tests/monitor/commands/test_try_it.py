@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from consumers._kafka import KafkaConsumer
-from consumers.tansu import TansuNotInstalled, tansu_binary
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from tests.fixtures.databases import make_turn
@@ -25,11 +24,8 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.usefixtures("tansu")
 def test_broker_prints_its_address_creates_the_topics_and_stops_on_ctrl_c() -> None:
-    try:
-        tansu_binary()
-    except TansuNotInstalled as exc:
-        pytest.skip(str(exc))
     with subprocess.Popen(
         [sys.executable, "-m", "monitor.cli", "broker", "--port", "0", "--topic", "mine"],
         stdout=subprocess.PIPE,

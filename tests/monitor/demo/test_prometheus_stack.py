@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 from monitor.demo.prometheus_stack import PrometheusStack, Sample, find_binary
 from monitor.errors import ConfigError, PrometheusNotInstalled, PrometheusStackError
 from tests.fixtures.prometheus import AlertWebhook
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -88,11 +89,11 @@ def test_stack_scrapes_evaluates_rules_and_delivers_alerts(
         url = stack.prometheus_url
         assert stack.running and workdir.is_dir()
         assert stack.start().prometheus_url == url  # starting again keeps the running pair
-        alert_webhook.wait_for(stack.targets_up, 60, "the target scraped")
-        alert_webhook.wait_for(
+        wait_for(stack.targets_up, "the target scraped", explain=alert_webhook.alerts)
+        wait_for(
             lambda: [s.value for s in stack.query('kind:things:sum{kind="a"}')] == [3.0],
-            60,
             "the recording rule evaluated",
+            explain=alert_webhook.alerts,
         )
         assert stack.query("2") == [Sample({}, 2.0)]  # a scalar result
         assert {(r.name, r.health) for r in stack.rules()} == {
@@ -102,8 +103,10 @@ def test_stack_scrapes_evaluates_rules_and_delivers_alerts(
         assert stack.alerts() == [] and alert_webhook.alerts() == []
 
         counter.labels(kind="b").inc()  # now the alert's condition holds
-        alert_webhook.wait_for(
-            lambda: bool(alert_webhook.firing("ProbeThingsSeen")), 120, "the alert delivered"
+        wait_for(
+            lambda: bool(alert_webhook.firing("ProbeThingsSeen")),
+            "the alert delivered",
+            explain=alert_webhook.alerts,
         )
         (alert,) = alert_webhook.firing("ProbeThingsSeen")
         assert alert["labels"]["severity"] == "ticket"

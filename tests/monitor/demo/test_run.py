@@ -29,20 +29,12 @@ from monitor.errors import TansuNotInstalled
 from monitor.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
+from tests.support.http import scrape
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "turns.jsonl"
 DEADLINE_S = 240.0  # generous: a loaded machine; passing tests end as soon as the condition holds
-
-
-@pytest.fixture
-def tansu() -> None:
-    try:
-        tansu_binary()
-    except TansuNotInstalled as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the Kafka broker is unavailable: {exc}")
-        pytest.skip(f"Kafka broker unavailable: {exc}")
 
 
 def judged_in(metrics_text: str) -> float:
@@ -52,21 +44,18 @@ def judged_in(metrics_text: str) -> float:
     return sum(float(m.group(2)) for m in re.finditer(pattern, metrics_text, re.MULTILINE))
 
 
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 -- loopback http URL
-        body: bytes = resp.read()
-        return body.decode()
-
-
 def wait_until_judged(url: str) -> str:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        text = scrape(url)
-        if judged_in(text) > 0 and "casewatch_dead_letter_total{" in text:
-            return text
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no judged turn in /metrics after {DEADLINE_S}s:\n{text}")
-        time.sleep(0.2)
+    """/metrics once a turn is judged and a record dead-lettered."""
+    seen = [""]
+
+    def judged() -> bool:
+        seen[0] = scrape(url)
+        return judged_in(seen[0]) > 0 and "casewatch_dead_letter_total{" in seen[0]
+
+    wait_for(
+        judged, "a judged turn in /metrics", timeout=DEADLINE_S, interval=0.2, explain=lambda: seen[0]
+    )
+    return seen[0]
 
 
 # ---------------------------------------------------------------- pure parts
@@ -119,10 +108,12 @@ def test_demo_judges_turns_and_stops_cleanly(tansu: None, tmp_path: Path) -> Non
         assert 'casewatch_dead_letter_total{reason="not_json"}' in text
         runner = threading.Thread(target=demo.run)
         runner.start()
-        deadline = time.monotonic() + DEADLINE_S
-        while not any(line.startswith("[") for line in lines):  # a periodic summary
-            assert time.monotonic() < deadline, lines
-            time.sleep(0.1)
+        wait_for(
+            lambda: any(line.startswith("[") for line in lines),
+            "a periodic summary",
+            timeout=DEADLINE_S,
+            explain=lambda: lines,
+        )
         demo.request_stop()
         runner.join(DEADLINE_S)
         assert not runner.is_alive()
@@ -251,10 +242,12 @@ def test_a_second_interrupt_ends_the_demo_and_its_broker_at_once(
                 children = psutil.Process(proc.pid).children()
                 brokers = [p for p in children if p.name() == "tansu"]
                 assert len(brokers) == 1
-                deadline = time.monotonic() + DEADLINE_S
-                while not re.search(r"^casewatch_in_flight [1-9]", scrape(url), re.MULTILINE):
-                    assert time.monotonic() < deadline, "no judge call in flight"
-                    time.sleep(0.2)
+                wait_for(
+                    lambda: re.search(r"^casewatch_in_flight [1-9]", scrape(url), re.MULTILINE),
+                    "a judge call in flight",
+                    timeout=DEADLINE_S,
+                    interval=0.2,
+                )
                 proc.send_signal(signal.SIGINT)
                 for line in proc.stdout:
                     if line.startswith("stopping:"):
@@ -275,10 +268,11 @@ def test_a_second_interrupt_ends_the_demo_and_its_broker_at_once(
 
 def _wait_gone(process: psutil.Process, timeout_s: float = 60.0) -> None:
     """Wait until ``process`` is dead (a zombie counts: its parent is gone, nobody reaps it)."""
-    deadline = time.monotonic() + timeout_s
-    while process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < deadline, f"{process} outlived the demo"
-        time.sleep(0.1)
+    wait_for(
+        lambda: not process.is_running() or process.status() == psutil.STATUS_ZOMBIE,
+        f"{process} to end with the demo",
+        timeout=timeout_s,
+    )
 
 
 def _metrics_url(stdout: Iterator[str]) -> str:

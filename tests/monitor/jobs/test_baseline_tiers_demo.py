@@ -5,7 +5,6 @@ that match a probe against the High/Medium/Low tiers and exports the result."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,8 @@ from monitor.demo.run import Demo, DemoOptions
 from monitor.settings import load_settings
 from monitor.storage.store import Store
 from monitor.storage.tables import matches, turns
-from tests.monitor.demo.test_run import scrape, tansu  # noqa: F401 -- fixture
+from tests.support.http import scrape
+from tests.support.waiting import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ASSISTANTS = ("acme-support-stable", "acme-support-canary")
@@ -48,14 +48,14 @@ def test_the_daemon_runs_the_baseline_job_on_stored_turns(tmp_path: Path) -> Non
     )
     demo.start()
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            text = scrape(demo.metrics_url)
-            rates = win_rates(text)
-            if len(rates) == 6:
-                break
-            assert time.monotonic() < deadline, f"no baseline metrics after {DEADLINE_S}s"
-            time.sleep(0.5)
+        wait_for(
+            lambda: len(win_rates(scrape(demo.metrics_url))) == 6,
+            "the baseline metrics of both assistants' three tiers",
+            timeout=DEADLINE_S,
+            interval=0.5,
+        )
+        text = scrape(demo.metrics_url)
+        rates = win_rates(text)
     finally:
         demo.stop()
         demo.cleanup()

@@ -39,6 +39,7 @@ from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker, produce
 from tests.fixtures.databases import make_turn
 from tests.fixtures.judge_server import fake_judge_config
 from tests.monitor.stream.steps.helpers import GatedEvaluator
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -51,16 +52,6 @@ MALFORMED: list[tuple[bytes, str]] = [
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 120.0, what: str = "condition") -> None:
-    """Poll ``cond`` until it holds. The bound only ends a test that would otherwise hang: it
-    is generous because the suite runs with other processes busy on a 2-core machine."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def turn_values(n: int, prefix: str = "evt") -> list[bytes]:
@@ -247,7 +238,7 @@ def test_kafka_end_to_end_sampled_turns_stored_once_poison_dead_lettered(
         assert h.sample("casewatch_in_flight") == 0
         assert h.sample("casewatch_paused_partitions") == 0
         lag = {"topic": kafka_topic, "partition": "0"}
-        wait_for(lambda: h.registry.get_sample_value("casewatch_consumer_lag", lag) == 0, 10)
+        wait_for(lambda: h.registry.get_sample_value("casewatch_consumer_lag", lag) == 0, timeout=10)
 
     dead = read_topic(bootstrap, f"{kafka_topic}{DLQ_SUFFIX}", len(MALFORMED))
     assert [r.value for r in dead] == [v for v, _ in MALFORMED]

@@ -39,14 +39,8 @@ from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer, content
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.fixtures.judge_server import fake_judge_config
-from tests.monitor.stream.test_daemon import (
-    committed_offset,
-    kafka_settings,
-    read_topic,
-    rows_per_event,
-    running,
-    wait_for,
-)
+from tests.monitor.stream.test_daemon import committed_offset, kafka_settings, read_topic, rows_per_event, running
+from tests.support.waiting import wait_for
 from tests.otlp_receiver import otlp_receiver
 
 pytestmark = pytest.mark.integration
@@ -185,8 +179,7 @@ def test_instrumented_rag_traces_are_judged_once_and_written_back(
         with running(settings, KafkaTurnSource(kafka), KafkaDeadLetterQueue(kafka), store) as h:
             wait_for(
                 lambda: committed_offset(bootstrap, kafka.group_id, topic) == total,
-                60,
-                "every message finished and committed",
+                "every message finished and committed", timeout=60,
             )
             skipped = h.sample(
                 "casewatch_turns_skipped_total",

@@ -17,7 +17,8 @@ from tests.fake_judge_server import FakeJudgeServer, keyword_grader
 from tests.fixtures.broker import produce
 from tests.fixtures.databases import make_turn
 from tests.fixtures.judge_server import fake_judge_config
-from tests.monitor.stream.test_daemon import http_get, kafka_settings, rows_per_event, wait_for
+from tests.monitor.stream.test_daemon import http_get, kafka_settings, rows_per_event
+from tests.support.waiting import wait_for
 
 RUBRICS = """\
 - id: vpn-drops
@@ -81,7 +82,7 @@ def test_the_daemon_grades_matching_live_answers_against_their_rubric(
                     for a in ("stable", "canary")
                 )
 
-            wait_for(lambda: graded() == 4, 60, "four live answers graded")
+            wait_for(lambda: graded() == 4, "four live answers graded", timeout=60)
             port = int(runner.url.rsplit(":", 1)[1])
             status, text = http_get(port, "/metrics")
         finally:

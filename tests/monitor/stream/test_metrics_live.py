@@ -20,19 +20,11 @@ from monitor.exposition import Exposition, negotiate
 from monitor.jobs.recorders import DriftRecorder
 from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
 from monitor.stream.recorder import StreamRecorder
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-DEADLINE_S = 90.0
 TRICKY = 'say "hi"\\now\nplease'
-
-
-def wait_for(cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {DEADLINE_S}s waiting for {what}")
-        time.sleep(0.2)
 
 
 class _Recording(ProbeApp):

@@ -21,7 +21,8 @@ from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.model_server import real_judge_config
 from tests.model_server import RealModelServer
-from tests.monitor.stream.test_daemon import committed_offset, kafka_settings, wait_for
+from tests.monitor.stream.test_daemon import committed_offset, kafka_settings
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -54,12 +55,11 @@ def test_the_daemon_judges_live_turns_with_the_real_model(
             return len(stored_verdicts(store, limit=100))
 
         # Generous: a judge call of a 135M model on a shared 2-core machine.
-        wait_for(lambda: stored() == len(ids), 600, "the turn stored")
+        wait_for(lambda: stored() == len(ids), "the turn stored", timeout=600)
         group = settings.kafka.group_id
         wait_for(
             lambda: committed_offset(tansu_broker.bootstrap, group, kafka_topic) == len(ids),
-            120,
-            "offsets committed to the end",
+            "offsets committed to the end", timeout=120,
         )
     finally:
         assert runner.stop(timeout_s=120)

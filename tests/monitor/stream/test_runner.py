@@ -24,7 +24,8 @@ from monitor.stream.runner import DaemonRunner, file_sidecars
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn, make_verdict
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
-from tests.monitor.stream.test_daemon import http_get, rows_per_event, turn_values, wait_for
+from tests.monitor.stream.test_daemon import http_get, rows_per_event, turn_values
+from tests.support.waiting import wait_for
 
 
 def _disagree_on_hallucination(request: dict[str, object]) -> Reply:
@@ -114,10 +115,10 @@ def test_a_started_runner_serves_probes_purges_old_rows_and_stops(tmp_path: Path
     runner = DaemonRunner(settings, CollectorRegistry(), file_path=data, follow=True).start()
     try:
         assert runner.alive
-        wait_for(lambda: counts(store)["verdicts"] == 0, 30, "the old row purged")
+        wait_for(lambda: counts(store)["verdicts"] == 0, "the old row purged", timeout=30)
         with data.open("ab") as fh:
             fh.write(b"\n".join(turn_values(3)) + b"\n")
-        wait_for(lambda: counts(store)["verdicts"] == 3, 30, "the appended turns stored")
+        wait_for(lambda: counts(store)["verdicts"] == 3, "the appended turns stored", timeout=30)
         port = int(runner.url.rsplit(":", 1)[1])
         assert http_get(port, "/healthz")[0] == 200
         status, text = http_get(port, "/metrics")
@@ -190,7 +191,7 @@ def test_a_stop_is_bounded_by_the_drain_when_a_judge_call_hangs(tmp_path: Path) 
             text=True,
         )
         try:
-            wait_for(lambda: judge.request_count >= 1, 60, "a judge call in flight")
+            wait_for(lambda: judge.request_count >= 1, "a judge call in flight", timeout=60)
             stop.touch()
             budget = shutdown_budget_s(load_settings(None, **settings))
             out, _ = proc.communicate(timeout=budget + EXIT_SLACK_S)

@@ -17,14 +17,7 @@ from monitor.stream.steps.base import JudgedTurn
 from monitor.stream.steps.judge import JudgeStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.stream.steps.helpers import TP, CostLog, GatedEvaluator, Recorder, env
-
-
-def _until(cond: Callable[[], bool], step: JudgeStep, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        step.poll()
-        time.sleep(0.005)
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -59,7 +52,7 @@ def test_verdicts_are_forwarded_with_their_offsets_and_recorded(
     evaluator.gate.set()
     for i in range(3):
         step.submit(env(make_turn(f"e{i}"), offset=i))
-    _until(lambda: len(downstream.items) == 3, step)
+    wait_for(lambda: len(downstream.items) == 3, tick=step.poll)
     assert sorted(downstream.offsets) == [0, 1, 2]
     judged = downstream.items[0].payload
     assert isinstance(judged, JudgedTurn)
@@ -80,9 +73,9 @@ def test_full_step_rejects_until_work_finishes(
         step.submit(env(make_turn("e3"), offset=3))
     assert step.in_flight == 3
     evaluator.gate.set()
-    _until(lambda: step.in_flight == 0, step)
+    wait_for(lambda: step.in_flight == 0, tick=step.poll)
     step.submit(env(make_turn("e3"), offset=3))
-    _until(lambda: len(downstream.items) == 4, step)
+    wait_for(lambda: len(downstream.items) == 4, tick=step.poll)
 
 
 def test_results_refused_downstream_stay_held_and_count_in_flight(
@@ -100,13 +93,13 @@ def test_results_refused_downstream_stay_held_and_count_in_flight(
     try:
         step.submit(env(make_turn("a"), offset=0))
         step.submit(env(make_turn("b"), offset=1))
-        _until(lambda: len(downstream.items) == 1 and step.in_flight == 1, step)
+        wait_for(lambda: len(downstream.items) == 1 and step.in_flight == 1, tick=step.poll)
         step.submit(env(make_turn("c"), offset=2))
-        _until(lambda: step.in_flight == 2 and len(downstream.items) == 1, step)
+        wait_for(lambda: step.in_flight == 2 and len(downstream.items) == 1, tick=step.poll)
         with pytest.raises(MessageRejected):
             step.submit(env(make_turn("d"), offset=3))
         downstream.capacity = None
-        _until(lambda: step.in_flight == 0, step)
+        wait_for(lambda: step.in_flight == 0, tick=step.poll)
         assert sorted(downstream.offsets) == [0, 1, 2]
     finally:
         step.close()
@@ -127,7 +120,7 @@ def test_an_evaluator_that_raises_yields_a_judge_failed_verdict(
     )
     try:
         step.submit(env(make_turn("bad")))
-        _until(lambda: len(downstream.items) == 1, step)
+        wait_for(lambda: len(downstream.items) == 1, tick=step.poll)
         verdict = downstream.items[0].payload.verdict
         assert (verdict.status, verdict.failure_reason) == ("judge_failed", "internal")
         assert verdict.judge_config_hash == "cfg-test"
@@ -189,7 +182,7 @@ def test_every_judge_request_of_a_turn_is_charged_to_the_hourly_budget(
         assert sampler.decide(turn).sampled
         assert sampler.budget.levels()["calls"] == 9
         step.submit(env(turn))
-        _until(lambda: len(downstream.items) == 1, step)
+        wait_for(lambda: len(downstream.items) == 1, tick=step.poll)
         judgments = downstream.items[0].payload.verdict.judgments
         assert [j.attempts for j in judgments] == [2, 2]
         assert sampler.budget.levels()["calls"] == 6
@@ -214,7 +207,7 @@ def test_waiting_ends_when_a_call_finishes_and_turns_taken_back_are_not_collecte
         assert not step.wait_any(5.0)  # nothing in flight: at once
         step.submit(env(make_turn("a"), offset=0))
         step.submit(env(make_turn("b"), offset=1))
-        _until(lambda: evaluator.calls == 1, step)  # "a" running, "b" queued behind it
+        wait_for(lambda: evaluator.calls == 1, tick=step.poll)  # "a" running, "b" queued behind it
         assert step.wait_any(0.05)  # a call in flight: True, though none finished
         assert evaluator.calls == 1
         assert step.hold({TP}) == 1

@@ -29,19 +29,12 @@ from monitor.stream.steps.screen import Screener, ScreenStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.judging.heuristic.test_tripwire import turn as tripwire_turn
 from tests.monitor.stream.steps.helpers import TP, Recorder, env, raw
+from tests.support.waiting import wait_for
 
 MAX_BYTES = 1 << 20
 DEADLINE_S = 120.0  # process start-up on a loaded machine; the tests wait on conditions
 NEGATIVE = AlwaysJudgeRule(name="negative", field="feedback", equals="negative")
 SAMPLING = SamplingConfig(default_rate=0.0, always_judge=[NEGATIVE])
-
-
-def wait_for(condition: Callable[[], bool], step: ScreenStep) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, "screening did not finish in time"
-        step.poll()
-        time.sleep(0.01)
 
 
 def submit_all(step: ScreenStep, messages: list[Envelope[RawMessage]]) -> None:
@@ -137,7 +130,7 @@ def test_each_record_is_finished_here_or_handed_on_unchanged_in_order(make_step:
     step, nxt, done, _ = make_step()
     messages = records([v for v, _ in KINDS] * 3)
     submit_all(step, messages)
-    wait_for(lambda: len(nxt.items) + len(done.items) == len(messages), step)
+    wait_for(lambda: len(nxt.items) + len(done.items) == len(messages), "screening to finish", tick=step.poll)
     expected_done = [i for i, (_, out) in enumerate(KINDS * 3) if out]
     assert done.offsets == expected_done
     assert nxt.offsets == [i for i in range(len(messages)) if i not in expected_done]
@@ -159,7 +152,7 @@ def test_counts_are_those_of_the_sample_step() -> None:
     try:
         for m in records([value("a1"), value("a2"), value("b1", assistant="billing")]):
             step.submit(m)
-        wait_for(lambda: len(done.items) == 3, step)
+        wait_for(lambda: len(done.items) == 3, "screening to finish", tick=step.poll)
         step.poll()
     finally:
         step.close()
@@ -174,14 +167,14 @@ def test_a_refusing_next_step_is_backpressure(make_step: Any) -> None:
     step, nxt, done, _ = make_step(capacity=0)
     for m in records([b"bad 1", b"bad 2"]):
         step.submit(m)
-    wait_for(lambda: step._ready and not step._flight, step)
+    wait_for(lambda: step._ready and not step._flight, "screening to finish", tick=step.poll)
     with pytest.raises(MessageRejected):
         step.submit(records([value("later")])[0])
     nxt.capacity = None
     step.poll()
     assert nxt.offsets == [0, 1]
     step.submit(env(raw(value("later"), offset=2), offset=2))
-    wait_for(lambda: done.offsets == [2], step)
+    wait_for(lambda: done.offsets == [2], "screening to finish", tick=step.poll)
 
 
 def test_a_dead_screening_process_hands_its_batch_on_and_the_pool_comes_back(
@@ -191,17 +184,17 @@ def test_a_dead_screening_process_hands_its_batch_on_and_the_pool_comes_back(
     first = records([value("p1"), value("p2")])
     for m in first:
         step.submit(m)
-    wait_for(lambda: len(done.items) == 2, step)
+    wait_for(lambda: len(done.items) == 2, "screening to finish", tick=step.poll)
     assert step._pool is not None
     for pid in list(step._pool._processes):  # the pool's own processes: what a crash kills
         os.kill(pid, signal.SIGKILL)
     submit_all(step, [env(raw(value(f"q{i}"), offset=i), offset=i) for i in range(2, 8)])
-    wait_for(lambda: len(nxt.items) + len(done.items) == 8, step)
+    wait_for(lambda: len(nxt.items) + len(done.items) == 8, "screening to finish", tick=step.poll)
     assert step.fallbacks >= 1
     # Handed on, not lost: the in-process steps decide for them. Later batches screen again.
     assert sorted(nxt.offsets + done.offsets) == list(range(8))
     submit_all(step, [env(raw(value(f"r{i}"), offset=i), offset=i) for i in range(8, 10)])
-    wait_for(lambda: 8 in done.offsets and 9 in done.offsets, step)
+    wait_for(lambda: 8 in done.offsets and 9 in done.offsets, "screening to finish", tick=step.poll)
 
 
 def test_finish_and_discard_leave_nothing_of_a_revoked_partition_in_flight(make_step: Any) -> None:
@@ -236,7 +229,7 @@ def test_screening_that_cannot_start_is_switched_off_and_nothing_is_lost(
     monkeypatch.setattr(step, "_executor", cannot_start)
     # Batches given up together count as one failure; three new starts fail in a row.
     submit_all(step, records([value(f"v{i}") for i in range(40)]))
-    wait_for(lambda: len(nxt.items) == 40, step)
+    wait_for(lambda: len(nxt.items) == 40, "screening to finish", tick=step.poll)
     assert step.disabled and step.fallbacks >= 3
     assert done.items == []  # every record went to the in-process steps, which decide as usual
     step.submit(env(raw(value("after"), offset=40), offset=40))

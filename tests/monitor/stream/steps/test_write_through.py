@@ -24,7 +24,7 @@ from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.steps.store import StoreStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.stream.steps.helpers import CostLog, GatedEvaluator, Recorder, env
-from tests.monitor.stream.steps.test_judge_step import _until
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_verdicts_are_stored_by_the_judge_thread_before_the_loop_collects_them(
             time.sleep(0.005)
         assert counts(store)["verdicts"] == 4
         assert done.items == []  # not done (committable) before the loop collects them
-        _until(lambda: len(done.items) == 5, judge)
+        wait_for(lambda: len(done.items) == 5, tick=judge.poll)
         # The loop's thread wrote only the one whose write-through failed, and counted all.
         assert [ids for ids, on_loop in writer.writes if on_loop] == [["e3"]]
         assert sorted(ids[0] for ids, on_loop in writer.writes if not on_loop) == [
@@ -111,7 +111,7 @@ def test_a_write_through_replay_counts_as_a_duplicate(
     try:
         judge.submit(env(make_turn("same"), offset=0))
         judge.submit(env(make_turn("same"), offset=1))  # a producer retry: judged twice
-        _until(lambda: len(done.items) == 2, judge)
+        wait_for(lambda: len(done.items) == 2, tick=judge.poll)
         assert counts(store)["verdicts"] == 1
         assert all(not on_loop for _, on_loop in writer.writes)  # nothing written twice
         for outcome, n in (("inserted", 1), ("duplicate", 1)):
