@@ -19,7 +19,7 @@ from tests.fake_judge_server import (
     with_logprobs,
 )
 from tests.fixtures.judge_server import fake_judge_config
-from tests.monitor.judging.test_prompt import make_turn
+from tests.fixtures.turns import marked_turn
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,8 +57,8 @@ def test_responders_can_answer_per_model_and_per_turn_content() -> None:
         a = OpenAIJudge("a", fake_judge_config(server, model="judge-a"))
         b = OpenAIJudge("b", fake_judge_config(server, model="judge-b"))
         try:
-            refund = make_turn(query="Where is my refund?")
-            other = make_turn(query="How do I reset it?")
+            refund = marked_turn(query="Where is my refund?")
+            other = marked_turn(query="How do I reset it?")
             got = [(j.name, t.query, j.judge(t).scores) for j in (a, b) for t in (refund, other)]
         finally:
             a.close()

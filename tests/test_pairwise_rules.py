@@ -3,14 +3,11 @@ with severity, annotations, a runbook section and a test that fires it and one t
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from monitor.exporter import is_declared

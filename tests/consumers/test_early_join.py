@@ -15,8 +15,8 @@ import pytest
 
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
-from tests.consumers.test_kafka_integration import config, poll_until
 from tests.fixtures.broker import ContractBroker, produce
+from tests.support.kafka import poll_until, source_config
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ def test_an_early_join_assigns_and_the_records_follow(
     kafka_broker: ContractBroker, contract_topic: str, sources: list[KafkaTurnSource]
 ) -> None:
     produce(kafka_broker.bootstrap, contract_topic, [b"v%d" % i for i in range(5)])
-    source = KafkaTurnSource(config(kafka_broker, contract_topic))
+    source = KafkaTurnSource(source_config(kafka_broker, contract_topic))
     sources.append(source)
     source.start_join()
     wait_for(lambda: _joined(source), timeout=120, what="the early join to end")
@@ -47,7 +47,7 @@ def test_an_early_join_assigns_and_the_records_follow(
 def test_calls_during_an_early_join_wait_for_it(
     kafka_broker: ContractBroker, contract_topic: str, sources: list[KafkaTurnSource]
 ) -> None:
-    source = KafkaTurnSource(config(kafka_broker, contract_topic))
+    source = KafkaTurnSource(source_config(kafka_broker, contract_topic))
     sources.append(source)
     source.start_join()
     seen: dict[str, Any] = {}
@@ -66,7 +66,7 @@ def test_calls_during_an_early_join_wait_for_it(
 def test_close_during_an_early_join_returns(
     kafka_broker: ContractBroker, contract_topic: str
 ) -> None:
-    source = KafkaTurnSource(config(kafka_broker, contract_topic))
+    source = KafkaTurnSource(source_config(kafka_broker, contract_topic))
     source.start_join()
     closer = threading.Thread(target=source.close)
     closer.start()

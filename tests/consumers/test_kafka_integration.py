@@ -6,14 +6,13 @@ every broker of ``kafka_broker`` with the embedded broker's workarounds off
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from consumers._kafka import KafkaConsumer, KafkaTopicPartition, any_reachable
+from consumers._kafka import any_reachable
 from consumers.dlq import (
     HEADER_DETAIL,
     HEADER_OFFSET,
@@ -29,34 +28,12 @@ from consumers.tansu import FETCH_MAX_WAIT_MS, EmbeddedBroker, create_topics, de
 from monitor.errors import BrokerError
 from monitor.settings import KafkaConfig
 from tests.fixtures.broker import ContractBroker, produce
+from tests.support.kafka import poll_until, read_topic, source_config
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 DEADLINE_S = 120.0  # a bound against hangs, generous for a loaded 2-core machine
-
-
-def config(
-    broker: ContractBroker | EmbeddedBroker, topic: str, group: str | None = None, **kw: Any
-) -> KafkaConfig:
-    kw.setdefault("broker_quirks", "none")
-    return KafkaConfig(
-        bootstrap_servers=[broker.bootstrap],
-        topics=[topic],
-        group_id=group or f"g-{uuid.uuid4().hex[:8]}",
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=1000,
-        max_poll_interval_ms=6000,
-        **kw,
-    )
-
-
-def poll_until(source: KafkaTurnSource, n: int, max_records: int = 500) -> list[RawMessage]:
-    out: list[RawMessage] = []
-    deadline = time.monotonic() + DEADLINE_S
-    while len(out) < n and time.monotonic() < deadline:
-        out += source.poll(0.2, max_records)
-    return out
 
 
 @pytest.fixture
@@ -77,7 +54,7 @@ def test_consume_commit_and_a_new_member_resumes(
     kafka_broker: ContractBroker, contract_topic: str, source_factory: Any
 ) -> None:
     produce(kafka_broker.bootstrap, contract_topic, [b"v%d" % i for i in range(10)], key=b"k")
-    cfg = config(kafka_broker, contract_topic)
+    cfg = source_config(kafka_broker, contract_topic)
     first = source_factory(cfg)
     messages = poll_until(first, 10)
     assert [m.value for m in messages] == [b"v%d" % i for i in range(10)]
@@ -95,7 +72,7 @@ def test_pause_stops_delivery_and_resume_restarts_it(
     kafka_broker: ContractBroker, contract_topic: str, source_factory: Any
 ) -> None:
     produce(kafka_broker.bootstrap, contract_topic, [b"a", b"b"])
-    source = source_factory(config(kafka_broker, contract_topic))
+    source = source_factory(source_config(kafka_broker, contract_topic))
     assert len(poll_until(source, 2)) == 2
     tp = TopicPartition(contract_topic, 0)
     source.pause([tp])
@@ -112,7 +89,7 @@ def test_lag_is_reported_from_highwater_marks(
     kafka_broker: ContractBroker, contract_topic: str, source_factory: Any
 ) -> None:
     produce(kafka_broker.bootstrap, contract_topic, [b"x"] * 20)
-    source = source_factory(config(kafka_broker, contract_topic), lag_refresh_s=0.0)
+    source = source_factory(source_config(kafka_broker, contract_topic), lag_refresh_s=0.0)
     tp = TopicPartition(contract_topic, 0)
     assert len(poll_until(source, 5, max_records=5)) == 5
     assert source.lag() == {tp: 15}
@@ -124,7 +101,7 @@ def test_headers_are_kept(
     kafka_broker: ContractBroker, contract_topic: str, source_factory: Any
 ) -> None:
     produce(kafka_broker.bootstrap, contract_topic, [b"x"], headers=[("trace", b"abc")])
-    (msg,) = poll_until(source_factory(config(kafka_broker, contract_topic)), 1)
+    (msg,) = poll_until(source_factory(source_config(kafka_broker, contract_topic)), 1)
     assert msg.headers == (("trace", b"abc"),)
 
 
@@ -135,7 +112,7 @@ def test_the_fetch_wait_is_the_configured_one(
     # after every fetch (consumers/tansu.py, FETCH_MAX_WAIT_MS).
     assert KafkaConfig().fetch_max_wait_ms == 500
     source = source_factory(
-        config(kafka_broker, contract_topic, fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
+        source_config(kafka_broker, contract_topic, fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
     )
     produce(kafka_broker.bootstrap, contract_topic, [b"a", b"b"])
     assert [m.value for m in poll_until(source, 2)] == [b"a", b"b"]
@@ -204,7 +181,7 @@ def test_a_rebalance_commits_on_revoke_and_the_new_owner_resumes_there(
         for p in (0, 1):
             values = [b"p%d-%d" % (p, i) for i in range(5)]
             produce(kafka_broker.bootstrap, topic, values, partition=p)
-        cfg = config(kafka_broker, topic)
+        cfg = source_config(kafka_broker, topic)
         with Member(KafkaTurnSource(cfg)) as first:
             wait_for(lambda: len(first.received) == 10, "the first member to read everything")
             assert first.events == [("assigned", tps)]
@@ -237,7 +214,7 @@ def test_close_runs_on_revoked_and_its_commit_lands(
     kafka_broker: ContractBroker, contract_topic: str, source_factory: Any
 ) -> None:
     produce(kafka_broker.bootstrap, contract_topic, [b"x"] * 3)
-    cfg = config(kafka_broker, contract_topic)
+    cfg = source_config(kafka_broker, contract_topic)
     source = source_factory(cfg)
     tp = TopicPartition(contract_topic, 0)
     threads: list[int] = []
@@ -256,7 +233,7 @@ def test_close_runs_on_revoked_and_its_commit_lands(
 
 
 def test_ping(kafka_broker: ContractBroker, contract_topic: str, source_factory: Any) -> None:
-    source = source_factory(config(kafka_broker, contract_topic))
+    source = source_factory(source_config(kafka_broker, contract_topic))
     assert source.ping()
     # Any reachable bootstrap server will do; dead ones are skipped.
     assert any_reachable(["127.0.0.1:1", kafka_broker.bootstrap], 0.5)
@@ -269,24 +246,10 @@ def test_unreachable_broker_is_a_broker_error() -> None:
         KafkaTurnSource(cfg, connect_timeout_s=0.3)
 
 
-def read_all(bootstrap: str, topic: str, n: int) -> list[Any]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-    try:
-        consumer.assign([KafkaTopicPartition(topic, 0)])
-        records: list[Any] = []
-        deadline = time.monotonic() + DEADLINE_S
-        while len(records) < n and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=200).values():
-                records += batch
-        return records
-    finally:
-        consumer.close()
-
-
 def test_dead_letter_record_carries_reason_origin_and_original_bytes(
     kafka_broker: ContractBroker, contract_topic: str
 ) -> None:
-    dlq = KafkaDeadLetterQueue(config(kafka_broker, contract_topic, max_message_bytes=1000))
+    dlq = KafkaDeadLetterQueue(source_config(kafka_broker, contract_topic, max_message_bytes=1000))
     try:
         original = RawMessage(
             contract_topic, 0, 41, b"\xffnot utf8", key=b"conv-1", headers=(("trace", b"t1"),)
@@ -297,7 +260,7 @@ def test_dead_letter_record_carries_reason_origin_and_original_bytes(
         dlq.flush(5.0)
     finally:
         dlq.close()
-    first, second = read_all(kafka_broker.bootstrap, f"{contract_topic}.dlq", 2)
+    first, second = read_topic(kafka_broker.bootstrap, f"{contract_topic}.dlq", 2)
     assert (first.value, first.key) == (b"\xffnot utf8", b"conv-1")
     assert dict(first.headers) == {
         "trace": b"t1",
@@ -327,7 +290,7 @@ def test_with_the_broker_gone_commit_send_and_close_give_up_in_time(
     topic, limit_s = "outage.turns", 1.0
     create_topics(own_broker.bootstrap, [topic], dlq_suffix=".dlq")
     produce(own_broker.bootstrap, topic, [b"x"] * 3)
-    cfg = config(own_broker, topic)
+    cfg = source_config(own_broker, topic)
     source = KafkaTurnSource(cfg, commit_timeout_s=limit_s, close_timeout_s=limit_s)
     dlq = KafkaDeadLetterQueue(cfg, send_timeout_s=limit_s, close_timeout_s=limit_s)
     tp = TopicPartition(topic, 0)

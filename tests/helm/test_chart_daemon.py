@@ -51,7 +51,7 @@ from tests.helm.chart import (
     rendered_config,
     values_of,
 )
-from tests.monitor.stream.test_daemon import http_get
+from tests.support.http import http_get
 from tests.support.waiting import wait_for
 
 CONFIG_PATH = "/etc/casewatch/casewatch.yaml"

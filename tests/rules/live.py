@@ -4,8 +4,6 @@ re-stamped as fresh events."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from monitor.reports.alert_links import GRAFANA_URL, RUNBOOK_BASE, rebase_links
-from tests.rules.test_rules_metrics import anchors
+from tests.rules.markdown import anchors
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = sorted((ROOT / "rules").glob("*.rules.yml"))

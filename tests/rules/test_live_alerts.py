@@ -30,8 +30,8 @@ from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook
-from tests.monitor.stream.test_daemon import kafka_settings
 from tests.rules.live import CANARY, DEADLINE_S, RULES, STABLE, examples, values
+from tests.support.daemon import kafka_settings
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -105,7 +105,9 @@ def test_a_canary_regression_pages_through_alertmanager_and_the_stable_stays_sil
         n1 = len(warm_up) + len(phase1)
         all_judged = f'sum(casewatch_turns_judged_total{{band!="judge_failed"}}) >= {n1}'
         settled = f"count_over_time(({all_judged})[10s:1s]) >= 10"
-        wait_for(lambda: bool(stack.query(settled)), "phase 1 judged and evaluated", timeout=DEADLINE_S)
+        wait_for(
+            lambda: bool(stack.query(settled)), "phase 1 judged and evaluated", timeout=DEADLINE_S
+        )
         assert judged() == n1
         burn = {
             s.labels["assistant"]: s.value
@@ -134,7 +136,9 @@ def test_a_canary_regression_pages_through_alertmanager_and_the_stable_stays_sil
         page = alert_webhook.firing("CasewatchSevereShareBurnRateHigh")[0]
         assert page["labels"]["severity"] == "page"
         assert page["annotations"]["runbook_url"].endswith("#casewatchsevereshareburnratehigh")
-        wait_for(lambda: judged() == n1 + len(phase2), "phase 2 judged and scraped", timeout=DEADLINE_S)
+        wait_for(
+            lambda: judged() == n1 + len(phase2), "phase 2 judged and scraped", timeout=DEADLINE_S
+        )
 
         # What fired is the regression's alerts, for the canary only.
         active = stack.alerts()

@@ -29,8 +29,8 @@ from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook
-from tests.monitor.stream.test_daemon import kafka_settings
 from tests.rules.live import CANARY, DEADLINE_S, RULES, STABLE, examples, values
+from tests.support.daemon import kafka_settings
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -95,8 +95,14 @@ def test_a_canary_regression_pages_through_alertmanager_and_the_stable_stays_qui
         reference = healthy[STABLE] + healthy[CANARY]
         past = datetime.now(UTC) - timedelta(minutes=30)
         produce(bootstrap, kafka_topic, values(reference, "ref", past))
-        wait_for(lambda: judged() == len(reference), "the reference turns judged and scraped", timeout=DEADLINE_S)
-        wait_for(lambda: armed(CANARY) and armed(STABLE), "every detector armed", timeout=DEADLINE_S)
+        wait_for(
+            lambda: judged() == len(reference),
+            "the reference turns judged and scraped",
+            timeout=DEADLINE_S,
+        )
+        wait_for(
+            lambda: armed(CANARY) and armed(STABLE), "every detector armed", timeout=DEADLINE_S
+        )
         assert not stack.query("casewatch_detector_alarm == 1")
 
         now = datetime.now(UTC)
@@ -127,14 +133,19 @@ def test_a_canary_regression_pages_through_alertmanager_and_the_stable_stays_qui
         assert since > 2 * baseline, notes
         assert notes["started"].startswith(str(now.year)), notes
 
-        wait_for(lambda: judged() == len(reference) + len(recent), "the recent turns judged", timeout=DEADLINE_S)
+        wait_for(
+            lambda: judged() == len(reference) + len(recent),
+            "the recent turns judged",
+            timeout=DEADLINE_S,
+        )
         last = max(s.value for s in stack.query("casewatch_detector_last_run_timestamp_seconds"))
         wait_for(
             lambda: (
                 max(s.value for s in stack.query("casewatch_detector_last_run_timestamp_seconds"))
                 > last + 2
             ),
-            "detection runs after every recent turn was judged", timeout=DEADLINE_S,
+            "detection runs after every recent turn was judged",
+            timeout=DEADLINE_S,
         )
         alarmed = {s.labels["assistant"] for s in stack.query("casewatch_detector_alarm == 1")}
         assert alarmed == {CANARY}

@@ -31,8 +31,8 @@ from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook
-from tests.monitor.stream.test_daemon import kafka_settings
 from tests.rules.live import CANARY, DEADLINE_S, RULES, STABLE, examples, values
+from tests.support.daemon import kafka_settings
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -102,10 +102,18 @@ def test_a_canary_regression_fires_the_drift_alert_through_alertmanager(
         reference = healthy[STABLE] + healthy[CANARY]
         past = datetime.now(UTC) - timedelta(minutes=30)
         produce(bootstrap, kafka_topic, values(reference, "ref", past))
-        wait_for(lambda: judged() == len(reference), "the reference turns judged and scraped", timeout=DEADLINE_S)
+        wait_for(
+            lambda: judged() == len(reference),
+            "the reference turns judged and scraped",
+            timeout=DEADLINE_S,
+        )
         # A drift run over the reference alone (nothing recent: insufficient data, no drift).
         first_run = time.time()
-        wait_for(lambda: drift_runs() > first_run, "a drift run after the reference turns", timeout=DEADLINE_S)
+        wait_for(
+            lambda: drift_runs() > first_run,
+            "a drift run after the reference turns",
+            timeout=DEADLINE_S,
+        )
         assert not any(s.value for s in stack.query("casewatch_drift_detected"))
 
         # The recent window: the canary's answers turn bad, the stable keeps answering well.
@@ -130,10 +138,18 @@ def test_a_canary_regression_fires_the_drift_alert_through_alertmanager(
         assert drift["labels"]["severity"] == "ticket"
         assert drift["labels"]["signal"]
         assert drift["annotations"]["runbook_url"].endswith("#casewatchqualitydriftdetected")
-        wait_for(lambda: judged() == len(reference) + len(recent), "the recent turns judged", timeout=DEADLINE_S)
+        wait_for(
+            lambda: judged() == len(reference) + len(recent),
+            "the recent turns judged",
+            timeout=DEADLINE_S,
+        )
         # A drift run that saw every recent turn, and the rules evaluated after it.
         all_seen = time.time()
-        wait_for(lambda: drift_runs() > all_seen, "a drift run over every recent turn", timeout=DEADLINE_S)
+        wait_for(
+            lambda: drift_runs() > all_seen,
+            "a drift run over every recent turn",
+            timeout=DEADLINE_S,
+        )
         detected = {s.labels["assistant"] for s in stack.query("casewatch_drift_detected == 1")}
         assert detected == {CANARY}
         for alert in [

@@ -4,7 +4,6 @@ promtool tests that fire it and keep it silent."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 import yaml
 
 from monitor.exporter import HISTOGRAMS, METRIC_NAMES, is_declared
+from tests.rules.markdown import anchors
 from tests.rules.promql import (
     TARGET_LABELS,
     casewatch_series,
@@ -34,16 +34,6 @@ def rules() -> list[dict[str, Any]]:
 
 def alerts() -> list[dict[str, Any]]:
     return [r for r in rules() if "alert" in r]
-
-
-def anchors(markdown: str) -> set[str]:
-    """GitHub's heading anchors: lower case, punctuation dropped, spaces as dashes."""
-    out = set()
-    for line in markdown.splitlines():
-        if m := re.match(r"^#{1,6}\s+(.*?)\s*$", line):
-            slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
-            out.add(slug)
-    return out
 
 
 def test_the_helpers_see_names_not_strings() -> None:

@@ -2,7 +2,6 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,34 +14,7 @@ from monitor.redaction.config import RedactionConfig
 from monitor.settings import load_settings
 from tests.fake_judge_server import FakeJudgeServer, malformed
 from tests.fixtures.judge_server import fake_judge_config
-
-
-def turn(event_id: str, conversation: str = "c1", index: int = 0, **extra: Any) -> dict[str, Any]:
-    return {
-        "event_id": event_id,
-        "conversation_id": conversation,
-        "turn_index": index,
-        "timestamp": "2026-11-02T10:00:00Z",
-        "assistant": {"name": "helpbot", "version": "1.4", "model": "m-1"},
-        "case": {"subject": "VPN error 809", "description": "VPN drops with error 809"},
-        "query": "How do I fix error 809?",
-        "contexts": [{"id": "kb-1", "text": "Error 809: open UDP 500 and 4500 on the firewall."}],
-        "answer": "Open UDP ports 500 and 4500 on the firewall, then reconnect.",
-        **extra,
-    }
-
-
-def write_lines(path: Path, lines: list[bytes]) -> Path:
-    path.write_bytes(b"".join(line + b"\n" for line in lines))
-    return path
-
-
-def jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def dump(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc).encode()
+from tests.support.turn_lines import dump, jsonl, turn, write_lines
 
 
 @pytest.fixture

@@ -7,28 +7,7 @@ from click.testing import CliRunner, Result
 
 from monitor.cli import main
 from monitor.commands.batch import agreement_command, compare_command, judge_command
-from tests.monitor.batch.test_runner import dump, jsonl, turn, write_lines
-
-ANSWERS = [
-    "Open UDP ports 500 and 4500 on the firewall, then reconnect.",
-    "Reinstall the operating system.",
-    "Error 809 means the VPN server is down; wait an hour.",
-    "Check that UDP 500 and 4500 are open (kb-1), then reconnect the VPN.",
-]
-
-
-def _inputs(tmp_path: Path, conversations: int = 6) -> tuple[Path, Path]:
-    stable, canary = [], []
-    for c in range(conversations):
-        for t in range(2):
-            stable.append(dump(turn(f"s-{c}-{t}", f"c{c}", t, answer=ANSWERS[(c + t) % 4])))
-            canary_turn = turn(f"k-{c}-{t}", f"c{c}", t, answer=ANSWERS[(c * t + 1) % 4])
-            canary_turn["assistant"]["version"] = "1.5-canary"
-            canary.append(dump(canary_turn))
-    return (
-        write_lines(tmp_path / "stable.jsonl", stable),
-        write_lines(tmp_path / "canary.jsonl", canary),
-    )
+from tests.support.turn_lines import dump, jsonl, stable_and_canary, write_lines
 
 
 def _run(command: Any, args: list[str]) -> Result:
@@ -47,7 +26,7 @@ def test_commands_are_registered() -> None:
 
 
 def test_judge_prints_the_summary_table(tmp_path: Path) -> None:
-    src, _ = _inputs(tmp_path, conversations=2)
+    src, _ = stable_and_canary(tmp_path, conversations=2)
     out, compact = tmp_path / "out.jsonl", tmp_path / "compact.jsonl"
     result = _run(judge_command, [src, "--out", out, "--compact", compact, "--no-progress"])
     assert result.exit_code == 0, result.output
@@ -57,7 +36,7 @@ def test_judge_prints_the_summary_table(tmp_path: Path) -> None:
 
 
 def test_judge_json_summary_and_resume(tmp_path: Path) -> None:
-    src, _ = _inputs(tmp_path, conversations=2)
+    src, _ = stable_and_canary(tmp_path, conversations=2)
     out = tmp_path / "out.jsonl"
     first = _judge(src, out, "--concurrency", "2")
     assert (first["read"], first["judged"], first["rejected"]) == (4, 4, 0)
@@ -74,7 +53,7 @@ def test_missing_input_exits_2_with_a_message(tmp_path: Path) -> None:
 
 
 def test_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
-    src, _ = _inputs(tmp_path, conversations=1)
+    src, _ = stable_and_canary(tmp_path, conversations=1)
     config = tmp_path / "casewatch.yaml"
     config.write_text("daemon:\n  concurrency: 0\n")
     result = _run(judge_command, [src, "--out", tmp_path / "o.jsonl", "--config", config])
@@ -91,21 +70,21 @@ def test_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
     ],
 )
 def test_config_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
-    src, _ = _inputs(tmp_path, conversations=1)
+    src, _ = stable_and_canary(tmp_path, conversations=1)
     result = _run(judge_command, [src, "--out", tmp_path / "o.jsonl", *args])
     assert result.exit_code == 2
     assert message in result.stderr
 
 
 def test_missing_output_directory_exits_2(tmp_path: Path) -> None:
-    src, _ = _inputs(tmp_path, conversations=1)
+    src, _ = stable_and_canary(tmp_path, conversations=1)
     result = _run(judge_command, [src, "--out", tmp_path / "no" / "such" / "dir" / "o.jsonl"])
     assert result.exit_code == 2
     assert "output directory" in result.stderr
 
 
 def test_compare_stable_and_canary(tmp_path: Path) -> None:
-    stable, canary = _inputs(tmp_path)
+    stable, canary = stable_and_canary(tmp_path)
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _judge(stable, a)
     _judge(canary, b)
@@ -124,7 +103,7 @@ def test_compare_stable_and_canary(tmp_path: Path) -> None:
 
 
 def test_compare_refuses_a_file_without_verdicts(tmp_path: Path) -> None:
-    stable, _ = _inputs(tmp_path, conversations=1)  # turn events, not verdicts
+    stable, _ = stable_and_canary(tmp_path, conversations=1)  # turn events, not verdicts
     result = _run(compare_command, [stable, stable])
     assert result.exit_code == 2
     assert "holds turn events, not verdicts" in result.stderr
@@ -135,7 +114,7 @@ def test_compare_refuses_a_file_without_verdicts(tmp_path: Path) -> None:
 
 
 def test_agreement_with_labels_and_another_judge(tmp_path: Path) -> None:
-    stable, _ = _inputs(tmp_path)
+    stable, _ = stable_and_canary(tmp_path)
     judged = tmp_path / "judged.jsonl"
     _judge(stable, judged)
     # Humans who agree with the judge on every metric they labelled.
@@ -173,7 +152,7 @@ def _uniform_config(tmp_path: Path) -> Path:
 
 
 def test_agreement_needs_labels_or_another_judge(tmp_path: Path) -> None:
-    stable, _ = _inputs(tmp_path, conversations=1)
+    stable, _ = stable_and_canary(tmp_path, conversations=1)
     judged = tmp_path / "judged.jsonl"
     _judge(stable, judged)
     result = _run(agreement_command, [judged])
@@ -182,7 +161,7 @@ def test_agreement_needs_labels_or_another_judge(tmp_path: Path) -> None:
 
 
 def test_agreement_names_a_bad_label_line(tmp_path: Path) -> None:
-    stable, _ = _inputs(tmp_path, conversations=1)
+    stable, _ = stable_and_canary(tmp_path, conversations=1)
     judged = tmp_path / "judged.jsonl"
     _judge(stable, judged)
     labels = write_lines(tmp_path / "labels.jsonl", [b'{"event_id": "s-0-0", "labels": []}'])

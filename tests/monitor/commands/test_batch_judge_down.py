@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from monitor.commands.batch import judge_command
 from tests.fake_judge_server import FakeJudgeServer, malformed
 from tests.fixtures.judge_server import FAKE_JUDGE_MODEL
-from tests.monitor.commands.test_batch_cli import _inputs
+from tests.support.turn_lines import stable_and_canary
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -41,7 +41,7 @@ def _closed_port() -> int:
 
 
 def test_a_judge_that_is_down_stops_the_run_before_it_starts(tmp_path: Path) -> None:
-    src, _ = _inputs(tmp_path, conversations=2)
+    src, _ = stable_and_canary(tmp_path, conversations=2)
     out = tmp_path / "out.jsonl"
     config = _config(tmp_path, f"http://127.0.0.1:{_closed_port()}/v1")
     result = CliRunner().invoke(
@@ -55,7 +55,7 @@ def test_a_judge_that_is_down_stops_the_run_before_it_starts(tmp_path: Path) -> 
 
 
 def test_a_run_where_every_turn_failed_exits_non_zero_with_a_summary(tmp_path: Path) -> None:
-    src, _ = _inputs(tmp_path, conversations=2)
+    src, _ = stable_and_canary(tmp_path, conversations=2)
     out = tmp_path / "out.jsonl"
     with FakeJudgeServer() as server:
         server.responder = lambda request: malformed()
@@ -71,7 +71,7 @@ def test_a_run_where_every_turn_failed_exits_non_zero_with_a_summary(tmp_path: P
 def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_turn(
     tmp_path: Path,
 ) -> None:
-    src, _ = _inputs(tmp_path, conversations=6)  # 12 turns
+    src, _ = stable_and_canary(tmp_path, conversations=6)  # 12 turns
     out = tmp_path / "out.jsonl"
     args = [sys.executable, "-m", "monitor.cli", "judge", str(src), "--out", str(out)]
     with FakeJudgeServer(latency=0.3) as server:
@@ -122,7 +122,7 @@ def test_a_missing_key_is_a_configuration_problem_exit_2_from_judge_and_run(
     from monitor.cli import main
 
     monkeypatch.delenv("CASEWATCH_TEST_UNSET_KEY", raising=False)
-    src, _ = _inputs(tmp_path, conversations=1)
+    src, _ = stable_and_canary(tmp_path, conversations=1)
     config = tmp_path / "casewatch.yaml"
     config.write_text(
         "judges:\n  remote:\n    kind: openai\n    base_url: http://127.0.0.1:9/v1\n"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from monitor.commands.batch import judge_command
 from tests.fake_judge_server import FakeJudgeServer
-from tests.monitor.batch.test_runner import dump, turn, write_lines
+from tests.support.turn_lines import dump, turn, write_lines
 
 EMAIL = "jane.doe@example.com"
 CARD = "4111 1111 1111 1111"

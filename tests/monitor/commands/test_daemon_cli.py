@@ -4,18 +4,10 @@ gone, a second signal); `casewatch produce`."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-import yaml
 from click.testing import CliRunner
 
 from consumers.tansu import EmbeddedBroker, create_topics, free_port
@@ -27,8 +19,10 @@ from monitor.storage.store import Store
 from monitor.stream.runner import file_sidecars, shutdown_budget_s
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
-from tests.fixtures.judge_server import FAKE_JUDGE_KEY, FAKE_JUDGE_MODEL
-from tests.monitor.stream.test_daemon import committed_offset, http_get, read_topic, rows_per_event, turn_values
+from tests.support.daemon import rows_per_event, turn_values
+from tests.support.daemon_process import EXIT_SLACK_S, daemon_process, kafka_config, write_config
+from tests.support.http import http_get
+from tests.support.kafka import committed_offset, read_topic
 from tests.support.waiting import wait_for
 
 # ---------------------------------------------------------------- produce against Tansu
@@ -62,104 +56,13 @@ def test_produce_names_an_unreachable_broker(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- run: subprocesses
 
 
-def _casewatch() -> list[str]:
-    script = Path(sys.executable).with_name("casewatch")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-m", "monitor.cli"]
-
-
-class Proc:
-    def __init__(self, config: Path, log: Path, *extra: str) -> None:
-        self.log = log
-        self._fh = log.open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [*_casewatch(), "run", "--config", str(config), *extra],
-            stdout=self._fh,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"casewatch run did not exit; log:\n{self.tail()}") from None
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._fh.close()
-
-
-@contextmanager
-def daemon_process(config: Path, log: Path, *extra: str) -> Iterator[Proc]:
-    proc = Proc(config, log, *extra)
-    try:
-        yield proc
-    finally:
-        proc.close()
-
-
-def _write_config(tmp_path: Path, doc: dict[str, Any]) -> Path:
-    path = tmp_path / f"casewatch-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-def _kafka_config(
-    tmp_path: Path,
-    bootstrap: str,
-    topic: str,
-    judge: FakeJudgeServer,
-    port: int,
-    drain_timeout_s: float = 20,
-    judge_timeout_s: float = 10,
-) -> tuple[Path, dict[str, Any]]:
-    key = tmp_path / "judge-key"  # keys come from files or the environment, not the config
-    key.write_text(FAKE_JUDGE_KEY)
-    doc: dict[str, Any] = {
-        "kafka": {
-            "bootstrap_servers": [bootstrap],
-            "topics": [topic],
-            "group_id": f"casewatch-cli-{uuid.uuid4().hex[:8]}",
-            "dlq_suffix": DLQ_SUFFIX,
-            "session_timeout_ms": 6000,
-            "heartbeat_interval_ms": 1000,
-            "max_poll_interval_ms": 6000,
-            "max_poll_records": 20,
-        },
-        "judges": {
-            "remote": {
-                "kind": "openai",
-                "base_url": judge.base_url,
-                "model": FAKE_JUDGE_MODEL,
-                "api_key_file": str(key),
-                "timeout_seconds": judge_timeout_s,
-            }
-        },
-        "judge": "remote",
-        "storage": {"url": f"sqlite:///{tmp_path / 'casewatch.db'}"},
-        "server": {"host": "127.0.0.1", "port": port},
-        "daemon": {"concurrency": 4, "max_in_flight": 8, "drain_timeout_seconds": drain_timeout_s},
-    }
-    return _write_config(tmp_path, doc), doc
-
-
 def test_run_file_source_processes_the_file_and_exits_0(tmp_path: Path) -> None:
     inputs = tmp_path / "inputs"
     inputs.mkdir()
     data = inputs / "turns.jsonl"
     data.write_bytes(b"\n".join([*turn_values(15), b"not json"]) + b"\n")
     db = tmp_path / "casewatch.db"
-    config = _write_config(
+    config = write_config(
         tmp_path, {"storage": {"url": f"sqlite:///{db}"}, "server": {"port": free_port()}}
     )
     with daemon_process(config, tmp_path / "run.log", "--file", str(data)) as proc:
@@ -193,7 +96,7 @@ def test_run_file_source_processes_the_file_and_exits_0(tmp_path: Path) -> None:
 
 
 def test_run_rejects_a_bad_config_with_exit_2(tmp_path: Path) -> None:
-    config = _write_config(tmp_path, {"daemon": {"concurrency": 0}})
+    config = write_config(tmp_path, {"daemon": {"concurrency": 0}})
     with daemon_process(config, tmp_path / "run.log") as proc:
         assert proc.wait(30) == 2
     assert "daemon.concurrency" in proc.tail()
@@ -204,7 +107,7 @@ def test_run_names_a_taken_port_with_exit_2(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        config = _write_config(
+        config = write_config(
             tmp_path,
             {
                 "storage": {"url": f"sqlite:///{tmp_path / 'casewatch.db'}"},
@@ -226,7 +129,7 @@ def test_sigterm_finishes_in_flight_work_commits_and_exits_0(
     produce(bootstrap, kafka_topic, turn_values(60))
     port = free_port()
     with FakeJudgeServer(latency=0.3) as judge:
-        config, doc = _kafka_config(tmp_path, bootstrap, kafka_topic, judge, port)
+        config, doc = kafka_config(tmp_path, bootstrap, kafka_topic, judge, port)
         store = Store(doc["storage"]["url"])
         with daemon_process(config, tmp_path / "run.log") as proc:
             wait_for(lambda: _stored(store) >= 8, "some turns stored", timeout=60)
@@ -256,7 +159,7 @@ def test_sigkill_and_restart_store_every_turn_exactly_once(
     produce(bootstrap, kafka_topic, turn_values(n))
     port = free_port()
     with FakeJudgeServer(latency=0.03) as judge:
-        config, doc = _kafka_config(tmp_path, bootstrap, kafka_topic, judge, port)
+        config, doc = kafka_config(tmp_path, bootstrap, kafka_topic, judge, port)
         store = Store(doc["storage"]["url"])
         with daemon_process(config, tmp_path / "run1.log") as proc:
             wait_for(lambda: _stored(store) >= 30, "some turns stored", timeout=60)
@@ -267,18 +170,14 @@ def test_sigkill_and_restart_store_every_turn_exactly_once(
             group = doc["kafka"]["group_id"]
             wait_for(
                 lambda: committed_offset(bootstrap, group, kafka_topic) == n,
-                "offsets committed to the end after the restart", timeout=90,
+                "offsets committed to the end after the restart",
+                timeout=90,
             )
             proc.proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 0, proc.tail()
     assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(n)}
     assert counts(store)["turns"] == n
     store.close()
-
-
-# What a process may take beyond its shutdown budget to tear down (interpreter exit): with the
-# budget, a liveness bound (the process ends), not a performance threshold.
-EXIT_SLACK_S = 10.0
 
 
 def test_sigterm_with_the_broker_gone_exits_1_within_the_shutdown_budget(
@@ -291,7 +190,7 @@ def test_sigterm_with_the_broker_gone_exits_1_within_the_shutdown_budget(
     n = 500  # far more than the test lets it judge: work is in flight when the broker goes
     produce(bootstrap, topic, turn_values(n))
     with FakeJudgeServer(latency=0.3) as judge:
-        config, doc = _kafka_config(tmp_path, bootstrap, topic, judge, free_port(), 3)
+        config, doc = kafka_config(tmp_path, bootstrap, topic, judge, free_port(), 3)
         store = Store(doc["storage"]["url"])
         with daemon_process(config, tmp_path / "run.log") as proc:
             wait_for(lambda: _stored(store) >= 8, "some turns stored", timeout=60)
@@ -313,7 +212,7 @@ def test_judge_calls_outlasting_the_drain_do_not_hold_the_exit(
 ) -> None:
     produce(tansu_broker.bootstrap, kafka_topic, turn_values(20))
     with FakeJudgeServer(latency=300) as judge:  # calls that outlast the drain and the test
-        config, _ = _kafka_config(
+        config, _ = kafka_config(
             tmp_path, tansu_broker.bootstrap, kafka_topic, judge, free_port(), 1, 300
         )
         with daemon_process(config, tmp_path / "run.log") as proc:
@@ -330,7 +229,7 @@ def test_a_second_sigterm_exits_at_once_without_draining(
     produce(tansu_broker.bootstrap, kafka_topic, turn_values(20))
     # Judge calls that outlast the test keep the drain busy for its whole (long) timeout.
     with FakeJudgeServer(latency=300) as judge:
-        config, _ = _kafka_config(
+        config, _ = kafka_config(
             tmp_path, tansu_broker.bootstrap, kafka_topic, judge, free_port(), 300
         )
         with daemon_process(config, tmp_path / "run.log") as proc:

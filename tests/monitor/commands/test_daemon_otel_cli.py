@@ -13,10 +13,11 @@ from consumers.tansu import EmbeddedBroker, create_topics, free_port
 from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer, content
 from tests.fixtures.broker import DLQ_SUFFIX, produce
-from tests.monitor.commands.test_daemon_cli import _kafka_config, _write_config, daemon_process
-from tests.monitor.stream.test_daemon import committed_offset, rows_per_event
+from tests.support.daemon import rows_per_event
+from tests.support.daemon_process import daemon_process, kafka_config, write_config
+from tests.support.kafka import committed_offset
+from tests.support.rag_traces import ANSWER, QUESTIONS, rag_traces
 from tests.support.waiting import wait_for
-from tests.monitor.stream.test_daemon_otel import ANSWER, QUESTIONS, _rag
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ def test_sigkill_mid_trace_then_restart_loses_nothing_and_judges_nothing_twice(
     with FakeJudgeServer() as model:
         model.responder = lambda request: content(ANSWER)
         # Per trace: (children, root), in question order.
-        a_kids, a_root, b_kids, b_root, c_kids, c_root = _rag(
+        a_kids, a_root, b_kids, b_root, c_kids, c_root = rag_traces(
             tmp_path, "genai", model.base_url, "otlp_proto", [*QUESTIONS, third], "span_only"
         )
     # Trace B arrives whole; A and C only in part: their first messages hold the commit.
@@ -39,11 +40,11 @@ def test_sigkill_mid_trace_then_restart_loses_nothing_and_judges_nothing_twice(
         produce(bootstrap, topic, [value], key=key)
 
     with FakeJudgeServer() as judge:
-        config, doc = _kafka_config(tmp_path, bootstrap, topic, judge, free_port())
+        config, doc = kafka_config(tmp_path, bootstrap, topic, judge, free_port())
         doc["kafka"]["topics"] = [{"name": topic, "format": "otlp_proto"}]
         doc["sampling"] = {"default_rate": 1.0}
         doc["assembly"] = {"idle_seconds": 600}
-        config = _write_config(tmp_path, doc)
+        config = write_config(tmp_path, doc)
         store = Store(doc["storage"]["url"])
         store.migrate()
         group = doc["kafka"]["group_id"]
@@ -60,7 +61,8 @@ def test_sigkill_mid_trace_then_restart_loses_nothing_and_judges_nothing_twice(
         with daemon_process(config, tmp_path / "run2.log") as proc:
             wait_for(
                 lambda: committed_offset(bootstrap, group, topic) == 6,
-                "offsets committed to the end after the restart", timeout=90,
+                "offsets committed to the end after the restart",
+                timeout=90,
             )
             proc.proc.send_signal(signal.SIGTERM)
             assert proc.wait(60) == 0, proc.tail()

@@ -29,8 +29,10 @@ from monitor.stream.runner import shutdown_budget_s
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX
 from tests.fixtures.databases import make_turn
-from tests.monitor.commands.test_daemon_cli import EXIT_SLACK_S, _kafka_config, daemon_process
-from tests.monitor.stream.test_daemon import committed_offset, http_get, rows_per_event
+from tests.support.daemon import rows_per_event
+from tests.support.daemon_process import EXIT_SLACK_S, daemon_process, kafka_config
+from tests.support.http import http_get
+from tests.support.kafka import committed_offset
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -100,20 +102,23 @@ def test_a_batch_without_its_codec_holds_its_partition_only_and_sigterm_is_honou
     _send(bootstrap, topic, 1, after1, None)
     port = free_port()
     with FakeJudgeServer() as judge:
-        config, doc = _kafka_config(tmp_path, bootstrap, topic, judge, port, drain_timeout_s=5)
+        config, doc = kafka_config(tmp_path, bootstrap, topic, judge, port, drain_timeout_s=5)
         group = doc["kafka"]["group_id"]
         store = Store(doc["storage"]["url"])
         store.migrate()
         log = tmp_path / "without-zstd.log"
         with daemon_without("zstandard", config, log) as proc:
             wait_for(
-                lambda: set(rows_per_event(store)) == set(plain0 + plain1), "readable stored", timeout=90
+                lambda: set(rows_per_event(store)) == set(plain0 + plain1),
+                "readable stored",
+                timeout=90,
             )
             unreadable = f'reason="codec_unavailable",topic="{topic}"'
             # Retried with backoff: a second failed attempt, and still nothing read past it.
             wait_for(
                 lambda: _metric(port, "casewatch_unreadable_batches_total", unreadable) >= 2,
-                "a retry of the unreadable batch", timeout=30,
+                "a retry of the unreadable batch",
+                timeout=30,
             )
             status, body = http_get(port, "/readyz")
             assert status == 503, body
@@ -125,8 +130,12 @@ def test_a_batch_without_its_codec_holds_its_partition_only_and_sigterm_is_honou
             # The other partition goes on: new turns on it are judged while 1 is held.
             more0 = [f"p0-more-{i}" for i in range(5)]
             _send(bootstrap, topic, 0, more0, None)
-            wait_for(lambda: set(more0) <= set(rows_per_event(store)), "partition 0 goes on", timeout=60)
-            wait_for(lambda: committed_offset(bootstrap, group, topic, 0) == 25, "p0 end", timeout=30)
+            wait_for(
+                lambda: set(more0) <= set(rows_per_event(store)), "partition 0 goes on", timeout=60
+            )
+            wait_for(
+                lambda: committed_offset(bootstrap, group, topic, 0) == 25, "p0 end", timeout=30
+            )
             assert committed_offset(bootstrap, group, topic, 1) == 10
             proc.send_signal(signal.SIGTERM)
             budget = shutdown_budget_s(load_settings(config))
@@ -145,7 +154,8 @@ def test_a_batch_without_its_codec_holds_its_partition_only_and_sigterm_is_honou
         with daemon_process(config, tmp_path / "with-zstd.log") as proc2:
             wait_for(
                 lambda: committed_offset(bootstrap, group, topic, 1) == 25,
-                "partition 1 read to its end after the restart", timeout=90,
+                "partition 1 read to its end after the restart",
+                timeout=90,
             )
             proc2.proc.send_signal(signal.SIGTERM)
             assert proc2.wait(60) == 0, proc2.tail()

@@ -11,8 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,10 +20,9 @@ import yaml
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from consumers.tansu import FETCH_MAX_WAIT_MS, tansu_binary
+from consumers.tansu import FETCH_MAX_WAIT_MS
 from monitor.cli import main
 from monitor.demo.run import Demo, DemoOptions, demo_settings, stop_budget_s
-from monitor.errors import TansuNotInstalled
 from monitor.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
@@ -53,7 +50,11 @@ def wait_until_judged(url: str) -> str:
         return judged_in(seen[0]) > 0 and "casewatch_dead_letter_total{" in seen[0]
 
     wait_for(
-        judged, "a judged turn in /metrics", timeout=DEADLINE_S, interval=0.2, explain=lambda: seen[0]
+        judged,
+        "a judged turn in /metrics",
+        timeout=DEADLINE_S,
+        interval=0.2,
+        explain=lambda: seen[0],
     )
     return seen[0]
 

@@ -37,7 +37,7 @@ from tests.fake_judge_server import (
     truncated,
 )
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
-from tests.monitor.judging.test_prompt import make_turn
+from tests.fixtures.turns import marked_turn
 
 MakeJudge = Callable[..., OpenAIJudge]
 
@@ -79,7 +79,7 @@ def test_valid_reply_is_scored_with_tokens_and_cost(
     fake_judge.script([scores(per_metric, usage=(1000, 200))])
     judge = make_judge(price_input_per_mtok=3.0, price_output_per_mtok=12.0)
     assert isinstance(judge, Judge) and judge.name == "primary"
-    turn = make_turn()
+    turn = marked_turn()
 
     judgment = judge.judge(turn)
 
@@ -115,7 +115,7 @@ def test_invalid_then_valid_feeds_the_error_back(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge
 ) -> None:
     fake_judge.script([malformed(usage=(500, 20)), scores(0.7, usage=(600, 100))])
-    judgment = make_judge().judge(make_turn())
+    judgment = make_judge().judge(marked_turn())
 
     assert (judgment.status, judgment.failure_reason, judgment.attempts) == ("ok", None, 2)
     assert (judgment.input_tokens, judgment.output_tokens) == (1100, 120)
@@ -144,7 +144,7 @@ def test_invalid_every_time_fails_closed(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge, reply: Any, detail: str
 ) -> None:
     fake_judge.responder = lambda _request: reply
-    judgment = make_judge(output_retries=2).judge(make_turn())
+    judgment = make_judge(output_retries=2).judge(marked_turn())
 
     assert_failed(judgment, "invalid_output", attempts=3)
     assert detail in (judgment.failure_detail or "")
@@ -156,7 +156,7 @@ def test_code_fenced_reply_is_accepted(fake_judge: FakeJudgeServer, make_judge: 
     fake_judge.script(
         [content("```json\n" + json.dumps(json.loads(scores(0.5).content or "")) + "\n```")]
     )
-    judgment = make_judge().judge(make_turn())
+    judgment = make_judge().judge(marked_turn())
     assert (judgment.status, judgment.attempts) == ("ok", 1)
 
 
@@ -164,7 +164,7 @@ def test_rate_limit_honours_retry_after(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge, clock: ManualClock
 ) -> None:
     fake_judge.script([rate_limited(retry_after=0.75)])
-    judgment = make_judge(backoff_max_seconds=2.0).judge(make_turn())
+    judgment = make_judge(backoff_max_seconds=2.0).judge(marked_turn())
 
     assert (judgment.status, judgment.failure_reason, judgment.attempts) == ("ok", None, 2)
     assert len(clock.sleeps) == 1 and clock.sleeps[0] >= 0.75
@@ -175,7 +175,7 @@ def test_retry_after_longer_than_the_backoff_cap_gives_up(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge, clock: ManualClock
 ) -> None:
     fake_judge.script([rate_limited(retry_after=120)])
-    judgment = make_judge(backoff_max_seconds=30).judge(make_turn())
+    judgment = make_judge(backoff_max_seconds=30).judge(marked_turn())
 
     assert_failed(judgment, "rate_limited", attempts=1)
     assert clock.sleeps == []
@@ -187,7 +187,7 @@ def test_server_errors_until_the_retries_run_out(
     fake_judge.responder = lambda _request: server_error(503)
     judgment = make_judge(
         transport_retries=3, backoff_initial_seconds=1.0, backoff_max_seconds=3.0
-    ).judge(make_turn())
+    ).judge(marked_turn())
 
     assert_failed(judgment, "server_error", attempts=4)
     assert "HTTP 503" in (judgment.failure_detail or "")
@@ -201,24 +201,24 @@ def test_a_200_that_is_not_a_chat_completion_is_retried_as_a_server_error(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge
 ) -> None:
     fake_judge.script([Reply(body={"choices": [{"no_message": True}]}), scores()])
-    judgment = make_judge(transport_retries=1).judge(make_turn())
+    judgment = make_judge(transport_retries=1).judge(marked_turn())
     assert judgment.ok and judgment.attempts == 2
 
     fake_judge.responder = lambda _request: Reply(body={"choices": "not a list"})
-    judgment = make_judge(transport_retries=1).judge(make_turn())
+    judgment = make_judge(transport_retries=1).judge(marked_turn())
     assert_failed(judgment, "server_error", attempts=2)
     assert "unreadable response" in (judgment.failure_detail or "")
 
 
 def test_reply_slower_than_the_timeout(fake_judge: FakeJudgeServer, make_judge: MakeJudge) -> None:
     fake_judge.responder = lambda _request: slow(5.0)
-    judgment = make_judge(timeout_seconds=0.2, transport_retries=1).judge(make_turn())
+    judgment = make_judge(timeout_seconds=0.2, transport_retries=1).judge(marked_turn())
     assert_failed(judgment, "timeout", attempts=2)
 
 
 def test_dropped_connections(fake_judge: FakeJudgeServer, make_judge: MakeJudge) -> None:
     fake_judge.responder = lambda _request: disconnect()
-    judgment = make_judge(transport_retries=1).judge(make_turn())
+    judgment = make_judge(transport_retries=1).judge(marked_turn())
     assert_failed(judgment, "connection", attempts=2)
 
 
@@ -227,7 +227,7 @@ def test_unreachable_endpoint(clock: ManualClock) -> None:
         config = fake_judge_config(server, transport_retries=1)
     judge = OpenAIJudge("primary", config, clock=clock)  # the port is closed now
     try:
-        assert_failed(judge.judge(make_turn()), "connection", attempts=2)
+        assert_failed(judge.judge(marked_turn()), "connection", attempts=2)
     finally:
         judge.close()
 
@@ -238,8 +238,8 @@ def test_json_schema_rejected_falls_back_to_json_object_for_good(
     fake_judge.responder = reject_json_schema(then=scores(0.6))
     judge = make_judge()
 
-    first = judge.judge(make_turn())
-    second = judge.judge(make_turn())
+    first = judge.judge(marked_turn())
+    second = judge.judge(marked_turn())
 
     assert (first.status, first.attempts) == ("ok", 2)
     assert (second.status, second.attempts) == ("ok", 1)
@@ -258,7 +258,7 @@ def test_llama_cpp_500_naming_json_schema_is_a_rejection_not_a_server_error(
     retry with backoff until the turn fails."""
     fake_judge.responder = llama_cpp_rejects_json_schema(then=scores(0.6))
     judge = make_judge()
-    first = judge.judge(make_turn())
+    first = judge.judge(marked_turn())
     assert (first.status, first.attempts) == ("ok", 2)
     assert clock.sleeps == []
     assert judge.response_mode == "json_object_schema"
@@ -268,7 +268,7 @@ def test_a_500_not_naming_the_option_stays_a_server_error(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge
 ) -> None:
     fake_judge.responder = lambda _request: server_error(500)
-    judgment = make_judge(transport_retries=1).judge(make_turn())
+    judgment = make_judge(transport_retries=1).judge(marked_turn())
     assert_failed(judgment, "server_error", attempts=2)
     assert all(r["response_format"]["type"] == "json_schema" for r in fake_judge.requests)
 
@@ -278,8 +278,8 @@ def test_a_server_refusing_both_schema_modes_gets_plain_json_mode(
 ) -> None:
     fake_judge.responder = reject_inline_schema(then=scores(0.7))
     judge = make_judge()
-    assert judge.judge(make_turn()).status == "ok"
-    assert judge.judge(make_turn()).attempts == 1
+    assert judge.judge(marked_turn()).status == "ok"
+    assert judge.judge(marked_turn()).attempts == 1
     assert [r["response_format"] for r in fake_judge.requests][1:] == [
         {"type": "json_object", "schema": judge_output_json_schema()},
         {"type": "json_object"},
@@ -292,7 +292,7 @@ def test_a_reply_cut_at_max_tokens_is_retried_then_fails_as_truncated(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge
 ) -> None:
     fake_judge.responder = lambda _request: truncated()
-    judgment = make_judge(output_retries=1).judge(make_turn())
+    judgment = make_judge(output_retries=1).judge(marked_turn())
     assert_failed(judgment, "truncated", attempts=2)
     assert "max_tokens" in (judgment.failure_detail or "")
     feedback = fake_judge.requests[1]["messages"][-1]["content"]
@@ -303,7 +303,7 @@ def test_a_truncated_reply_then_a_complete_one_is_judged(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge
 ) -> None:
     fake_judge.script([truncated(), scores(0.8)])
-    judgment = make_judge().judge(make_turn())
+    judgment = make_judge().judge(marked_turn())
     assert (judgment.status, judgment.attempts) == ("ok", 2)
 
 
@@ -311,7 +311,7 @@ def test_503_while_the_model_loads_is_retried(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge, clock: ManualClock
 ) -> None:
     fake_judge.script([loading_model(), loading_model()])
-    judgment = make_judge(transport_retries=2).judge(make_turn())
+    judgment = make_judge(transport_retries=2).judge(marked_turn())
     assert (judgment.status, judgment.attempts) == ("ok", 3)
     assert len(clock.sleeps) == 2
 
@@ -320,7 +320,7 @@ def test_503_for_longer_than_the_retries_fails_as_server_error(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge
 ) -> None:
     fake_judge.responder = lambda _request: loading_model()
-    judgment = make_judge(transport_retries=2).judge(make_turn())
+    judgment = make_judge(transport_retries=2).judge(marked_turn())
     assert_failed(judgment, "server_error", attempts=3)
     assert "Loading model" in (judgment.failure_detail or "")
 
@@ -329,14 +329,14 @@ def test_forced_json_schema_does_not_fall_back(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge
 ) -> None:
     fake_judge.responder = reject_json_schema()
-    judgment = make_judge(response_format="json_schema").judge(make_turn())
+    judgment = make_judge(response_format="json_schema").judge(marked_turn())
     assert_failed(judgment, "bad_request", attempts=1)
 
 
 def test_forced_json_object_never_sends_a_schema(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge
 ) -> None:
-    judgment = make_judge(response_format="json_object").judge(make_turn())
+    judgment = make_judge(response_format="json_object").judge(marked_turn())
     assert (judgment.status, judgment.attempts) == ("ok", 1)
     assert fake_judge.requests[0]["response_format"] == {"type": "json_object"}
 
@@ -345,7 +345,7 @@ def test_auth_failure_is_not_retried(
     fake_judge: FakeJudgeServer, make_judge: MakeJudge, clock: ManualClock
 ) -> None:
     fake_judge.responder = lambda _request: auth_error()
-    judgment = make_judge().judge(make_turn())
+    judgment = make_judge().judge(marked_turn())
     assert_failed(judgment, "auth", attempts=1)
     assert clock.sleeps == []
 
@@ -356,7 +356,7 @@ def test_concurrent_calls_share_one_judge(
     fake_judge.latency = 0.02
     fake_judge.responder = lambda request: scores(0.3 if "odd" in json.dumps(request) else 0.9)
     judge = make_judge()
-    turns = [make_turn(query=f"question {'odd' if i % 2 else 'even'} {i}") for i in range(24)]
+    turns = [marked_turn(query=f"question {'odd' if i % 2 else 'even'} {i}") for i in range(24)]
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         judgments = list(pool.map(judge.judge, turns))
@@ -375,7 +375,7 @@ def test_max_concurrent_requests_holds_calls_back_at_the_judge(
     fake_judge.latency = 0.02
     judge = make_judge(max_concurrent_requests=1)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        judgments = list(pool.map(judge.judge, [make_turn() for _ in range(16)]))
+        judgments = list(pool.map(judge.judge, [marked_turn() for _ in range(16)]))
     assert [j.status for j in judgments] == ["ok"] * 16
     assert fake_judge.peak_in_flight == 1
 
@@ -392,7 +392,7 @@ def test_without_a_limit_every_calling_thread_sends(
     fake_judge.responder = respond
     judge = make_judge(timeout_seconds=120)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        assert all(j.ok for j in pool.map(judge.judge, [make_turn() for _ in range(4)]))
+        assert all(j.ok for j in pool.map(judge.judge, [marked_turn() for _ in range(4)]))
 
 
 class JsonLogs:
@@ -432,7 +432,7 @@ def test_logs_never_carry_the_key_or_conversation_text(
         ]
     )
     judge = make_judge()
-    turn = make_turn(query=f"{marker} query", answer=f"{marker} answer")
+    turn = marked_turn(query=f"{marker} query", answer=f"{marker} answer")
 
     ok = judge.judge(turn)
     failed = judge.judge(turn)

@@ -25,7 +25,8 @@ from monitor.cli import main
 from monitor.storage.store import Store
 from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker
 from tests.fixtures.databases import make_turn
-from tests.monitor.stream.test_daemon import committed_offset, kafka_settings, read_topic, rows_per_event, running
+from tests.support.daemon import kafka_settings, rows_per_event, running
+from tests.support.kafka import committed_offset, read_topic
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -139,7 +140,8 @@ def test_every_codec_from_both_clients_is_judged_once(
                 sum(committed_offset(bootstrap, group, topic, p) or 0 for p in range(PARTITIONS))
                 == len(expected)
             ),
-            "every partition committed to its end", timeout=60,
+            "every partition committed to its end",
+            timeout=60,
         )
         assert rows_per_event(store) == dict.fromkeys(expected, 1)
         judged = sum(

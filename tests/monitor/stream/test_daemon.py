@@ -5,20 +5,17 @@ Subprocess runs (SIGTERM, SIGKILL + restart) are in tests/monitor/commands/test_
 
 from __future__ import annotations
 
-import http.client
 import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from consumers._kafka import KafkaConsumer, KafkaTopicPartition
 from consumers.dlq import HEADER_REASON, FileDeadLetterSink, KafkaDeadLetterQueue
 from consumers.file_source import FileTurnSource
 from consumers.kafka_source import KafkaTurnSource
@@ -28,17 +25,19 @@ from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import build_evaluator
 from monitor.sampling.sampler import sample_point
-from monitor.settings import JudgeConfig, KafkaConfig, Settings, load_settings
+from monitor.settings import JudgeConfig, Settings, load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
-from monitor.stream.http import ProbeApp, ProbeServer
 from monitor.stream.runner import stream_daemon
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker, produce
 from tests.fixtures.databases import make_turn
 from tests.fixtures.judge_server import fake_judge_config
 from tests.monitor.stream.steps.helpers import GatedEvaluator
+from tests.support.daemon import close_opened, kafka_settings, rows_per_event, running, turn_values
+from tests.support.http import http_get
+from tests.support.kafka import committed_offset, read_topic
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -54,10 +53,6 @@ MALFORMED: list[tuple[bytes, str]] = [
 # ---------------------------------------------------------------- helpers
 
 
-def turn_values(n: int, prefix: str = "evt") -> list[bytes]:
-    return [make_turn(f"{prefix}-{i}").model_dump_json().encode() for i in range(n)]
-
-
 def interleave(good: list[bytes], bad: list[bytes]) -> list[bytes]:
     """Spread the malformed records through the stream (so commits must step over them)."""
     out = list(good)
@@ -69,112 +64,6 @@ def interleave(good: list[bytes], bad: list[bytes]) -> list[bytes]:
 
 def expected_sampled(n: int, rate: float, prefix: str = "evt") -> set[str]:
     return {f"{prefix}-{i}" for i in range(n) if sample_point(f"conv-{prefix}-{i}") < rate}
-
-
-def rows_per_event(store: Store) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for row in stored_verdicts(store, limit=100_000):
-        counts[row["event_id"]] = counts.get(row["event_id"], 0) + 1
-    return counts
-
-
-def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int | None:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        offset: int | None = consumer.committed(KafkaTopicPartition(topic, partition))
-        return offset
-    finally:
-        consumer.close(autocommit=False)
-
-
-def read_topic(bootstrap: str, topic: str, n: int, timeout: float = 60.0) -> list[Any]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        tp = KafkaTopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        records: list[Any] = []
-        deadline = time.monotonic() + timeout
-        while len(records) < n and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=200).values():
-                records.extend(batch)
-        return records
-    finally:
-        consumer.close(autocommit=False)
-
-
-def http_get(port: int, path: str) -> tuple[int, str]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read().decode()
-    finally:
-        conn.close()
-
-
-def kafka_settings(bootstrap: str, topic: str, db_url: str, **overrides: Any) -> Settings:
-    """Settings of a daemon on ``topic``. The broker quirks are off: the daemon is a plain
-    Kafka consumer on whichever broker (the Tansu-quirks tests turn them on themselves)."""
-    kafka = KafkaConfig(
-        bootstrap_servers=[bootstrap],
-        topics=[topic],
-        group_id=f"casewatch-test-{uuid.uuid4().hex[:8]}",
-        dlq_suffix=DLQ_SUFFIX,
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=1000,
-        max_poll_interval_ms=6000,
-        max_poll_records=50,
-        broker_quirks="none",
-    )
-    values: dict[str, Any] = {"kafka": kafka, "storage": {"url": db_url}}
-    values.update(overrides)
-    return load_settings(None, **values)
-
-
-class Harness:
-    """A Daemon running in a thread, with its own registry and HTTP server."""
-
-    def __init__(self, settings: Settings, source: TurnSource, dlq: Any, store: Store) -> None:
-        self.registry = CollectorRegistry()
-        self.metrics = Metrics(self.registry)
-        self.store = store
-        self.evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
-        self.opened = (source, dlq, store, self.evaluator)
-        self.daemon = stream_daemon(settings, source, dlq, store, self.evaluator, self.metrics)
-        app = ProbeApp(self.registry, self.daemon.heartbeat, self.daemon.checks())
-        self.server = ProbeServer(app, "127.0.0.1", 0)
-        self.thread = threading.Thread(target=self.daemon.run, name="daemon", daemon=True)
-
-    def sample(self, name: str, labels: dict[str, str] | None = None) -> float:
-        return self.registry.get_sample_value(name, labels or {}) or 0.0
-
-
-class Closeable(Protocol):
-    def close(self) -> None: ...
-
-
-def close_opened(*opened: Closeable) -> None:
-    """Close what a test opened for its daemon, last first (the daemon closes only what it
-    opened itself: its pipeline and sender)."""
-    for resource in reversed(opened):
-        resource.close()
-
-
-@contextmanager
-def running(settings: Settings, source: TurnSource, dlq: Any, store: Store) -> Iterator[Harness]:
-    h = Harness(settings, source, dlq, store)
-    h.server.start()
-    h.thread.start()
-    try:
-        yield h
-    finally:
-        h.daemon.stop()
-        h.thread.join(timeout=60)
-        assert not h.thread.is_alive(), "daemon did not stop"
-        h.server.close()
-        h.daemon.close()
-        close_opened(*h.opened)
 
 
 # ---------------------------------------------------------------- Kafka end to end
@@ -238,7 +127,9 @@ def test_kafka_end_to_end_sampled_turns_stored_once_poison_dead_lettered(
         assert h.sample("casewatch_in_flight") == 0
         assert h.sample("casewatch_paused_partitions") == 0
         lag = {"topic": kafka_topic, "partition": "0"}
-        wait_for(lambda: h.registry.get_sample_value("casewatch_consumer_lag", lag) == 0, timeout=10)
+        wait_for(
+            lambda: h.registry.get_sample_value("casewatch_consumer_lag", lag) == 0, timeout=10
+        )
 
     dead = read_topic(bootstrap, f"{kafka_topic}{DLQ_SUFFIX}", len(MALFORMED))
     assert [r.value for r in dead] == [v for v, _ in MALFORMED]

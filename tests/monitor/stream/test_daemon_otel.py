@@ -18,13 +18,9 @@ data ride along. What each kind of input becomes:
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -39,35 +35,14 @@ from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer, content
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.fixtures.judge_server import fake_judge_config
-from tests.monitor.stream.test_daemon import committed_offset, kafka_settings, read_topic, rows_per_event, running
-from tests.support.waiting import wait_for
 from tests.otlp_receiver import otlp_receiver
+from tests.support.daemon import kafka_settings, rows_per_event, running
+from tests.support.kafka import committed_offset, read_topic
+from tests.support.rag_traces import ANSWER, EMAIL, QUESTIONS, rag_traces
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-EMAIL = "Maria.Garcia@contoso-mail.com"
-ANSWER = "Hold the reset button for ten seconds, then wait for the green light."
-QUESTIONS: list[dict[str, Any]] = [
-    {
-        "conversation": "conv-router",
-        "subject": "Router offline",
-        "query": f"How do I reset my router? Write to {EMAIL}.",
-        "docs": [
-            {"id": "kb-1", "score": 0.92, "content": "Router reset: hold the button 10 s."},
-            {"id": "kb-2", "score": 0.31, "content": "Warranty covers two years."},
-        ],
-    },
-    {
-        "conversation": "conv-vpn",
-        "subject": "VPN drops",
-        "query": "Why does my VPN drop every hour?",
-        "history": [
-            {"role": "user", "content": "Hello"},
-            {"role": "assistant", "content": "Hi, how can I help?"},
-        ],
-        "docs": [{"id": "kb-7", "score": 0.8, "content": "VPN client 4.2 fixes hourly drops."}],
-    },
-]
 OI_QUESTION = {
     "conversation": "sess-printer",
     "subject": "Printer jams",
@@ -80,43 +55,6 @@ OFF_QUESTION = {
     "query": "Why was I charged twice?",
     "docs": [{"id": "kb-9", "score": 0.5, "content": "Duplicate charges reverse in 3 days."}],
 }
-
-
-def _rag(
-    tmp_path: Path,
-    family: str,
-    base_url: str,
-    encoding: str,
-    questions: list[dict[str, Any]],
-    capture: str | None,
-) -> list[tuple[bytes, bytes]]:
-    path = tmp_path / f"questions-{family}-{capture}.json"
-    path.write_text(json.dumps(questions))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENINFERENCE_"))}
-    env["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
-    if capture is not None:
-        env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = capture
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.consumers.otel.rag_app",
-            "--family",
-            family,
-            "--base-url",
-            base_url,
-            "--encoding",
-            encoding,
-            "--questions",
-            str(path),
-        ],
-        capture_output=True,
-        check=True,
-        env=env,
-        timeout=120,
-    )
-    lines = [json.loads(line) for line in out.stdout.decode().splitlines() if line]
-    return [(line["key"].encode(), base64.b64decode(line["value"])) for line in lines]
 
 
 def _every_row(url: str) -> str:
@@ -144,9 +82,9 @@ def test_instrumented_rag_traces_are_judged_once_and_written_back(
     with FakeJudgeServer() as model:
         model.responder = lambda request: content(ANSWER)
         messages = [
-            *_rag(tmp_path, "genai", model.base_url, encoding, QUESTIONS, "span_only"),
-            *_rag(tmp_path, "openinference", model.base_url, encoding, [OI_QUESTION], None),
-            *_rag(tmp_path, "genai", model.base_url, encoding, [OFF_QUESTION], None),
+            *rag_traces(tmp_path, "genai", model.base_url, encoding, QUESTIONS, "span_only"),
+            *rag_traces(tmp_path, "openinference", model.base_url, encoding, [OI_QUESTION], None),
+            *rag_traces(tmp_path, "genai", model.base_url, encoding, [OFF_QUESTION], None),
         ]
     assert len(messages) == 8  # four traces, each split across two messages
     for key, value in messages:
@@ -179,7 +117,8 @@ def test_instrumented_rag_traces_are_judged_once_and_written_back(
         with running(settings, KafkaTurnSource(kafka), KafkaDeadLetterQueue(kafka), store) as h:
             wait_for(
                 lambda: committed_offset(bootstrap, kafka.group_id, topic) == total,
-                "every message finished and committed", timeout=60,
+                "every message finished and committed",
+                timeout=60,
             )
             skipped = h.sample(
                 "casewatch_turns_skipped_total",

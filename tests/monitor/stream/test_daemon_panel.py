@@ -26,7 +26,7 @@ from monitor.stream.runner import stream_daemon
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn
 from tests.fixtures.judge_server import fake_judge_config
-from tests.monitor.stream.test_daemon import close_opened
+from tests.support.daemon import close_opened
 
 MARK = "[dispute]"
 

@@ -24,7 +24,8 @@ from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.fixtures.databases import make_turn
 from tests.fixtures.judge_server import fake_judge_config
-from tests.monitor.stream.test_daemon import committed_offset, kafka_settings, read_topic, running
+from tests.support.daemon import kafka_settings, running
+from tests.support.kafka import committed_offset, read_topic
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,8 @@ from consumers.tansu import EmbeddedBroker
 from monitor.storage.store import Store
 from tests.consumers.group_member import leave_while_leading
 from tests.fixtures.broker import produce
-from tests.monitor.stream.test_daemon import committed_offset, kafka_settings, rows_per_event, running, turn_values
+from tests.support.daemon import kafka_settings, rows_per_event, running, turn_values
+from tests.support.kafka import committed_offset
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.tansu_quirks]

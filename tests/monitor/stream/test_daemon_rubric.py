@@ -17,7 +17,8 @@ from tests.fake_judge_server import FakeJudgeServer, keyword_grader
 from tests.fixtures.broker import produce
 from tests.fixtures.databases import make_turn
 from tests.fixtures.judge_server import fake_judge_config
-from tests.monitor.stream.test_daemon import http_get, kafka_settings, rows_per_event
+from tests.support.daemon import kafka_settings, rows_per_event
+from tests.support.http import http_get
 from tests.support.waiting import wait_for
 
 RUBRICS = """\

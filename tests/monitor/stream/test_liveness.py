@@ -19,7 +19,7 @@ from monitor.storage.store import Store
 from monitor.stream.daemon import HEARTBEAT_MAX_AGE_S, Daemon
 from monitor.stream.http import Heartbeat
 from monitor.stream.runner import stream_daemon
-from tests.monitor.stream.test_daemon import close_opened
+from tests.support.daemon import close_opened
 
 MAX_POLL_INTERVAL_MS = 300_000  # Kafka's default: a join may block ~305 s
 

@@ -6,8 +6,7 @@ changed between two scrapes (the render cache must not serve the old one)."""
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest

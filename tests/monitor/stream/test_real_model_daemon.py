@@ -21,7 +21,8 @@ from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.model_server import real_judge_config
 from tests.model_server import RealModelServer
-from tests.monitor.stream.test_daemon import committed_offset, kafka_settings
+from tests.support.daemon import kafka_settings
+from tests.support.kafka import committed_offset
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -59,7 +60,8 @@ def test_the_daemon_judges_live_turns_with_the_real_model(
         group = settings.kafka.group_id
         wait_for(
             lambda: committed_offset(tansu_broker.bootstrap, group, kafka_topic) == len(ids),
-            "offsets committed to the end", timeout=120,
+            "offsets committed to the end",
+            timeout=120,
         )
     finally:
         assert runner.stop(timeout_s=120)

@@ -24,7 +24,8 @@ from monitor.stream.runner import DaemonRunner, file_sidecars
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn, make_verdict
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
-from tests.monitor.stream.test_daemon import http_get, rows_per_event, turn_values
+from tests.support.daemon import rows_per_event, turn_values
+from tests.support.http import http_get
 from tests.support.waiting import wait_for
 
 

@@ -19,7 +19,7 @@ from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.stream.runner import stream_daemon
 from tests.fixtures.databases import make_turn
-from tests.monitor.stream.test_daemon import close_opened
+from tests.support.daemon import close_opened
 
 # One refused kind per backend that survives the trip through JSON: PostgreSQL cannot hold a
 # NUL ("\u0000" in the JSON) in JSONB; SQLite cannot hold an integer beyond 64 bits.

@@ -2,37 +2,14 @@
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
-from tests.monitor.judging.heuristic.tripwire_corpus import EXPECTED, decisions
+from tests.monitor.judging.heuristic.tripwire_corpus import EXPECTED, decisions, turn
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
-CONTEXT = (
-    "Runners reach the remote cache at cache.foundry.example over HTTPS on port 9443. Set "
-    "FOUNDRY_CACHE_DIR in /etc/foundry/runner.env and restart with "
-    "`sudo systemctl restart foundry-runner`. List invoices with GET "
-    "https://api.example.com/v1/customers/{customer_id}/invoices. Fixed in 4.8.2."
-)
-
-
-def turn(answer: str, **overrides: Any) -> TurnEvent:
-    event: dict[str, Any] = {
-        "event_id": "e-1",
-        "conversation_id": "c-1",
-        "turn_index": 0,
-        "timestamp": "2026-11-02T08:00:00Z",
-        "assistant": {"name": "a", "version": "1", "model": "m"},
-        "case": {"subject": "Runner cache unavailable", "description": "Volume vol-data-4417."},
-        "query": "Which port?",
-        "contexts": [{"id": "kb-1", "text": CONTEXT}],
-        "answer": answer,
-    }
-    event.update(overrides)
-    return TurnEvent.model_validate(event)
 
 
 @pytest.mark.parametrize(

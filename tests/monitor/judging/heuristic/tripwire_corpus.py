@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from monitor.judging.heuristic.tripwire import TripwireHit, identifier_tripwire
 from monitor.models import TurnEvent
@@ -32,6 +33,33 @@ EXPECTED = Path(__file__).resolve().parent / "tripwire_expected.json"
 
 _WORD = re.compile(r"[^\s`'\"()\[\]<>,;!?*=]+")
 _ID_LIKE = re.compile(r"[\d_./:@]|\w-\w|^[A-Z]{3,}$")
+
+
+# One hand-made passage with an identifier of each kind (host, port, path, config key,
+# resource, URL template, version), and a turn answering from it: the unit tests' near misses.
+CONTEXT = (
+    "Runners reach the remote cache at cache.foundry.example over HTTPS on port 9443. Set "
+    "FOUNDRY_CACHE_DIR in /etc/foundry/runner.env and restart with "
+    "`sudo systemctl restart foundry-runner`. List invoices with GET "
+    "https://api.example.com/v1/customers/{customer_id}/invoices. Fixed in 4.8.2."
+)
+
+
+def turn(answer: str, **overrides: Any) -> TurnEvent:
+    """A turn whose evidence is ``CONTEXT`` and whose answer is ``answer``."""
+    event: dict[str, Any] = {
+        "event_id": "e-1",
+        "conversation_id": "c-1",
+        "turn_index": 0,
+        "timestamp": "2026-11-02T08:00:00Z",
+        "assistant": {"name": "a", "version": "1", "model": "m"},
+        "case": {"subject": "Runner cache unavailable", "description": "Volume vol-data-4417."},
+        "query": "Which port?",
+        "contexts": [{"id": "kb-1", "text": CONTEXT}],
+        "answer": answer,
+    }
+    event.update(overrides)
+    return TurnEvent.model_validate(event)
 
 
 def _next_char(c: str) -> str:

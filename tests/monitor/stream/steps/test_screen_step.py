@@ -27,7 +27,7 @@ from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope
 from monitor.stream.steps.screen import Screener, ScreenStep
 from tests.fixtures.databases import make_turn
-from tests.monitor.judging.heuristic.test_tripwire import turn as tripwire_turn
+from tests.monitor.judging.heuristic.tripwire_corpus import turn as tripwire_turn
 from tests.monitor.stream.steps.helpers import TP, Recorder, env, raw
 from tests.support.waiting import wait_for
 
@@ -130,7 +130,11 @@ def test_each_record_is_finished_here_or_handed_on_unchanged_in_order(make_step:
     step, nxt, done, _ = make_step()
     messages = records([v for v, _ in KINDS] * 3)
     submit_all(step, messages)
-    wait_for(lambda: len(nxt.items) + len(done.items) == len(messages), "screening to finish", tick=step.poll)
+    wait_for(
+        lambda: len(nxt.items) + len(done.items) == len(messages),
+        "screening to finish",
+        tick=step.poll,
+    )
     expected_done = [i for i, (_, out) in enumerate(KINDS * 3) if out]
     assert done.offsets == expected_done
     assert nxt.offsets == [i for i in range(len(messages)) if i not in expected_done]
