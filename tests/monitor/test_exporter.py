@@ -33,10 +33,6 @@ RECORDERS = frozenset(
 )
 
 
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
 
 # Headline names users' rules and dashboards build on (docs/metrics.md): a
 # rename or a lost declaration breaks this before it breaks someone's alert.

@@ -19,13 +19,6 @@ from tests.fixtures.databases import make_turn, make_verdict
 DAY = 86_400.0
 
 
-@pytest.fixture
-def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    # Settings come from the environment too: make sure the developer's own do not leak in.
-    monkeypatch.delenv("CASEWATCH_STORAGE__URL", raising=False)
-    monkeypatch.delenv("CASEWATCH_STORAGE__RETENTION_DAYS", raising=False)
-    return CliRunner()
-
 
 def _config(tmp_path: Path, url: str, retention: str = "30") -> Path:
     path = tmp_path / "casewatch.yaml"

@@ -11,11 +11,6 @@ from click.testing import CliRunner
 from monitor.cli import main
 
 
-@pytest.fixture
-def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.delenv("CASEWATCH_STORAGE__URL", raising=False)
-    return CliRunner()
-
 
 def test_db_upgrade_detect_and_drift_take_db(runner: CliRunner, tmp_path: Path) -> None:
     db = tmp_path / "chosen.db"

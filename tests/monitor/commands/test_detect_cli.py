@@ -23,11 +23,6 @@ from tests.fixtures.detection import Feed, config
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.delenv("CASEWATCH_STORAGE__URL", raising=False)
-    return CliRunner()
-
 
 @pytest.fixture
 def seeded(tmp_path: Path) -> Path:

@@ -44,11 +44,6 @@ def _shifting_judge() -> ShiftingJudge:
     return ShiftingJudge(answers[:3], answers[3:15])
 
 
-@pytest.fixture
-def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.delenv("CASEWATCH_STORAGE__URL", raising=False)
-    return CliRunner()
-
 
 def _reference(store: Store, config_hash: str, n: int, p: float) -> None:
     """Two-day-old turns at the stable judge's severe rate, stored under the live hash."""

@@ -18,13 +18,6 @@ from tests.fixtures.drift import NOW, seed_healthy_and_regressed
 AT = NOW.isoformat()
 
 
-@pytest.fixture
-def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    # Settings come from the environment too: the developer's own must not leak in.
-    for var in ("CASEWATCH_STORAGE__URL", "CASEWATCH_DRIFT__MIN_TURNS"):
-        monkeypatch.delenv(var, raising=False)
-    return CliRunner()
-
 
 @pytest.fixture
 def seeded(tmp_path: Path) -> Path:

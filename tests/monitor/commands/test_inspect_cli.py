@@ -14,11 +14,6 @@ from monitor.storage.store import Store
 from tests.fixtures.turns import seed_mixed
 
 
-@pytest.fixture
-def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.delenv("CASEWATCH_STORAGE__URL", raising=False)
-    return CliRunner()
-
 
 @pytest.fixture
 def seeded(store: Store) -> str:

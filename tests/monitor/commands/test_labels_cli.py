@@ -17,11 +17,6 @@ from monitor.storage.store import Store
 from tests.fixtures.turns import T0, seed_turn
 
 
-@pytest.fixture
-def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.delenv("CASEWATCH_STORAGE__URL", raising=False)
-    return CliRunner()
-
 
 @pytest.fixture
 def seeded(store: Store) -> Store:

@@ -31,11 +31,6 @@ def _judge_scores(i: int) -> dict[str, float] | None:
     return None  # clean, far from the edge
 
 
-@pytest.fixture
-def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.delenv("CASEWATCH_STORAGE__URL", raising=False)
-    return CliRunner()
-
 
 @pytest.fixture
 def judged(store: Store) -> Store:

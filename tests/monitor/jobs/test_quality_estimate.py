@@ -27,11 +27,6 @@ def _severe(event_id: str) -> bool:
     return int(event_id.split("-")[1]) % 5 in (0, 1)
 
 
-@pytest.fixture
-def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.delenv("CASEWATCH_STORAGE__URL", raising=False)
-    return CliRunner()
-
 
 @pytest.fixture
 def labelled(store: Store, runner: CliRunner, tmp_path: Path) -> Store:

@@ -12,10 +12,6 @@ from monitor.exporter import Metrics, is_declared
 from monitor.jobs.recorders import DriftRecorder, JobRunRecorder, RubricRecorder
 
 
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
 
 def test_record_rubric_grading(registry: CollectorRegistry) -> None:
     metrics = RubricRecorder(Metrics(registry))

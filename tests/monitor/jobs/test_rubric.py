@@ -66,10 +66,6 @@ def clock() -> ManualClock:
     return ManualClock(start=time.time())
 
 
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
 
 @pytest.fixture
 def make_job(

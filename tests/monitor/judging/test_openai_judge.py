@@ -42,10 +42,6 @@ from tests.fixtures.turns import marked_turn
 MakeJudge = Callable[..., OpenAIJudge]
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
 
 @pytest.fixture
 def make_judge(fake_judge: FakeJudgeServer, clock: ManualClock) -> Iterator[MakeJudge]:

@@ -47,10 +47,6 @@ def _judgment(score: float, **kw: object) -> Judgment:
     return Judgment.model_validate(base)
 
 
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
 
 def test_record_verdict_scored(registry: CollectorRegistry) -> None:
     metrics = JudgingRecorder(Metrics(registry))

@@ -43,10 +43,6 @@ class _Checks:
         return self.database
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
 
 @pytest.fixture
 def checks() -> _Checks:

@@ -10,10 +10,6 @@ from monitor.exporter import OTHER, Metrics
 from monitor.stream.recorder import StreamRecorder
 
 
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
 
 class _Decision:
     def __init__(self, sampled: bool, reason: str) -> None:

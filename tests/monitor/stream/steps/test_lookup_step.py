@@ -19,10 +19,6 @@ from tests.monitor.stream.steps.helpers import TP, CostLog, Recorder, env
 HASH = "cfg-test"
 
 
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
 
 def test_a_turn_already_judged_under_the_config_is_finished_without_a_judge_call(
     registry: CollectorRegistry, store: Store
