@@ -33,7 +33,6 @@ RECORDERS = frozenset(
 )
 
 
-
 # Headline names users' rules and dashboards build on (docs/metrics.md): a
 # rename or a lost declaration breaks this before it breaks someone's alert.
 CONTRACT = (

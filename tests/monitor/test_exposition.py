@@ -138,7 +138,6 @@ def test_negotiation_matches_prometheus_client() -> None:
     assert not negotiate("text/plain;version=1.0.0;escaping=dots").fast
 
 
-
 def test_every_exporter_state_is_served_as_prometheus_client(registry: CollectorRegistry) -> None:
     metrics = Metrics(registry, max_assistants=5)
     stream, drift = StreamRecorder(metrics), DriftRecorder(metrics)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
 from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 
@@ -17,7 +16,6 @@ from monitor.storage.store import Store
 from tests.fixtures.databases import make_turn, make_verdict
 
 DAY = 86_400.0
-
 
 
 def _config(tmp_path: Path, url: str, retention: str = "30") -> Path:

@@ -11,7 +11,6 @@ from click.testing import CliRunner
 from monitor.cli import main
 
 
-
 def test_db_upgrade_detect_and_drift_take_db(runner: CliRunner, tmp_path: Path) -> None:
     db = tmp_path / "chosen.db"
     up = runner.invoke(main, ["db", "upgrade", "--db", str(db)])

@@ -23,7 +23,6 @@ from tests.fixtures.detection import Feed, config
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
-
 @pytest.fixture
 def seeded(tmp_path: Path) -> Path:
     """canary regressed 5 % -> 40 % (alarm), stable at 5 %, fresh too new to be armed."""

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
@@ -42,7 +41,6 @@ def _shifting_judge() -> ShiftingJudge:
     """Severe on 3 canary answers; harsher, on 15 of the same turns."""
     answers = [json.loads(x)["turn"]["answer"] for x in CANARY.read_text().splitlines()]
     return ShiftingJudge(answers[:3], answers[3:15])
-
 
 
 def _reference(store: Store, config_hash: str, n: int, p: float) -> None:

@@ -18,7 +18,6 @@ from tests.fixtures.drift import NOW, seed_healthy_and_regressed
 AT = NOW.isoformat()
 
 
-
 @pytest.fixture
 def seeded(tmp_path: Path) -> Path:
     """helpdesk regressed (5 % -> 50 % severe), billing healthy (5 % -> 5 %); returns a config."""

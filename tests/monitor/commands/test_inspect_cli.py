@@ -14,7 +14,6 @@ from monitor.storage.store import Store
 from tests.fixtures.turns import seed_mixed
 
 
-
 @pytest.fixture
 def seeded(store: Store) -> str:
     seed_mixed(store)

@@ -17,7 +17,6 @@ from monitor.storage.store import Store
 from tests.fixtures.turns import T0, seed_turn
 
 
-
 @pytest.fixture
 def seeded(store: Store) -> Store:
     """30 helpdesk turns, every third one a severe hallucination; one billing turn."""

@@ -31,7 +31,6 @@ def _judge_scores(i: int) -> dict[str, float] | None:
     return None  # clean, far from the edge
 
 
-
 @pytest.fixture
 def judged(store: Store) -> Store:
     for i in range(POPULATION):

@@ -27,7 +27,6 @@ def _severe(event_id: str) -> bool:
     return int(event_id.split("-")[1]) % 5 in (0, 1)
 
 
-
 @pytest.fixture
 def labelled(store: Store, runner: CliRunner, tmp_path: Path) -> Store:
     for i in range(POPULATION):

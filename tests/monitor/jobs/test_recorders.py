@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import math
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.exporter import Metrics, is_declared
 from monitor.jobs.recorders import DriftRecorder, JobRunRecorder, RubricRecorder
-
 
 
 def test_record_rubric_grading(registry: CollectorRegistry) -> None:

@@ -66,7 +66,6 @@ def clock() -> ManualClock:
     return ManualClock(start=time.time())
 
 
-
 @pytest.fixture
 def make_job(
     store: Store, fake_judge: FakeJudgeServer, clock: ManualClock, registry: CollectorRegistry

@@ -42,7 +42,6 @@ from tests.fixtures.turns import marked_turn
 MakeJudge = Callable[..., OpenAIJudge]
 
 
-
 @pytest.fixture
 def make_judge(fake_judge: FakeJudgeServer, clock: ManualClock) -> Iterator[MakeJudge]:
     judges: list[OpenAIJudge] = []

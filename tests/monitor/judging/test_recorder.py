@@ -47,7 +47,6 @@ def _judgment(score: float, **kw: object) -> Judgment:
     return Judgment.model_validate(base)
 
 
-
 def test_record_verdict_scored(registry: CollectorRegistry) -> None:
     metrics = JudgingRecorder(Metrics(registry))
     verdict = single_judge_verdict(

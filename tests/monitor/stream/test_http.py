@@ -43,7 +43,6 @@ class _Checks:
         return self.database
 
 
-
 @pytest.fixture
 def checks() -> _Checks:
     return _Checks()

@@ -3,12 +3,10 @@ read back from a fresh registry."""
 
 from __future__ import annotations
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.exporter import OTHER, Metrics
 from monitor.stream.recorder import StreamRecorder
-
 
 
 class _Decision:

@@ -19,7 +19,6 @@ from tests.monitor.stream.steps.helpers import TP, CostLog, GatedEvaluator, Reco
 from tests.support.waiting import wait_for
 
 
-
 @pytest.fixture
 def parts(
     registry: CollectorRegistry,

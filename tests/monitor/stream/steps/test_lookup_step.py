@@ -19,7 +19,6 @@ from tests.monitor.stream.steps.helpers import TP, CostLog, Recorder, env
 HASH = "cfg-test"
 
 
-
 def test_a_turn_already_judged_under_the_config_is_finished_without_a_judge_call(
     registry: CollectorRegistry, store: Store
 ) -> None:
