@@ -127,9 +127,7 @@ def test_kafka_end_to_end_sampled_turns_stored_once_poison_dead_lettered(
         assert h.sample("casewatch_in_flight") == 0
         assert h.sample("casewatch_paused_partitions") == 0
         lag = {"topic": kafka_topic, "partition": "0"}
-        wait_for(
-            lambda: h.registry.get_sample_value("casewatch_consumer_lag", lag) == 0, timeout=10
-        )
+        wait_for(lambda: h.registry.get_sample_value("casewatch_consumer_lag", lag) == 0)
 
     dead = read_topic(bootstrap, f"{kafka_topic}{DLQ_SUFFIX}", len(MALFORMED))
     assert [r.value for r in dead] == [v for v, _ in MALFORMED]
