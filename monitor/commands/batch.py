@@ -16,14 +16,14 @@ import click
 from monitor.batch.runner import run_batch
 from monitor.batch.summary import BatchSummary
 from monitor.batch.verdict_files import VerdictFile, default_rejects_path, read_verdicts
-from monitor.commands.output import MISSING, num, p_value, table
+from monitor.commands.output import MISSING, num, p_value, percent, table
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import ConfigError, InvalidInput, TransportError
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.preflight import judges_to_probe, probe_judges
 from monitor.logs import configure_logging
 from monitor.models import Band
-from monitor.reports.panel_report import panel_report
+from monitor.reports.panel_report import PanelReport, panel_report
 from monitor.stats.agreement import (
     BANDS,
     HumanAgreement,
@@ -307,6 +307,39 @@ def _print_human(h: HumanAgreement) -> None:
         click.echo(f"note: label keys ignored (not a metric or turn_band): {h.unknown_keys}")
 
 
+_PANEL_HEADS = {"before": "before arb.", "after": "after arb."}  # the other columns: judges
+_PANEL_STATISTICS = (
+    ("accuracy", "accuracy"),
+    ("Cohen's kappa", "kappa"),
+    ("macro-F1", "macro_f1"),
+)
+
+
+def panel_text(p: PanelReport) -> str:
+    """The panel's agreement with people: one table per statistic, evaluators as columns."""
+    usd = (
+        f", {p.cost_usd:.6f} vs {p.three_judges_cost_usd:.6f} USD" if p.cost_basis == "usd" else ""
+    )
+    heads = [_PANEL_HEADS.get(e.kind, e.name) for e in p.evaluators]
+    blocks = [
+        f"panel turns {p.turns} (labelled {p.labelled}, judge_failed {p.judge_failed}); "
+        f"disagreement rate {percent(p.disagreement_rate)}; "
+        f"arbiter calls {p.arbiter_calls} ({percent(p.arbiter_call_share)} of turns)\n"
+        f"cost {p.cost_ratio:.3f} x three judges on every turn (basis: {p.cost_basis}{usd})",
+        table(["", *heads], [["coverage", *(percent(e.coverage) for e in p.evaluators)]]),
+    ]
+    keys = [m.metric for m in p.evaluators[0].metrics]
+    for title, field in _PANEL_STATISTICS:
+        rows = []
+        for key in keys:
+            found = [e.row(key) for e in p.evaluators]
+            rows.append(
+                [key, *(num(getattr(r, field) if r is not None else None, 3) for r in found)]
+            )
+        blocks.append(table([title, *heads], rows))
+    return "\n\n".join(blocks)
+
+
 def _corr_row(label: str, c: Correlation) -> list[str]:
     rho, tau = num(c.spearman, 3), num(c.kendall, 3)
     return [label, str(c.n), rho, p_value(c.spearman_p), tau, p_value(c.kendall_p)]
@@ -393,7 +426,7 @@ def agreement_command(
         _print_human(human)
     if panel is not None:
         click.echo()
-        click.echo(panel.format_table())
+        click.echo(panel_text(panel))
     if judges is not None:
         if human is not None:
             click.echo()

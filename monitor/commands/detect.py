@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from monitor.commands.output import percent, table
 from monitor.commands.store_access import db_option, with_db
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
@@ -81,10 +82,6 @@ def _judge_change(store: Store, states: list[DetectorState]) -> JudgeChange:
     )
 
 
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{x:.2%}"
-
-
 def _line(d: dict[str, Any]) -> list[str]:
     if not d["armed"]:
         state = f"NOT ARMED ({d['reference_turns']} reference turns)"
@@ -92,14 +89,14 @@ def _line(d: dict[str, Any]) -> list[str]:
         state = (
             f"ALARM since {d['change_point']} ({d['alarm_shift']:g}x shift; "
             f"{d['severe_since_change']} of {d['observations_since_change']} severe, "
-            f"{_pct(d['rate_since_change'])})"
+            f"{percent(d['rate_since_change'], 2)})"
         )
     else:
         state = "watching"
     return [
         d["assistant"],
         d["signal"],
-        _pct(d["baseline_rate"]),
+        percent(d["baseline_rate"], 2),
         d["baseline_source"],
         f"{d['statistic']:.2f}",
         str(d["observations"]),
@@ -142,13 +139,8 @@ def detect_command(
     if not docs:
         click.echo("no detectors yet: the detection job has not run on this database")
         return
-    table = [["assistant", "signal", "baseline", "source", "stat", "observed", "state"]]
-    table += [_line(d) for d in docs]
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    for n, row in enumerate(table):
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        if n == 0:
-            click.echo("  ".join("-" * w for w in widths))
+    header = ["assistant", "signal", "baseline", "source", "stat", "observed", "state"]
+    click.echo(table(header, [_line(d) for d in docs], left=frozenset(range(len(header)))))
     click.echo(f"judge: {judge.sentence()}")
 
 

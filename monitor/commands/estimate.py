@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from monitor.commands.output import percent, table
 from monitor.commands.store_access import check_assistant, db_options, open_store
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
@@ -29,12 +30,12 @@ from monitor.stats.ppi import Interval
 from monitor.storage import labels as label_sql
 
 
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:5.1f} %"
+def _interval(lower: float | None, upper: float | None) -> str:
+    return f"[{percent(lower)}, {percent(upper)}]"
 
 
-def _row(name: str, i: Interval) -> str:
-    return f"  {name:<12} {_pct(i.point)}   [{_pct(i.lower)}, {_pct(i.upper)}]   n = {i.n}"
+def _row(name: str, i: Interval, note: str = "") -> list[str]:
+    return [name, percent(i.point), _interval(i.lower, i.upper), str(i.n), note]
 
 
 def _print(q: QualityEstimate) -> None:
@@ -43,18 +44,25 @@ def _print(q: QualityEstimate) -> None:
         f"{q.assistant}: share of turns with {q.signal} severe, batch {q.batch_id} "
         f"({q.labelled} labelled of {q.population} scored turns in its frame)"
     )
-    click.echo(f"  {'':<12} {'rate':>7}   {round(100 * e.confidence)} % interval")
-    click.echo(
-        _row("corrected", e.ppi) + (f"   (PPI++, lambda {e.lam:.2f})" if e.lam is not None else "")
-    )
-    click.echo(_row("judge only", e.judge_only))
-    click.echo(_row("labels only", e.labels_only))
+    rows = [
+        _row("corrected", e.ppi, f"PPI++, lambda {e.lam:.2f}" if e.lam is not None else ""),
+        _row("judge only", e.judge_only),
+        _row("labels only", e.labels_only),
+    ]
     a = q.anytime
     if a is not None:
-        click.echo(
-            f"  {'anytime':<12} {_pct(a.point)}   [{_pct(a.lower)}, {_pct(a.upper)}]   "
-            f"over {a.looks} labelled batch(es), valid at every look"
+        rows.append(
+            [
+                "anytime",
+                percent(a.point),
+                _interval(a.lower, a.upper),
+                "",
+                f"over {a.looks} labelled batch(es), valid at every look",
+            ]
         )
+    header = ["", "rate", f"{round(100 * e.confidence)} % interval", "n", ""]
+    click.echo(table(header, rows, left=frozenset({0, 2, 4})))
+    if a is not None:
         click.echo(
             "  Read a dashboard (or any figure re-read as labels come in) with the anytime "
             "interval;\n  the corrected fixed-n interval holds for this batch read once."

@@ -20,7 +20,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from monitor.commands.output import num
+from monitor.commands.output import num, table
 from monitor.commands.usage import fail as _fail
 from monitor.commands.usage import settings_or_fail
 from monitor.errors import ConfigError, validation_error_lines
@@ -308,13 +308,19 @@ def tournament_command(
         }
         click.echo(json.dumps(doc, indent=2))
         return
-    click.echo(f"{'rank':>4}  {'system':<28} {'Elo':>7}  {'95 % CI':>17}  matches  mean score")
-    for row in rows:
-        low, high = row["ci95"]
-        click.echo(
-            f"{row['rank']:>4}  {row['system']:<28} {row['rating']:>7.1f}  "
-            f"{low:>7.1f}–{high:<8.1f}  {row['matches']:>7}  {num(row['mean_score'], 3)}"
-        )
+    header = ["rank", "system", "Elo", "95 % CI", "matches", "mean score"]
+    cells = [
+        [
+            str(row["rank"]),
+            row["system"],
+            f"{row['rating']:.1f}",
+            "{:.1f}–{:.1f}".format(*row["ci95"]),
+            str(row["matches"]),
+            num(row["mean_score"], 3),
+        ]
+        for row in rows
+    ]
+    click.echo(table(header, cells, left=frozenset({1}), rule=False))
     click.echo(
         f"\n{'Swiss' if use_swiss else 'round-robin'}: {len(result.rounds)} rounds, "
         f"{result.match_count} matches, {len(keys)} questions, judge {judge.name} "

@@ -30,7 +30,6 @@ BEFORE = "panel before arbitration"
 AFTER = "panel after arbitration"
 
 EvaluatorKind = Literal["primary", "before", "after"]
-_SHORT = {"before": "before arb.", "after": "after arb."}  # table column heads
 
 
 @dataclass(frozen=True)
@@ -73,49 +72,6 @@ class PanelReport:
             for e in self.evaluators
         }
         return doc
-
-    def format_table(self) -> str:
-        """Fixed-width text for the CLI: one block per statistic, evaluators as columns."""
-        lines = [
-            f"panel turns {self.turns} (labelled {self.labelled}, judge_failed "
-            f"{self.judge_failed}); disagreement rate {_pct(self.disagreement_rate)}; "
-            f"arbiter calls {self.arbiter_calls} ({_pct(self.arbiter_call_share)} of turns)",
-            f"cost {self.cost_ratio:.3f} x three judges on every turn (basis: {self.cost_basis}"
-            + (
-                f", {self.cost_usd:.6f} vs {self.three_judges_cost_usd:.6f} USD)"
-                if self.cost_basis == "usd"
-                else ")"
-            ),
-        ]
-        heads = [_SHORT.get(e.kind, e.name) for e in self.evaluators]
-        widths = [max(8, len(h)) + 2 for h in heads]
-        keys = [m.metric for m in self.evaluators[0].metrics]
-
-        def line(label: str, cells: Iterable[str]) -> str:
-            return f"{label:26}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True))
-
-        header = line("", heads)
-        lines += ["", header, line("coverage", (_pct(e.coverage) for e in self.evaluators))]
-        for title, field in (
-            ("accuracy", "accuracy"),
-            ("Cohen's kappa", "kappa"),
-            ("macro-F1", "macro_f1"),
-        ):
-            lines += ["", title, header]
-            for key in keys:
-                rows = (e.row(key) for e in self.evaluators)
-                lines.append(
-                    line(key, (_num(getattr(r, field) if r is not None else None) for r in rows))
-                )
-        return "\n".join(lines)
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
 
 
 # ---------------------------------------------------------------- building the report

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from monitor.commands.batch import panel_text
 from monitor.judging import arbitration
 from monitor.judging.verdicts import failed_verdict, scored_verdict
 from monitor.models import METRICS, JudgeScores, Judgment, MetricScore, TurnEvent
@@ -185,7 +186,7 @@ def test_unknown_band_in_labels_is_rejected() -> None:
 
 def test_table_and_dict() -> None:
     report = panel_report.panel_report(four_turns(cost=0.01), LABELS)
-    table = report.format_table()
+    table = panel_text(report)
     assert "disagreement rate 25.0%" in table and "0.625 x three judges" in table
     assert "after arb." in table and "Cohen's kappa" in table
     halluc = [line for line in table.splitlines() if line.startswith("hallucination")]
