@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from monitor.commands.batch import judge_command
 from tests.fake_judge_server import FakeJudgeServer, malformed
 from tests.fixtures.judge_server import FAKE_JUDGE_MODEL
 from tests.support.turn_lines import stable_and_canary
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -84,11 +84,12 @@ def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_tur
             env=env,
         )
         try:
-            deadline = time.monotonic() + 120
-            while not (out.exists() and out.read_bytes().count(b"\n") >= 2):
+
+            def two_verdicts_written() -> bool:
                 assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "no verdict written"
-                time.sleep(0.05)
+                return out.exists() and out.read_bytes().count(b"\n") >= 2
+
+            wait_for(two_verdicts_written, "two verdicts written")
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=120)
         finally:

@@ -18,6 +18,7 @@ from monitor.demo.alerts import RULES, DemoAlerts, find_rules
 from monitor.demo.run import Demo, DemoOptions
 from monitor.demo.summary import AlertState, format_alerts
 from monitor.settings import load_settings
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 DEADLINE_S = 240.0  # generous: a busy 2-core machine; the test ends as soon as it sees it
@@ -78,10 +79,7 @@ def test_demo_without_prometheus_runs_and_says_how_to_get_it(
     try:
         assert demo.prometheus_url is None
         assert "`make services`" in lines[0]
-        deadline = time.monotonic() + DEADLINE_S
-        while demo.snapshot().judged == 0:
-            assert time.monotonic() < deadline, "nothing judged"
-            time.sleep(0.2)
+        wait_for(lambda: demo.snapshot().judged > 0, "a judged turn", timeout=DEADLINE_S)
         assert "alerts:" not in demo.summary()  # no alerts line without Prometheus
     finally:
         demo.stop()

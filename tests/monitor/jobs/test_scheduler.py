@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from monitor.exporter import Metrics
 from monitor.jobs.scheduler import JobScheduler
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store
+from tests.support.waiting import wait_for
 
 
 class CountingJob:
@@ -142,9 +142,7 @@ def test_apscheduler_runs_the_jobs_at_start_and_shutdown_releases_the_lease(stor
     scheduler.start()
     try:
         assert job.ran.wait(30), "the first run happens at start"
-        deadline = time.monotonic() + 30
-        while _runs(registry, "drift", "ok") < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: _runs(registry, "drift", "ok") >= 1, "the run counted")
         assert _runs(registry, "drift", "ok") == 1
     finally:
         scheduler.shutdown(timeout_s=30)
@@ -183,10 +181,10 @@ def test_a_lease_is_renewed_while_its_job_runs(store: Store) -> None:
         clock.advance(60 + 60 + 1)  # past the lease taken at the start of the run
         from datetime import UTC, datetime
 
-        deadline = time.monotonic() + 30  # a hang guard, not a timing threshold
-        while leases.holder("drift", datetime.fromtimestamp(clock.time(), tz=UTC)) != "a":
-            assert time.monotonic() < deadline, "the lease was not renewed during the run"
-            time.sleep(0.01)
+        wait_for(
+            lambda: leases.holder("drift", datetime.fromtimestamp(clock.time(), tz=UTC)) == "a",
+            "the lease renewed during the run",
+        )
         b = JobScheduler(store, Metrics(CollectorRegistry()), owner="b", clock=clock)
         other = CountingJob()
         b.add(other)
