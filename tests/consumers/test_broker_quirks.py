@@ -24,9 +24,9 @@ from consumers.group_rejoin import StuckGroup
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import create_topics, delete_topics
 from monitor.settings import KafkaConfig
-from tests.consumers.test_kafka_integration import config
 from tests.fixtures.broker import ContractBroker
-from tests.monitor.stream.test_daemon import wait_for
+from tests.support.kafka import source_config
+from tests.support.waiting import wait_for
 
 
 def test_tansu_is_recognised_by_its_cluster_id_and_nothing_else_is() -> None:
@@ -98,7 +98,7 @@ def test_only_tansus_quirks_change_how_kafka_python_handles_a_join(
 ) -> None:
     """The JoinGroup leader is remembered (a patch of kafka-python) only for a consumer with
     Tansu's quirks on: with them off the library's own join handling runs, on any broker."""
-    source = KafkaTurnSource(config(kafka_broker, contract_topic, broker_quirks=quirks))
+    source = KafkaTurnSource(source_config(kafka_broker, contract_topic, broker_quirks=quirks))
     sources.append(source)
     wait_for(lambda: bool(source.poll(0.2, 10) or source.assignment()), what="the join")
     consumer = source._consumer
