@@ -88,7 +88,8 @@ def answer_of(turn: TurnEvent, question: PairwiseQuestion) -> PairwiseAnswer:
 
 def _judge(settings: Settings, name: str | None, swap: bool) -> PairwiseJudge:
     try:
-        return build_pairwise_judge(name or settings.judge, settings, PairwiseOptions(swap=swap))
+        name = name or settings.judge
+        return build_pairwise_judge(name, settings.judge_config(name), PairwiseOptions(swap=swap))
     except ConfigError as exc:
         _fail(str(exc))
 

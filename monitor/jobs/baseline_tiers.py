@@ -50,7 +50,7 @@ from monitor.judging.pairwise_scoring import OUTCOMES
 from monitor.judging.probes import TIERS, Probe, Tier, load_probes, normalise_query
 from monitor.models import Context
 from monitor.sampling.budget import Budget
-from monitor.settings import BaselineAssistantConfig, BaselineConfig, Settings
+from monitor.settings import BaselineAssistantConfig, BaselineConfig, JudgeConfig
 from monitor.stats.elo import MatchResult, replay
 from monitor.storage.matches import insert_matches, recent_turns
 from monitor.storage.store import Store
@@ -312,14 +312,15 @@ def _client(assistant: BaselineAssistantConfig) -> AssistantClient:
 
 
 def build_baseline_job(
-    settings: Settings,
+    config: BaselineConfig,
+    judge_config: JudgeConfig,
     store: Store,
     metrics: Metrics,
     clock: Clock,
     budget: Budget | None = None,
 ) -> BaselineTiersJob:
-    """The job as configured in the ``baseline:`` section (ConfigError on a bad probe set)."""
-    config = settings.baseline
+    """The job as configured in the ``baseline:`` section, its pairwise judge configured by
+    ``judge_config`` (ConfigError on a bad probe set)."""
     if config.probes is None:
         raise ConfigError("baseline.probes: the probe set file is required")
     probes = load_probes(config.probes)
@@ -328,7 +329,7 @@ def build_baseline_job(
         threshold=config.confidence_threshold,
         top_logprobs=config.top_logprobs,
     )
-    judge = build_pairwise_judge(config.judge, settings, options, clock=clock)
+    judge = build_pairwise_judge(config.judge, judge_config, options, clock=clock)
     return BaselineTiersJob(config, probes, judge, store, metrics, clock=clock, budget=budget)
 
 

@@ -87,7 +87,12 @@ def build_jobs(
 
         jobs.append(
             build_baseline_job(
-                settings, store, metrics, clock, budget or Sampler(settings.sampling, clock).budget
+                settings.baseline,
+                settings.judge_config(settings.baseline.judge),
+                store,
+                metrics,
+                clock,
+                budget or Sampler(settings.sampling, clock).budget,
             )
         )
     return jobs
@@ -108,7 +113,11 @@ def _judge_canary(
     if panel.arbiter:
         roles.append((panel.arbiter, "arbiter"))
     judges = [
-        CanaryJudge(name, single_judge_hash(settings, name), build_judge(name, settings, role))
+        CanaryJudge(
+            name,
+            single_judge_hash(settings, name),
+            build_judge(name, settings.judge_config(name), role),
+        )
         for name, role in roles
     ]
     return JudgeCanaryJob(

@@ -72,8 +72,10 @@ def build_evaluator(
 
     panel = settings.effective_panel()
     role: JudgeRole = "primary" if len(panel.primaries) == 2 else "single"
-    primaries = [build_judge(n, settings, role) for n in panel.primaries]
-    arbiter = build_judge(panel.arbiter, settings, "arbiter") if panel.arbiter else None
+    primaries = [build_judge(n, settings.judge_config(n), role) for n in panel.primaries]
+    arbiter = None
+    if panel.arbiter:
+        arbiter = build_judge(panel.arbiter, settings.judge_config(panel.arbiter), "arbiter")
     return JudgePanel(
         primaries,
         arbiter,

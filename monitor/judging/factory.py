@@ -1,14 +1,13 @@
-"""Build a configured judge by name."""
+"""Build a judge from its configuration (the offline heuristic, else the endpoint)."""
 
 from __future__ import annotations
 
 from monitor.judging.judge import Judge
 from monitor.models import JudgeRole
-from monitor.settings import Settings
+from monitor.settings import JudgeConfig
 
 
-def build_judge(name: str, settings: Settings, role: JudgeRole = "single") -> Judge:
-    cfg = settings.judge_config(name)
+def build_judge(name: str, cfg: JudgeConfig, role: JudgeRole = "single") -> Judge:
     if cfg.kind == "heuristic":
         from monitor.judging.heuristic.judge import HeuristicJudge
 

@@ -327,7 +327,13 @@ def test_build_jobs_registers_the_job_from_the_baseline_section(
         update={"baseline": settings.baseline.model_copy(update={"probes": bad})}
     )
     with pytest.raises(Exception, match=r"probes.jsonl:1"):
-        build_baseline_job(broken, store, Metrics(CollectorRegistry()), ManualClock())
+        build_baseline_job(
+            broken.baseline,
+            broken.judge_config(broken.baseline.judge),
+            store,
+            Metrics(CollectorRegistry()),
+            ManualClock(),
+        )
 
 
 def test_failed_judgments_are_stored_counted_and_clear_the_gauges(
