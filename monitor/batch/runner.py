@@ -155,13 +155,17 @@ def _drive(
             summary.read += 1
             tracker.track(FILE_TP, record.offset)
             message = Envelope(FILE_TP, record.offset, record)
+            refused = False
             while True:
                 try:
                     first.submit(message)
                     break
                 except MessageRejected:
-                    if not judge.wait_any(_WAIT_S):
-                        clock.sleep(_WAIT_S)  # no judge call running: the look-up holds them
+                    # Refused once: a poll moves the look-up's turns on to the judge step.
+                    # Again: wait for a judge call to end (or a moment, when none runs).
+                    if refused and not judge.wait_any(_WAIT_S):
+                        clock.sleep(_WAIT_S)
+                    refused = True
                     first.poll()
         first.poll()
     first.join(None)
