@@ -27,9 +27,3 @@ def encode(spans: Sequence[ReadableSpan], encoding: str) -> bytes:
                     if key in span:
                         span[key] = base64.b64decode(span[key]).hex()
     return json.dumps(document).encode()
-
-
-def trace_key(span: ReadableSpan) -> bytes:
-    """The message key with partition_traces_by_id: the trace id as hex."""
-    assert span.context is not None
-    return f"{span.context.trace_id:032x}".encode()
