@@ -6,7 +6,6 @@ with Grafana's macros and variables expanded by ``tests/dashboards/sql_macros.py
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -26,6 +25,7 @@ from monitor.stream.runner import DaemonRunner
 from tests.dashboards.queries import ROOT
 from tests.dashboards.sql_macros import Var, expand
 from tests.fixtures.broker import DLQ_SUFFIX
+from tests.support.waiting import wait_for
 
 COMMITTED = ROOT / "dashboards" / f"{turns.UID}.json"
 DEADLINE_S = 300.0
@@ -113,17 +113,21 @@ def live_pg(tansu_broker: EmbeddedBroker, pg_url: str) -> Iterator[str]:
     ).start()
     dsn = pg_url.replace("postgresql+psycopg://", "postgresql://", 1)
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
+
+        def severe_canary_turns() -> bool:
             with psycopg.connect(dsn) as conn:
                 severe = conn.execute(
                     "SELECT count(*) FROM turn_verdicts WHERE assistant = %s "
                     "AND turn_band = 'severe'", (CANARY,)
                 ).fetchone()  # fmt: skip
-            if severe is not None and severe[0] >= 3:
-                break
-            assert time.monotonic() < deadline, "the daemon stored no severe canary turn"
-            time.sleep(1.0)
+            return severe is not None and severe[0] >= 3
+
+        wait_for(
+            severe_canary_turns,
+            "three severe canary turns stored",
+            timeout=DEADLINE_S,
+            interval=1.0,
+        )
     finally:
         producer.stop()
         runner.stop(60.0)
