@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -19,13 +17,6 @@ from tests.fixtures.databases import make_turn
 from tests.monitor.stream.steps.helpers import Recorder, env, raw
 
 GOOD = make_turn("e1").model_dump_json().encode()
-
-
-@pytest.fixture
-def sink(tmp_path: Path) -> Iterator[FileDeadLetterSink]:
-    dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
-    yield dlq
-    dlq.close()
 
 
 def _step(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -39,13 +37,6 @@ def _pii(event_id: str = "e1", **extra: object) -> TurnEvent:
         answer=f"Refunded {CARD}; receipt sent to {EMAIL}.",
         **extra,
     )
-
-
-@pytest.fixture
-def sink(tmp_path: Path) -> Iterator[FileDeadLetterSink]:
-    dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
-    yield dlq
-    dlq.close()
 
 
 def test_the_next_step_sees_only_placeholders_and_kinds_are_counted() -> None:

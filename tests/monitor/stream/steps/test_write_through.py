@@ -27,13 +27,6 @@ from tests.support.waiting import wait_for
 
 
 @pytest.fixture
-def sink(tmp_path: Path) -> Iterator[FileDeadLetterSink]:
-    dead_letters = FileDeadLetterSink(tmp_path / "dead-letters.jsonl")
-    yield dead_letters
-    dead_letters.close()
-
-
-@pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     db = Store(f"sqlite:///{tmp_path / 'w.db'}")
     db.migrate()
