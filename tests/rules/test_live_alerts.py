@@ -17,12 +17,11 @@ and 6 h windows simply hold the minutes of data the test produced.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker
 from monitor.demo.prometheus_config import tune_rules
@@ -31,7 +30,6 @@ from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook
 from tests.rules.live import CANARY, DEADLINE_S, RULES, STABLE, examples, values
-from tests.support.daemon import kafka_settings
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -44,21 +42,8 @@ EXPECTED = {
 
 
 @pytest.fixture
-def daemon(
-    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
-) -> Iterator[DaemonRunner]:
-    settings = kafka_settings(
-        tansu_broker.bootstrap,
-        kafka_topic,
-        f"sqlite:///{tmp_path / 'casewatch.db'}",
-        server={"host": "127.0.0.1", "port": 0},
-        sampling={"default_rate": 1.0},
-    )
-    runner = DaemonRunner(settings, CollectorRegistry()).start()
-    try:
-        yield runner
-    finally:
-        assert runner.stop(timeout_s=60)
+def daemon(start_daemon: Callable[..., DaemonRunner]) -> DaemonRunner:
+    return start_daemon()
 
 
 @pytest.mark.timeout(1500)  # its own condition deadlines (600 s each) bound it, not pytest's 300 s

@@ -17,12 +17,10 @@ ago, 10 reference turns to arm and a false-alarm budget of one per day (producti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker
 from monitor.demo.prometheus_stack import PrometheusStack
@@ -30,7 +28,6 @@ from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook
 from tests.rules.live import CANARY, DEADLINE_S, RULES, STABLE, examples, values
-from tests.support.daemon import kafka_settings
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -39,15 +36,8 @@ ALERT = "CasewatchQualityRegressionDetected"
 
 
 @pytest.fixture
-def daemon(
-    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
-) -> Iterator[DaemonRunner]:
-    settings = kafka_settings(
-        tansu_broker.bootstrap,
-        kafka_topic,
-        f"sqlite:///{tmp_path / 'casewatch.db'}",
-        server={"host": "127.0.0.1", "port": 0},
-        sampling={"default_rate": 1.0},
+def daemon(start_daemon: Callable[..., DaemonRunner]) -> DaemonRunner:
+    return start_daemon(
         detection={
             "interval_seconds": 1.0,
             "reference_window_seconds": 3600.0,
@@ -57,11 +47,6 @@ def daemon(
             "false_alarm_days": 1.0,
         },
     )
-    runner = DaemonRunner(settings, CollectorRegistry()).start()
-    try:
-        yield runner
-    finally:
-        assert runner.stop(timeout_s=60)
 
 
 @pytest.mark.timeout(3300)  # its own condition deadlines (600 s each) bound it, not pytest's 300 s

@@ -17,13 +17,12 @@ the hour before it, with ``min_turns: 10`` (production: every 5 min, 1 h vs 7 da
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker
 from monitor.demo.prometheus_config import tune_rules
@@ -32,7 +31,6 @@ from monitor.stream.runner import DaemonRunner
 from tests.fixtures.broker import produce
 from tests.fixtures.prometheus import AlertWebhook
 from tests.rules.live import CANARY, DEADLINE_S, RULES, STABLE, examples, values
-from tests.support.daemon import kafka_settings
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -42,15 +40,8 @@ MIN_TURNS = 10
 
 
 @pytest.fixture
-def daemon(
-    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
-) -> Iterator[DaemonRunner]:
-    settings = kafka_settings(
-        tansu_broker.bootstrap,
-        kafka_topic,
-        f"sqlite:///{tmp_path / 'casewatch.db'}",
-        server={"host": "127.0.0.1", "port": 0},
-        sampling={"default_rate": 1.0},
+def daemon(start_daemon: Callable[..., DaemonRunner]) -> DaemonRunner:
+    return start_daemon(
         drift={
             "enabled": True,
             "interval_seconds": 2.0,
@@ -59,11 +50,6 @@ def daemon(
             "min_turns": MIN_TURNS,
         },
     )
-    runner = DaemonRunner(settings, CollectorRegistry()).start()
-    try:
-        yield runner
-    finally:
-        assert runner.stop(timeout_s=60)
 
 
 @pytest.mark.timeout(3300)  # its own condition deadlines (5 x 600 s) bound it, not pytest's 300 s
