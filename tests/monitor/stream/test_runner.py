@@ -256,7 +256,7 @@ def test_the_whole_stop_stays_within_its_bound_while_a_scheduled_job_is_mid_run(
                 text=True,
             )
             try:
-                wait_for(lambda: grader.request_count >= 1, 60, "the rubric job mid-run")
+                wait_for(lambda: grader.request_count >= 1, "the rubric job mid-run", timeout=60)
                 stop.touch()
                 budget = shutdown_budget_s(load_settings(None, **settings))
                 out, _ = proc.communicate(timeout=budget + EXIT_SLACK_S)
