@@ -77,7 +77,8 @@ def run_batch(
 ) -> BatchSummary:
     """Judge every turn of ``input_path``; see the module docstring for the contract.
 
-    Raises OSError when the input cannot be read or an output cannot be written.
+    Raises ConfigError (cannot open) or TurnFileError (cannot read) for the input, OSError
+    when an output cannot be written.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
