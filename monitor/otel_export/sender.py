@@ -143,8 +143,21 @@ class EvaluationSender:
     def flush(self, timeout_s: float) -> bool:
         return self._provider.force_flush(int(timeout_s * 1000))
 
-    def close(self) -> None:
-        """Export what is queued (bounded by the exporter's timeout), then stop the worker."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Export what is queued, then stop the worker. The SDK's shutdown waits up to 30 s
+        for an endpoint that does not answer; with ``timeout_s`` it runs on a daemon thread of
+        its own and is given up after that long (what it had not exported is lost), so a stop
+        keeps its bound."""
+        if timeout_s is None:
+            self._shut_down()
+            return
+        closing = threading.Thread(
+            target=self._shut_down, name="evaluation-export-close", daemon=True
+        )
+        closing.start()
+        closing.join(timeout_s)
+
+    def _shut_down(self) -> None:
         try:
             self._provider.shutdown()
         finally:

@@ -87,7 +87,7 @@ class Daemon:
     """Runs the pipeline on the calling thread until ``stop()``; safe to run in a thread.
 
     It opens the pipeline (``pipeline``) and, with ``otel_export``, the evaluation sender, and
-    closes them: the pipeline when ``run`` has drained it, the sender in ``close``. The source
+    closes them when ``run`` has drained the pipeline (``close`` if it never runs). The source
     and the store (for /readyz) it is given, and whatever the pipeline factory binds, are
     closed by whoever opened them, after ``run`` returned.
     """
@@ -150,6 +150,7 @@ class Daemon:
         self._stop = threading.Event()
         self._stop_at: float | None = None  # when stop() was first called (monotonic)
         self._finished = threading.Event()
+        self._ran = False  # run() closes what the daemon opened; close() does if it never ran
         # A source that can meet unreadable batches (Kafka) reports each failed read.
         stuck = None
         if isinstance(source, ReportsUnreadable):
@@ -212,6 +213,7 @@ class Daemon:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> None:
+        self._ran = True
         log.info(
             "daemon started",
             concurrency=self._cfg.concurrency,
@@ -425,17 +427,25 @@ class Daemon:
             self._pipeline.join(deadline.remaining())
         finally:
             self._pipeline.close()
+            # What the export step queued goes out within what is left of the drain budget.
+            self._close_sender(deadline.remaining() or 0.0)
         self._metrics.set_in_flight(self.tracker.pending_count())
         log.info("drained", unfinished=self.tracker.pending_count() - unstarted)
 
-    def close(self) -> None:
-        """Close what the daemon opened besides the pipeline (after ``run`` returned): the
-        evaluation sender, which exports what is queued within its timeout."""
-        if self._sender is not None:
+    def _close_sender(self, timeout_s: float) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
             try:
-                self._sender.close()
+                sender.close(timeout_s)
             except Exception:
                 log.warning("closing failed", component="evaluation export", exc_info=True)
+
+    def close(self) -> None:
+        """Close what the daemon opened if ``run`` did not (``run`` closes the pipeline and the
+        evaluation sender as it returns): a daemon built and never run."""
+        if not self._ran:
+            self._pipeline.close()
+        self._close_sender(0.0)
 
 
 def _names(tps: Collection[TopicPartition]) -> list[str]:

@@ -257,8 +257,9 @@ class DaemonRunner:
     port; anything failing closes what was opened and raises (``ListenError`` for the port,
     another ``CasewatchError`` for operator errors). Then either ``start()`` (a
     thread; ``stop()`` drains and closes) or ``run_foreground()`` (blocks; closes when done).
-    What the runner opened (source, dead-letter sink, store, evaluator, judge watch) it closes
-    itself, once the daemon has drained and closed what it opened (pipeline, sender).
+    What the runner opened (source, dead-letter sink, store, evaluator, judge watch, the
+    daemon) it closes itself, last first, once the daemon's run has returned (closing the
+    pipeline and sender it opened).
     """
 
     def __init__(
@@ -348,6 +349,9 @@ class DaemonRunner:
                 sampler=sampler,
                 exit_when_idle=exit_when_idle,
             )
+            # Its pipeline and sender are closed as its run returns; this is for a run that
+            # never starts (the port below taken).
+            closers.append(("daemon", self.daemon.close))
             daemon = self.daemon
 
             def details() -> dict[str, list[str]]:
@@ -441,7 +445,6 @@ class DaemonRunner:
         finally:
             self._stopped = True
             self._stop_services()
-            self.daemon.close()
             self._close_opened()
             watchdog.done()
         if (error := self.commit_error) is not None:
@@ -458,6 +461,5 @@ class DaemonRunner:
         finished = not self.alive
         self._stop_services()
         if finished:  # a thread still draining keeps its resources; the process exits anyway
-            self.daemon.close()
             self._close_opened()
         return finished

@@ -1,11 +1,16 @@
 """Verdicts reach a real OTLP/HTTP receiver as gen_ai.evaluation.result log records on the
-evaluated span; with the receiver down, sending never blocks and every drop is counted."""
+evaluated span; with the receiver down, sending never blocks and every drop is counted; a
+bounded close does not wait for an export that hangs."""
 
 from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
+
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
 from monitor.models import METRICS, Band, JudgeScores, Judgment, MetricScore, TurnEvent, Verdict
 from monitor.otel_export.records import TURN_EVALUATION, evaluation_records
@@ -131,3 +136,42 @@ def test_with_the_receiver_down_sending_never_blocks_and_drops_are_counted() -> 
     total = sum(counts.by_outcome.values())
     assert counts.by_outcome.get("exported", 0) == 0
     assert total == 20 * len(records)
+
+
+class HangingExporter(LogRecordExporter):
+    """An export that does not return until released, as one to an endpoint that hangs."""
+
+    def __init__(self) -> None:
+        self.exporting = threading.Event()
+        self.release = threading.Event()
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        self.exporting.set()
+        self.release.wait()
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def test_a_bounded_close_gives_up_on_an_export_that_hangs() -> None:
+    exporter = HangingExporter()
+    sender = EvaluationSender(
+        "http://127.0.0.1:9", Counts(), exporter=exporter, schedule_delay_ms=10
+    )
+    try:
+        sender.send(evaluation_records(_turn(), _verdict(), 1))
+        assert exporter.exporting.wait(60), "the export never started"
+        closer = threading.Thread(target=sender.close, kwargs={"timeout_s": 0.0}, daemon=True)
+        closer.start()
+        closer.join(60)  # a hang guard: the close under test returns at once
+        assert not closer.is_alive(), "close waited for the export"
+        # The SDK's shutdown goes on waiting for the export, on a thread the exit does not wait
+        # for.
+        [shutdown] = [t for t in threading.enumerate() if t.name == "evaluation-export-close"]
+        assert shutdown.is_alive() and shutdown.daemon
+    finally:
+        exporter.release.set()
