@@ -25,6 +25,7 @@ from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn, make_verdict
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
 from tests.support.daemon import rows_per_event, turn_values
+from tests.support.daemon_process import EXIT_SLACK_S
 from tests.support.http import http_get
 from tests.support.waiting import wait_for
 
@@ -158,10 +159,6 @@ stop_s = time.monotonic() - started
 result = {"stopped": stopped, "abandoned": runner.daemon.abandoned_calls, "stop_s": stop_s}
 print(json.dumps(result), flush=True)
 """
-
-# What a process may take beyond its shutdown budget to tear down (interpreter exit): with the
-# budget, a liveness bound (the process ends), not a performance threshold.
-EXIT_SLACK_S = 10.0
 
 
 def test_a_stop_is_bounded_by_the_drain_when_a_judge_call_hangs(tmp_path: Path) -> None:
