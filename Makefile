@@ -9,14 +9,18 @@ RUN_STAMP := $(VENV)/.run-stamp
 
 .PHONY: run test lint typecheck services plan bench clean docs
 
-# The dev install includes the real model server (the `realmodel` extra), which pip builds from
-# source with Debian's cmake and g++ (scripts/ensure-build-tools.sh installs them as root): the
-# first build takes minutes (docs/real-model.md), later installs reuse pip's wheel cache.
-$(STAMP): pyproject.toml
+# The dev install includes the real model server (the `realmodel` extra), built from source with
+# Debian's cmake and g++ (scripts/ensure-build-tools.sh installs them as root) as a portable wheel
+# (scripts/build-model-server.sh: not -march=native, whose AMX code dies of SIGILL in VMs that
+# advertise AMX without enabling it). The first build takes minutes (docs/real-model.md); later
+# installs reuse the wheel. The last line replaces a natively built one an older venv may hold.
+$(STAMP): pyproject.toml scripts/build-model-server.sh
 	bash scripts/ensure-build-tools.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,realmodel]'
+	wheels=$$(PYTHON=$(PY) bash scripts/build-model-server.sh) && \
+	  $(PY) -m pip install --quiet --find-links "$$wheels" -e '.[dev,realmodel]' && \
+	  $(PY) -m pip install --quiet --no-deps --force-reinstall --no-index --find-links "$$wheels" llama-cpp-python
 	touch $(STAMP)
 
 $(RUN_STAMP): pyproject.toml
