@@ -28,6 +28,8 @@ def wait_for(
     ``tick`` runs before each further check, for what only moves when driven (a pipeline
     step's ``poll``); ``explain`` adds to the failure message the state that was reached.
     """
+    if not isinstance(what, str):  # wait_for(cond, 60): the bound is keyword-only
+        raise TypeError(f"what must describe the condition, not {what!r}: pass timeout=")
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
