@@ -143,14 +143,23 @@ class VerdictFiles:
 
     # ``VerdictWriter``: the store step's write (and write-through).
     def save_batch(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> Appended:
+        # Encoded before taking the lock: judge threads write through here, and one holding
+        # the lock while it waits for the GIL to encode would stall the others behind it.
+        granular = "".join(verdict.model_dump_json() + "\n" for _, verdict in items)
+        compact = None
+        if self._compact is not None:
+            compact = "".join(
+                json.dumps(verdict.compact(turn), ensure_ascii=False) + "\n"
+                for turn, verdict in items
+            )
         with self._lock:
             if self._closed:  # a judge thread finishing after an interrupted run
                 raise StorageError("the output files are closed")
-            for turn, verdict in items:
-                # Compact first: a granular line (what resume trusts) implies its compact line.
-                if self._compact is not None:
-                    _put(self._compact, json.dumps(verdict.compact(turn), ensure_ascii=False))
-                _put(self._out, verdict.model_dump_json())
+            # Compact first: a granular line (what resume trusts) implies its compact line.
+            if self._compact is not None and compact is not None:
+                _put(self._compact, compact)
+            _put(self._out, granular)
+            for _, verdict in items:
                 self._on_written(verdict)
         return Appended(len(items))
 
@@ -162,8 +171,8 @@ class VerdictFiles:
                 self._compact.close()
 
 
-def _put(f: IO[str], line: str) -> None:
-    f.write(line + "\n")
+def _put(f: IO[str], lines: str) -> None:
+    f.write(lines)
     f.flush()
 
 
