@@ -3,10 +3,13 @@
 The file is read by the daemon's file source (``consumers.file_source``: a one-partition
 topic whose offsets are line indexes) and each record goes through the chain
 ``monitor.stream.turn_steps.build_turn_steps`` builds: decode → [redact] → sample (``JudgeAll``)
-→ look-up (the granular file) → judge → store (``VerdictFiles``, write-through), finishing in a
-commit step over the source. The judge step's bounded pool gives the concurrency (judges are
-synchronous and thread-safe) and, by refusing turns while ``2 × concurrency`` are held, the
-backpressure; verdicts are written as they complete.
+→ look-up (the granular file) → judge → store (``VerdictFiles``), finishing in a commit step
+over the source. The judge step's bounded pool gives the concurrency (judges are synchronous
+and thread-safe) and, by refusing turns while ``2 × concurrency`` are held, the
+backpressure; verdicts are written as the loop collects them. The store step does not write
+through here: the files are written from the loop's one thread, as before the pipeline ran
+the batch (judge threads writing each line themselves queued on the files' lock behind one
+waiting for the GIL).
 
 With ``redaction`` (the daemon's settings) each turn is pseudonymized as in the daemon; a turn
 too large to redact is rejected (``redaction_too_large``), never judged raw.
@@ -109,6 +112,7 @@ def run_batch(
             redaction=redaction or RedactionConfig(enabled=False),
             identifier_tripwire=False,  # every turn is judged: nothing for it to select
             dead_letter_unredactable=True,
+            write_through=False,
         )
         steps = build_turn_steps(
             config,

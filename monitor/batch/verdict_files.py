@@ -4,9 +4,9 @@ answer, context ids, S_final, bands), seed 004 A.2.
 
 ``VerdictFiles`` is the batch's store, for the pipeline's look-up and store steps: ``existing``
 answers from the verdicts the granular file held when the run started (same judge
-configuration: a rerun into the same --out resumes), and ``save_batch`` appends. Judge threads
-write through it as each verdict is made, so a crash loses at most the turns in flight; a line
-a crash cut short is dropped before appending.
+configuration: a rerun into the same --out resumes), and ``save_batch`` appends. The store
+step writes each verdict as soon as the loop collects it from the judge step, so a crash loses
+at most the turns in flight; a line a crash cut short is dropped before appending.
 """
 
 from __future__ import annotations
@@ -143,8 +143,8 @@ class VerdictFiles:
 
     # ``VerdictWriter``: the store step's write (and write-through).
     def save_batch(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> Appended:
-        # Encoded before taking the lock: judge threads write through here, and one holding
-        # the lock while it waits for the GIL to encode would stall the others behind it.
+        # Encoded before taking the lock: with write-through, judge threads write here, and one
+        # holding the lock while it waits for the GIL to encode would stall the others.
         granular = "".join(verdict.model_dump_json() + "\n" for _, verdict in items)
         compact = None
         if self._compact is not None:

@@ -88,6 +88,10 @@ class TurnStepsConfig:
     # A turn that cannot be redacted is dead-lettered (the batch's rejects file) instead of
     # being finished as skipped (the daemon).
     dead_letter_unredactable: bool = False
+    # The store step's policy: each judge thread stores its verdict before taking the next
+    # turn (the daemon: a paid verdict never waits in memory for the loop), or the loop's
+    # thread stores them in batches (a file written from one thread, no lock convoy).
+    write_through: bool = True
 
 
 class TurnSteps(NamedTuple):
@@ -123,8 +127,7 @@ def build_turn_steps(
     """decode → [redact →] sample → look-up → judge → store → ``after_store`` (or ``done``).
 
     Every step that finishes a message early (dead-lettered, skipped, already judged) hands
-    it to ``done``. The store step's policy is write-through: each judge thread stores its
-    verdict before taking the next turn.
+    it to ``done``. The store step writes through (``config.write_through``) or in batches.
     """
     red = config.redaction
     if redactor is not None:
@@ -134,14 +137,13 @@ def build_turn_steps(
         writer = RedactingWriter(store, redactor, metrics)
     if redactor is not None and red.dead_letter:
         dlq = RedactingDeadLetterSink(dlq, redactor, metrics)
-    # Write-through: each judge thread stores its verdict as soon as it is judged.
     store_step = StoreStep(
         after_store if after_store is not None else done,
         writer,
         metrics,
         clock,
         dlq=dlq,
-        write_through=True,
+        write_through=config.write_through,
     )
     judge = JudgeStep(
         store_step,
