@@ -9,6 +9,7 @@ import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -161,12 +162,39 @@ print(json.dumps(result), flush=True)
 """
 
 
-def test_a_stop_is_bounded_by_the_drain_when_a_judge_call_hangs(tmp_path: Path) -> None:
+def _stop_once_called(
+    server: FakeJudgeServer, settings: dict[str, Any], data: Path, stop: Path, log: Path
+) -> tuple[int, dict[str, Any], float]:
+    """Runs _STOP_SCRIPT in a process of its own (stderr to ``log``) and stops it as soon as
+    ``server`` has been called: its exit code, what it printed, and the stop's budget."""
     import json
     import subprocess
     import sys
 
     from monitor.stream.runner import shutdown_budget_s
+
+    config = {"settings": settings, "data": str(data), "stop": str(stop)}
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _STOP_SCRIPT, json.dumps(config)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        try:
+            wait_for(lambda: server.request_count >= 1, "a call to the judge", timeout=60)
+            stop.touch()
+            budget = shutdown_budget_s(load_settings(None, **settings))
+            out, _ = proc.communicate(timeout=budget + EXIT_SLACK_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    result = json.loads(out.strip().splitlines()[-1]) if proc.returncode == 0 else {}
+    return proc.returncode, result, budget
+
+
+def test_a_stop_is_bounded_by_the_drain_when_a_judge_call_hangs(tmp_path: Path) -> None:
 
     data = tmp_path / "turns.jsonl"
     data.write_bytes(b"\n".join(turn_values(4)) + b"\n")
@@ -181,24 +209,9 @@ def test_a_stop_is_bounded_by_the_drain_when_a_judge_call_hangs(tmp_path: Path) 
             "server": {"host": "127.0.0.1", "port": 0},
             "daemon": {"drain_timeout_seconds": 1},
         }
-        config = {"settings": settings, "data": str(data), "stop": str(stop)}
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _STOP_SCRIPT, json.dumps(config)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        try:
-            wait_for(lambda: judge.request_count >= 1, "a judge call in flight", timeout=60)
-            stop.touch()
-            budget = shutdown_budget_s(load_settings(None, **settings))
-            out, _ = proc.communicate(timeout=budget + EXIT_SLACK_S)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 0
-    result = json.loads(out.strip().splitlines()[-1])
+        log = tmp_path / "run.log"
+        returncode, result, _ = _stop_once_called(judge, settings, data, stop, log)
+    assert returncode == 0, log.read_text()
     assert result["stopped"] is True and result["abandoned"] >= 1
 
 
@@ -217,11 +230,6 @@ def test_the_whole_stop_stays_within_its_bound_while_a_scheduled_job_is_mid_run(
     """The turns are judged offline and stored; the rubric job then grades them on a judge
     that never answers. A stop while that job is blocked in its call abandons it after its
     share of the budget and still returns, and the process exits, within the bound."""
-    import json
-    import subprocess
-    import sys
-
-    from monitor.stream.runner import shutdown_budget_s
 
     data = tmp_path / "turns.jsonl"
     data.write_bytes(b"\n".join(turn_values(2)) + b"\n")
@@ -244,25 +252,8 @@ def test_the_whole_stop_stays_within_its_bound_while_a_scheduled_job_is_mid_run(
                 "interval_seconds": 0.2,
             },
         }
-        config = {"settings": settings, "data": str(data), "stop": str(stop)}
-        with log.open("w") as stderr:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _STOP_SCRIPT, json.dumps(config)],
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-            )
-            try:
-                wait_for(lambda: grader.request_count >= 1, "the rubric job mid-run", timeout=60)
-                stop.touch()
-                budget = shutdown_budget_s(load_settings(None, **settings))
-                out, _ = proc.communicate(timeout=budget + EXIT_SLACK_S)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-    assert proc.returncode == 0, log.read_text()
-    result = json.loads(out.strip().splitlines()[-1])
+        returncode, result, budget = _stop_once_called(grader, settings, data, stop, log)
+    assert returncode == 0, log.read_text()
     assert result["stopped"] is True
     assert result["stop_s"] <= budget
     # The job was still running when the stop came, and was abandoned, not waited for.
