@@ -137,7 +137,14 @@ def test_only_one_of_the_stuck_members_takes_the_leaders_place(
     assert ids.count(departed) <= 1
     assert len(set(ids)) == 2
     assert sum(m.rejoins for m in members) <= 2
-    assert group_member_ids(members[0].source._config, 10.0) == set(ids)
+
+    # The coordinator lists both. Asked once, it can lag the members' own view on a busy
+    # machine: a member whose heartbeat was late is out until it joins again (seen under a
+    # load average of 12), so the listing is waited for, not sampled.
+    def listed() -> bool:
+        return group_member_ids(members[0].source._config, 10.0) == {m.member_id for m in members}
+
+    wait_for(listed, timeout=FORMS_WITHIN_S, what="the coordinator listing both members")
     assert all(tp in range(4) for m in members for tp in m.owned)
 
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from monitor.commands.batch import judge_command
+from tests.fake_judge_replies import scores, slow
 from tests.fake_judge_server import FakeJudgeServer, malformed
 from tests.fixtures.judge_server import FAKE_JUDGE_MODEL
 from tests.support.turn_lines import stable_and_canary
@@ -74,7 +75,11 @@ def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_tur
     src, _ = stable_and_canary(tmp_path, conversations=6)  # 12 turns
     out = tmp_path / "out.jsonl"
     args = [sys.executable, "-m", "monitor.cli", "judge", str(src), "--out", str(out)]
-    with FakeJudgeServer(latency=0.3) as server:
+    with FakeJudgeServer() as server:
+        # The first calls are answered at once, every later one after 3 s (within the judge's
+        # 5 s timeout): the run is still judging when the interrupt comes, however late this
+        # test is scheduled on a busy machine (an evenly slow judge could finish first).
+        server.script([*(scores() for _ in range(3)), *(slow(3.0) for _ in range(20))])
         config = _config(tmp_path, server.base_url)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
@@ -103,6 +108,7 @@ def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_tur
         assert f"interrupted: {kept} turn(s) kept in {out}" in stderr
         assert "run the same command again to resume" in stderr
 
+        server.reset()  # the rerun's calls are answered at once
         again = CliRunner().invoke(
             judge_command,
             [str(src), "--out", str(out), "--config", str(config), "--no-progress", "--json"],
