@@ -186,6 +186,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "http",
             "readiness",
             "recorder",
+            "signals",
             "watchdog",
             "steps.__init__",
             "steps.base",

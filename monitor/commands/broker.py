@@ -8,7 +8,6 @@ Ctrl-C or SIGTERM.
 
 from __future__ import annotations
 
-import signal
 import threading
 
 import click
@@ -31,13 +30,19 @@ def broker_command(port: int, topics: tuple[str, ...], partitions: int) -> None:
 
     For trying `casewatch produce` and `casewatch run` without the demo; stops on Ctrl-C.
     """
-    from consumers.tansu import EmbeddedBroker, create_topics
     from monitor.logs import configure_logging
+    from monitor.stream.signals import stop_signals_call
 
     configure_logging("warning")  # stdout is for the address and the hints
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda _signum, _frame: stop.set())
+    with stop_signals_call(stop.set):
+        _serve(port, topics, partitions, stop)
+
+
+def _serve(port: int, topics: tuple[str, ...], partitions: int, stop: threading.Event) -> None:
+    """The broker on ``port`` with ``topics``, until ``stop`` is set or it stops by itself."""
+    from consumers.tansu import EmbeddedBroker, create_topics
+
     broker = EmbeddedBroker(port=port or None)
     try:
         broker.start()

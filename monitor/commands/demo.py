@@ -7,7 +7,6 @@ not commit its offsets). Ctrl-C stops the demo; a second Ctrl-C ends it at once.
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import click
@@ -59,7 +58,7 @@ def demo(
     """
     from monitor.demo.run import Demo, DemoOptions
     from monitor.logs import configure_logging
-    from monitor.stream.runner import install_drain_signals
+    from monitor.stream.signals import drain_signals
 
     settings = settings_or_fail(config_file, prog="casewatch demo")
     configure_logging(log_level, settings.secret_values())
@@ -77,14 +76,12 @@ def demo(
     except CasewatchError as exc:
         fail(str(exc), prog="casewatch demo")
 
-    previous = install_drain_signals(runner.request_stop, before_exit=runner.kill_broker)
     try:
-        runner.run(duration)
+        with drain_signals(runner.request_stop, before_exit=runner.kill_broker):
+            runner.run(duration)
     except CasewatchError as exc:
         fail(str(exc), code=1, prog="casewatch demo")
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         runner.cleanup()
     click.echo("casewatch demo: stopped")
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 import structlog
@@ -29,6 +28,7 @@ from monitor.errors import ListenError, OffsetsNotCommitted
 from monitor.settings import Settings
 from monitor.storage.engine import redact_url
 from monitor.storage.location import sqlite_file
+from monitor.stream.signals import drain_signals
 
 if TYPE_CHECKING:
     from consumers.dlq import DeadLetterSink
@@ -55,7 +55,6 @@ BROKER_CALL_TIMEOUT_S = 30.0
 # group; the dead-letter producer's flush, then its sender thread's exit.
 KAFKA_CLOSE_TIMEOUT_S = 5.0
 JOBS_STOP_S = 5.0  # a scheduled job running at shutdown is given this long, then abandoned
-SignalHandler = Callable[[int, FrameType | None], object] | int | None
 
 
 def broker_call_timeout_s(settings: Settings) -> float:
@@ -102,36 +101,6 @@ def file_sidecars(path: Path, storage_url: str) -> tuple[Path, Path]:
     stem = f"{prefix}{path.name.removesuffix('.jsonl')}-{key[:8]}"
     where = file_state_dir(storage_url)
     return where / f"{stem}.dlq.jsonl", where / f"{stem}.offsets.json"
-
-
-def install_drain_signals(
-    stop: Callable[[], None], before_exit: Callable[[], None] | None = None
-) -> dict[int, SignalHandler]:
-    """First SIGTERM/SIGINT: ``stop()`` (drain, commit, exit). A second one: ``before_exit()``
-    if given, then the default action, which ends the process at once (nothing is lost:
-    unfinished records were never committed). Returns the handlers replaced, for callers that
-    restore them.
-
-    The handlers only swap handlers and call the callbacks: they may interrupt the main thread
-    anywhere, even inside a log call holding the log stream's lock, so logging from them could
-    deadlock the process. Without ``before_exit`` the second signal meets no Python code at all.
-    """
-
-    def second(signum: int, _frame: FrameType | None) -> None:
-        signal.signal(signum, signal.SIG_DFL)
-        try:
-            if before_exit is not None:
-                before_exit()
-        finally:
-            os.kill(os.getpid(), signum)  # die of the signal, as its default action would
-
-    def first(_signum: int, _frame: FrameType | None) -> None:
-        then = signal.SIG_DFL if before_exit is None else second
-        signal.signal(signal.SIGTERM, then)
-        signal.signal(signal.SIGINT, then)
-        stop()
-
-    return {sig: signal.signal(sig, first) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
 def _source_and_dlq(
@@ -425,28 +394,30 @@ class DaemonRunner:
 
     def run_foreground(self, install_signals: bool = True) -> None:
         """Serve the probes and run the daemon on this thread until it stops (SIGTERM/SIGINT
-        with ``install_signals``, ``daemon.stop()``, or an exhausted file); then close all.
-        Raises ``OffsetsNotCommitted`` (after closing) when the final commit failed."""
+        with ``install_signals``, ``daemon.stop()``, or an exhausted file); then close all and
+        put back the signal handlers it replaced. Raises ``OffsetsNotCommitted`` (after
+        closing) when the final commit failed."""
         self._start_services()
         # The stop bound holds whatever a client library does (stream/watchdog.py).
         from monitor.stream.watchdog import StopWatchdog
 
         watchdog = StopWatchdog(self._shutdown_budget_s).start()
-        try:
-            if install_signals:
 
-                def stop() -> None:
-                    watchdog.arm()
-                    self.daemon.stop()
+        def stop() -> None:
+            watchdog.arm()
+            self.daemon.stop()
 
-                install_drain_signals(stop)
-                log.info("SIGTERM/SIGINT drain and stop; a second one stops at once")
-            self.daemon.run()
-        finally:
-            self._stopped = True
-            self._stop_services()
-            self._close_opened()
-            watchdog.done()
+        # Left only once all is closed: a signal while closing still stops, or ends, the process.
+        with drain_signals(stop) if install_signals else nullcontext():
+            try:
+                if install_signals:
+                    log.info("SIGTERM/SIGINT drain and stop; a second one stops at once")
+                self.daemon.run()
+            finally:
+                self._stopped = True
+                self._stop_services()
+                self._close_opened()
+                watchdog.done()
         if (error := self.commit_error) is not None:
             raise error
 

@@ -7,6 +7,7 @@ import json
 import signal
 import socket
 from pathlib import Path
+from types import FrameType
 
 from click.testing import CliRunner
 
@@ -51,6 +52,39 @@ def test_produce_names_an_unreachable_broker(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, [*args, "--connect-timeout", "0.3"])
     assert result.exit_code == 2
     assert f"127.0.0.1:{port}" in result.output
+
+
+# ---------------------------------------------------------------- run: in this process
+
+
+def _callers_handler(_signum: int, _frame: FrameType | None) -> None:
+    """The handler of a process that runs `casewatch run` inside itself."""
+
+
+def test_run_in_process_puts_back_the_signal_handlers_it_replaced(tmp_path: Path) -> None:
+    """A caller running `casewatch run` in its own process (as CliRunner does) has its own
+    SIGINT and SIGTERM handlers back once the run returns, not the finished daemon's."""
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(turn_values(3)) + b"\n")
+    db = tmp_path / "casewatch.db"
+    config = write_config(tmp_path, {"storage": {"url": f"sqlite:///{db}"}, "server": {"port": 0}})
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.getsignal(sig) for sig in stop_signals}
+    try:
+        for sig in stop_signals:
+            signal.signal(sig, _callers_handler)
+        result = CliRunner().invoke(main, ["run", "--config", str(config), "--file", str(data)])
+        after = {sig: signal.getsignal(sig) for sig in stop_signals}
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    assert result.exit_code == 0, result.output
+    assert after == {sig: _callers_handler for sig in stop_signals}
+    store = Store(f"sqlite:///{db}")
+    try:  # the daemon did run, with its own handlers in between
+        assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(3)}
+    finally:
+        store.close()
 
 
 # ---------------------------------------------------------------- run: subprocesses
