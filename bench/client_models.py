@@ -106,8 +106,8 @@ def chat_endpoint(base_url: str, n: int, concurrency: int) -> float:
     """casewatch's judge transport, as the judge calls it."""
     from pydantic import SecretStr
 
+    from monitor.config.judges import JudgeConfig
     from monitor.judging.chat_endpoint import CallStats, ChatEndpoint
-    from monitor.settings import JudgeConfig
 
     config = JudgeConfig(
         kind="openai", base_url=base_url, model=MODEL, api_key=SecretStr(KEY), timeout_seconds=30

@@ -49,11 +49,11 @@ from bench.pipeline_cost import _median, _MemorySource, _NoDeadLetters  # noqa: 
 from consumers.otel.assembly import TraceAssembler  # noqa: E402
 from consumers.otel.otlp import decode_spans  # noqa: E402
 from consumers.records import TopicPartition  # noqa: E402
+from monitor.config.kafka import TopicConfig  # noqa: E402
 from monitor.exporter import Metrics  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
 from monitor.models import TurnEvent  # noqa: E402
-from monitor.settings import TopicConfig  # noqa: E402
 from monitor.storage.store import Store  # noqa: E402
 from monitor.stream.runner import stream_daemon  # noqa: E402
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import structlog
 
+from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError, UnreadableBatchError
-from monitor.settings import KafkaConfig
 
 with warnings.catch_warnings():
     warnings.filterwarnings(

@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from consumers._kafka import _JOIN_RESPONSE, KafkaAdminClient, _fallback, client_options
-from monitor.settings import KafkaConfig
+from monitor.config.kafka import KafkaConfig
 
 __all__ = [
     "finish_pending_join",

@@ -19,8 +19,8 @@ from typing import IO, Any, Protocol
 from consumers._kafka import broker_errors, close_producer
 from consumers.producer import open_producer
 from consumers.records import RawMessage
+from monitor.config.kafka import KafkaConfig
 from monitor.errors import TurnFileError, truncate
-from monitor.settings import KafkaConfig
 
 HEADER_REASON = "casewatch-dlq-reason"
 HEADER_DETAIL = "casewatch-dlq-detail"

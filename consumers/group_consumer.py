@@ -16,8 +16,8 @@ import structlog
 
 from consumers._kafka import KafkaConsumer, broker_errors, client_options, cluster_id
 from consumers.broker_quirks import tansu_quirks
+from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
-from monitor.settings import KafkaConfig
 
 log = structlog.get_logger(__name__)
 

@@ -50,8 +50,8 @@ from consumers.unreadable import (
 )
 from consumers.unreadable_holds import UnreadableHolds
 from monitor.clock import SystemClock
+from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
-from monitor.settings import KafkaConfig
 
 log = structlog.get_logger(__name__)
 

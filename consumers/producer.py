@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from consumers._kafka import KafkaProducer, broker_errors, client_options, require_reachable
-from monitor.settings import KafkaConfig
+from monitor.config.kafka import KafkaConfig
 
 # Room for key, headers and batch framing on top of the value inside one produce request.
 REQUEST_OVERHEAD_BYTES = 64 * 1024

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
@@ -29,6 +27,9 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from monitor.config.judges import HEURISTIC, JudgeConfig, PanelConfig
+from monitor.config.kafka import KafkaConfig
+from monitor.config.section import Section, read_key
 from monitor.errors import ConfigError, validation_error_lines
 from monitor.redaction.config import RedactionConfig
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
@@ -36,225 +37,10 @@ from monitor.secrets import Secret, read_secret
 from monitor.settings_errors import CheckedYamlSource, env_value_errors, mapping_expected
 from monitor.turn_mapping import TurnMapping
 
-HEURISTIC = "heuristic"
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _read_key(what: str, inline: SecretStr | None, env: str | None, file: Path | None) -> Secret:
-    # Endpoint keys are read once, here, when the settings are built at the entrypoint.
-    return read_secret(
-        f"{what} ", inline, env, file, env_field="api_key_env", file_field="api_key_file"
-    )
-
-
-class JudgeConfig(_Section):
-    """One judge: the offline heuristic, or any OpenAI-compatible chat-completions endpoint."""
-
-    kind: Literal["openai", "heuristic"] = Field(
-        default="openai",
-        description="openai: an OpenAI-compatible endpoint; heuristic: the offline judge.",
-    )
-    base_url: str | None = Field(
-        default=None, description="OpenAI-compatible base URL (…/v1); None means api.openai.com."
-    )
-    model: str = Field(default=HEURISTIC, description="The endpoint's model name.")
-    api_key: SecretStr | None = None
-    api_key_env: str | None = Field(
-        default=None, description="Name of the env var holding the key."
-    )
-    api_key_file: Path | None = Field(default=None, description="File holding the key.")
-    timeout_seconds: float = Field(default=60.0, gt=0, description="Per request attempt.")
-    output_retries: int = Field(default=2, ge=0, le=10, description="Retries on invalid output.")
-    transport_retries: int = Field(
-        default=4, ge=0, le=20, description="Retries on 429/5xx/timeout."
-    )
-    backoff_initial_seconds: float = Field(default=0.5, ge=0)
-    backoff_max_seconds: float = Field(default=30.0, ge=0)
-    response_format: Literal["auto", "json_schema", "json_object"] = Field(
-        default="auto",
-        description="auto: json_schema, else JSON mode with the schema inline, else JSON mode "
-        "(whichever the endpoint accepts first).",
-    )
-    max_output_tokens: int = Field(default=2000, gt=0)
-    max_concurrent_requests: int | None = Field(
-        default=None,
-        gt=0,
-        description="Requests in flight to this judge at most (None: one per calling thread). "
-        "For a server that serves one at a time (llama.cpp): the rest wait here, not in its "
-        "queue against timeout_seconds.",
-    )
-    price_input_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M input tokens.")
-    price_output_per_mtok: float = Field(default=0.0, ge=0, description="USD per 1M output tokens.")
-
-    _key: Secret = PrivateAttr(default=Secret())
-
-    @model_validator(mode="after")
-    def _check(self) -> JudgeConfig:
-        if self.kind == "openai" and self.model == HEURISTIC:
-            raise ValueError("an 'openai' judge needs 'model' (the endpoint's model name)")
-        self._key = _read_key("judge", self.api_key, self.api_key_env, self.api_key_file)
-        return self
-
-    def resolve_api_key(self) -> str | None:
-        """The key from api_key, else the env var named by api_key_env, else api_key_file
-        (read once, when the settings were built)."""
-        return self._key.get()
-
-    def fingerprint(self) -> dict[str, Any]:
-        """What identifies this judge's behaviour (for idempotent storage). Never the key."""
-        return self.model_dump(
-            mode="json",
-            include={"kind", "base_url", "model", "response_format", "max_output_tokens"},
-        )
-
-
-class PanelConfig(_Section):
-    """Which judges score a turn (seed 003). One primary = single-judge mode."""
-
-    primaries: list[str] = Field(
-        default_factory=lambda: [HEURISTIC],
-        min_length=1,
-        max_length=2,
-        description="One or two judges (names under judges) that score every sampled turn.",
-    )
-    arbiter: str | None = Field(
-        default=None, description="The judge that scores a turn the two primaries disagree on."
-    )
-    disagreement: Literal["any_band", "critical_band", "s_final_delta"] = Field(
-        default="any_band",
-        description="When the primaries disagree: any metric's band, a critical metric's band,"
-        " or |S_final difference| > s_final_threshold.",
-    )
-    s_final_threshold: float = Field(default=0.15, ge=0, le=1)
-
-    @model_validator(mode="after")
-    def _check(self) -> PanelConfig:
-        # Same judge twice at temperature 0 always agrees: the panel would cost double for
-        # nothing, and an arbiter that is also a primary always forms the median with itself.
-        if len(set(self.primaries)) != len(self.primaries):
-            raise ValueError("panel.primaries must name two different judges")
-        if self.arbiter is not None:
-            if len(self.primaries) != 2:
-                raise ValueError("panel.arbiter needs two primaries to arbitrate between")
-            if self.arbiter in self.primaries:
-                raise ValueError("panel.arbiter must differ from the primaries")
-        return self
-
-
-# How a topic's records are read: casewatch's own turn event, OTLP trace batches as the
-# OpenTelemetry Collector's Kafka exporter writes them, or any JSON shape through `mapping`.
-TopicFormat = Literal["casewatch", "otlp_proto", "otlp_json", "mapped"]
-
-
-class TopicConfig(_Section):
-    """A topic with the format of its records (a plain name means format ``casewatch``)."""
-
-    name: str = Field(min_length=1, max_length=249)
-    format: TopicFormat = "casewatch"
-
-
-class KafkaConfig(_Section):
-    """The Kafka cluster, the topics to read and the consumer group."""
-
-    bootstrap_servers: list[str] = Field(
-        default_factory=lambda: ["127.0.0.1:9092"], description="Brokers (host:port)."
-    )
-    topics: list[str | TopicConfig] = Field(
-        default_factory=lambda: list[str | TopicConfig](["support.turns"]),
-        min_length=1,
-        description=(
-            "Topics to read: a name (casewatch turn events) or {name, format} with format "
-            "casewatch, otlp_proto, otlp_json or mapped."
-        ),
-    )
-    group_id: str = Field(default="casewatch", description="Every replica joins this group.")
-    client_id: str = "casewatch"
-    dlq_suffix: str = Field(default=".dlq", description="Dead-letter topic: the topic + this.")
-    auto_offset_reset: Literal["earliest", "latest"] = Field(
-        default="earliest", description="Where a group without committed offsets starts."
-    )
-    # Defaults for a loop that polls continuously and pauses partitions instead of blocking
-    # (docs/kafka.md, "Consumer group timing"): a crashed member is replaced within ~10 s, live
-    # members learn of a rebalance within 1 s, and a rebalance never waits more than 30 s for a
-    # member.
-    session_timeout_ms: int = Field(default=10_000, gt=0)
-    heartbeat_interval_ms: int = Field(default=1_000, gt=0)
-    max_poll_interval_ms: int = Field(default=30_000, gt=0)
-    # Static membership (KIP-345): a stable name per replica, e.g. the pod name. A restarted
-    # member with the same name takes its partitions back without a rebalance, and a clean stop
-    # does not leave the group (a dynamic member does). Empty means dynamic membership.
-    group_instance_id: str | None = Field(
-        default=None,
-        max_length=249,
-        pattern=r"^[A-Za-z0-9._-]*$",
-        description="Static group membership: a stable name per replica (the pod name).",
-    )
-    max_poll_records: int = Field(default=500, gt=0)
-    # Kafka's default: a broker answers a fetch as soon as it has data and waits this long only
-    # when it has none. Tansu 0.6 (the embedded broker) sleeps half of it (at most 250 ms)
-    # after every fetch, data or not, which paces a consumer of its backlog (bench/README.md,
-    # "ingest.py"): the demo and the benches lower it there.
-    fetch_max_wait_ms: int = Field(
-        default=500,
-        ge=0,
-        le=60_000,
-        description="Longest the broker may hold a fetch when it has no data for it.",
-    )
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_cafile: Path | None = Field(default=None, description="CA bundle for a private CA.")
-    ssl_certfile: Path | None = Field(default=None, description="Client certificate (mTLS).")
-    ssl_keyfile: Path | None = Field(default=None, description="Client key (mTLS).")
-    max_message_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger → dead letter.")
-    # Workarounds for an embedded broker's departures from Kafka (docs/kafka.md, "Broker
-    # quirks"): "auto" turns them on for Tansu, recognised by the cluster id it reports, and off
-    # for any other broker; "none" makes casewatch a plain Kafka consumer whatever the broker.
-    broker_quirks: Literal["auto", "tansu", "none"] = Field(
-        default="auto",
-        description="Embedded-broker workarounds: auto (on for Tansu only), tansu, or none.",
-    )
-
-    @property
-    def topic_names(self) -> list[str]:
-        return [t if isinstance(t, str) else t.name for t in self.topics]
-
-    @property
-    def topic_formats(self) -> dict[str, TopicFormat]:
-        """Each topic's record format."""
-        formats: dict[str, TopicFormat] = {}
-        for topic in self.topics:
-            if isinstance(topic, str):
-                formats[topic] = "casewatch"
-            else:
-                formats[topic.name] = topic.format
-        return formats
-
-    @property
-    def join_timeout_ms(self) -> int:
-        """How long a group join may take: the broker holds a JoinGroup up to the rebalance
-        timeout (max.poll.interval.ms). A poll may block this long in a rebalance, which the
-        liveness probe allows."""
-        return max(30_000, self.max_poll_interval_ms + 5_000)
-
-    @model_validator(mode="after")
-    def _static_member_name(self) -> KafkaConfig:
-        # An empty value (an unset environment variable in a chart) means dynamic membership.
-        if self.group_instance_id == "":
-            object.__setattr__(self, "group_instance_id", None)
-        if self.group_instance_id in (".", ".."):
-            raise ValueError("group_instance_id cannot be '.' or '..' (Kafka refuses them)")
-        return self
-
-
 CaseField = Literal["subject", "description", "product", "environment"]
 
 
-class AssemblyConfig(_Section):
+class AssemblyConfig(Section):
     """How spans from OTLP topics become traces, and which attributes hold the case fields."""
 
     idle_seconds: float = Field(
@@ -280,7 +66,7 @@ class AssemblyConfig(_Section):
     )
 
 
-class OtelExportConfig(_Section):
+class OtelExportConfig(Section):
     """Verdicts written back as gen_ai.evaluation.result OTLP log records."""
 
     endpoint: str = Field(
@@ -341,7 +127,7 @@ class OtelExportConfig(_Section):
         return dict(headers)
 
 
-class AlwaysJudgeRule(_Section):
+class AlwaysJudgeRule(Section):
     """Judge the turn regardless of the sampling rate when the rule matches."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$", description="Bounded label value.")
@@ -358,7 +144,7 @@ DEFAULT_BUDGET_CALLS_PER_HOUR = 1000.0
 DEFAULT_BUDGET_USD_PER_HOUR = 5.0
 
 
-class SamplingConfig(_Section):
+class SamplingConfig(Section):
     """Which turns are judged: a share of conversations, rules, and hourly budgets."""
 
     default_rate: float = Field(
@@ -386,7 +172,7 @@ class SamplingConfig(_Section):
     identifier_tripwire: bool = True
 
 
-class StorageConfig(_Section):
+class StorageConfig(Section):
     """The SQL store of turns, verdicts and judgments."""
 
     url: str = Field(
@@ -401,14 +187,14 @@ class StorageConfig(_Section):
     )
 
 
-class ServerConfig(_Section):
+class ServerConfig(Section):
     """The HTTP server of /metrics, /healthz and /readyz."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=9464, ge=0, le=65535)
 
 
-class DaemonConfig(_Section):
+class DaemonConfig(Section):
     """The processing loop: concurrency, backpressure, commits and stopping."""
 
     concurrency: int = Field(default=8, gt=0, le=1024, description="Judge calls in flight.")
@@ -435,7 +221,7 @@ class DaemonConfig(_Section):
     revoke_timeout_seconds: float = Field(default=10.0, ge=0)
 
 
-class AssistantEndpointConfig(_Section):
+class AssistantEndpointConfig(Section):
     """How the baseline-tier job asks an assistant a probe question over HTTP.
 
     ``openai``: POST {url}/chat/completions with the history and the query as chat messages
@@ -464,7 +250,7 @@ class AssistantEndpointConfig(_Section):
             raise ValueError("an 'openai' assistant endpoint needs 'model'")
         if self.kind == "template" and self.body is None:
             raise ValueError("a 'template' assistant endpoint needs 'body'")
-        self._key = _read_key("assistant", None, self.api_key_env, self.api_key_file)
+        self._key = read_key("assistant", None, self.api_key_env, self.api_key_file)
         return self
 
     def resolve_api_key(self) -> str | None:
@@ -473,7 +259,7 @@ class AssistantEndpointConfig(_Section):
         return self._key.get()
 
 
-class BaselineAssistantConfig(_Section):
+class BaselineAssistantConfig(Section):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="Label value.")
     endpoint: AssistantEndpointConfig | None = None
     from_turns: bool = Field(
@@ -488,7 +274,7 @@ class BaselineAssistantConfig(_Section):
         return self
 
 
-class BaselineConfig(_Section):
+class BaselineConfig(Section):
     """Scheduled pairwise checks against High/Medium/Low baseline answers (seed 000)."""
 
     enabled: bool = False
@@ -511,7 +297,7 @@ class BaselineConfig(_Section):
         return self
 
 
-class RubricConfig(_Section):
+class RubricConfig(Section):
     """Rubric grading of live turns (seed 001): the scheduled job ``rubric``."""
 
     enabled: bool = False
@@ -540,7 +326,7 @@ class RubricConfig(_Section):
         return self
 
 
-class DriftReferencePeriod(_Section):
+class DriftReferencePeriod(Section):
     """A pinned reference window (e.g. the week after a known-good release)."""
 
     start: datetime
@@ -558,7 +344,7 @@ class DriftReferencePeriod(_Section):
         return _as_utc(self.start), _as_utc(self.end)
 
 
-class DriftMinEffect(_Section):
+class DriftMinEffect(Section):
     """Smallest effect size that counts as drift, per kind of statistic (a significant but
     smaller shift is reported, not flagged: a huge window makes any shift significant)."""
 
@@ -579,7 +365,7 @@ def drift_label_signal(key: str) -> str:
     return "input_label_" + re.sub(r"[^a-z0-9_]", "_", key.lower())
 
 
-class DriftConfig(_Section):
+class DriftConfig(Section):
     """Recent window vs reference window, per assistant, read from the SQL store."""
 
     enabled: bool = True
@@ -626,7 +412,7 @@ MAX_FALSE_ALARM_DAYS = 3650.0
 MAX_SHIFT = 20.0  # a larger multiple is detected by the largest CUSUM of the grid anyway
 
 
-class DetectionConfig(_Section):
+class DetectionConfig(Section):
     """Bernoulli CUSUMs per assistant and signal, run by a short-interval job on the lease."""
 
     enabled: bool = True
@@ -695,7 +481,7 @@ def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-class QualityEstimateConfig(_Section):
+class QualityEstimateConfig(Section):
     """The severe rate corrected by the newest labelling batch of each assistant."""
 
     enabled: bool = True
@@ -709,7 +495,7 @@ class QualityEstimateConfig(_Section):
     )
 
 
-class JudgeCanaryConfig(_Section):
+class JudgeCanaryConfig(Section):
     """A reference set of labelled turns re-judged on a schedule by the live judges."""
 
     enabled: bool = True

@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "monitor.settings_errors",
         "monitor.turn_mapping",
     ),
-    ("monitor.exporter", "monitor.redaction"),
+    ("monitor.exporter", "monitor.redaction", "monitor.config"),
     ("monitor.settings",),
     (
         "monitor.judging",
@@ -118,6 +118,11 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("config_hash", "factory", "pairwise_heuristic"),
         ("pairwise_factory", "panel"),
         ("evaluator",),
+    ),
+    "monitor.config": (
+        ("__init__", "section"),
+        # one section per concept, beside nothing else
+        ("judges", "kafka"),
     ),
     "monitor.otel_export": (("__init__", "records"), ("sender",)),
     "monitor.redaction": (

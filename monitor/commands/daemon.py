@@ -99,8 +99,8 @@ def run(
 def _file_format(settings: Settings, file_format: str) -> Settings:
     """The settings with the file's lines read in ``file_format``."""
     from consumers.file_source import FILE_TOPIC
+    from monitor.config.kafka import TopicConfig
     from monitor.errors import MappingError
-    from monitor.settings import TopicConfig
     from monitor.turn_mapping import TurnMapping
 
     if file_format == "mapped":

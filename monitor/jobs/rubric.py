@@ -32,6 +32,7 @@ import structlog
 from pydantic import ValidationError
 
 from monitor.clock import Clock, SystemClock
+from monitor.config.judges import JudgeConfig
 from monitor.errors import ConfigError, RubricGradingFailed, RubricSetError
 from monitor.exporter import Metrics
 from monitor.jobs.recorders import RubricRecorder
@@ -42,7 +43,7 @@ from monitor.judging.rubric_prompt import PARSE_PATHS
 from monitor.judging.rubric_set import RubricEntry, RubricSet, load_rubric_set
 from monitor.models import TurnEvent
 from monitor.sampling.budget import Budget
-from monitor.settings import JudgeConfig, RubricConfig
+from monitor.settings import RubricConfig
 from monitor.storage.rubric_gradings import RubricGradings
 from monitor.storage.store import Store
 

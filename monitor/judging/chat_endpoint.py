@@ -32,6 +32,7 @@ import openai
 import structlog
 
 from monitor.clock import Backoff, Clock, SystemClock
+from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     JudgeError,
     JudgeOutputInvalid,
@@ -41,7 +42,6 @@ from monitor.errors import (
 from monitor.judging.chat_options import OptionalParam
 from monitor.judging.chat_reply import ChatReply, RequestParams, encode_model
 from monitor.judging.http_transport import NO_KEY, CallStats, HttpTransport, TransportConfig
-from monitor.settings import JudgeConfig
 
 _log = structlog.get_logger("monitor.judging.chat_endpoint")
 

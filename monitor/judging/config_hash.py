@@ -9,9 +9,10 @@ import hashlib
 import json
 from typing import Any
 
+from monitor.config.judges import HEURISTIC, JudgeConfig
 from monitor.judging.heuristic import judge as heuristic
 from monitor.judging.prompt import PROMPT_VERSION
-from monitor.settings import HEURISTIC, JudgeConfig, Settings
+from monitor.settings import Settings
 
 
 def judge_config_hash(settings: Settings) -> str:

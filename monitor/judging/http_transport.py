@@ -33,6 +33,7 @@ import openai
 import pydantic
 from openai import RequestOptions
 
+from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     JudgeError,
     JudgeFatalError,
@@ -42,7 +43,6 @@ from monitor.errors import (
 )
 from monitor.judging.chat_reply import ChatReply, RequestParams, encode_body
 from monitor.logs import SecretRedactor
-from monitor.settings import JudgeConfig
 
 # Local servers (vLLM, Ollama, llama.cpp) accept any key, but the client insists on one.
 NO_KEY = "no-key-configured"

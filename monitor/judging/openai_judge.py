@@ -35,6 +35,7 @@ import structlog
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from monitor.clock import Clock
+from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     JudgeFatalError,
     JudgeOutputInvalid,
@@ -46,7 +47,6 @@ from monitor.judging.chat_reply import ChatReply, RequestParams
 from monitor.judging.prompt import PROMPT_VERSION, build_messages, prompt_hash
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema, parse_judge_output
 from monitor.models import MAX_JUSTIFICATION_CHARS, JudgeRole, JudgeScores, Judgment, TurnEvent
-from monitor.settings import JudgeConfig
 
 _log = structlog.get_logger("monitor.judging.openai_judge")
 

@@ -4,8 +4,8 @@ endpoint)."""
 from __future__ import annotations
 
 from monitor.clock import Clock
+from monitor.config.judges import JudgeConfig
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseJudge, PairwiseOptions
-from monitor.settings import JudgeConfig
 
 
 def build_pairwise_judge(

@@ -27,6 +27,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 
 from monitor.clock import Clock
+from monitor.config.judges import JudgeConfig
 from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, OptionalParam, content_of
 from monitor.judging.chat_reply import ChatReply, RequestParams
@@ -48,7 +49,6 @@ from monitor.judging.pairwise_scoring import (
     score_label,
     score_logprobs,
 )
-from monitor.settings import JudgeConfig
 
 _log = structlog.get_logger("monitor.judging.pairwise_judge")
 _MAX_RAW_CHARS = 20_000

@@ -32,12 +32,12 @@ from collections.abc import Mapping, Sequence
 
 import structlog
 
+from monitor.config.judges import PanelConfig
 from monitor.judging import arbitration
 from monitor.judging.arbitration import OutcomeObserver, PanelOutcome
 from monitor.judging.judge import Judge
 from monitor.judging.verdicts import failed_verdict, scored_verdict, single_judge_verdict
 from monitor.models import JudgeRole, Judgment, TurnEvent, Verdict
-from monitor.settings import PanelConfig
 from monitor.workers import DaemonThreadPool
 
 PANEL_INSUFFICIENT = "panel_insufficient"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from monitor.clock import Clock
+from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     ConfigError,
     JudgeError,
@@ -48,7 +49,6 @@ from monitor.judging.rubric_prompt import (
 )
 from monitor.judging.rubric_scoring import coverage, relevance
 from monitor.judging.rubric_set import RubricEntry
-from monitor.settings import JudgeConfig
 from monitor.workers import DaemonThreadPool
 
 _log = structlog.get_logger("monitor.judging.rubric_grader")

@@ -23,11 +23,12 @@ from consumers.otel.otlp import OtlpEncoding
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import TurnSource
 from monitor.clock import Clock
+from monitor.config.kafka import TopicFormat
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
 from monitor.models import TurnEvent
 from monitor.otel_export.sender import EvaluationSender
-from monitor.settings import AssemblyConfig, SamplingConfig, Settings, TopicFormat
+from monitor.settings import AssemblyConfig, SamplingConfig, Settings
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep, TicketGate
 from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from consumers._kafka import kafka
-from monitor.settings import KafkaConfig
+from monitor.config.kafka import KafkaConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 # Short enough for a test to see a group come apart and form again within a minute or two.

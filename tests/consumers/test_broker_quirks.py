@@ -23,7 +23,7 @@ from consumers.broker_quirks import (
 from consumers.group_rejoin import StuckGroup
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import create_topics, delete_topics
-from monitor.settings import KafkaConfig
+from monitor.config.kafka import KafkaConfig
 from tests.fixtures.broker import ContractBroker
 from tests.support.kafka import source_config
 from tests.support.waiting import wait_for

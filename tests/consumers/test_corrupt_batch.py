@@ -18,7 +18,7 @@ from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
 from consumers.tansu import create_topics, delete_topics
 from consumers.unreadable import CORRUPT, UnreadableBatch
-from monitor.settings import KafkaConfig
+from monitor.config.kafka import KafkaConfig
 from tests.fixtures.broker import ContractBroker
 
 pytestmark = pytest.mark.integration

@@ -21,8 +21,8 @@ from consumers._kafka_group import group_member_ids
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
 from consumers.tansu import create_topics, delete_topics
+from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
-from monitor.settings import KafkaConfig
 from tests.consumers.group_member import member_config
 from tests.fixtures.broker import ContractBroker
 from tests.support.waiting import wait_for

@@ -4,8 +4,8 @@ import pytest
 from pydantic import SecretStr
 
 from consumers._kafka import _host_port, broker_errors, client_options, kafka
+from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
-from monitor.settings import KafkaConfig
 
 
 def test_client_options_pass_security_settings_through() -> None:

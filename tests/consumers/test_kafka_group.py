@@ -27,7 +27,7 @@ from structlog.testing import capture_logs
 from consumers._kafka_group import forget_membership, group_member_ids, joined_leader
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
-from monitor.settings import KafkaConfig
+from monitor.config.kafka import KafkaConfig
 from tests.consumers.group_member import leave_while_leading, member_config
 from tests.support.waiting import wait_for
 

@@ -25,8 +25,8 @@ from consumers.dlq import (
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import RawMessage, TopicPartition
 from consumers.tansu import FETCH_MAX_WAIT_MS, EmbeddedBroker, create_topics, delete_topics
+from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
-from monitor.settings import KafkaConfig
 from tests.fixtures.broker import ContractBroker, produce
 from tests.support.kafka import poll_until, read_topic, source_config
 from tests.support.waiting import wait_for

@@ -16,9 +16,10 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry
 
 from consumers.source import TurnSource
+from monitor.config.kafka import KafkaConfig
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import build_evaluator
-from monitor.settings import KafkaConfig, Settings, load_settings
+from monitor.settings import Settings, load_settings
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.http import ProbeApp, ProbeServer

@@ -15,7 +15,7 @@ from consumers._kafka import KafkaConsumer, KafkaTopicPartition
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import RawMessage
 from consumers.tansu import EmbeddedBroker
-from monitor.settings import KafkaConfig
+from monitor.config.kafka import KafkaConfig
 from tests.fixtures.broker import ContractBroker
 from tests.support.waiting import DEADLINE_S
 

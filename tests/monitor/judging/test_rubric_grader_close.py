@@ -14,7 +14,7 @@ _SCRIPT = """
 import socket, sys, threading
 from monitor.judging.rubric_grader import RubricGrader
 from monitor.judging.rubric_set import RubricEntry
-from monitor.settings import JudgeConfig
+from monitor.config.judges import JudgeConfig
 
 # An endpoint that takes the connection and never answers (a hung judge server).
 hung = socket.socket()

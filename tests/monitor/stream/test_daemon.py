@@ -22,10 +22,11 @@ from consumers.kafka_source import KafkaTurnSource
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import TurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
+from monitor.config.judges import JudgeConfig
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import build_evaluator
 from monitor.sampling.sampler import sample_point
-from monitor.settings import JudgeConfig, Settings, load_settings
+from monitor.settings import Settings, load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
