@@ -34,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/ is not an installed package
 
+from monitor.commands.batch import panel_text  # noqa: E402
 from monitor.judging.arbitration import PanelOutcome  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.judging.prompt import case_data  # noqa: E402
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "judge_failed": report.judge_failed,
     }
-    print(report.format_table())
+    print(panel_text(report))
     print()
     print(json.dumps(results, sort_keys=True))
     return 0

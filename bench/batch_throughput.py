@@ -31,7 +31,7 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
-from monitor.batch.runner import decode_line, run_batch
+from monitor.batch.runner import run_batch
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.prompt import build_messages
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema
@@ -59,22 +59,21 @@ def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
     return proc, line.removeprefix("base_url=")
 
 
-def make_input(examples: Path, turns: int, path: Path) -> list[TurnEvent]:
-    """``turns`` events from ``examples`` repeated; each copy gets fresh event/conversation ids."""
+def make_input(examples: Path, turns: int, path: Path) -> list[bytes]:
+    """``turns`` events from ``examples`` repeated, written to ``path`` one per line and
+    returned; each copy gets fresh event/conversation ids."""
     base = [json.loads(line) for line in examples.read_text().splitlines() if line.strip()]
     if not base:
         raise SystemExit(f"{examples} holds no turn events")
-    events = []
-    with path.open("w") as f:
-        for i in range(turns):
-            doc = dict(base[i % len(base)])
-            copy = i // len(base)
-            doc["event_id"] = f"{doc['event_id']}-r{copy}"
-            doc["conversation_id"] = f"{doc['conversation_id']}-r{copy}"
-            line = json.dumps(doc)
-            f.write(line + "\n")
-            events.append(decode_line(line.encode()))
-    return events
+    lines = []
+    for i in range(turns):
+        doc = dict(base[i % len(base)])
+        copy = i // len(base)
+        doc["event_id"] = f"{doc['event_id']}-r{copy}"
+        doc["conversation_id"] = f"{doc['conversation_id']}-r{copy}"
+        lines.append(json.dumps(doc).encode())
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return lines
 
 
 Timeline = list[tuple[float, float]]  # (perf_counter, turns finished so far)
@@ -160,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="casewatch-bench-") as tmp:
             workdir = Path(tmp)
             src = workdir / "turns.jsonl"
-            events = make_input(args.examples, args.turns, src)
+            events = [
+                TurnEvent.model_validate_json(line)
+                for line in make_input(args.examples, args.turns, src)
+            ]
             bare = bare_client(base_url, events, args.concurrency)
             summary = casewatch(base_url, src, workdir, args.concurrency)
     finally:

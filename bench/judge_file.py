@@ -35,25 +35,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.batch_throughput import make_input  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.models import TurnEvent  # noqa: E402
 from monitor.settings import load_settings  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "turns.jsonl"
-
-
-def make_input(turns: int, path: Path) -> list[bytes]:
-    """``turns`` events from the examples repeated; each copy gets fresh ids."""
-    base = [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
-    lines = []
-    for i in range(turns):
-        doc = dict(base[i % len(base)])
-        copy = i // len(base)
-        doc["event_id"] = f"{doc['event_id']}-r{copy}"
-        doc["conversation_id"] = f"{doc['conversation_id']}-r{copy}"
-        lines.append(json.dumps(doc).encode())
-    path.write_bytes(b"".join(line + b"\n" for line in lines))
-    return lines
 
 
 def _children_cpu_s() -> float:
@@ -104,7 +91,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         src = workdir / "turns.jsonl"
-        lines = make_input(args.turns, src)
+        lines = make_input(EXAMPLES, args.turns, src)
         ours: list[float] = []
         base: list[float] = []
         other: list[float] = []

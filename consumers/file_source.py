@@ -55,6 +55,16 @@ class FileTurnSource:
                 raise ConfigError(f"cannot read input file {path}: {exc.strerror}") from exc
         self._closed = False
 
+    def line_count(self) -> int:
+        """Complete lines in the file now (0 for stdin, which cannot be read ahead)."""
+        if self._path is None:
+            return 0
+        try:
+            with self._path.open("rb") as fh:
+                return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(_CHUNK), b""))
+        except OSError as exc:
+            raise TurnFileError(f"cannot read input file {self._path}: {exc.strerror}") from exc
+
     @property
     def committed(self) -> int:
         """The next line to read after a restart (the last committed offset)."""
@@ -66,11 +76,7 @@ class FileTurnSource:
         reading starts at the first line."""
         if self._committed == 0 or self._path is None or self._offsets_path is None:
             return None
-        try:
-            with self._path.open("rb") as fh:
-                total = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(_CHUNK), b""))
-        except OSError as exc:
-            raise TurnFileError(f"cannot read input file {self._path}: {exc.strerror}") from exc
+        total = self.line_count()
         news = "nothing new" if self._committed >= total else f"{total - self._committed} new"
         return (
             f"resuming at line {self._committed} of {total} from {self._path}; {news}; "

@@ -160,7 +160,7 @@ class KafkaTurnSource:
         with broker_errors("polling", self._servers):
             try:
                 batches = self._call(poll)
-            except UnreadableBatchError as exc:  # no records came with it: see _kafka.py
+            except UnreadableBatchError as exc:  # no records came with it: see _kafka_fetch.py
                 self._hold_unreadable(exc)
                 batches = {}
         out: list[RawMessage] = []

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from consumers.decode import decode_turn
 from consumers.file_source import FILE_TP, FileTurnSource
 from consumers.offsets import OffsetTracker
 from consumers.records import RawMessage
@@ -40,7 +39,6 @@ from monitor.batch.verdict_files import VerdictFiles, default_rejects_path
 from monitor.clock import SystemClock
 from monitor.errors import MessageRejected
 from monitor.judging.evaluator import Evaluator
-from monitor.models import TurnEvent
 from monitor.redaction.config import RedactionConfig
 from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
@@ -51,19 +49,6 @@ MAX_LINE_BYTES = 16 << 20  # a line this long is not a turn event; never parse i
 PENDING_PER_WORKER = 2  # turns held per judge thread: keeps them busy, memory bounded
 _READ_LINES = 256  # lines read from the file at a time
 _WAIT_S = 0.05  # a refused turn is offered again once a judge call ends, or after this
-
-
-def decode_line(raw: bytes, number: int = 0) -> TurnEvent:
-    """One input line → TurnEvent, by the same rules (and reasons) as a Kafka record."""
-    return decode_turn(RawMessage("file", 0, number, raw), MAX_LINE_BYTES)
-
-
-def _count_lines(path: Path) -> int:
-    count = 0
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            count += chunk.count(b"\n")
-    return count
 
 
 def run_batch(
@@ -88,10 +73,10 @@ def run_batch(
     summary = BatchSummary()
     started = monotonic()
     show = progress and sys.stderr.isatty()
-    total = _count_lines(input_path) if show else None  # before opening the outputs: may raise
     source = FileTurnSource(input_path)
     closers: list[Callable[[], None]] = [source.close]
     try:
+        total = source.line_count() if show else None  # before opening the outputs: may raise
         files = VerdictFiles(out_path, compact_path, evaluator.config_hash, summary.add)
         closers.append(files.close)
         rejects = RejectsFile(rejects_path or default_rejects_path(out_path))

@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.batch.runner import decode_line, run_batch
+from monitor.batch.runner import run_batch
 from monitor.batch.verdict_files import default_rejects_path, read_verdicts
-from monitor.errors import InvalidEvent
 from monitor.judging.evaluator import Evaluator, build_evaluator
 from monitor.models import TurnEvent, Verdict
 from monitor.redaction.config import RedactionConfig
@@ -199,26 +198,6 @@ def test_an_evaluator_crash_is_recorded_as_internal(tmp_path: Path, heuristic: E
 def test_concurrency_must_be_positive(tmp_path: Path, heuristic: Evaluator) -> None:
     with pytest.raises(ValueError, match="concurrency"):
         run_batch(tmp_path / "in.jsonl", tmp_path / "out.jsonl", None, heuristic, concurrency=0)
-
-
-@pytest.mark.parametrize(
-    ("raw", "reason"),
-    [
-        (b"\xc3\x28", "bad_utf8"),
-        (b"[1, 2]", "not_object"),
-        (b'{"event_id": "x"', "not_json"),
-        (dump(turn("e1", timestamp="yesterday")), "schema"),
-    ],
-)
-def test_decode_line_reasons(raw: bytes, reason: str) -> None:
-    with pytest.raises(InvalidEvent) as info:
-        decode_line(raw)
-    assert info.value.reason == reason
-
-
-def test_decode_line_keeps_unknown_fields() -> None:
-    event = decode_line(dump(turn("e1", producer_note="kept")))
-    assert event.model_extra == {"producer_note": "kept"}
 
 
 def test_read_verdicts_skips_unreadable_lines(tmp_path: Path, heuristic: Evaluator) -> None:
