@@ -29,11 +29,9 @@ from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
 from tests.fixtures.broker import ContractBroker, produce
 from tests.support.kafka import poll_until, read_topic, source_config
-from tests.support.waiting import wait_for
+from tests.support.waiting import DEADLINE_S, wait_for
 
 pytestmark = pytest.mark.integration
-
-DEADLINE_S = 120.0  # a bound against hangs, generous for a loaded 2-core machine
 
 
 @pytest.fixture

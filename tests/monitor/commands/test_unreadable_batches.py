@@ -111,14 +111,12 @@ def test_a_batch_without_its_codec_holds_its_partition_only_and_sigterm_is_honou
             wait_for(
                 lambda: set(rows_per_event(store)) == set(plain0 + plain1),
                 "readable stored",
-                timeout=90,
             )
             unreadable = f'reason="codec_unavailable",topic="{topic}"'
             # Retried with backoff: a second failed attempt, and still nothing read past it.
             wait_for(
                 lambda: _metric(port, "casewatch_unreadable_batches_total", unreadable) >= 2,
                 "a retry of the unreadable batch",
-                timeout=30,
             )
             status, body = http_get(port, "/readyz")
             assert status == 503, body
@@ -130,12 +128,8 @@ def test_a_batch_without_its_codec_holds_its_partition_only_and_sigterm_is_honou
             # The other partition goes on: new turns on it are judged while 1 is held.
             more0 = [f"p0-more-{i}" for i in range(5)]
             _send(bootstrap, topic, 0, more0, None)
-            wait_for(
-                lambda: set(more0) <= set(rows_per_event(store)), "partition 0 goes on", timeout=60
-            )
-            wait_for(
-                lambda: committed_offset(bootstrap, group, topic, 0) == 25, "p0 end", timeout=30
-            )
+            wait_for(lambda: set(more0) <= set(rows_per_event(store)), "partition 0 goes on")
+            wait_for(lambda: committed_offset(bootstrap, group, topic, 0) == 25, "p0 end")
             assert committed_offset(bootstrap, group, topic, 1) == 10
             proc.send_signal(signal.SIGTERM)
             budget = shutdown_budget_s(load_settings(config))
@@ -155,7 +149,6 @@ def test_a_batch_without_its_codec_holds_its_partition_only_and_sigterm_is_honou
             wait_for(
                 lambda: committed_offset(bootstrap, group, topic, 1) == 25,
                 "partition 1 read to its end after the restart",
-                timeout=90,
             )
             proc2.proc.send_signal(signal.SIGTERM)
             assert proc2.wait(60) == 0, proc2.tail()

@@ -16,11 +16,10 @@ from monitor.settings import load_settings
 from monitor.storage.store import Store
 from monitor.storage.tables import matches, turns
 from tests.support.http import scrape
-from tests.support.waiting import wait_for
+from tests.support.waiting import DEADLINE_S, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ASSISTANTS = ("acme-support-stable", "acme-support-canary")
-DEADLINE_S = 120.0
 
 
 def win_rates(text: str) -> dict[tuple[str, str], float]:

@@ -141,7 +141,6 @@ def test_every_codec_from_both_clients_is_judged_once(
                 == len(expected)
             ),
             "every partition committed to its end",
-            timeout=60,
         )
         assert rows_per_event(store) == dict.fromkeys(expected, 1)
         judged = sum(

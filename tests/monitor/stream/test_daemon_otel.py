@@ -118,7 +118,6 @@ def test_instrumented_rag_traces_are_judged_once_and_written_back(
             wait_for(
                 lambda: committed_offset(bootstrap, kafka.group_id, topic) == total,
                 "every message finished and committed",
-                timeout=60,
             )
             skipped = h.sample(
                 "casewatch_turns_skipped_total",

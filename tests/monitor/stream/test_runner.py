@@ -118,10 +118,10 @@ def test_a_started_runner_serves_probes_purges_old_rows_and_stops(tmp_path: Path
     runner = DaemonRunner(settings, CollectorRegistry(), file_path=data, follow=True).start()
     try:
         assert runner.alive
-        wait_for(lambda: counts(store)["verdicts"] == 0, "the old row purged", timeout=30)
+        wait_for(lambda: counts(store)["verdicts"] == 0, "the old row purged")
         with data.open("ab") as fh:
             fh.write(b"\n".join(turn_values(3)) + b"\n")
-        wait_for(lambda: counts(store)["verdicts"] == 3, "the appended turns stored", timeout=30)
+        wait_for(lambda: counts(store)["verdicts"] == 3, "the appended turns stored")
         port = int(runner.url.rsplit(":", 1)[1])
         assert http_get(port, "/healthz")[0] == 200
         status, text = http_get(port, "/metrics")
@@ -182,7 +182,7 @@ def _stop_once_called(
             text=True,
         )
         try:
-            wait_for(lambda: server.request_count >= 1, "a call to the judge", timeout=60)
+            wait_for(lambda: server.request_count >= 1, "a call to the judge")
             stop.touch()
             budget = shutdown_budget_s(load_settings(None, **settings))
             out, _ = proc.communicate(timeout=budget + EXIT_SLACK_S)

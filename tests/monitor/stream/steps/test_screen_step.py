@@ -29,10 +29,9 @@ from monitor.stream.steps.screen import Screener, ScreenStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.judging.heuristic.tripwire_corpus import turn as tripwire_turn
 from tests.monitor.stream.steps.helpers import TP, Recorder, env, raw
-from tests.support.waiting import wait_for
+from tests.support.waiting import DEADLINE_S, wait_for
 
 MAX_BYTES = 1 << 20
-DEADLINE_S = 120.0  # process start-up on a loaded machine; the tests wait on conditions
 NEGATIVE = AlwaysJudgeRule(name="negative", field="feedback", equals="negative")
 SAMPLING = SamplingConfig(default_rate=0.0, always_judge=[NEGATIVE])
 
