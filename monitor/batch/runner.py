@@ -122,7 +122,7 @@ def run_batch(
         for close in reversed(closers):
             close()
         summary.elapsed_seconds = monotonic() - started
-    # Once the files are closed: no judge thread adds to the summary any more.
+    # Once the steps are closed nothing else adds to the summary: the resumed verdicts last.
     for verdict in files.resumed():
         summary.tally(verdict)
     return summary

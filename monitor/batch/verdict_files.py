@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import IO, NamedTuple
 import structlog
 from pydantic import ValidationError
 
-from monitor.errors import StorageError, validation_error_lines
+from monitor.errors import validation_error_lines
 from monitor.models import TurnEvent, Verdict
 
 log = structlog.get_logger(__name__)
@@ -95,10 +94,11 @@ class Appended(NamedTuple):
 
 
 class VerdictFiles:
-    """The granular (and compact) output of a run, appended to; thread-safe.
+    """The granular (and compact) output of a run, appended to by the store step on the run's
+    own thread (``casewatch judge`` has no write-through: judge threads never write here).
 
-    ``on_written`` is called with each verdict once its lines are written (under the lock, so
-    what it counts is what the file holds).
+    ``on_written`` is called with each verdict once its lines are written, so what it counts is
+    what the file holds.
     """
 
     def __init__(
@@ -112,8 +112,6 @@ class VerdictFiles:
         self._existing = existing_verdicts(out, config_hash)
         self._found: set[str] = set()  # event ids the look-up found in the file
         self._on_written = on_written
-        self._lock = threading.Lock()
-        self._closed = False
         _drop_partial_last_line(out)
         self._out: IO[str] = out.open("a", encoding="utf-8")
         self._compact: IO[str] | None = None
@@ -141,10 +139,8 @@ class VerdictFiles:
         """The verdicts of the file the look-up found for this run's turns (each event once)."""
         return [v for e in self._found if (v := self._existing[e]) is not None]
 
-    # ``VerdictWriter``: the store step's write (and write-through).
+    # ``VerdictWriter``: the store step's write.
     def save_batch(self, items: Sequence[tuple[TurnEvent, Verdict]]) -> Appended:
-        # Encoded before taking the lock: with write-through, judge threads write here, and one
-        # holding the lock while it waits for the GIL to encode would stall the others.
         granular = "".join(verdict.model_dump_json() + "\n" for _, verdict in items)
         compact = None
         if self._compact is not None:
@@ -152,23 +148,18 @@ class VerdictFiles:
                 json.dumps(verdict.compact(turn), ensure_ascii=False) + "\n"
                 for turn, verdict in items
             )
-        with self._lock:
-            if self._closed:  # a judge thread finishing after an interrupted run
-                raise StorageError("the output files are closed")
-            # Compact first: a granular line (what resume trusts) implies its compact line.
-            if self._compact is not None and compact is not None:
-                _put(self._compact, compact)
-            _put(self._out, granular)
-            for _, verdict in items:
-                self._on_written(verdict)
+        # Compact first: a granular line (what resume trusts) implies its compact line.
+        if self._compact is not None and compact is not None:
+            _put(self._compact, compact)
+        _put(self._out, granular)
+        for _, verdict in items:
+            self._on_written(verdict)
         return Appended(len(items))
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            self._out.close()
-            if self._compact is not None:
-                self._compact.close()
+        self._out.close()
+        if self._compact is not None:
+            self._compact.close()
 
 
 def _put(f: IO[str], lines: str) -> None:
