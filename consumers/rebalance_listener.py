@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import structlog
@@ -28,7 +28,7 @@ from consumers._kafka import (
     wait_within,
 )
 from consumers.rebalance_handoff import LoopHandoff
-from consumers.records import TopicPartition
+from consumers.records import TopicPartition, partition_names
 from consumers.source import PartitionsCallback
 
 log = structlog.get_logger(__name__)
@@ -74,7 +74,7 @@ class PartitionCallbacks:
     def assigned(self, tps: set[TopicPartition]) -> None:
         if not tps:
             return
-        log.info("partitions assigned", partitions=names(tps))
+        log.info("partitions assigned", partitions=partition_names(tps))
         if self.on_assigned is None or self._joining():
             # An early join: announced by the first call after it, on its thread.
             self._unannounced |= tps
@@ -87,7 +87,8 @@ class PartitionCallbacks:
         if not tps:  # kafka-python reports an empty revocation before the first join
             return []
         self._forget(tps)
-        log.info("partitions lost" if lost else "partitions revoked", partitions=names(tps))
+        event = "partitions lost" if lost else "partitions revoked"
+        log.info(event, partitions=partition_names(tps))
         if self._joining():
             # Revoked within an early join: nothing was delivered yet, so nothing to finish.
             self._unannounced -= tps
@@ -98,7 +99,7 @@ class PartitionCallbacks:
         finally:
             commits, self._deferred = self._deferred, []
         if lost and commits:
-            log.warning("offsets of lost partitions not committed", partitions=names(tps))
+            log.warning("offsets of lost partitions not committed", partitions=partition_names(tps))
             return []
         return commits
 
@@ -177,8 +178,3 @@ class RebalanceListener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
             except Exception as exc:
                 # The new owner re-reads from the last good commit: duplicates, not loss.
                 log.warning("commit on revocation failed", error=str(exc))
-
-
-def names(tps: Iterable[TopicPartition]) -> list[str]:
-    """Partitions as ``topic/partition``, sorted, for a log line."""
-    return sorted(f"{tp.topic}/{tp.partition}" for tp in tps)

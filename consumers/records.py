@@ -6,12 +6,18 @@ import a client library.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+def partition_names(tps: Iterable[TopicPartition]) -> list[str]:
+    """Partitions as ``topic/partition``, sorted, for a log line."""
+    return sorted(f"{tp.topic}/{tp.partition}" for tp in tps)
 
 
 class RawMessage(NamedTuple):

@@ -18,7 +18,7 @@ import structlog
 from consumers._kafka import UnreadableBatchError, from_kafka_tp, to_kafka_tp
 from consumers._kafka_fetch import describe_unreadable, discard_fetched
 from consumers.partition_pauses import PartitionPauses
-from consumers.records import TopicPartition
+from consumers.records import TopicPartition, partition_names
 from consumers.unreadable import UnreadableBatch, UnreadablePartitions
 from monitor.clock import Clock
 
@@ -78,7 +78,7 @@ class UnreadableHolds:
         if hold:
             consumer.pause(*hold)
         if retry:
-            names = sorted(f"{tp.topic}/{tp.partition}" for tp in map(from_kafka_tp, retry))
+            names = partition_names(map(from_kafka_tp, retry))
             log.info("retrying unreadable partitions", partitions=names)
             consumer.resume(*retry)
 

@@ -38,7 +38,7 @@ from consumers.offsets import OffsetTracker
 from consumers.otel.assembly import CAUSES as TRACE_CAUSES
 from consumers.otel.genai import SKIP_REASONS
 from consumers.otel.otlp import OTLP_DLQ_REASONS
-from consumers.records import RawMessage, TopicPartition
+from consumers.records import RawMessage, TopicPartition, partition_names
 from consumers.source import TurnSource
 from consumers.unreadable import REASONS as UNREADABLE_REASONS
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
@@ -310,7 +310,7 @@ class Daemon:
         from our last commit; the store deduplicates any overlap)."""
         gone = self.tracker.partitions() - self._source.assignment()
         if gone:
-            log.info("forgetting partitions now owned elsewhere", partitions=_names(gone))
+            log.info("forgetting partitions now owned elsewhere", partitions=partition_names(gone))
             self._forget(gone)
 
     def _rewound(self, tp: TopicPartition, offset: int) -> None:
@@ -318,7 +318,7 @@ class Daemon:
         committed one, e.g. after the group lost this member): start tracking afresh. Copies
         still in the pipeline finish as before; their late ``done`` only marks offsets whose
         turn is already stored, so nothing is committed unfinished."""
-        log.info("partition rewound; re-reading", partition=_names({tp})[0], offset=offset)
+        log.info("partition rewound; re-reading", partition=partition_names({tp})[0], offset=offset)
         self._forget({tp})
 
     def _offer_backlog(self) -> None:
@@ -447,7 +447,3 @@ class Daemon:
         if not self._ran:
             self._pipeline.close()
         self._close_sender(0.0)
-
-
-def _names(tps: Collection[TopicPartition]) -> list[str]:
-    return sorted(f"{tp.topic}/{tp.partition}" for tp in tps)
