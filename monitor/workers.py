@@ -4,8 +4,9 @@ Why not ``ThreadPoolExecutor``: since Python 3.9 its workers are joined when the
 exits, so a judge call still running when a stop gives up on it (the drain timed out; its turn
 stays uncommitted and is re-read after a restart) keeps the process alive until the call's own
 timeout, retries included. Here the workers are daemon threads: whoever stops the daemon waits
-at most the drain timeout plus a fixed margin (``monitor.stream.runner.shutdown_budget_s``),
-whatever the judges do. The judge step and the panel (its second primary) run on it.
+at most the drain timeout plus a fixed margin
+(``monitor.stream.shutdown_budget.shutdown_budget_s``), whatever the judges do. The judge
+step and the panel (its second primary) run on it.
 Abandoned calls are counted by the owner (``calls_running``).
 
 Futures behave as the executor's do: ``cancel()`` succeeds while the call has not started, and

@@ -188,6 +188,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.stream": (
         (
             "__init__",
+            "file_state",
             "http",
             "readiness",
             "recorder",
@@ -210,7 +211,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "steps.screen",
             "steps.store",
         ),
-        ("turn_steps",),
+        ("turn_steps", "shutdown_budget"),
         ("pipeline", "prepare"),
         ("daemon",),
         ("runner",),

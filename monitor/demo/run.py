@@ -39,7 +39,8 @@ from monitor.reports.turn_view import inspect_hint
 from monitor.settings import SamplingConfig, Settings
 from monitor.storage.store import Store
 from monitor.storage.turn_queries import list_turns
-from monitor.stream.runner import DaemonRunner, shutdown_budget_s
+from monitor.stream.runner import DaemonRunner
+from monitor.stream.shutdown_budget import shutdown_budget_s
 
 if TYPE_CHECKING:
     from consumers.tansu import EmbeddedBroker

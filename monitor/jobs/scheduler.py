@@ -16,7 +16,7 @@ A job's lifecycle, all of it here:
 
 Runs execute on daemon threads (``monitor.workers``), not on ``concurrent.futures`` ones, which
 the interpreter joins at exit: an abandoned run must not stretch a stop beyond its budget
-(``monitor.stream.runner.shutdown_budget_s``).
+(``monitor.stream.shutdown_budget.shutdown_budget_s``).
 """
 
 from __future__ import annotations

@@ -5,16 +5,12 @@ or a JSONL file), metrics, evaluator, daemon, probe server and retention job.
 benchmarks run it on a thread. Either way the pieces and their wiring are the same, so what a
 demo or a benchmark shows is what production runs.
 
-Stopping takes at most ``shutdown_budget_s(settings)`` whatever the brokers do (an orchestrator's
-grace period should exceed it): every Kafka call has a limit, those of the running loop within
-the drain timeout, so a stop request never waits on more than the drain, the final commit and
-the bounded steps of closing.
+Every Kafka call and every step of closing has a limit (``stream/shutdown_budget.py``), so a
+stop takes at most ``shutdown_budget_s(settings)`` whatever the brokers do.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -26,8 +22,13 @@ from prometheus_client import CollectorRegistry
 
 from monitor.errors import ListenError, OffsetsNotCommitted
 from monitor.settings import Settings
-from monitor.storage.engine import redact_url
-from monitor.storage.location import sqlite_file
+from monitor.stream.file_state import STDIN, STDIN_DLQ, file_sidecars
+from monitor.stream.shutdown_budget import (
+    JOBS_STOP_S,
+    KAFKA_CLOSE_TIMEOUT_S,
+    broker_call_timeout_s,
+    shutdown_budget_s,
+)
 from monitor.stream.signals import drain_signals
 
 if TYPE_CHECKING:
@@ -47,60 +48,6 @@ if TYPE_CHECKING:
     from monitor.stream.recorder import StreamRecorder
 
 log = structlog.get_logger(__name__)
-
-# Limits of the Kafka calls the running loop makes (a commit, a dead-letter write), capped by
-# the drain timeout: a stop request waits for the call in progress.
-BROKER_CALL_TIMEOUT_S = 30.0
-# Each step of closing a Kafka client: the consumer's revocation commit, then its leaving the
-# group; the dead-letter producer's flush, then its sender thread's exit.
-KAFKA_CLOSE_TIMEOUT_S = 5.0
-JOBS_STOP_S = 5.0  # a scheduled job running at shutdown is given this long, then abandoned
-
-
-def broker_call_timeout_s(settings: Settings) -> float:
-    return min(BROKER_CALL_TIMEOUT_S, settings.daemon.drain_timeout_seconds)
-
-
-def shutdown_budget_s(settings: Settings) -> float:
-    """The longest a stop request takes to return from ``run_foreground`` (or ``stop``), brokers
-    reachable or not."""
-    from monitor.stream.steps.commit import FINAL_COMMIT_MIN_S
-
-    return (
-        settings.daemon.drain_timeout_seconds  # absorbs a broker call in progress at the stop
-        + FINAL_COMMIT_MIN_S
-        + JOBS_STOP_S  # a scheduled job in progress
-        + 4 * KAFKA_CLOSE_TIMEOUT_S  # consumer and dead-letter producer, two steps each
-    )
-
-
-STDIN = Path("-")  # `casewatch run --file -`: turns from standard input
-STDIN_DLQ = Path("casewatch-stdin.dlq.jsonl")  # in the working directory
-
-
-def file_state_dir(storage_url: str) -> Path:
-    """Where the file source keeps its state: beside a SQLite database, else the user's state
-    directory (``$XDG_STATE_HOME/casewatch``, by default ``~/.local/state/casewatch``)."""
-    db = sqlite_file(storage_url)
-    if db is not None:
-        return db.resolve().parent
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "casewatch"
-
-
-def file_sidecars(path: Path, storage_url: str) -> tuple[Path, Path]:
-    """Where the file source keeps its dead letters and its committed offset.
-
-    Never beside the input (a directory of examples or someone else's export need not be
-    writable, nor gain files), and keyed by the input and the store together: the position
-    is that of the store it feeds, so a new database reads the file from its first line.
-    """
-    key = hashlib.sha256(f"{path.resolve()}\n{redact_url(storage_url)}".encode()).hexdigest()
-    db = sqlite_file(storage_url)
-    prefix = f"{db.name}." if db is not None else ""
-    stem = f"{prefix}{path.name.removesuffix('.jsonl')}-{key[:8]}"
-    where = file_state_dir(storage_url)
-    return where / f"{stem}.dlq.jsonl", where / f"{stem}.offsets.json"
 
 
 def _source_and_dlq(

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from monitor.settings import DaemonConfig, load_settings
-from monitor.stream.runner import shutdown_budget_s
+from monitor.stream.shutdown_budget import shutdown_budget_s
 from tests.helm.chart import (
     CHART_DIR,
     FULLNAME,

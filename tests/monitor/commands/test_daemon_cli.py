@@ -19,7 +19,8 @@ from monitor.errors import StorageError
 from monitor.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
-from monitor.stream.runner import file_sidecars, shutdown_budget_s
+from monitor.stream.file_state import file_sidecars
+from monitor.stream.shutdown_budget import shutdown_budget_s
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.support.daemon import rows_per_event, turn_values

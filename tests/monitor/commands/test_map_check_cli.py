@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from monitor.cli import main
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
-from monitor.stream.runner import file_sidecars
+from monitor.stream.file_state import file_sidecars
 
 MAPPING = {
     "event_id": "id",

@@ -21,7 +21,8 @@ from monitor.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.storage.tables import turns, verdicts
-from monitor.stream.runner import DaemonRunner, file_sidecars
+from monitor.stream.file_state import file_sidecars
+from monitor.stream.runner import DaemonRunner
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn, make_verdict
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
@@ -143,7 +144,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from monitor.logs import configure_logging
 from monitor.settings import load_settings
-from monitor.stream.runner import DaemonRunner, shutdown_budget_s
+from monitor.stream.runner import DaemonRunner
+from monitor.stream.shutdown_budget import shutdown_budget_s
 
 configure_logging()  # on stderr: stdout is the result line
 config = json.loads(sys.argv[1])
@@ -171,7 +173,7 @@ def _stop_once_called(
     import subprocess
     import sys
 
-    from monitor.stream.runner import shutdown_budget_s
+    from monitor.stream.shutdown_budget import shutdown_budget_s
 
     config = {"settings": settings, "data": str(data), "stop": str(stop)}
     with log.open("w") as stderr:
