@@ -229,7 +229,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "monitor.commands": (
         ("__init__", "usage", "output"),
-        ("store_access",),
+        ("batch_report", "store_access"),
         ("detect", "estimate", "inspect", "labels"),
         (
             "batch",

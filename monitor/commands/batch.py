@@ -7,66 +7,36 @@ still shows its traceback.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
 from monitor.batch.runner import run_batch
-from monitor.batch.summary import BatchSummary
 from monitor.batch.verdict_files import VerdictFile, default_rejects_path, read_verdicts
-from monitor.commands.output import MISSING, num, p_value, percent, table
+from monitor.commands.batch_report import (
+    comparison_text,
+    human_text,
+    judges_text,
+    panel_text,
+    summary_text,
+)
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import ConfigError, InvalidInput, TransportError
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.preflight import judges_to_probe, probe_judges
 from monitor.logs import configure_logging
 from monitor.models import Band
-from monitor.reports.panel_report import PanelReport, panel_report
-from monitor.stats.agreement import (
-    BANDS,
-    HumanAgreement,
-    JudgeAgreement,
-    agreement,
-    judge_agreement,
-)
-from monitor.stats.comparison import Comparison, compare
-from monitor.stats.paired import Correlation, PairedTest
+from monitor.reports.panel_report import panel_report
+from monitor.stats.agreement import agreement, judge_agreement
+from monitor.stats.comparison import compare
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
 _CONFIG = click.Path(dir_okay=False, path_type=Path)  # load_settings names a missing file
 
 
-def _notes(notes: Sequence[str], indent: str = "  ") -> None:
-    for note in dict.fromkeys(notes):  # de-duplicated, in order
-        click.echo(f"{indent}note: {note}")
-
-
 # ---------------------------------------------------------------- judge
-
-
-def _print_summary(s: BatchSummary) -> None:
-    click.echo(
-        f"read {s.read}  judged {s.judged}  judge_failed {s.judge_failed}  "
-        f"skipped_existing {s.skipped_existing}  duplicates {s.duplicates}  "
-        f"rejected {s.rejected}  ({s.elapsed_seconds:.1f} s, {s.turns_per_second:.1f} turns/s)"
-    )
-    if not s.per_assistant:
-        return
-    rows = [
-        [
-            name,
-            str(t.n),
-            str(t.judge_failed),
-            num(t.mean_s_final),
-            *(str(t.bands.get(b.value, 0)) for b in Band),
-        ]
-        for name, t in sorted(s.per_assistant.items())
-    ]
-    header = ["assistant", "n", "judge_failed", "mean S_final", *(b.value for b in Band)]
-    click.echo(table(header, rows))
 
 
 @click.command("judge")
@@ -126,7 +96,7 @@ def judge_command(
     if as_json:
         click.echo(json.dumps(summary.to_dict()))
     else:
-        _print_summary(summary)
+        click.echo(summary_text(summary))
     if summary.rejected:
         where = rejects_path or default_rejects_path(out_path)
         click.echo(f"casewatch: {summary.rejected} line(s) rejected, listed in {where}", err=True)
@@ -187,44 +157,6 @@ def _load(path: Path) -> VerdictFile:
     return loaded
 
 
-def _paired_row(label: str, t: PairedTest) -> list[str]:
-    ci = MISSING if t.ci_low is None else f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}]"
-    delta = MISSING if t.mean_delta is None else f"{t.mean_delta:+.4f}"
-    return [
-        label,
-        str(t.n),
-        num(t.mean_a),
-        num(t.mean_b),
-        delta,
-        p_value(t.wilcoxon_p),
-        p_value(t.t_p),
-        ci,
-    ]
-
-
-def _print_comparison(c: Comparison) -> None:
-    click.echo(
-        f"A: {', '.join(c.assistants_a)}  ({c.conversations_a} conversations, "
-        f"{c.turns_scored_a} turns scored, {c.judge_failed_a} judge_failed excluded)"
-    )
-    click.echo(
-        f"B: {', '.join(c.assistants_b)}  ({c.conversations_b} conversations, "
-        f"{c.turns_scored_b} turns scored, {c.judge_failed_b} judge_failed excluded)"
-    )
-    click.echo(
-        f"paired conversations: {c.n_pairs} (only in A: {c.only_a}, only in B: {c.only_b}); "
-        f"Δ = B − A; weights: {c.weight_profile or 'as judged'}\n"
-    )
-    header = ["conversation mean", "n", "mean A", "mean B", "Δ", "Wilcoxon p", "t-test p"]
-    ci_head = f"95% CI of Δ ({c.s_final.ci_method or 'n/a'})"
-    rows = [_paired_row("S_final", c.s_final)]
-    rows += [_paired_row(m.metric, m.test) for m in c.metrics]
-    click.echo(table([*header, ci_head], rows))
-    _notes([*c.notes, *c.s_final.notes], indent="")
-    metric_notes = [f"{m.metric}: {n}" for m in c.metrics for n in m.test.notes]
-    _notes(metric_notes, indent="")
-
-
 @click.command("compare")
 @click.argument("a_path", metavar="A.jsonl", type=_IN)
 @click.argument("b_path", metavar="B.jsonl", type=_IN)
@@ -247,7 +179,7 @@ def compare_command(
     if as_json:
         click.echo(json.dumps(result.to_dict()))
     else:
-        _print_comparison(result)
+        click.echo(comparison_text(result))
 
 
 # ---------------------------------------------------------------- agreement
@@ -278,87 +210,6 @@ def read_human_labels(path: Path) -> dict[str, dict[str, Band]]:
                 f"({bands}): {exc!r}",
             ) from exc
     return out
-
-
-def _print_human(h: HumanAgreement) -> None:
-    click.echo(
-        f"judge vs human: {h.labelled} labelled turns, {h.matched} scored by the judge, "
-        f"{h.missing} without a verdict, {h.judge_failed} judge_failed"
-    )
-    header = ["label", "n", "accuracy", "kappa", "macro-F1", "problem acc."]
-    rows = [
-        [
-            m.metric,
-            str(m.n),
-            num(m.accuracy, 3),
-            num(m.kappa, 3),
-            num(m.macro_f1, 3),
-            num(m.problem_accuracy, 3),
-        ]
-        for m in h.metrics
-    ]
-    click.echo(table(header, rows))
-    click.echo(f"\nconfusion (rows human, columns judge; {' / '.join(BANDS)}):")
-    for m in h.metrics:
-        cells = " | ".join(" ".join(f"{x:>3}" for x in row) for row in m.confusion)
-        click.echo(f"  {m.metric:<26} {cells}")
-    _notes([f"{m.metric}: {n}" for m in h.metrics for n in m.notes], indent="")
-    if h.unknown_keys:
-        click.echo(f"note: label keys ignored (not a metric or turn_band): {h.unknown_keys}")
-
-
-_PANEL_HEADS = {"before": "before arb.", "after": "after arb."}  # the other columns: judges
-_PANEL_STATISTICS = (
-    ("accuracy", "accuracy"),
-    ("Cohen's kappa", "kappa"),
-    ("macro-F1", "macro_f1"),
-)
-
-
-def panel_text(p: PanelReport) -> str:
-    """The panel's agreement with people: one table per statistic, evaluators as columns."""
-    usd = (
-        f", {p.cost_usd:.6f} vs {p.three_judges_cost_usd:.6f} USD" if p.cost_basis == "usd" else ""
-    )
-    heads = [_PANEL_HEADS.get(e.kind, e.name) for e in p.evaluators]
-    blocks = [
-        f"panel turns {p.turns} (labelled {p.labelled}, judge_failed {p.judge_failed}); "
-        f"disagreement rate {percent(p.disagreement_rate)}; "
-        f"arbiter calls {p.arbiter_calls} ({percent(p.arbiter_call_share)} of turns)\n"
-        f"cost {p.cost_ratio:.3f} x three judges on every turn (basis: {p.cost_basis}{usd})",
-        table(["", *heads], [["coverage", *(percent(e.coverage) for e in p.evaluators)]]),
-    ]
-    keys = [m.metric for m in p.evaluators[0].metrics]
-    for title, field in _PANEL_STATISTICS:
-        rows = []
-        for key in keys:
-            found = [e.row(key) for e in p.evaluators]
-            rows.append(
-                [key, *(num(getattr(r, field) if r is not None else None, 3) for r in found)]
-            )
-        blocks.append(table([title, *heads], rows))
-    return "\n\n".join(blocks)
-
-
-def _corr_row(label: str, c: Correlation) -> list[str]:
-    rho, tau = num(c.spearman, 3), num(c.kendall, 3)
-    return [label, str(c.n), rho, p_value(c.spearman_p), tau, p_value(c.kendall_p)]
-
-
-def _print_judges(j: JudgeAgreement) -> None:
-    click.echo(
-        f"judge vs judge: {j.shared} turns scored by both (only first: {j.only_a}, "
-        f"only second: {j.only_b}, judge_failed: {j.judge_failed})"
-    )
-    rows = [
-        _corr_row("S_final (turns)", j.s_final),
-        _corr_row("S_final (conversations)", j.s_final_conversations),
-        *(_corr_row(m, c) for m, c in j.metrics),
-    ]
-    click.echo(table(["score", "n", "Spearman ρ", "p", "Kendall τ", "p"], rows))
-    notes = [*j.s_final.notes, *j.s_final_conversations.notes]
-    notes += [f"{m}: {n}" for m, c in j.metrics for n in c.notes]
-    _notes(notes, indent="")
 
 
 @click.command("agreement")
@@ -393,7 +244,7 @@ def agreement_command(
         if as_json:
             click.echo(json.dumps({"human": stored.to_dict()}))
         else:
-            _print_human(stored)
+            click.echo(human_text(stored))
         return
     if judged_path is None:
         fail("give JUDGED.jsonl (with --labels or --other), or --store")
@@ -423,14 +274,14 @@ def agreement_command(
         click.echo(json.dumps(doc))
         return
     if human is not None:
-        _print_human(human)
+        click.echo(human_text(human))
     if panel is not None:
         click.echo()
         click.echo(panel_text(panel))
     if judges is not None:
         if human is not None:
             click.echo()
-        _print_judges(judges)
+        click.echo(judges_text(judges))
 
 
 COMMANDS: list[click.Command] = [judge_command, compare_command, agreement_command]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from monitor.commands.batch import panel_text
+from monitor.commands.batch_report import panel_text
 from monitor.judging import arbitration
 from monitor.judging.verdicts import failed_verdict, scored_verdict
 from monitor.models import METRICS, JudgeScores, Judgment, MetricScore, TurnEvent
