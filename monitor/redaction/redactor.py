@@ -28,7 +28,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import accumulate
+from itertools import accumulate, filterfalse
+from operator import attrgetter
 from typing import Any
 
 from rapidfuzz.distance import OSA
@@ -263,6 +264,12 @@ class Redactor:
         texts = _texts(turn)
         self._check_size(texts)
         counts: dict[str, int] = {}
+        # A turn whose every text was found clean before (a replayed turn, or one whose
+        # query and answer recur too) has nothing to replace: told by one look-up per text,
+        # in C, without ``spans_of``'s bookkeeping (an empty text is clean). Otherwise the
+        # look-ups stop at the first text not known clean.
+        if not any(filterfalse(self._clean.__contains__, texts)):
+            return TurnRedaction(turn, counts)
         # Two passes: what each text holds, then near copies of the turn's cards and IBANs.
         spans = self.spans_of(texts)
         if not any(spans.values()):
@@ -386,20 +393,28 @@ def _deep(red: Callable[[str], str], value: Any) -> Any:
     return value
 
 
+_content = attrgetter("content")
+_text = attrgetter("text")
+_extra = attrgetter("__pydantic_extra__")
+
+
 def _texts(turn: TurnEvent) -> list[str]:
     """Every text of the turn that is redacted, in the order ``redact_turn`` renders them.
 
-    Runs twice per consumed turn (the size bound and the scan share one list): a list built
-    in place rather than a generator, and the models' extras read from ``__pydantic_extra__``
-    (``model_extra`` is a property call per model)."""
+    Runs on every consumed turn: a list built in place, the messages' and contexts' texts and
+    extras read by ``map`` over attribute getters (a comprehension is a Python call of its own),
+    and the extras read from ``__pydantic_extra__`` (``model_extra`` is a property call per
+    model)."""
     case = turn.case
     history = turn.history
     contexts = turn.contexts
     feedback = turn.feedback
     texts = [case.subject, case.description, case.product or "", case.environment or ""]
-    texts += [m.content for m in history]
+    if history:
+        texts += map(_content, history)
     texts.append(turn.query)
-    texts += [c.text for c in contexts]
+    if contexts:
+        texts += map(_text, contexts)
     texts.append(turn.answer)
     texts.append(turn.reference or "")
     texts += turn.labels.values()
@@ -411,12 +426,14 @@ def _texts(turn: TurnEvent) -> list[str]:
         texts += _leaves(case.__pydantic_extra__)
     if feedback is not None and feedback.__pydantic_extra__:
         texts += _leaves(feedback.__pydantic_extra__)
-    for message in history:
-        if message.__pydantic_extra__:
-            texts += _leaves(message.__pydantic_extra__)
-    for context in contexts:
-        if context.__pydantic_extra__:
-            texts += _leaves(context.__pydantic_extra__)
+    if history and any(map(_extra, history)):
+        for message in history:
+            if message.__pydantic_extra__:
+                texts += _leaves(message.__pydantic_extra__)
+    if contexts and any(map(_extra, contexts)):
+        for context in contexts:
+            if context.__pydantic_extra__:
+                texts += _leaves(context.__pydantic_extra__)
     return texts
 
 
