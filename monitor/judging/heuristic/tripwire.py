@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
@@ -191,7 +191,10 @@ def _part(text: str) -> _Part:
 
 def _near(token: str, parts: list[_Part]) -> list[str]:
     """Evidence identifiers within two edits of ``token``, the first three in sorted order."""
-    return sorted({w for part in parts for w in part[token]})[:_NEIGHBOURS]
+    # One C-level union over the parts' look-ups (a comprehension is a Python call of its
+    # own, and most searches find nothing).
+    found = _NO_TOKENS.union(*map(itemgetter(token), parts))
+    return sorted(found)[:_NEIGHBOURS] if found else []
 
 
 _content = attrgetter("content")
@@ -292,7 +295,10 @@ def identifier_tripwire(turn: TurnEvent) -> TripwireHit:
         parts = _pool_parts(texts)
     misses: dict[tuple[IdKind, str], NearMiss] = {}
     for token in missing:
-        placeholder = PLACEHOLDER.fullmatch(f"<{token}>") if token[-1].isalnum() else None
+        # What a placeholder must have (a capital first, an underscore, an alphanumeric
+        # last) before the pattern is tried: most tokens are no placeholder.
+        maybe_placeholder = "A" <= token[0] <= "Z" and "_" in token and token[-1].isalnum()
+        placeholder = PLACEHOLDER.fullmatch(f"<{token}>") if maybe_placeholder else None
         if placeholder is not None:  # compared by kind: keyed ones are far apart as strings
             near = _same_kind_placeholders(placeholder.group(1), evidence)
         else:
