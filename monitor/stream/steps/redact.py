@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from consumers.records import RawMessage
-from monitor.errors import InvalidEvent
+from monitor.errors import InvalidEvent, MessageRejected
 from monitor.models import TurnEvent, Verdict
 from monitor.redaction import Redactor, TooLargeToRedact
 from monitor.sampling.sampler import SampleDecision
@@ -114,10 +114,14 @@ class RedactStep:
             return
         out = message if outcome.turn is message.payload else message.replace(outcome.turn)
         counts = outcome.counts
-        self._held = (out, counts)
-        self._next.submit(out)  # MessageRejected keeps it held
-        self._held = None
-        self._tally.add(counts)
+        try:
+            self._next.submit(out)
+        except MessageRejected:
+            self._held = (out, counts)  # offered again, not redone
+            raise
+        self._held = None  # one held for a record that never came back is let go
+        if counts:
+            self._tally.add(counts)
 
     def _skip(self, message: Envelope[TurnEvent], outcome: Unredactable) -> None:
         if self._dlq is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from monitor.errors import MessageRejected
 from monitor.models import TurnEvent
 from monitor.sampling.sampler import SampleDecision
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
@@ -59,22 +60,27 @@ class SampleStep:
         else:
             decision = self._sampler.decide(message.payload)
         if decision.sampled:
-            self._held = (message, decision)
-            self._next.submit(message)  # MessageRejected leaves the decision held
+            try:
+                self._next.submit(message)
+            except MessageRejected:
+                self._held = (message, decision)  # offered again: decided once
+                raise
         else:
             self._done.submit(message)
-        self._held = None
+        self._held = None  # one held for a record that never came back is let go
         key = (message.payload.assistant.name, decision.sampled, decision.reason)
         counts = self._counts
         counts[key] = counts.get(key, 0) + 1
 
     def _trip(self, tripwire: Tripwire, turn: TurnEvent) -> str | None:
         result = tripwire(turn)
-        kinds = result.kinds
         assistant = turn.assistant.name
         self._checked[assistant] = self._checked.get(assistant, 0) + 1
         if result.truncated:
             self._truncated[assistant] = self._truncated.get(assistant, 0) + 1
+        kinds = result.kinds
+        if not kinds:
+            return None  # a clean turn: what ``tripwire_rule`` makes of it, without the call
         for kind in kinds:
             key = (assistant, kind)
             self._mismatches[key] = self._mismatches.get(key, 0) + 1
