@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from itertools import accumulate, filterfalse
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from rapidfuzz.distance import OSA
 
 import monitor.redaction.detectors as detectors
@@ -51,6 +52,8 @@ __all__ = [
 # label values of casewatch_redactions_total{kind} for the built-in detectors
 BUILTIN_KINDS = ("secret", "email", "iban", "card", "phone", "ip", "host")
 DEFAULT_MAX_CHARS = 1 << 20
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -284,33 +287,36 @@ class Redactor:
             found = self._with_near_copies(text, found, known)
             return self._render(text, found, names, counts)
 
-        case = turn.case.model_copy(
-            update={
+        # A model none of whose texts changed is kept, not copied (they are frozen): most of
+        # a turn with something to replace is passages and messages with nothing to replace.
+        case = _updated(
+            turn.case,
+            {
                 "subject": red(turn.case.subject),
                 "description": red(turn.case.description),
                 "product": _opt(red, turn.case.product),
                 "environment": _opt(red, turn.case.environment),
                 **_extras(red, turn.case.model_extra),
-            }
+            },
         )
         history = [
-            m.model_copy(update={"content": red(m.content), **_extras(red, m.model_extra)})
+            _updated(m, {"content": red(m.content), **_extras(red, m.model_extra)})
             for m in turn.history
         ]
         query = red(turn.query)
         contexts = [
-            c.model_copy(update={"text": red(c.text), **_extras(red, c.model_extra)})
-            for c in turn.contexts
+            _updated(c, {"text": red(c.text), **_extras(red, c.model_extra)}) for c in turn.contexts
         ]
         answer = red(turn.answer)
         reference = _opt(red, turn.reference)
         feedback = turn.feedback
         if feedback is not None:
-            feedback = feedback.model_copy(
-                update={
+            feedback = _updated(
+                feedback,
+                {
                     "comment": _opt(red, feedback.comment),
                     **_extras(red, feedback.model_extra),
-                }
+                },
             )
         redacted = turn.model_copy(
             update={
@@ -370,6 +376,14 @@ def _checksummed(found: Iterable[list[tuple[Finding, str]]]) -> dict[str, set[st
 
 def _near_any(value: str, known: set[str]) -> bool:
     return any(OSA.distance(value, k, score_cutoff=_NEAR_EDITS) <= _NEAR_EDITS for k in known)
+
+
+def _updated(model: M, update: dict[str, Any]) -> M:
+    """``model`` with ``update``; ``model`` itself when every value is the one it holds (a
+    text with nothing to replace comes back from rendering as the same object)."""
+    if all(getattr(model, k) is v for k, v in update.items()):
+        return model
+    return model.model_copy(update=update)
 
 
 def _opt(red: Callable[[str], str], text: str | None) -> str | None:
