@@ -116,7 +116,8 @@ class Sampler:
                 return configured.reason
         if rule is not None:
             return rule
-        rate = self.rate_for(turn.assistant.name)
+        config = self._config  # ``rate_for``, without a call per turn
+        rate = config.rates.get(turn.assistant.name, config.default_rate)
         # The point is in [0, 1): at rate 0 or 1 the hash cannot change the outcome.
         if rate <= 0.0 or (rate < 1.0 and sample_point(turn.conversation_id) >= rate):
             return None

@@ -57,7 +57,8 @@ class DecodeStep:
 
     def submit(self, message: Envelope[RawMessage]) -> None:
         try:
-            decoder = self._decoders.get(message.tp.topic, decode_value)
+            decoders = self._decoders
+            decoder = decoders.get(message.tp.topic, decode_value) if decoders else decode_value
             turn = decoder(message.payload.value, self._max_bytes)
         except InvalidEvent as exc:
             self._dead_letter(message, exc)
