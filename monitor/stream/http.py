@@ -10,13 +10,16 @@
   callables returning bool; an exception counts as a failure. 503 with a JSON body naming the
   failing checks otherwise.
 
-A small threaded WSGI server in a daemon thread: scrapes never wait behind a slow probe.
+A small threaded WSGI server in a daemon thread: scrapes never wait behind a slow probe, and
+closing it (every stop of the daemon) ends its loop at once rather than at its next poll.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import selectors
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -162,7 +165,41 @@ def _json(start_response: StartResponse, ok: bool, body: Mapping[str, Any]) -> l
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    """Serves until ``wake()``, which ends the loop at once: ``serve_forever`` would notice a
+    ``shutdown()`` only at its next poll, up to half a second later, and every stop of the
+    daemon would wait for it."""
+
     daemon_threads = True
+    timeout = 0.0  # handle_request() runs once a connection is waiting: never wait in it
+
+    def __init__(
+        self,
+        server_address: tuple[str, int],
+        handler_class: type[WSGIRequestHandler],
+        bind_and_activate: bool = True,
+    ) -> None:
+        # First: a failed bind closes the server, these with it (server_close below).
+        self._wake_read, self._wake_write = socket.socketpair()
+        super().__init__(server_address, handler_class, bind_and_activate)
+
+    def serve(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self, selectors.EVENT_READ)
+            selector.register(self._wake_read, selectors.EVENT_READ)
+            while True:
+                for key, _ in selector.select():
+                    if key.fileobj is self._wake_read:
+                        return
+                    self.handle_request()  # a thread per request: never long
+                self.service_actions()
+
+    def wake(self) -> None:
+        self._wake_write.send(b"\0")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake_read.close()
+        self._wake_write.close()
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -179,7 +216,7 @@ class ProbeServer:
             host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler
         )
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="casewatch-http", daemon=True
+            target=self._server.serve, name="casewatch-http", daemon=True
         )
 
     @property
@@ -200,9 +237,12 @@ class ProbeServer:
         return self
 
     def close(self) -> None:
-        # shutdown() waits for serve_forever to notice, so only call it once it runs.
+        """Stops serving and releases the port; returns as soon as the serving loop has ended,
+        which it does at once (requests under way finish on their own daemon threads)."""
         if self._thread.is_alive():
-            self._server.shutdown()
+            self._server.wake()
+            # The loop's thread watches the listening socket: it is closed only once that
+            # thread is done with it (the bound is for a loop that failed to wake).
             self._thread.join(timeout=5)
         self._server.server_close()
 

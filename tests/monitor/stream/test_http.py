@@ -121,6 +121,19 @@ def test_close_without_start_does_not_hang() -> None:
     ProbeServer(app).close()
 
 
+def test_a_closed_server_has_released_its_port_for_the_next_one() -> None:
+    """Closing ends the serving loop and closes the listening socket before it returns: the
+    port refuses connections, and a server started again on it serves."""
+    app = ProbeApp(CollectorRegistry(), Heartbeat(), {})
+    with ProbeServer(app, "127.0.0.1", 0) as first:
+        port = first.port
+        assert _get(f"{first.url}/metrics")[0] == 200
+    with pytest.raises(ConnectionRefusedError):
+        _get(f"http://127.0.0.1:{port}/metrics")
+    with ProbeServer(app, "127.0.0.1", port) as second:
+        assert _get(f"{second.url}/metrics")[0] == 200
+
+
 def test_heartbeat_rejects_bad_age() -> None:
     with pytest.raises(ValueError, match="max_age_seconds"):
         Heartbeat(0)
