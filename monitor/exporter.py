@@ -31,7 +31,10 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     disable_created_metrics,
 )
 
@@ -96,6 +99,17 @@ class LabelGuard:
                 return OTHER
             self._seen.add(value)
             return value
+
+
+def process_registry() -> CollectorRegistry:
+    """A registry of its own for one daemon, with the process, platform and GC collectors the
+    process-wide one has: a daemon run inside another program (a test, the demo) registers
+    nothing that outlives it."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
 
 
 class Metrics:

@@ -64,10 +64,9 @@ def run(
     db: str | None,
 ) -> None:
     """Run the streaming daemon: consume, sample, judge, store, export metrics."""
-    from prometheus_client import REGISTRY
-
     from monitor.allocator import limit_arenas
     from monitor.errors import ListenError
+    from monitor.exporter import process_registry
     from monitor.logs import configure_logging
     from monitor.stream.runner import DaemonRunner
 
@@ -83,7 +82,7 @@ def run(
     # Before the first thread starts: the daemon's threads would each grow a malloc arena.
     limit_arenas()
     try:
-        runner = DaemonRunner(settings, REGISTRY, file_path=file_path, follow=follow)
+        runner = DaemonRunner(settings, process_registry(), file_path=file_path, follow=follow)
     except ListenError as exc:
         fail(f"{exc}; set server.port to a free port")
     except CasewatchError as exc:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
-from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client import CollectorRegistry
 
 from monitor.demo.alerts import DemoAlerts, find_rules
 from monitor.demo.baselines import pin_baselines
@@ -35,6 +35,7 @@ from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
 from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
 from monitor.demo.summary import AlertState, Snapshot, format_summary
 from monitor.errors import CasewatchError, DemoError, ListenError
+from monitor.exporter import process_registry
 from monitor.reports.turn_view import inspect_hint
 from monitor.settings import SamplingConfig, Settings
 from monitor.storage.store import Store
@@ -122,15 +123,6 @@ def stop_budget_s(settings: Settings) -> float:
     )
 
 
-def fresh_registry() -> CollectorRegistry:
-    """A registry with the process, platform and GC collectors the default one would have."""
-    registry = CollectorRegistry()
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
-    return registry
-
-
 # ---------------------------------------------------------------- the demo
 
 
@@ -164,7 +156,7 @@ class Demo:
     ) -> None:
         self.options = options or DemoOptions()
         self._base = settings
-        self.registry = registry or fresh_registry()
+        self.registry = registry or process_registry()
         self._echo = echo
         self._stop_requested = threading.Event()
         self._lock = threading.Lock()

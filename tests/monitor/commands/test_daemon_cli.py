@@ -9,8 +9,6 @@ import socket
 from pathlib import Path
 from types import FrameType
 
-import prometheus_client
-import pytest
 from click.testing import CliRunner
 
 from consumers.tansu import EmbeddedBroker, create_topics, free_port
@@ -64,14 +62,9 @@ def _callers_handler(_signum: int, _frame: FrameType | None) -> None:
     """The handler of a process that runs `casewatch run` inside itself."""
 
 
-def test_run_in_process_puts_back_the_signal_handlers_it_replaced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_run_in_process_puts_back_the_signal_handlers_it_replaced(tmp_path: Path) -> None:
     """A caller running `casewatch run` in its own process (as CliRunner does) has its own
     SIGINT and SIGTERM handlers back once the run returns, not the finished daemon's."""
-    # The run registers its metrics in the process registry, where they stay: another
-    # in-process run in this session would find them taken.
-    monkeypatch.setattr(prometheus_client, "REGISTRY", prometheus_client.CollectorRegistry())
     data = tmp_path / "turns.jsonl"
     data.write_bytes(b"\n".join(turn_values(3)) + b"\n")
     db = tmp_path / "casewatch.db"
