@@ -212,7 +212,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "steps.store",
         ),
         ("turn_steps", "shutdown_budget"),
-        ("pipeline", "prepare"),
+        ("pipeline", "prepare", "drain"),
         ("daemon",),
         ("runner",),
     ),

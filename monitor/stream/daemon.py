@@ -12,15 +12,19 @@ partition costs a fetch round trip, so pausing at every full poll would throttle
 Memory is bounded by ``max_in_flight`` + the store batch + two polls' worth of records.
 
 Offsets are tracked when read and marked done by the last step; only offsets below which
-everything is finished are committed. ``stop()`` (SIGTERM) ends polling; ``run`` then drains
-in-flight work within ``drain_timeout_seconds``, commits, and returns.
+everything is finished are committed. ``stop()`` (SIGTERM) ends reading; ``run`` then drains
+in-flight work within ``drain_timeout_seconds``, commits, and returns. While it drains, every
+partition is paused and the source is still polled (``drain.py``): a Kafka consumer that stops
+polling for longer than ``max_poll_interval_ms`` leaves its group, and its final commit would be
+refused.
 
 Shutdown is bounded whatever the broker does. The drain budget counts from the stop request,
 so a broker call in progress then (each has a limit, which the runner keeps within the drain
-timeout) uses it up rather than adding to it. After a stop request the loop makes no new broker
-call, periodic commits end, and the final commit gets the rest of the budget but at least
-``FINAL_COMMIT_MIN_S``. If it fails, ``final_commit_error`` says why: nothing is lost (the tail
-is re-read after a restart and the store deduplicates it), but the caller should say so.
+timeout) uses it up rather than adding to it. After a stop request the loop reads no more
+records, periodic commits end, the drain's polls of the paused source end with the drain, and
+the final commit gets the rest of the budget but at least ``FINAL_COMMIT_MIN_S``. If it fails,
+``final_commit_error`` says why: nothing is lost (the tail is re-read after a restart and the
+store deduplicates it), but the caller should say so.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from monitor.otel_export.sender import EvaluationSender
 from monitor.sampling.sampler import SampleDecision
 from monitor.settings import DaemonConfig, OtelExportConfig
 from monitor.storage.store import Store
+from monitor.stream.drain import Drain
 from monitor.stream.http import Heartbeat
 from monitor.stream.pipeline import Pipeline
 from monitor.stream.readiness import Readiness
@@ -165,6 +170,8 @@ class Daemon:
         self._next_lag = 0.0
         self._backlog_since: float | None = None
         self._holding = False  # a revoke held queued judge work back until the next poll
+        # Draining: a revoke (during the drain's polls) finishes the revoked partitions' calls.
+        self._drain_deadline: Deadline | None = None
         self._first_records = True  # logs the first records read: a restart's milestone
         # Polling stops while a backlog waits, so pausing must come before the consumer's
         # max.poll.interval would expel it from the group.
@@ -269,13 +276,10 @@ class Daemon:
             self._stop.wait(delay)
             return []
         self._poll_retry.succeeded()
-        self._forget_unowned()
+        self._after_poll()
         if records and self._first_records:
             self._first_records = False
             log.info("first records polled", n=len(records))
-        if self._holding:  # a revoke held queued turns back: the assignment is known now
-            self._holding = False
-            self._pipeline.release(self._source.assignment())
         counts: dict[str, int] = {}
         # Runs once per record: names bound locally, and records come in runs per partition,
         # so the TopicPartition (and the rewind check's look-up) is redone only when it changes.
@@ -296,6 +300,13 @@ class Daemon:
         for topic, n in counts.items():
             self._metrics.record_consumed(topic, n)
         return records
+
+    def _after_poll(self) -> None:
+        """What a poll may have changed: the assignment (a rebalance ran inside it)."""
+        self._forget_unowned()
+        if self._holding:  # a revoke held queued turns back: the assignment is known now
+            self._holding = False
+            self._pipeline.release(self._source.assignment())
 
     def _forget(self, tps: set[TopicPartition]) -> None:
         self.tracker.revoke(tps)
@@ -382,9 +393,19 @@ class Daemon:
         (``_rewound``). Runs on the loop thread itself, inside ``source.poll()`` or
         ``close()`` (the source's contract: the Kafka source runs the consumer call on a worker
         thread and hands the callback back here), so nothing is touched concurrently.
+
+        During the drain, whose polls run it too, the wait ends with the drain's budget, and
+        the turns not started are dropped rather than held: nothing new is started for a
+        partition that may have moved, and whoever reads it next (this group, after the
+        restart) reads them from the commit. Once the drain is over (the source closing) there
+        is nothing left to wait for.
         """
-        if not self._stop.is_set():  # a stopping daemon has drained already
+        if not self._stop.is_set():
             self._finish_revoked(set(tps))
+        elif self._drain_deadline is not None:
+            self._finish_revoked(set(tps))
+            self._holding = False
+            self._pipeline.discard(tps)
         self._pipeline.commit()
 
     def _finish_revoked(self, tps: set[TopicPartition]) -> None:
@@ -392,7 +413,10 @@ class Daemon:
         # dropped if it went elsewhere); calls under way are finished and stored.
         self._pipeline.hold(tps)
         self._holding = True
-        deadline = Deadline(self._revoke_wait, self._clock)
+        wait = self._revoke_wait
+        if self._drain_deadline is not None:
+            wait = min(wait, self._drain_deadline.remaining() or 0.0)
+        deadline = Deadline(wait, self._clock)
         running = self._pipeline.judging_in(tps)
         if running:
             log.info("revoked partitions: finishing judge calls under way", n=running)
@@ -424,14 +448,29 @@ class Daemon:
             left_for_next_run=unstarted,
             timeout_s=round(deadline.remaining() or 0.0, 1),
         )
+        drain = Drain(
+            self._source,
+            self._pipeline,
+            self._clock,
+            self.heartbeat,
+            after_poll=self._after_poll,
+            poll_block_s=self._poll_block_s,
+            max_records=self._max_poll_records,
+        )
+        self._drain_deadline = deadline
         try:
-            self._pipeline.join(deadline.remaining())
+            try:
+                drain.finish(deadline)
+            finally:
+                self._drain_deadline = None
+                self._pipeline.join(deadline.remaining())
         finally:
             self._pipeline.close()
             # What the export step queued goes out within what is left of the drain budget.
             self._close_sender(deadline.remaining() or 0.0)
         self._metrics.set_in_flight(self.tracker.pending_count())
-        log.info("drained", unfinished=self.tracker.pending_count() - unstarted)
+        # A revoke during the drain forgets its partitions' unstarted records too.
+        log.info("drained", unfinished=max(0, self.tracker.pending_count() - unstarted))
 
     def _close_sender(self, timeout_s: float) -> None:
         sender, self._sender = self._sender, None

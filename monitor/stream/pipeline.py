@@ -62,6 +62,7 @@ class Pipeline:
         judge: JudgeStep,
         store: StoreStep,
         commit: CommitStep,
+        screen: ScreenStep | None = None,
     ) -> None:
         self._first = first
         self._rebalancing = tuple(rebalancing)
@@ -69,6 +70,7 @@ class Pipeline:
         self._judge = judge
         self._store = store
         self._commit = commit
+        self._screen = screen
 
     # The step interface, forwarded to the head of the chain.
     def submit(self, message: Envelope[RawMessage]) -> None:
@@ -111,6 +113,15 @@ class Pipeline:
     def healthy(self) -> bool:
         """False while verdict writes (or look-ups of existing verdicts) fail (for /readyz)."""
         return self._store.healthy and self._lookup.healthy
+
+    @property
+    def unfinished(self) -> int:
+        """Turns ``join`` would still wait for: being screened, waiting for or in the look-up,
+        queued, judged or refused by the store, or buffered for it (those of a revoked partition
+        included until the rebalance ends: released or dropped). Open OTLP traces are not:
+        ``join`` leaves them open, to be read again."""
+        screened = self._screen.in_flight if self._screen is not None else 0
+        return screened + self._lookup.in_flight + self._judge.in_flight + self._store.buffered
 
     @property
     def calls_running(self) -> int:
@@ -206,6 +217,7 @@ def build_pipeline(
     )
     first: ProcessingStep[RawMessage] = steps.first
     rebalancing: list[Rebalancing] = [steps.lookup, steps.judge]
+    screen: ScreenStep | None = None
     if config.screen_processes > 0:
         screen = ScreenStep(
             first,
@@ -249,4 +261,5 @@ def build_pipeline(
         judge=steps.judge,
         store=steps.store,
         commit=commit,
+        screen=screen,
     )

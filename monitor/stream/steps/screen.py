@@ -219,6 +219,11 @@ class ScreenStep:
                     skipped[mark] = skipped.get(mark, 0) + 1
 
     @property
+    def in_flight(self) -> int:
+        """Records here: batched, being screened, or refused by the next step."""
+        return len(self._batch) + sum(len(b) for b, _, _ in self._flight) + len(self._ready)
+
+    @property
     def screening(self) -> bool:
         """Whether a batch is in a screening process now."""
         return bool(self._flight)
