@@ -3,28 +3,47 @@
 Kafka's semantics: a member that does not poll within ``max_poll_interval_ms`` leaves its group
 (kafka-python's heartbeat thread sends LeaveGroup and forgets the generation), and a commit it
 makes after that is refused. A drain that outlasts the interval must still commit what it
-finished, so a restart reads none of it again.
+finished, so a restart reads none of it again. While it polls, the drain reads nothing new: a
+partition a rebalance assigns meanwhile is paused and what it delivered first is neither judged
+nor committed; a revocation commits the revoked partitions' finished turns; a file source reads
+no line appended meanwhile.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from consumers.dlq import KafkaDeadLetterQueue
+from consumers.dlq import FileDeadLetterSink, KafkaDeadLetterQueue
+from consumers.file_source import FILE_TP, FileTurnSource
 from consumers.kafka_source import KafkaTurnSource
+from consumers.records import RawMessage, TopicPartition
+from consumers.source import PartitionsCallback, TurnSource
 from consumers.tansu import EmbeddedBroker
-from monitor.settings import Settings
+from monitor.exporter import Metrics
+from monitor.settings import Settings, load_settings
 from monitor.storage.store import Store
+from monitor.stream.daemon import Daemon
+from monitor.stream.runner import stream_daemon
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import produce
 from tests.fixtures.judge_server import fake_judge_config
-from tests.support.daemon import kafka_settings, rows_per_event, running, turn_values
+from tests.monitor.stream.steps.helpers import GatedEvaluator
+from tests.support.daemon import (
+    close_opened,
+    kafka_settings,
+    rows_per_event,
+    running,
+    turn_values,
+)
 from tests.support.kafka import committed_offset
 from tests.support.waiting import wait_for
-
-pytestmark = pytest.mark.integration
 
 MAX_POLL_INTERVAL_MS = 3000
 # Every judge call outlasts the poll interval three times over: a drain that waits for the
@@ -51,6 +70,7 @@ def _settings(bootstrap: str, topic: str, url: str, judge: FakeJudgeServer, n: i
     return settings.model_copy(update={"kafka": kafka})
 
 
+@pytest.mark.integration
 def test_a_drain_longer_than_the_poll_interval_still_commits_what_it_finished(
     tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
 ) -> None:
@@ -83,3 +103,201 @@ def test_a_drain_longer_than_the_poll_interval_still_commits_what_it_finished(
             consumed = h.sample("casewatch_turns_consumed_total", {"topic": kafka_topic})
         assert consumed == 0
         assert judge.request_count == n
+
+
+# ---------------------------------------------------------------- what the drain's polls read
+
+
+class MemorySource:
+    """An in-memory TurnSource with a consumer's pause semantics, which the test moves as a
+    group would, inside the next ``poll`` as kafka-python rebalances: a partition assigned
+    (``assign_next_poll``, not paused, its records read by that same poll), or every partition
+    revoked (``revoke_next_poll``, running the rebalance listener)."""
+
+    def __init__(self, values: dict[TopicPartition, list[bytes]]) -> None:
+        self.values = dict(values)
+        self.position = dict.fromkeys(values, 0)
+        self.owned = set(values)
+        self.committed: dict[TopicPartition, int] = {}
+        self.committed_at_revoke: dict[TopicPartition, int] | None = None
+        self.revoke_next_poll = threading.Event()
+        self.revoking = threading.Event()
+        self._paused: set[TopicPartition] = set()
+        self._to_assign: dict[TopicPartition, list[bytes]] = {}
+        self._on_revoked: PartitionsCallback | None = None
+        self._lock = threading.Lock()
+
+    def assign_next_poll(self, tp: TopicPartition, values: list[bytes]) -> None:
+        with self._lock:
+            self._to_assign[tp] = values
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+        if self.revoke_next_poll.is_set() and self._on_revoked is not None:
+            self.revoke_next_poll.clear()
+            self.revoking.set()
+            self._on_revoked(set(self.owned))
+            self.committed_at_revoke = dict(self.committed)
+        out: list[RawMessage] = []
+        with self._lock:
+            for tp, values in self._to_assign.items():
+                self.values[tp], self.position[tp] = values, 0
+                self.owned.add(tp)
+            self._to_assign.clear()
+            for tp in sorted(self.owned - self._paused):
+                while self.position[tp] < len(self.values[tp]) and len(out) < max_records:
+                    off = self.position[tp]
+                    out.append(RawMessage(tp.topic, tp.partition, off, self.values[tp][off]))
+                    self.position[tp] += 1
+        if not out:
+            time.sleep(min(timeout_s, 0.01))
+        return out
+
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
+        self.committed.update(offsets)
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            self._paused |= set(tps)
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            self._paused -= set(tps)
+
+    def paused(self) -> set[TopicPartition]:
+        with self._lock:
+            return set(self._paused)
+
+    def assignment(self) -> set[TopicPartition]:
+        with self._lock:
+            return set(self.owned)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        return {}
+
+    def set_rebalance_listener(
+        self, on_assigned: PartitionsCallback, on_revoked: PartitionsCallback
+    ) -> None:
+        self._on_revoked = on_revoked
+
+    def ping(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+class CountingFileSource(FileTurnSource):
+    """A file source that counts its polls (the drain's included)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.polls = 0
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+        self.polls += 1
+        return super().poll(timeout_s, max_records)
+
+
+class Running:
+    """A daemon on ``source`` with a judge held at its gate, run in a thread."""
+
+    def __init__(self, tmp_path: Path, source: TurnSource) -> None:
+        url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+        settings = load_settings(
+            None,
+            storage={"url": url},
+            daemon={"commit_interval_seconds": 3600, "revoke_timeout_seconds": 60},
+            # The revoke wait is capped at a quarter of this: keep the cap out of the way.
+            kafka={"max_poll_interval_ms": 600_000},
+        )
+        self.store = Store(url)
+        self.store.migrate()
+        self.source = source
+        self.evaluator = GatedEvaluator(open_gate=False)
+        self.registry = CollectorRegistry()
+        self.dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
+        self.daemon: Daemon = stream_daemon(
+            settings, source, self.dlq, self.store, self.evaluator, Metrics(self.registry)
+        )
+        self.thread = threading.Thread(target=self.daemon.run, name="daemon", daemon=True)
+
+    def __enter__(self) -> Running:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.evaluator.gate.set()
+        self.daemon.stop()
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "daemon did not stop"
+        self.daemon.close()
+        close_opened(self.source, self.dlq, self.store)
+
+    def stop_while_judging(self, n: int, paused: set[TopicPartition]) -> None:
+        """Stop once ``n`` turns are being judged; return once the drain paused ``paused``."""
+        wait_for(lambda: self.evaluator.calls == n, what=f"{n} turns being judged")
+        self.daemon.stop()
+        wait_for(lambda: self.source.paused() == paused, what="the drain pausing the source")
+
+    def finish(self) -> None:
+        self.evaluator.gate.set()
+        wait_for(lambda: self.daemon.wait_finished(0), what="the drain over")
+
+    def consumed(self, topic: str) -> float:
+        value = self.registry.get_sample_value("casewatch_turns_consumed_total", {"topic": topic})
+        return value or 0.0
+
+
+def test_records_a_rebalance_delivers_during_the_drain_are_neither_judged_nor_committed(
+    tmp_path: Path,
+) -> None:
+    tp0, tp1 = TopicPartition("turns", 0), TopicPartition("turns", 1)
+    source = MemorySource({tp0: turn_values(3, "a")})
+    with Running(tmp_path, source) as run:
+        run.stop_while_judging(3, {tp0})
+        # A rebalance hands this consumer a partition: its first poll reads it, unpaused.
+        source.assign_next_poll(tp1, turn_values(2, "b"))
+        wait_for(lambda: source.position.get(tp1) == 2, what="the new partition's records read")
+        wait_for(lambda: source.paused() == {tp0, tp1}, what="the new partition paused")
+        run.finish()
+        assert run.daemon.final_commit_error is None
+        assert source.committed == {tp0: 3}
+        assert run.evaluator.calls == 3
+        assert run.consumed("turns") == 3
+        assert rows_per_event(run.store) == {f"a-{i}": 1 for i in range(3)}
+
+
+def test_a_revoke_during_the_drain_commits_the_turns_judged_for_the_revoked_partitions(
+    tmp_path: Path,
+) -> None:
+    tp = TopicPartition("turns", 0)
+    source = MemorySource({tp: turn_values(3)})
+    with Running(tmp_path, source) as run:
+        run.stop_while_judging(3, {tp})
+        source.revoke_next_poll.set()
+        # The drain's next poll revokes; the revoke waits on the judge: let it answer.
+        wait_for(source.revoking.is_set, what="the revoke under way")
+        run.evaluator.gate.set()
+        wait_for(lambda: source.committed_at_revoke is not None, what="the revoke over")
+        run.finish()
+        # Committed inside the revoke, before the partition could move.
+        assert source.committed_at_revoke == {tp: 3}
+        assert run.registry.get_sample_value("casewatch_revoke_abandoned_total") == 0
+        assert run.evaluator.calls == 3
+
+
+def test_a_followed_file_reads_no_line_appended_during_the_drain(tmp_path: Path) -> None:
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"".join(v + b"\n" for v in turn_values(3, "f")))
+    offsets = tmp_path / "turns.offsets"
+    source = CountingFileSource(data, follow=True, offsets_path=offsets)
+    with Running(tmp_path, source) as run:
+        run.stop_while_judging(3, {FILE_TP})
+        with data.open("ab") as fh:
+            fh.write(b"".join(v + b"\n" for v in turn_values(2, "g")))
+        polled = source.polls
+        wait_for(lambda: source.polls >= polled + 2, what="the drain polling after the append")
+        run.finish()
+        assert run.consumed("file") == 3
+        assert source.committed == 3
+        assert rows_per_event(run.store) == {f"f-{i}": 1 for i in range(3)}
