@@ -75,11 +75,9 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
     """``base`` (judges, panel, sampling, weights) pointed at the demo's broker, DB and port.
 
     Session timeouts are short: one consumer on a fresh broker joins in ~3 s instead of ~23.
-    The poll interval is not: the demo's stop drains, closes its traffic producer and commits
-    after the last poll, and a consumer silent for longer than ``max_poll_interval_ms`` has
-    left its group, so the final commit would be refused. It is the whole drain budget plus
-    a tick's worth of margin (a fixed 6 s, then 20 s, were both outlasted by a drain on a
-    2-core machine with a load average of 12).
+    The poll interval is the configuration's: the drain at the stop keeps polling
+    (``monitor/stream/drain.py``), so however long it takes the consumer stays in its group
+    and the final commit is accepted.
     """
     from consumers.tansu import FETCH_MAX_WAIT_MS
 
@@ -90,7 +88,6 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
             "group_id": "casewatch-demo",
             "session_timeout_ms": 6000,
             "heartbeat_interval_ms": 1000,
-            "max_poll_interval_ms": int(base.daemon.drain_timeout_seconds * 1000) + 30_000,
             "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
         }
     )
