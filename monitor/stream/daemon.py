@@ -185,7 +185,7 @@ class Daemon:
     # ------------------------------------------------------------------ control
 
     def stop(self) -> None:
-        """Ask ``run`` to stop polling and drain. Safe from a signal handler or another thread."""
+        """Ask ``run`` to stop reading and drain. Safe from a signal handler or another thread."""
         if self._stop_at is None:
             self._stop_at = self._clock.monotonic()
         self._pipeline.stop_periodic_commits()

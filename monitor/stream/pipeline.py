@@ -7,7 +7,8 @@ These two functions are the only places that know the concrete steps and their o
 daemon's loop sees a ``Pipeline``: submit, poll, join, close (``ProcessingStep``), the
 rebalance calls (``Rebalancing``, forwarded to every step that holds turns, in chain order),
 and the few questions the loop asks (is the database healthy, how many judge calls still run,
-commit now). ``build_pipeline`` takes a typed ``PipelineConfig``, not the whole settings.
+how many turns a join would wait for, commit now). ``build_pipeline`` takes a typed
+``PipelineConfig``, not the whole settings.
 """
 
 from __future__ import annotations
