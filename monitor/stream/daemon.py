@@ -470,7 +470,11 @@ class Daemon:
             self._close_sender(deadline.remaining() or 0.0)
         self._metrics.set_in_flight(self.tracker.pending_count())
         # A revoke during the drain forgets its partitions' unstarted records too.
-        log.info("drained", unfinished=max(0, self.tracker.pending_count() - unstarted))
+        log.info(
+            "drained",
+            unfinished=max(0, self.tracker.pending_count() - unstarted),
+            read_while_draining=drain.left_unread,
+        )
 
     def _close_sender(self, timeout_s: float) -> None:
         sender, self._sender = self._sender, None

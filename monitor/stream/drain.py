@@ -72,14 +72,13 @@ class Drain:
         self._poll_block_s = poll_block_s
         self._max_records = max_records
         self._retry = RetryState(Backoff(1.0, 1.0), clock)
+        self._announced = False
         self.left_unread = 0  # records a poll returned anyway, left for the next reader
 
     def finish(self, deadline: Deadline) -> None:
         """Poll the pipeline until it holds nothing ``join`` waits for, or ``deadline``;
-        meanwhile keep the source polled with every partition paused."""
-        paused = self._pause_all()
-        if paused:
-            log.info("draining: partitions paused, the consumer stays in its group", n=paused)
+        meanwhile keep the source polled with every partition paused. Nothing to wait for:
+        no call to the source at all."""
         while True:
             self._heartbeat.tick()
             self._pipeline.poll()
@@ -102,7 +101,10 @@ class Drain:
     def _keep_alive(self) -> None:
         if not self._retry.due():
             return
-        self._pause_all()  # a rebalance may have assigned partitions since the last poll
+        paused = self._pause_all()  # a rebalance may have assigned some since the last poll
+        if paused and not self._announced:
+            self._announced = True
+            log.info("draining: partitions paused, the consumer stays in its group", n=paused)
         try:
             with self._heartbeat.excused(self._poll_block_s):
                 records = self._source.poll(DRAIN_POLL_S, self._max_records)
