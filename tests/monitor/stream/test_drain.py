@@ -25,14 +25,13 @@ from consumers.file_source import FILE_TP, FileTurnSource
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import PartitionsCallback, TurnSource
-from consumers.tansu import EmbeddedBroker
 from monitor.exporter import Metrics
 from monitor.settings import Settings, load_settings
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
 from monitor.stream.runner import stream_daemon
 from tests.fake_judge_server import FakeJudgeServer
-from tests.fixtures.broker import produce
+from tests.fixtures.broker import ContractBroker, produce
 from tests.fixtures.judge_server import fake_judge_config
 from tests.monitor.stream.steps.helpers import GatedEvaluator
 from tests.support.daemon import (
@@ -72,9 +71,10 @@ def _settings(bootstrap: str, topic: str, url: str, judge: FakeJudgeServer, n: i
 
 @pytest.mark.integration
 def test_a_drain_longer_than_the_poll_interval_still_commits_what_it_finished(
-    tansu_broker: EmbeddedBroker, kafka_topic: str, tmp_path: Path
+    kafka_broker: ContractBroker, contract_topic: str, tmp_path: Path
 ) -> None:
-    bootstrap = tansu_broker.bootstrap
+    """Contract suite: every broker of ``kafka_broker``, broker quirks off."""
+    bootstrap, kafka_topic = kafka_broker.bootstrap, contract_topic
     n = 5
     produce(bootstrap, kafka_topic, turn_values(n, "d"))
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
