@@ -1,6 +1,7 @@
 """Shared fixtures live in tests/fixtures/, one module per real component."""
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -42,3 +43,24 @@ def judge_everything() -> Iterator[None]:
         if "CASEWATCH_SAMPLING" not in os.environ:
             patch.setenv("CASEWATCH_SAMPLING", JUDGE_EVERYTHING)
         yield
+
+
+def _signal_state() -> tuple[object, object, frozenset[int]]:
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    return (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), frozenset(blocked))
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found() -> Iterator[None]:
+    """A test that runs a command in-process (`casewatch run`, demo, broker) must leave the
+    SIGINT/SIGTERM handlers and the signal mask as it found them: a child process inherits an
+    ignored or blocked signal, and a later test that interrupts its child would wait in vain."""
+    before = _signal_state()
+    yield
+    after = _signal_state()
+    if after != before:
+        for sig, handler in zip((signal.SIGINT, signal.SIGTERM), before[:2], strict=True):
+            if callable(handler) or handler in (signal.SIG_DFL, signal.SIG_IGN):
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+        signal.pthread_sigmask(signal.SIG_SETMASK, before[2])
+        pytest.fail(f"the test changed the process's signal handling: {before} -> {after}")

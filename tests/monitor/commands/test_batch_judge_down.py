@@ -69,17 +69,13 @@ def test_a_run_where_every_turn_failed_exits_non_zero_with_a_summary(tmp_path: P
     assert "all 4 turn(s) judged in this run ended judge_failed" in result.output
 
 
-# `casewatch` with SIGINT as a process started from a terminal has it: unblocked, and Python's
-# KeyboardInterrupt. A child inherits its parent's signal mask and an ignored SIGINT; in three
-# whole-suite runs the child of this test finished without ever seeing the interrupt (exit 0),
-# which neither this file alone nor a suite started in the background reproduced.
-_CTRL_C_AS_A_TERMINAL = (
-    "import runpy, signal, sys; "
-    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
-    "signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "sys.argv[0] = 'casewatch'; "
-    "runpy.run_module('monitor.cli', run_name='__main__')"
-)
+def _sigint_as_from_a_terminal() -> None:
+    """In the child before exec: SIGINT unblocked and at its default action, as a command
+    started from a terminal has it. A child inherits an ignored or blocked SIGINT from
+    whatever started the suite (a CI runner, a background job), and would then never see
+    the interrupt this test sends; Python turns the default action into KeyboardInterrupt."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_turn(
@@ -87,7 +83,7 @@ def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_tur
 ) -> None:
     src, _ = stable_and_canary(tmp_path, conversations=6)  # 12 turns
     out = tmp_path / "out.jsonl"
-    args = [sys.executable, "-c", _CTRL_C_AS_A_TERMINAL, "judge", str(src), "--out", str(out)]
+    args = [sys.executable, "-m", "monitor.cli", "judge", str(src), "--out", str(out)]
     with FakeJudgeServer() as server:
         # The first calls are answered at once, every later one after 3 s (within the judge's
         # 5 s timeout): the run is still judging when the interrupt comes, however late this
@@ -100,6 +96,7 @@ def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_tur
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
+            preexec_fn=_sigint_as_from_a_terminal,
         )
         try:
 
