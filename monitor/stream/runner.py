@@ -240,7 +240,6 @@ class DaemonRunner:
             judges = JudgeWatch(judges_to_probe(settings))
             closers.append(("judge watch", judges.close))
             judges.start()
-            self._judges = judges
             log.info("startup: judge ready")
             self.store = store
             # One hourly budget for the stream and the jobs that call judges (rubric grading).
@@ -313,7 +312,6 @@ class DaemonRunner:
         if self._jobs is not None:
             self._jobs.shutdown(JOBS_STOP_S)
         self.server.close()
-        self._judges.close()
 
     def _close_opened(self) -> None:
         # Last opened, first closed: the source last, as its revocation commit (a Kafka
