@@ -88,9 +88,10 @@ class TurnStepsConfig:
     # A turn that cannot be redacted is dead-lettered (the batch's rejects file) instead of
     # being finished as skipped (the daemon).
     dead_letter_unredactable: bool = False
-    # The store step's policy: each judge thread stores its verdict before taking the next
-    # turn (the daemon: a paid verdict never waits in memory for the loop), or the loop's
-    # thread stores them in batches (a file written from one thread, no lock convoy).
+    # Each judge thread stores its verdict (``StoreStep.write_now`` as the judge step's
+    # ``on_judged``) before taking the next turn (the daemon: a paid verdict never waits in
+    # memory for the loop), or the store step on the loop's thread stores them all in batches
+    # (the batch: a file written from one thread, no lock convoy).
     write_through: bool = True
 
 
@@ -127,7 +128,8 @@ def build_turn_steps(
     """decode → [redact →] sample → look-up → judge → store → ``after_store`` (or ``done``).
 
     Every step that finishes a message early (dead-lettered, skipped, already judged) hands
-    it to ``done``. The store step writes through (``config.write_through``) or in batches.
+    it to ``done``. With ``config.write_through`` the judge threads store each verdict as they
+    make it (``StoreStep.write_now``); the store step writes the rest in batches.
     """
     red = config.redaction
     if redactor is not None:
@@ -143,7 +145,6 @@ def build_turn_steps(
         metrics,
         clock,
         dlq=dlq,
-        write_through=config.write_through,
     )
     judge = JudgeStep(
         store_step,
@@ -154,7 +155,7 @@ def build_turn_steps(
         max_in_flight=config.max_in_flight,
         clock=clock,
         reserved_per_turn=sampling.calls_per_turn,
-        on_judged=store_step.write_now if store_step.write_through else None,
+        on_judged=store_step.write_now if config.write_through else None,
     )
     # A replayed turn costs a look-up, not a judge call.
     lookup = LookupStep(

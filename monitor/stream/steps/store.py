@@ -12,12 +12,12 @@ batch, and this step sends it to the dead-letter topic with reason ``unstorable`
 database's message, then marks it done. Its judge call is never made again. A dead-letter
 queue that refuses writes holds it (backpressure), as in the decode step.
 
-Write-through (``write_through=True``, the daemon's policy) stores each verdict from the judge
-thread that made it (``write_now``, the judge step's ``on_judged``), before that thread takes
-the next turn: a paid verdict never waits in memory for the loop, so a SIGKILL costs at most
-the calls in flight. Those verdicts still reach this step on the loop's thread, in order with
-the rest; only the ones whose write-through failed are written here. Every verdict is counted
-once, here, whichever write stored it.
+Write-through (``write_now``, the judge step's ``on_judged`` when the chain is built with
+``TurnStepsConfig.write_through``, as in the daemon) stores each verdict from the judge thread
+that made it, before that thread takes the next turn: a paid verdict never waits in memory for
+the loop, so a SIGKILL costs at most the calls in flight. Those verdicts still reach this step
+on the loop's thread, in order with the rest; only the ones whose write-through failed are
+written here. Every verdict is counted once, here, whichever write stored it.
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ class StoreStep:
         backoff: Backoff | None = None,
         *,
         dlq: DeadLetterSink,
-        write_through: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -85,7 +84,6 @@ class StoreStep:
         # Refused by the database, waiting for the dead-letter queue to take them.
         self._unstorable: list[tuple[Envelope[JudgedTurn], str]] = []
         self.last_error: str | None = None
-        self.write_through = write_through
         # Verdicts a judge thread stored (``write_now``), by id(verdict): set there before the
         # verdict's future completes, read here once the loop hands its turn on.
         self._written: dict[int, _Written] = {}

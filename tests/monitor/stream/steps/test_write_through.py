@@ -1,6 +1,7 @@
-"""Write-through, the store step's policy: a judge thread stores its verdict before it takes the
-next turn, so no finished verdict waits in memory for the loop; the store step writes (and
-retries) only the ones whose write-through failed, and counts every verdict once."""
+"""Write-through (``StoreStep.write_now`` as the judge step's ``on_judged``): a judge thread
+stores its verdict before it takes the next turn, so no finished verdict waits in memory for the
+loop; the store step writes (and retries) only the ones whose write-through failed, and counts
+every verdict once."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def test_verdicts_are_stored_by_the_judge_thread_before_the_loop_collects_them(
     metrics = StreamRecorder(Metrics(registry))
     done = Recorder()
     writer = FlakyWriter(store, refuse={"e3"})
-    store_step = StoreStep(done, writer, metrics, ManualClock(), dlq=sink, write_through=True)
+    store_step = StoreStep(done, writer, metrics, ManualClock(), dlq=sink)
     judge = JudgeStep(
         store_step, GatedEvaluator(), metrics, CostLog(), 2, 10, on_judged=store_step.write_now
     )
@@ -94,7 +95,7 @@ def test_a_write_through_replay_counts_as_a_duplicate(
     metrics = StreamRecorder(Metrics(registry))
     done = Recorder()
     writer = FlakyWriter(store, refuse=set())
-    store_step = StoreStep(done, writer, metrics, ManualClock(), dlq=sink, write_through=True)
+    store_step = StoreStep(done, writer, metrics, ManualClock(), dlq=sink)
     judge = JudgeStep(
         store_step, GatedEvaluator(), metrics, CostLog(), 1, 10, on_judged=store_step.write_now
     )
