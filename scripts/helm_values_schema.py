@@ -10,7 +10,8 @@ from ``secrets``.
     .venv/bin/python scripts/helm_values_schema.py          # rewrite the file
     .venv/bin/python scripts/helm_values_schema.py --check  # exit 1 if it is out of date
 
-Run it after changing monitor/settings.py; tests/helm/test_values_schema.py fails until you do.
+Run it after changing the settings (monitor/settings.py, monitor/config/);
+tests/helm/test_values_schema.py fails until you do.
 """
 
 from __future__ import annotations

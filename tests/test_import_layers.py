@@ -121,8 +121,21 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "monitor.config": (
         ("__init__", "section"),
-        # one section per concept, beside nothing else
-        ("judges", "kafka"),
+        # one section per concept; the baseline's names a judge, so it sits above judges
+        (
+            "daemon",
+            "detection",
+            "drift",
+            "judge_canary",
+            "judges",
+            "kafka",
+            "otel",
+            "quality_estimate",
+            "rubric",
+            "sampling",
+            "storage",
+        ),
+        ("baseline",),
     ),
     "monitor.otel_export": (("__init__", "records"), ("sender",)),
     "monitor.redaction": (

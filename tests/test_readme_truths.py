@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from monitor.config.sampling import SamplingConfig
 from monitor.jobs.baseline_tiers import JOB_NAME as BASELINE_JOB
 from monitor.jobs.drift import DriftJob
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.rubric import RubricJob
-from monitor.settings import SamplingConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import structlog
 from prometheus_client import CollectorRegistry
 
+from monitor.config.sampling import SamplingConfig
 from monitor.demo.alerts import DemoAlerts, find_rules
 from monitor.demo.baselines import pin_baselines
 from monitor.demo.examples import MALFORMED, find_examples, load_examples
@@ -37,7 +38,7 @@ from monitor.demo.summary import AlertState, Snapshot, format_summary
 from monitor.errors import CasewatchError, DemoError, ListenError
 from monitor.exporter import process_registry
 from monitor.reports.turn_view import inspect_hint
-from monitor.settings import SamplingConfig, Settings
+from monitor.settings import Settings
 from monitor.storage.store import Store
 from monitor.storage.turn_queries import list_turns
 from monitor.stream.runner import DaemonRunner

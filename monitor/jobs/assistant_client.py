@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from monitor.config.baseline import AssistantEndpointConfig
 from monitor.errors import (
     AssistantError,
     ConfigError,
@@ -27,7 +28,6 @@ from monitor.judging.chat_endpoint import content_of
 from monitor.judging.chat_reply import RequestParams, encode_model
 from monitor.judging.http_transport import CallStats, HttpTransport, TransportConfig
 from monitor.judging.pairwise_prompt import PairwiseQuestion
-from monitor.settings import AssistantEndpointConfig
 
 _MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 # History roles an OpenAI-compatible chat accepts; support-desk agents speak as the assistant.

@@ -38,6 +38,7 @@ from typing import Any
 import structlog
 
 from monitor.clock import Clock, SystemClock
+from monitor.config.baseline import BaselineAssistantConfig, BaselineConfig
 from monitor.config.judges import JudgeConfig
 from monitor.errors import AssistantError, CasewatchError, ConfigError
 from monitor.exporter import Metrics
@@ -51,7 +52,6 @@ from monitor.judging.pairwise_scoring import OUTCOMES
 from monitor.judging.probes import TIERS, Probe, Tier, load_probes, normalise_query
 from monitor.models import Context
 from monitor.sampling.budget import Budget
-from monitor.settings import BaselineAssistantConfig, BaselineConfig
 from monitor.stats.elo import MatchResult, replay
 from monitor.storage.matches import insert_matches, recent_turns
 from monitor.storage.store import Store

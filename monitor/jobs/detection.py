@@ -37,8 +37,8 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from monitor.clock import Clock, SystemClock
+from monitor.config.detection import DetectionConfig
 from monitor.jobs.recorders import DetectionRecorder
-from monitor.settings import DetectionConfig
 from monitor.stats import baseline_policy as policy
 from monitor.stats.cusum_calibration import calibrate
 from monitor.stats.detection_signals import Signal, signals

@@ -16,9 +16,9 @@ from typing import Any
 import structlog
 
 from monitor.clock import Clock, SystemClock
+from monitor.config.drift import DriftConfig
 from monitor.exporter import Metrics
 from monitor.jobs.recorders import DriftRecorder
-from monitor.settings import DriftConfig
 from monitor.stats.drift import SignalResult, WindowSamples, analyze
 from monitor.storage.drift_queries import (
     assistants_between,

@@ -34,6 +34,7 @@ from typing import Any
 import structlog
 
 from monitor.clock import Clock, SystemClock
+from monitor.config.judge_canary import JudgeCanaryConfig
 from monitor.errors import CanarySetError, ConfigError
 from monitor.jobs.recorders import JudgeCanaryRecorder
 from monitor.judging.judge import Judge
@@ -51,7 +52,6 @@ from monitor.reports.judge_canary import (
 )
 from monitor.reports.label_files import LABEL_KEYS, consensus
 from monitor.sampling.budget import Budget
-from monitor.settings import JudgeCanaryConfig
 from monitor.stats.detection import Detector
 from monitor.storage import canary_runs as sql
 from monitor.storage.store import Store

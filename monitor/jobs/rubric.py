@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from monitor.clock import Clock, SystemClock
 from monitor.config.judges import JudgeConfig
+from monitor.config.rubric import RubricConfig
 from monitor.errors import ConfigError, RubricGradingFailed, RubricSetError
 from monitor.exporter import Metrics
 from monitor.jobs.recorders import RubricRecorder
@@ -43,7 +44,6 @@ from monitor.judging.rubric_prompt import PARSE_PATHS
 from monitor.judging.rubric_set import RubricEntry, RubricSet, load_rubric_set
 from monitor.models import TurnEvent
 from monitor.sampling.budget import Budget
-from monitor.settings import RubricConfig
 from monitor.storage.rubric_gradings import RubricGradings
 from monitor.storage.store import Store
 

@@ -19,10 +19,10 @@ import re
 from dataclasses import dataclass
 
 from monitor.clock import Clock
+from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import ConfigError
 from monitor.models import TurnEvent
 from monitor.sampling.budget import OVER_REQUESTS, HourlyBudget
-from monitor.settings import AlwaysJudgeRule, SamplingConfig
 
 SKIP_REASONS: tuple[str, ...] = ("not_sampled", "budget_calls", "budget_usd")
 RATE_REASON = "rate"

@@ -35,8 +35,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from monitor.config.drift import DriftConfig, drift_label_signal
 from monitor.models import METRICS, Band, TurnSample
-from monitor.settings import DriftConfig, drift_label_signal
 from monitor.stats.drift_stats import (
     SignalResult,
     adjust,

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from monitor.settings import DriftConfig
+from monitor.config.drift import DriftConfig
 from monitor.stats.lazy import LazyModule
 
 st = LazyModule("scipy.stats")  # imported on first use: see monitor.stats.lazy

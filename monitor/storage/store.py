@@ -26,9 +26,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.clock import Clock, SystemClock
+from monitor.config.storage import StorageConfig
 from monitor.errors import StorageError, UnstorableRow
 from monitor.models import TurnEvent, Verdict
-from monitor.settings import StorageConfig
 from monitor.storage import schema
 from monitor.storage.engine import (
     create_engine,

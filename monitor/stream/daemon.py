@@ -47,13 +47,14 @@ from consumers.source import TurnSource
 from consumers.unreadable import REASONS as UNREADABLE_REASONS
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
 from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
+from monitor.config.daemon import DaemonConfig
 from monitor.config.kafka import KafkaConfig
+from monitor.config.otel import OtelExportConfig
 from monitor.errors import MessageRejected, TransportError
 from monitor.exporter import Metrics
 from monitor.otel_export.sender import OUTCOMES as EXPORT_OUTCOMES
 from monitor.otel_export.sender import EvaluationSender
 from monitor.sampling.sampler import SampleDecision
-from monitor.settings import DaemonConfig, OtelExportConfig
 from monitor.storage.store import Store
 from monitor.stream.drain import Drain
 from monitor.stream.http import Heartbeat

@@ -25,11 +25,13 @@ from consumers.records import RawMessage, TopicPartition
 from consumers.source import TurnSource
 from monitor.clock import Clock
 from monitor.config.kafka import TopicFormat
+from monitor.config.otel import AssemblyConfig
+from monitor.config.sampling import SamplingConfig
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
 from monitor.models import TurnEvent
 from monitor.otel_export.sender import EvaluationSender
-from monitor.settings import AssemblyConfig, SamplingConfig, Settings
+from monitor.settings import Settings
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep, TicketGate
 from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep

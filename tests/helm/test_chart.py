@@ -14,7 +14,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from monitor.settings import DaemonConfig, load_settings
+from monitor.config.daemon import DaemonConfig
+from monitor.settings import load_settings
 from monitor.stream.shutdown_budget import shutdown_budget_s
 from tests.helm.chart import (
     CHART_DIR,

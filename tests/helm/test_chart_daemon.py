@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from consumers.tansu import EmbeddedBroker, free_port
-from monitor.settings import StorageConfig
+from monitor.config.storage import StorageConfig
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.readiness import STATUS_INTERVAL_S

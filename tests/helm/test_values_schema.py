@@ -34,7 +34,7 @@ def _script() -> ModuleType:
 def test_committed_schema_is_the_generated_one() -> None:
     committed = (CHART_DIR / "values.schema.json").read_text(encoding="utf-8")
     assert committed == _script().render(), (
-        "helm/casewatch/values.schema.json is stale (monitor/settings.py changed?): "
+        "helm/casewatch/values.schema.json is stale (the settings changed?): "
         "run make chart (scripts/helm_values_schema.py)"
     )
 

@@ -36,12 +36,12 @@ import structlog
 from consumers.decode import decode_value
 from consumers.records import RawMessage, TopicPartition
 from monitor.clock import Clock, Deadline, SystemClock
+from monitor.config.sampling import SamplingConfig
 from monitor.errors import InvalidEvent, MessageRejected, ScreeningOff
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.sampling.sampler import NOT_SAMPLED, Sampler
-from monitor.settings import SamplingConfig
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics, forward
 from monitor.stream.steps.decisions import Unredactable, redact_for_judging
 

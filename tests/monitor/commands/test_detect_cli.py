@@ -16,7 +16,7 @@ from monitor.clock import ManualClock
 from monitor.exporter import Metrics
 from monitor.jobs.detection import DetectionJob
 from monitor.jobs.recorders import DetectionRecorder
-from monitor.settings import DEFAULT_CRITICAL_METRICS
+from monitor.scoring import DEFAULT_CRITICAL_METRICS
 from monitor.storage.store import Store
 from tests.fixtures.detection import Feed, config
 

@@ -23,7 +23,8 @@ from monitor.jobs.judge_canary import JudgeCanaryJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.judging.evaluator import build_evaluator
 from monitor.models import TurnEvent
-from monitor.settings import DEFAULT_CRITICAL_METRICS, Settings
+from monitor.scoring import DEFAULT_CRITICAL_METRICS
+from monitor.settings import Settings
 from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.databases import make_turn

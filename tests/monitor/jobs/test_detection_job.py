@@ -18,7 +18,7 @@ from monitor.jobs.detection import DetectionJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.jobs.scheduler import JobScheduler
 from monitor.models import TurnEvent, Verdict
-from monitor.settings import DEFAULT_CRITICAL_METRICS
+from monitor.scoring import DEFAULT_CRITICAL_METRICS
 from monitor.stats.baseline_policy import RATE_WINDOW_S
 from monitor.stats.detection import Detector
 from monitor.stats.detector_state import DetectorState

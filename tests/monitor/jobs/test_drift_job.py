@@ -9,11 +9,12 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select
 
 from monitor.clock import ManualClock
+from monitor.config.drift import DriftConfig
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.drift import DriftJob, windows
 from monitor.jobs.scheduler import JobScheduler
-from monitor.settings import DriftConfig, load_settings
+from monitor.settings import load_settings
 from monitor.stats.drift import signal_names
 from monitor.storage.drift_queries import latest_results
 from monitor.storage.store import Store

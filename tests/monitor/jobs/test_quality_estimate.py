@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
 from monitor.cli import main
+from monitor.config.quality_estimate import QualityEstimateConfig
 from monitor.exporter import Metrics
 from monitor.jobs.quality_estimate import QualityEstimateJob
-from monitor.settings import QualityEstimateConfig
 from monitor.storage.store import Store
 from tests.fixtures.turns import T0, seed_turn
 

@@ -13,6 +13,8 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from monitor.clock import ManualClock
+from monitor.config.rubric import RubricConfig
+from monitor.config.sampling import SamplingConfig
 from monitor.errors import ConfigError
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
@@ -20,7 +22,7 @@ from monitor.jobs.rubric import RubricJob
 from monitor.judging.rubric_set import parse_rubric_set
 from monitor.sampling.budget import HourlyBudget
 from monitor.sampling.sampler import Sampler
-from monitor.settings import RubricConfig, SamplingConfig, load_settings
+from monitor.settings import load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.engine import normalize_url
 from monitor.storage.retention import purge_older_than

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from monitor.config.otel import OtelExportConfig
 from monitor.errors import ConfigError
-from monitor.settings import OtelExportConfig
 
 
 def test_headers_from_env_and_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from monitor.clock import ManualClock
+from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import ConfigError
 from monitor.sampling.sampler import SKIP_REASONS, SampleDecision, Sampler, sample_point
-from monitor.settings import AlwaysJudgeRule, SamplingConfig
 from tests.consumers.turns import turn
 
 # Everything sampled, no budget, unless a test says otherwise (the shipped defaults are a

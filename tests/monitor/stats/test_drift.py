@@ -8,8 +8,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+from monitor.config.drift import DriftConfig
 from monitor.models import METRICS, TurnSample
-from monitor.settings import DriftConfig
 from monitor.stats.drift import (
     MISSING,
     WindowSamples,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from monitor.settings import DriftConfig
+from monitor.config.drift import DriftConfig
 from monitor.stats.drift_stats import (
     OTHER,
     SignalResult,

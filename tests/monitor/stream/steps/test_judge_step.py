@@ -7,10 +7,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.clock import ManualClock
+from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.sampling.sampler import Sampler
-from monitor.settings import SamplingConfig
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import JudgedTurn
 from monitor.stream.steps.judge import JudgeStep

@@ -8,12 +8,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.dlq import FileDeadLetterSink, decode_file_value
+from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.models import TurnEvent, Verdict
 from monitor.redaction import RedactionPolicy, Redactor
 from monitor.redaction.config import RedactionConfig
-from monitor.settings import SamplingConfig
 from monitor.storage.store import SaveResult
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.decode import DecodeStep

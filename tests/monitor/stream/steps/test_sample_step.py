@@ -8,11 +8,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.clock import ManualClock
+from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.sampling.sampler import Sampler
-from monitor.settings import AlwaysJudgeRule, SamplingConfig
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.sample import SampleStep
 from tests.fixtures.databases import make_turn

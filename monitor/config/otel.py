@@ -1,0 +1,102 @@
+"""The OpenTelemetry sections: how spans read from OTLP topics become traces (``assembly``)
+and where verdicts go back out as ``gen_ai.evaluation.result`` log records
+(``otel_export``). Read by the pipeline's assemble step and the daemon's evaluation sender.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, PrivateAttr, model_validator
+
+from monitor.config.section import Section
+from monitor.errors import ConfigError
+from monitor.secrets import read_secret
+
+CaseField = Literal["subject", "description", "product", "environment"]
+
+
+class AssemblyConfig(Section):
+    """How spans from OTLP topics become traces, and which attributes hold the case fields."""
+
+    idle_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A trace without its root span is complete after this long without a span.",
+    )
+    max_open_traces: int = Field(
+        default=10_000, gt=0, description="Open traces held; past it the oldest is finished."
+    )
+    max_open_spans: int = Field(
+        default=200_000, gt=0, description="Spans held over all open traces (memory bound)."
+    )
+    max_spans_per_trace: int = Field(default=2_000, gt=0)
+    case_attributes: dict[CaseField, list[str]] = Field(
+        default_factory=dict,
+        description=(
+            "Span or resource attributes holding each case field, first present wins, "
+            "e.g. {subject: [support.case.subject]}."
+        ),
+    )
+
+
+class OtelExportConfig(Section):
+    """Verdicts written back as gen_ai.evaluation.result OTLP log records."""
+
+    endpoint: str = Field(
+        pattern=r"^https?://",
+        description="OTLP/HTTP base URL, e.g. http://collector:4318 (records go to /v1/logs).",
+    )
+    headers_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Header name -> environment variable holding its value (e.g. a token).",
+    )
+    headers_file: Path | None = Field(
+        default=None, description="File of `Name: value` lines, for headers kept in a secret."
+    )
+    timeout_seconds: float = Field(default=10.0, gt=0)
+    max_queue_size: int = Field(default=2048, gt=0, description="Records queued; past it dropped.")
+    max_batch_size: int = Field(default=512, gt=0)
+    schedule_delay_ms: int = Field(default=1000, gt=0)
+
+    _headers: tuple[dict[str, str], str | None] = PrivateAttr(default=({}, None))
+
+    @model_validator(mode="after")
+    def _read_headers(self) -> OtelExportConfig:
+        # Read once, the one way casewatch reads secrets (monitor/secrets.py).
+        headers: dict[str, str] = {}
+        error = None
+        for name, env in self.headers_env.items():
+            secret = read_secret(
+                "otel_export.", None, env, None, env_field=f"headers_env.{name}", file_field=""
+            )
+            if secret.error is not None:
+                error = secret.error
+            elif secret.value is not None:
+                headers[name] = secret.value
+        if self.headers_file is not None:
+            secret = read_secret(
+                "otel_export.",
+                None,
+                None,
+                self.headers_file,
+                env_field="",
+                file_field="headers_file",
+            )
+            error = secret.error or error
+            for line in (secret.value or "").splitlines():
+                name, sep, value = line.partition(":")
+                if line.strip() and not sep:
+                    error = "otel_export.headers_file: a line is not `Name: value`"
+                elif line.strip():
+                    headers[name.strip()] = value.strip()
+        self._headers = (headers, error)
+        return self
+
+    def resolve_headers(self) -> dict[str, str]:
+        """The headers (read once, when the settings were built); ConfigError if unreadable."""
+        headers, error = self._headers
+        if error is not None:
+            raise ConfigError(error)
+        return dict(headers)
