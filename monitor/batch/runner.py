@@ -43,7 +43,7 @@ from monitor.redaction.config import RedactionConfig
 from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.judge import JudgeStep
-from monitor.stream.turn_steps import TurnStepsConfig, build_turn_steps, make_redactor
+from monitor.stream.turn_steps import TurnStepsConfig, build_turn_steps
 
 MAX_LINE_BYTES = 16 << 20  # a line this long is not a turn event; never parse it
 PENDING_PER_WORKER = 2  # turns held per judge thread: keeps them busy, memory bounded
@@ -108,7 +108,6 @@ def run_batch(
             recorder,
             JudgeAll(files),
             clock,
-            redactor=make_redactor(config.redaction),
         )
         closers.append(steps.first.close)
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from consumers.dlq import DeadLetterSink
 from consumers.offsets import OffsetTracker
@@ -34,7 +35,7 @@ from monitor.otel_export.sender import EvaluationSender
 from monitor.settings import Settings
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep, TicketGate
-from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep
+from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S
 from monitor.stream.steps.export import ExportStep
@@ -44,11 +45,11 @@ from monitor.stream.steps.rebalance import Rebalancing
 from monitor.stream.steps.screen import ScreenStep
 from monitor.stream.steps.store import StoreStep
 from monitor.stream.turn_steps import (
+    AfterStore,
     SamplingPolicy,
     TurnStepsConfig,
     VerdictStore,
     build_turn_steps,
-    make_redactor,
 )
 from monitor.turn_mapping import TurnMapping
 
@@ -195,11 +196,9 @@ def build_pipeline(
     # Turns assembled from OTLP spans finish through tickets (``steps/assemble.py``): every
     # step that finishes a message hands it to the gate, which passes the rest on to commit.
     done = TicketGate(commit) if encodings else commit
-    redactor = make_redactor(config.turn.redaction)
-    after_store: ProcessingStep[JudgedTurn] | None = None
+    after_store: AfterStore | None = None
     if evaluation_sender is not None:
-        red_text = redactor.redact_loose if redactor is not None else (lambda text: text)
-        after_store = ExportStep(done, evaluation_sender, red_text)
+        after_store = partial(ExportStep, done, evaluation_sender)
     mapped = [t for t, f in formats.items() if f == "mapped"]
     decoders: dict[str, Callable[[bytes | None, int], TurnEvent]] = {}
     if mapped:
@@ -214,7 +213,6 @@ def build_pipeline(
         metrics,
         sampler,
         clock,
-        redactor=redactor,
         after_store=after_store,
         decoders=decoders,
     )

@@ -95,6 +95,11 @@ class TurnStepsConfig:
     write_through: bool = True
 
 
+# Builds the step after the store (the daemon's export), given how free text that leaves the
+# process is redacted: the chain's redactor, or unchanged when redaction is off.
+AfterStore = Callable[[Callable[[str], str]], ProcessingStep[JudgedTurn]]
+
+
 class TurnSteps(NamedTuple):
     """The steps of one turn, wired, from decode to store."""
 
@@ -104,11 +109,6 @@ class TurnSteps(NamedTuple):
     judge: JudgeStep
     store: StoreStep
     dlq: DeadLetterSink  # the sink as the steps use it (redacting, when configured)
-
-
-def make_redactor(config: RedactionConfig) -> Redactor | None:
-    """One redactor for the redact step, the store and the dead-letter sink (None: off)."""
-    return Redactor(config.policy()) if config.enabled else None
 
 
 def build_turn_steps(
@@ -121,17 +121,19 @@ def build_turn_steps(
     sampling: SamplingPolicy,
     clock: Clock,
     *,
-    redactor: Redactor | None = None,
-    after_store: ProcessingStep[JudgedTurn] | None = None,
+    after_store: AfterStore | None = None,
     decoders: Mapping[str, Callable[[bytes | None, int], TurnEvent]] | None = None,
 ) -> TurnSteps:
     """decode → [redact →] sample → look-up → judge → store → ``after_store`` (or ``done``).
 
-    Every step that finishes a message early (dead-lettered, skipped, already judged) hands
-    it to ``done``. With ``config.write_through`` the judge threads store each verdict as they
-    make it (``StoreStep.write_now``); the store step writes the rest in batches.
+    One redactor (``config.redaction``; none when off) serves the redact step, the stored
+    turns, the dead-letter sink and ``after_store``'s free text. Every step that finishes a
+    message early (dead-lettered, skipped, already judged) hands it to ``done``. With
+    ``config.write_through`` the judge threads store each verdict as they make it
+    (``StoreStep.write_now``); the store step writes the rest in batches.
     """
     red = config.redaction
+    redactor = Redactor(red.policy()) if red.enabled else None
     if redactor is not None:
         metrics.prime_redactions(redactor.policy.kinds())
     writer: VerdictWriter = store
@@ -139,8 +141,11 @@ def build_turn_steps(
         writer = RedactingWriter(store, redactor, metrics)
     if redactor is not None and red.dead_letter:
         dlq = RedactingDeadLetterSink(dlq, redactor, metrics)
+    next_after_store: DoneStep = done
+    if after_store is not None:
+        next_after_store = after_store(redactor.redact_loose if redactor is not None else _as_is)
     store_step = StoreStep(
-        after_store if after_store is not None else done,
+        next_after_store,
         writer,
         metrics,
         clock,
@@ -197,3 +202,7 @@ def build_turn_steps(
         decoders=decoders,
     )
     return TurnSteps(first, after_decode, lookup, judge, store_step, dlq)
+
+
+def _as_is(text: str) -> str:
+    return text
