@@ -49,12 +49,14 @@ from bench.pipeline_cost import _median, _MemorySource, _NoDeadLetters  # noqa: 
 from consumers.otel.assembly import TraceAssembler  # noqa: E402
 from consumers.otel.otlp import decode_spans  # noqa: E402
 from consumers.records import TopicPartition  # noqa: E402
+from monitor.clock import SystemClock  # noqa: E402
 from monitor.config.kafka import TopicConfig  # noqa: E402
 from monitor.exporter import Metrics  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
 from monitor.models import TurnEvent  # noqa: E402
 from monitor.storage.store import Store  # noqa: E402
+from monitor.stream.prepare import stream_sampler  # noqa: E402
 from monitor.stream.runner import stream_daemon  # noqa: E402
 
 TOPIC = "bench.turns"  # the in-memory source's topic (bench/pipeline_cost.py)
@@ -137,6 +139,7 @@ def run_once(values: list[bytes], fmt: str, workdir: Path, n: int) -> float:
         store,
         evaluator,
         Metrics(CollectorRegistry()),
+        stream_sampler(settings, SystemClock()),
         exit_when_idle=True,
     )
     start = time.perf_counter()

@@ -46,9 +46,11 @@ from bench.ingest import bench_settings, turn_bytes  # noqa: E402
 from consumers.decode import decode_turn  # noqa: E402
 from consumers.kafka_source import _to_raw  # noqa: E402
 from consumers.records import RawMessage, TopicPartition  # noqa: E402
+from monitor.clock import SystemClock  # noqa: E402
 from monitor.exporter import Metrics  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.logs import configure_logging  # noqa: E402
+from monitor.stream.prepare import stream_sampler  # noqa: E402
 from monitor.stream.runner import stream_daemon  # noqa: E402
 
 TOPIC = "bench.turns"
@@ -163,6 +165,7 @@ def daemon_us_per_msg(
         _IdleStore(),  # type: ignore[arg-type]
         evaluator,
         Metrics(CollectorRegistry()),
+        stream_sampler(settings, SystemClock()),
         exit_when_idle=True,
     )
     start = time.perf_counter()

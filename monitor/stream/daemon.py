@@ -32,7 +32,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Collection
-from typing import Protocol
 
 import structlog
 
@@ -46,13 +45,10 @@ from consumers.records import RawMessage, TopicPartition, partition_names
 from consumers.source import TurnSource
 from consumers.unreadable import REASONS as UNREADABLE_REASONS
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
-from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
+from monitor.clock import Backoff, Clock, Deadline, RetryState
 from monitor.config.daemon import DaemonConfig
 from monitor.config.kafka import KafkaConfig
-from monitor.config.otel import OtelExportConfig
 from monitor.errors import MessageRejected, TransportError
-from monitor.exporter import Metrics
-from monitor.otel_export.sender import OUTCOMES as EXPORT_OUTCOMES
 from monitor.otel_export.sender import EvaluationSender
 from monitor.sampling.sampler import SampleDecision
 from monitor.storage.store import Store
@@ -75,28 +71,14 @@ LAG_INTERVAL_S = 1.0  # the source caches lag; this only bounds gauge churn
 HEARTBEAT_MAX_AGE_S = 60.0
 
 
-class PipelineFactory(Protocol):
-    """Builds the daemon's pipeline around the loop's recorder, offset tracker, clock and (when
-    configured) evaluation sender; the entrypoint binds everything else
-    (``monitor.stream.runner.stream_pipeline``)."""
-
-    def __call__(
-        self,
-        *,
-        metrics: StreamRecorder,
-        tracker: OffsetTracker,
-        clock: Clock,
-        evaluation_sender: EvaluationSender | None,
-    ) -> Pipeline: ...
-
-
 class Daemon:
     """Runs the pipeline on the calling thread until ``stop()``; safe to run in a thread.
 
-    It opens the pipeline (``pipeline``) and, with ``otel_export``, the evaluation sender, and
-    closes them when ``run`` has drained the pipeline (``close`` if it never runs). The source
-    and the store (for /readyz) it is given, and whatever the pipeline factory binds, are
-    closed by whoever opened them, after ``run`` returned.
+    It owns the pipeline and the evaluation sender (``evaluation_sender``, when verdicts are
+    exported) it is given, built around its ``recorder``, ``tracker`` and ``clock``
+    (``monitor.stream.runner.stream_daemon``), and closes them when ``run`` has drained the
+    pipeline (``close`` if it never runs). The source and the store (for /readyz), and what
+    the pipeline was built over, are closed by whoever opened them, after ``run`` returned.
     """
 
     def __init__(
@@ -105,45 +87,27 @@ class Daemon:
         kafka: KafkaConfig,
         source: TurnSource,
         store: Store,
-        metrics: Metrics,
-        pipeline: PipelineFactory,
-        clock: Clock | None = None,
+        pipeline: Pipeline,
+        recorder: StreamRecorder,
+        tracker: OffsetTracker,
+        clock: Clock,
         *,
-        otel_export: OtelExportConfig | None = None,
+        evaluation_sender: EvaluationSender | None = None,
         heartbeat: Heartbeat | None = None,
         exit_when_idle: bool = False,
     ) -> None:
-        self._clock = clock or SystemClock()
+        self._clock = clock
         # A failed poll is tried again a second later (the stop event cuts the wait short).
         self._poll_retry = RetryState(Backoff(1.0, 1.0), self._clock)
         self._source = source
-        self._metrics = recorder = StreamRecorder(metrics)
+        self._metrics = recorder
         self._cfg = config
         self._max_poll_records = kafka.max_poll_records
         self._exit_when_idle = exit_when_idle
         self.heartbeat = heartbeat or Heartbeat(HEARTBEAT_MAX_AGE_S, self._clock)
-        self.tracker = OffsetTracker()
-
-        # Verdicts written back as OTLP log records, when configured: the SDK's export thread
-        # sends them, so the stream never waits on the endpoint.
-        self._sender: EvaluationSender | None = None
-        if otel_export is not None:
-            self._sender = EvaluationSender(
-                otel_export.endpoint,
-                recorder,
-                headers=otel_export.resolve_headers(),
-                timeout_s=otel_export.timeout_seconds,
-                max_queue_size=otel_export.max_queue_size,
-                max_batch_size=otel_export.max_batch_size,
-                schedule_delay_ms=otel_export.schedule_delay_ms,
-            )
-            recorder.prime_evaluation_export(EXPORT_OUTCOMES)
-        self._pipeline = pipeline(
-            metrics=recorder,
-            tracker=self.tracker,
-            clock=self._clock,
-            evaluation_sender=self._sender,
-        )
+        self.tracker = tracker
+        self._sender = evaluation_sender
+        self._pipeline = pipeline
         self._metrics.prime(dead_letter_reasons=(*DLQ_REASONS, UNSTORABLE))
         if any(f.startswith("otlp") for f in kafka.topic_formats.values()):
             self._metrics.prime(dead_letter_reasons=OTLP_DLQ_REASONS)
@@ -157,7 +121,7 @@ class Daemon:
         self._stop = threading.Event()
         self._stop_at: float | None = None  # when stop() was first called (monotonic)
         self._finished = threading.Event()
-        self._ran = False  # run() closes what the daemon opened; close() does if it never ran
+        self._ran = False  # run() closes what the daemon owns; close() does if it never ran
         # A source that can meet unreadable batches (Kafka) reports each failed read.
         stuck = None
         if isinstance(source, ReportsUnreadable):
@@ -486,7 +450,7 @@ class Daemon:
                 log.warning("closing failed", component="evaluation export", exc_info=True)
 
     def close(self) -> None:
-        """Close what the daemon opened if ``run`` did not (``run`` closes the pipeline and the
+        """Close what the daemon owns if ``run`` did not (``run`` closes the pipeline and the
         evaluation sender as it returns): a daemon built and never run."""
         if not self._ran:
             self._pipeline.close()

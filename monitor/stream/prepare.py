@@ -44,9 +44,16 @@ def prepare(settings: Settings, clock: Clock) -> Sampler:
                 check_endpoint(assistant.endpoint)
     if settings.redaction.active:
         settings.redaction.policy()  # its patterns compile, its key is long enough
+    return stream_sampler(settings, clock)
+
+
+def stream_sampler(settings: Settings, clock: Clock) -> Sampler:
+    """The daemon's sampler: ``settings.sampling`` on ``clock`` (the daemon's own)."""
+    # A panel spends one request per primary on every sampled turn (the arbiter's and any
+    # retries are settled when the verdict is in).
     return Sampler(
         settings.sampling, clock, calls_per_turn=len(settings.effective_panel().primaries)
     )
 
 
-__all__ = ["judges_in_use", "prepare"]
+__all__ = ["judges_in_use", "prepare", "stream_sampler"]

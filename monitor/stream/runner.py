@@ -33,19 +33,16 @@ from monitor.stream.signals import drain_signals
 
 if TYPE_CHECKING:
     from consumers.dlq import DeadLetterSink
-    from consumers.offsets import OffsetTracker
     from consumers.source import TurnSource
     from monitor.clock import Clock
     from monitor.exporter import Metrics
     from monitor.jobs.scheduler import JobScheduler
     from monitor.judging.evaluator import Evaluator
-    from monitor.otel_export.sender import EvaluationSender
     from monitor.sampling.sampler import Sampler
     from monitor.storage.store import Store
-    from monitor.stream.daemon import Daemon, PipelineFactory
+    from monitor.stream.daemon import Daemon
     from monitor.stream.http import Heartbeat
     from monitor.stream.pipeline import Pipeline
-    from monitor.stream.recorder import StreamRecorder
 
 log = structlog.get_logger(__name__)
 
@@ -90,48 +87,6 @@ def _source_and_dlq(
     return source, dlq
 
 
-def stream_pipeline(
-    settings: Settings,
-    source: TurnSource,
-    dlq: DeadLetterSink,
-    store: Store,
-    evaluator: Evaluator,
-    sampler: Sampler | None = None,
-) -> PipelineFactory:
-    """How the ``Daemon`` builds its pipeline: ``build_pipeline`` over these, around the loop's
-    own recorder, tracker, clock and sender. Without ``sampler``, one of ``settings.sampling``
-    on the daemon's clock (``prepare`` builds the daemon's own)."""
-    from monitor.sampling.sampler import Sampler
-    from monitor.stream.pipeline import PipelineConfig, build_pipeline
-
-    config = PipelineConfig.from_settings(settings)
-
-    def build(
-        *,
-        metrics: StreamRecorder,
-        tracker: OffsetTracker,
-        clock: Clock,
-        evaluation_sender: EvaluationSender | None,
-    ) -> Pipeline:
-        # A panel spends one request per primary on every sampled turn (the arbiter's and any
-        # retries are settled when the verdict is in).
-        calls = len(settings.effective_panel().primaries)
-        return build_pipeline(
-            config,
-            source,
-            dlq,
-            store,
-            evaluator,
-            metrics,
-            tracker,
-            sampler or Sampler(settings.sampling, clock, calls_per_turn=calls),
-            clock,
-            evaluation_sender=evaluation_sender,
-        )
-
-    return build
-
-
 def stream_daemon(
     settings: Settings,
     source: TurnSource,
@@ -139,28 +94,76 @@ def stream_daemon(
     store: Store,
     evaluator: Evaluator,
     metrics: Metrics,
+    sampler: Sampler,
     clock: Clock | None = None,
     *,
-    sampler: Sampler | None = None,
     heartbeat: Heartbeat | None = None,
     exit_when_idle: bool = False,
 ) -> Daemon:
     """The ``Daemon`` of ``settings`` over what the caller opened (and closes, after ``run``
-    returned and ``Daemon.close``)."""
+    returned and ``Daemon.close``). Its recorder, offset tracker and clock are built here and
+    shared by its loop and its pipeline; the pipeline and, with ``otel_export``, the evaluation
+    sender are the daemon's to close. ``sampler`` runs on ``clock``
+    (``prepare.stream_sampler``)."""
+    from consumers.offsets import OffsetTracker
+    from monitor.clock import SystemClock
+    from monitor.otel_export.sender import OUTCOMES, EvaluationSender
     from monitor.stream.daemon import Daemon
+    from monitor.stream.pipeline import PipelineConfig, build_pipeline
+    from monitor.stream.recorder import StreamRecorder
 
-    return Daemon(
-        settings.daemon,
-        settings.kafka,
-        source,
-        store,
-        metrics,
-        stream_pipeline(settings, source, dlq, store, evaluator, sampler),
-        clock,
-        otel_export=settings.otel_export,
-        heartbeat=heartbeat,
-        exit_when_idle=exit_when_idle,
-    )
+    clock = clock or SystemClock()
+    recorder = StreamRecorder(metrics)
+    tracker = OffsetTracker()
+    # Verdicts written back as OTLP log records, when configured: the SDK's export thread
+    # sends them, so the stream never waits on the endpoint.
+    sender: EvaluationSender | None = None
+    export = settings.otel_export
+    if export is not None:
+        sender = EvaluationSender(
+            export.endpoint,
+            recorder,
+            headers=export.resolve_headers(),
+            timeout_s=export.timeout_seconds,
+            max_queue_size=export.max_queue_size,
+            max_batch_size=export.max_batch_size,
+            schedule_delay_ms=export.schedule_delay_ms,
+        )
+        recorder.prime_evaluation_export(OUTCOMES)
+    pipeline: Pipeline | None = None
+    try:
+        pipeline = build_pipeline(
+            PipelineConfig.from_settings(settings),
+            source,
+            dlq,
+            store,
+            evaluator,
+            recorder,
+            tracker,
+            sampler,
+            clock,
+            evaluation_sender=sender,
+        )
+        return Daemon(
+            settings.daemon,
+            settings.kafka,
+            source,
+            store,
+            pipeline,
+            recorder,
+            tracker,
+            clock,
+            evaluation_sender=sender,
+            heartbeat=heartbeat,
+            exit_when_idle=exit_when_idle,
+        )
+    except BaseException:
+        # Not the daemon's yet: closed here.
+        if pipeline is not None:
+            pipeline.close()
+        if sender is not None:
+            sender.close(0.0)
+        raise
 
 
 class DaemonRunner:
@@ -261,7 +264,7 @@ class DaemonRunner:
                 store,
                 evaluator,
                 self.metrics,
-                sampler=sampler,
+                sampler,
                 exit_when_idle=exit_when_idle,
             )
             # Its pipeline and sender are closed as its run returns; this is for a run that

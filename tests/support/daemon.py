@@ -15,14 +15,18 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
+from consumers.dlq import DeadLetterSink
 from consumers.source import TurnSource
+from monitor.clock import Clock, SystemClock
 from monitor.config.kafka import KafkaConfig
 from monitor.exporter import Metrics
-from monitor.judging.evaluator import build_evaluator
+from monitor.judging.evaluator import Evaluator, build_evaluator
 from monitor.settings import Settings, load_settings
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
-from monitor.stream.http import ProbeApp, ProbeServer
+from monitor.stream.daemon import Daemon
+from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
+from monitor.stream.prepare import stream_sampler
 from monitor.stream.runner import stream_daemon
 from tests.fixtures.broker import DLQ_SUFFIX
 from tests.fixtures.databases import make_turn
@@ -47,6 +51,34 @@ def kafka_settings(bootstrap: str, topic: str, db_url: str, **overrides: Any) ->
     return load_settings(None, **values)
 
 
+def build_daemon(
+    settings: Settings,
+    source: TurnSource,
+    dlq: DeadLetterSink,
+    store: Store,
+    evaluator: Evaluator,
+    metrics: Metrics,
+    clock: Clock | None = None,
+    *,
+    heartbeat: Heartbeat | None = None,
+    exit_when_idle: bool = False,
+) -> Daemon:
+    """``stream_daemon`` as the runner calls it, with the daemon's sampler on the test's clock."""
+    clock = clock or SystemClock()
+    return stream_daemon(
+        settings,
+        source,
+        dlq,
+        store,
+        evaluator,
+        metrics,
+        stream_sampler(settings, clock),
+        clock,
+        heartbeat=heartbeat,
+        exit_when_idle=exit_when_idle,
+    )
+
+
 class Harness:
     """A Daemon running in a thread, with its own registry and HTTP server."""
 
@@ -56,7 +88,7 @@ class Harness:
         self.store = store
         self.evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
         self.opened = (source, dlq, store, self.evaluator)
-        self.daemon = stream_daemon(settings, source, dlq, store, self.evaluator, self.metrics)
+        self.daemon = build_daemon(settings, source, dlq, store, self.evaluator, self.metrics)
         app = ProbeApp(self.registry, self.daemon.heartbeat, self.daemon.checks())
         self.server = ProbeServer(app, "127.0.0.1", 0)
         self.thread = threading.Thread(target=self.daemon.run, name="daemon", daemon=True)
@@ -71,7 +103,7 @@ class Closeable(Protocol):
 
 def close_opened(*opened: Closeable) -> None:
     """Close what a test opened for its daemon, last first (the daemon closes only what it
-    opened itself: its pipeline and sender)."""
+    owns: its pipeline and sender)."""
     for resource in reversed(opened):
         resource.close()
 

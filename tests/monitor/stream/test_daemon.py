@@ -30,13 +30,19 @@ from monitor.settings import Settings, load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
-from monitor.stream.runner import stream_daemon
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker, produce
 from tests.fixtures.databases import make_turn
 from tests.fixtures.judge_server import fake_judge_config
 from tests.monitor.stream.steps.helpers import GatedEvaluator
-from tests.support.daemon import close_opened, kafka_settings, rows_per_event, running, turn_values
+from tests.support.daemon import (
+    build_daemon,
+    close_opened,
+    kafka_settings,
+    rows_per_event,
+    running,
+    turn_values,
+)
 from tests.support.http import http_get
 from tests.support.kafka import committed_offset, read_topic
 from tests.support.waiting import wait_for
@@ -376,7 +382,7 @@ def _run_daemon(
 ) -> tuple[Daemon, CollectorRegistry, threading.Thread, FileDeadLetterSink]:
     registry = CollectorRegistry()
     dlq = FileDeadLetterSink(tmp / "dlq.jsonl")
-    daemon = stream_daemon(settings, source, dlq, store, evaluator, Metrics(registry))
+    daemon = build_daemon(settings, source, dlq, store, evaluator, Metrics(registry))
     thread = threading.Thread(target=daemon.run, name="daemon", daemon=True)
     thread.start()
     return daemon, registry, thread, dlq
@@ -445,7 +451,7 @@ def test_file_source_runs_to_the_end_and_exits_when_idle(tmp_path: Path) -> None
     dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
     metrics = Metrics(CollectorRegistry())
     evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
-    daemon = stream_daemon(settings, source, dlq, store, evaluator, metrics, exit_when_idle=True)
+    daemon = build_daemon(settings, source, dlq, store, evaluator, metrics, exit_when_idle=True)
     thread = threading.Thread(target=daemon.run, daemon=True)
     thread.start()
     assert daemon.wait_finished(timeout=60), "the daemon did not stop at the end of the file"
@@ -528,7 +534,7 @@ def test_the_identifier_tripwire_checks_every_turn_and_judges_the_hits(tmp_path:
     registry = CollectorRegistry()
     dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
     evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
-    daemon = stream_daemon(
+    daemon = build_daemon(
         settings, source, dlq, store, evaluator, Metrics(registry), exit_when_idle=True
     )
     thread = threading.Thread(target=daemon.run, daemon=True)

@@ -22,11 +22,10 @@ from monitor.models import METRICS
 from monitor.settings import load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
-from monitor.stream.runner import stream_daemon
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn
 from tests.fixtures.judge_server import fake_judge_config
-from tests.support.daemon import close_opened
+from tests.support.daemon import build_daemon, close_opened
 
 MARK = "[dispute]"
 
@@ -73,9 +72,7 @@ def test_daemon_panel_calls_the_arbiter_only_on_disagreement(tmp_path: Path) -> 
         )
         source = FileTurnSource(data, offsets_path=tmp_path / "offsets.json")
         dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
-        daemon = stream_daemon(
-            settings, source, dlq, store, evaluator, metrics, exit_when_idle=True
-        )
+        daemon = build_daemon(settings, source, dlq, store, evaluator, metrics, exit_when_idle=True)
         thread = threading.Thread(target=daemon.run, daemon=True)
         thread.start()
         assert daemon.wait_finished(timeout=60)

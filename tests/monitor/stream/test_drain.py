@@ -29,12 +29,12 @@ from monitor.exporter import Metrics
 from monitor.settings import Settings, load_settings
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
-from monitor.stream.runner import stream_daemon
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import ContractBroker, produce
 from tests.fixtures.judge_server import fake_judge_config
 from tests.monitor.stream.steps.helpers import GatedEvaluator
 from tests.support.daemon import (
+    build_daemon,
     close_opened,
     kafka_settings,
     rows_per_event,
@@ -216,7 +216,7 @@ class Running:
         self.evaluator = GatedEvaluator(open_gate=False)
         self.registry = CollectorRegistry()
         self.dlq = FileDeadLetterSink(tmp_path / "dlq.jsonl")
-        self.daemon: Daemon = stream_daemon(
+        self.daemon: Daemon = build_daemon(
             settings, source, self.dlq, self.store, self.evaluator, Metrics(self.registry)
         )
         self.thread = threading.Thread(target=self.daemon.run, name="daemon", daemon=True)

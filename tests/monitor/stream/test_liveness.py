@@ -18,8 +18,7 @@ from monitor.settings import load_settings
 from monitor.storage.store import Store
 from monitor.stream.daemon import HEARTBEAT_MAX_AGE_S, Daemon
 from monitor.stream.http import Heartbeat
-from monitor.stream.runner import stream_daemon
-from tests.support.daemon import close_opened
+from tests.support.daemon import build_daemon, close_opened
 
 MAX_POLL_INTERVAL_MS = 300_000  # Kafka's default: a join may block ~305 s
 
@@ -85,7 +84,7 @@ def _status_inside_a_blocked_poll(tmp_path: Path, block_s: float) -> tuple[bool,
         FileDeadLetterSink(tmp_path / "dlq.jsonl"),
         build_evaluator(settings, concurrency=settings.daemon.concurrency),
     )
-    daemon = stream_daemon(
+    daemon = build_daemon(
         settings,
         source,
         dlq,

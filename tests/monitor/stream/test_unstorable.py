@@ -17,9 +17,8 @@ from monitor.judging.evaluator import build_evaluator
 from monitor.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
-from monitor.stream.runner import stream_daemon
 from tests.fixtures.databases import make_turn
-from tests.support.daemon import close_opened
+from tests.support.daemon import build_daemon, close_opened
 
 # One refused kind per backend that survives the trip through JSON: PostgreSQL cannot hold a
 # NUL ("\u0000" in the JSON) in JSONB; SQLite cannot hold an integer beyond 64 bits.
@@ -46,7 +45,7 @@ def test_unstorable_turns_are_dead_lettered_and_the_stream_moves_on(
         FileDeadLetterSink(dlq_path),
         build_evaluator(settings, concurrency=settings.daemon.concurrency),
     )
-    daemon = stream_daemon(
+    daemon = build_daemon(
         settings, source, dlq, store, evaluator, Metrics(registry), exit_when_idle=True
     )
     thread = threading.Thread(target=daemon.run, daemon=True)
