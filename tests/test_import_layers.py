@@ -226,6 +226,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ),
         ("turn_steps", "shutdown_budget"),
         ("pipeline", "prepare", "drain"),
+        ("rebalances",),
         ("daemon",),
         ("runner",),
     ),

@@ -12,11 +12,13 @@ partition costs a fetch round trip, so pausing at every full poll would throttle
 Memory is bounded by ``max_in_flight`` + the store batch + two polls' worth of records.
 
 Offsets are tracked when read and marked done by the last step; only offsets below which
-everything is finished are committed. ``stop()`` (SIGTERM) ends reading; ``run`` then drains
-in-flight work within ``drain_timeout_seconds``, commits, and returns. While it drains, every
-partition is paused and the source is still polled (``drain.py``): a Kafka consumer that stops
-polling for longer than ``max_poll_interval_ms`` leaves its group, and its final commit would be
-refused.
+everything is finished are committed. What a rebalance or a rewinding source changes (finish the
+revoked partitions' calls, forget what went elsewhere) is ``rebalances.py``'s.
+
+``stop()`` (SIGTERM) ends reading; ``run`` then drains in-flight work within
+``drain_timeout_seconds``, commits, and returns. While it drains, every partition is paused and
+the source is still polled (``drain.py``): a Kafka consumer that stops polling for longer than
+``max_poll_interval_ms`` leaves its group, and its final commit would be refused.
 
 Shutdown is bounded whatever the broker does. The drain budget counts from the stop request,
 so a broker call in progress then (each has a limit, which the runner keeps within the drain
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 
 import structlog
 
@@ -41,9 +43,8 @@ from consumers.offsets import OffsetTracker
 from consumers.otel.assembly import CAUSES as TRACE_CAUSES
 from consumers.otel.genai import SKIP_REASONS
 from consumers.otel.otlp import OTLP_DLQ_REASONS
-from consumers.records import RawMessage, TopicPartition, partition_names
+from consumers.records import RawMessage, TopicPartition
 from consumers.source import TurnSource
-from consumers.unreadable import REASONS as UNREADABLE_REASONS
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
 from monitor.clock import Backoff, Clock, Deadline, RetryState
 from monitor.config.daemon import DaemonConfig
@@ -56,6 +57,7 @@ from monitor.stream.drain import Drain
 from monitor.stream.http import Heartbeat
 from monitor.stream.pipeline import Pipeline
 from monitor.stream.readiness import Readiness
+from monitor.stream.rebalances import Rebalances
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import UNKNOWN_ASSISTANT
 from monitor.stream.steps.base import Envelope
@@ -134,16 +136,23 @@ class Daemon:
         )
         self._next_lag = 0.0
         self._backlog_since: float | None = None
-        self._holding = False  # a revoke held queued judge work back until the next poll
-        # Draining: a revoke (during the drain's polls) finishes the revoked partitions' calls.
-        self._drain_deadline: Deadline | None = None
         self._first_records = True  # logs the first records read: a restart's milestone
         # Polling stops while a backlog waits, so pausing must come before the consumer's
         # max.poll.interval would expel it from the group.
         self._pause_after = min(PAUSE_AFTER_S, kafka.max_poll_interval_ms / 4000)
-        # Waiting on a revoke happens inside poll(): it must end well before max.poll.interval.
-        self._revoke_wait = min(self._cfg.revoke_timeout_seconds, kafka.max_poll_interval_ms / 4000)
-        source.set_rebalance_listener(self._on_assigned, self._on_revoked)
+        self._rebalances = Rebalances(
+            source,
+            pipeline,
+            tracker,
+            self._backlog,
+            recorder,
+            self._clock,
+            # Waiting on a revoke happens inside poll(): it must end well before
+            # max.poll.interval.
+            revoke_wait_s=min(config.revoke_timeout_seconds, kafka.max_poll_interval_ms / 4000),
+            stopping=self._stop.is_set,
+        )
+        source.set_rebalance_listener(self._rebalances.assigned, self._rebalances.revoked)
         # Liveness: a poll may block in a group join for up to the join timeout.
         self._poll_block_s = kafka.join_timeout_ms / 1000 + POLL_TIMEOUT_S
 
@@ -241,7 +250,7 @@ class Daemon:
             self._stop.wait(delay)
             return []
         self._poll_retry.succeeded()
-        self._after_poll()
+        self._rebalances.after_poll()
         if records and self._first_records:
             self._first_records = False
             log.info("first records polled", n=len(records))
@@ -257,7 +266,7 @@ class Daemon:
                 tp = TopicPartition(msg.topic, msg.partition)
                 expected = self.tracker.next_offset(tp)
             if offset < expected:
-                self._rewound(tp, offset)
+                self._rebalances.rewound(tp, offset)
             expected = offset + 1
             track(tp, offset)
             counts[msg.topic] = counts.get(msg.topic, 0) + 1
@@ -265,37 +274,6 @@ class Daemon:
         for topic, n in counts.items():
             self._metrics.record_consumed(topic, n)
         return records
-
-    def _after_poll(self) -> None:
-        """What a poll may have changed: the assignment (a rebalance ran inside it)."""
-        self._forget_unowned()
-        if self._holding:  # a revoke held queued turns back: the assignment is known now
-            self._holding = False
-            self._pipeline.release(self._source.assignment())
-
-    def _forget(self, tps: set[TopicPartition]) -> None:
-        self.tracker.revoke(tps)
-        self._pipeline.discard(tps)  # queued turns: re-read (rewind) or someone else's now
-        # In place: _poll and _offer_backlog hold the deque's bound methods.
-        kept = [m for m in self._backlog if m.tp not in tps]
-        self._backlog.clear()
-        self._backlog.extend(kept)
-
-    def _forget_unowned(self) -> None:
-        """Drop partitions a rebalance gave to another consumer (their new owner re-reads
-        from our last commit; the store deduplicates any overlap)."""
-        gone = self.tracker.partitions() - self._source.assignment()
-        if gone:
-            log.info("forgetting partitions now owned elsewhere", partitions=partition_names(gone))
-            self._forget(gone)
-
-    def _rewound(self, tp: TopicPartition, offset: int) -> None:
-        """The source re-delivers from an earlier offset (its position was reset to the
-        committed one, e.g. after the group lost this member): start tracking afresh. Copies
-        still in the pipeline finish as before; their late ``done`` only marks offsets whose
-        turn is already stored, so nothing is committed unfinished."""
-        log.info("partition rewound; re-reading", partition=partition_names({tp})[0], offset=offset)
-        self._forget({tp})
 
     def _offer_backlog(self) -> None:
         # Each offer may write to the dead-letter topic; a stop request ends the offering.
@@ -333,68 +311,10 @@ class Daemon:
             self._metrics.set_lag(self._source.lag().items())
         self._readiness.update()
 
-    # ------------------------------------------------------------------ rebalances
-
-    def _on_assigned(self, tps: Collection[TopicPartition]) -> None:
-        # Offsets need no set-up (tracked from the first record read); the metrics do.
-        self._metrics.prime(topics={tp.topic for tp in tps})
-        self._metrics.prime_unreadable({tp.topic for tp in tps}, UNREADABLE_REASONS)
+    # ------------------------------------------------------------------ source events
 
     def _on_unreadable(self, batch: UnreadableBatch) -> None:
         self._metrics.record_unreadable(batch.topic, batch.reason)
-
-    def _on_revoked(self, tps: Collection[TopicPartition]) -> None:
-        """Finish the revoked partitions' turns being judged (up to ``revoke_timeout_seconds``),
-        then commit what is finished, before the partitions can move to another consumer.
-
-        Waiting is arroyo's join-on-revoke: without it the new owner re-reads the turns still
-        being judged here and judges them again, paying twice (the store keeps one verdict).
-        Turns still running when the wait runs out are abandoned and counted. Records not yet
-        handed to the pipeline (the backlog) cost nothing and are not waited for. Tracking and
-        the backlog are kept: kafka-python keeps a partition's fetch position
-        when the rebalance hands it back, so the records held here are the only copy this
-        consumer will get. Partitions that went elsewhere are forgotten once the new
-        assignment is known (``_forget_unowned``), and a source that rewinds is detected
-        (``_rewound``). Runs on the loop thread itself, inside ``source.poll()`` or
-        ``close()`` (the source's contract: the Kafka source runs the consumer call on a worker
-        thread and hands the callback back here), so nothing is touched concurrently.
-
-        During the drain, whose polls run it too, the wait ends with the drain's budget, and
-        the turns not started are dropped rather than held: nothing new is started for a
-        partition that may have moved, and whoever reads it next (this group, after the
-        restart) reads them from the commit. Once the drain is over (the source closing) there
-        is nothing left to wait for.
-        """
-        if not self._stop.is_set():
-            self._finish_revoked(set(tps))
-        elif self._drain_deadline is not None:
-            self._finish_revoked(set(tps))
-            self._holding = False
-            self._pipeline.discard(tps)
-        self._pipeline.commit()
-
-    def _finish_revoked(self, tps: set[TopicPartition]) -> None:
-        # Queued turns wait for the new assignment (judged if the partition comes back,
-        # dropped if it went elsewhere); calls under way are finished and stored.
-        self._pipeline.hold(tps)
-        self._holding = True
-        wait = self._revoke_wait
-        if self._drain_deadline is not None:
-            wait = min(wait, self._drain_deadline.remaining() or 0.0)
-        deadline = Deadline(wait, self._clock)
-        running = self._pipeline.judging_in(tps)
-        if running:
-            log.info("revoked partitions: finishing judge calls under way", n=running)
-        while running:
-            remaining = deadline.remaining() or 0.0
-            if remaining <= 0:
-                self._metrics.record_revoke_abandoned(running)
-                log.warning("revoke wait ran out; these turns will be judged again", n=running)
-                break
-            self._pipeline.wait_progress(min(BACKLOG_WAIT_S, remaining))
-            self._pipeline.poll()
-            running = self._pipeline.judging_in(tps)
-        self._pipeline.poll()  # store what just finished, so the commit below includes it
 
     # ------------------------------------------------------------------ shutdown
 
@@ -418,16 +338,16 @@ class Daemon:
             self._pipeline,
             self._clock,
             self.heartbeat,
-            after_poll=self._after_poll,
+            after_poll=self._rebalances.after_poll,
             poll_block_s=self._poll_block_s,
             max_records=self._max_poll_records,
         )
-        self._drain_deadline = deadline
+        self._rebalances.drain_deadline = deadline
         try:
             try:
                 drain.finish(deadline)
             finally:
-                self._drain_deadline = None
+                self._rebalances.drain_deadline = None
                 self._pipeline.join(deadline.remaining())
         finally:
             self._pipeline.close()
