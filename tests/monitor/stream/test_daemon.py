@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from consumers.dlq import HEADER_REASON, FileDeadLetterSink, KafkaDeadLetterQueue
 from consumers.file_source import FileTurnSource
 from consumers.kafka_source import KafkaTurnSource
-from consumers.records import RawMessage, TopicPartition
+from consumers.records import TopicPartition
 from consumers.source import TurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.config.judges import JudgeConfig
@@ -45,6 +43,7 @@ from tests.support.daemon import (
 )
 from tests.support.http import http_get
 from tests.support.kafka import committed_offset, read_topic
+from tests.support.memory_source import MemorySource
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -250,66 +249,9 @@ def test_a_rebalance_mid_stream_loses_and_duplicates_nothing(
     assert 2 * n <= judge_calls <= 2 * n + abandoned
 
 
-class ListSource:
-    """An in-memory TurnSource whose position the test moves, to reproduce what a consumer
-    does after a rebalance: keep its position, rewind to the commit, or lose a partition."""
-
-    def __init__(self, values: dict[TopicPartition, list[bytes]]) -> None:
-        self.values = values
-        self.position = dict.fromkeys(values, 0)
-        self.committed: dict[TopicPartition, int] = {}
-        self.owned = set(values)
-        self._paused: set[TopicPartition] = set()
-        self._lock = threading.Lock()
-
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
-        with self._lock:
-            out: list[RawMessage] = []
-            for tp in sorted(self.owned - self._paused):
-                while self.position[tp] < len(self.values[tp]) and len(out) < max_records:
-                    off = self.position[tp]
-                    out.append(RawMessage(tp.topic, tp.partition, off, self.values[tp][off]))
-                    self.position[tp] += 1
-        if not out:
-            time.sleep(min(timeout_s, 0.01))
-        return out
-
-    def rewind(self, tp: TopicPartition) -> None:
-        with self._lock:
-            self.position[tp] = self.committed.get(tp, 0)
-
-    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
-        with self._lock:
-            self.committed.update(offsets)
-
-    def pause(self, tps: Iterable[TopicPartition]) -> None:
-        self._paused |= set(tps)
-
-    def resume(self, tps: Iterable[TopicPartition]) -> None:
-        self._paused -= set(tps)
-
-    def paused(self) -> set[TopicPartition]:
-        return set(self._paused)
-
-    def assignment(self) -> set[TopicPartition]:
-        return set(self.owned)
-
-    def lag(self) -> dict[TopicPartition, int]:
-        return {tp: len(v) - self.position[tp] for tp, v in self.values.items()}
-
-    def set_rebalance_listener(self, on_assigned: Any, on_revoked: Any) -> None:
-        return None
-
-    def ping(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        return None
-
-
 def test_a_source_that_rewinds_is_read_again_without_loss(tmp_path: Path) -> None:
     tp = TopicPartition("turns", 0)
-    source = ListSource({tp: turn_values(30)})
+    source = MemorySource({tp: turn_values(30)})
     settings, store = _file_settings(tmp_path, daemon={"commit_interval_seconds": 0.01})
     store.migrate()
     with running(settings, source, FileDeadLetterSink(tmp_path / "dlq.jsonl"), store) as h:
@@ -332,7 +274,7 @@ def test_a_source_that_rewinds_is_read_again_without_loss(tmp_path: Path) -> Non
 
 def test_partitions_moved_elsewhere_are_forgotten(tmp_path: Path) -> None:
     tp0, tp1 = TopicPartition("turns", 0), TopicPartition("turns", 1)
-    source = ListSource({tp0: turn_values(5, "a"), tp1: turn_values(5, "b")})
+    source = MemorySource({tp0: turn_values(5, "a"), tp1: turn_values(5, "b")})
     settings, store = _file_settings(tmp_path)
     store.migrate()
     with running(settings, source, FileDeadLetterSink(tmp_path / "dlq.jsonl"), store) as h:
@@ -341,32 +283,11 @@ def test_partitions_moved_elsewhere_are_forgotten(tmp_path: Path) -> None:
         wait_for(lambda: h.daemon.tracker.partitions() == {tp0}, what="tp1 forgotten")
 
 
-class RevokingSource(ListSource):
-    """A ListSource that revokes every partition inside ``poll`` when asked, as kafka-python
-    calls the rebalance listener from within ``poll``."""
-
-    def __init__(self, values: dict[TopicPartition, list[bytes]]) -> None:
-        super().__init__(values)
-        self.revoke_next_poll = threading.Event()
-        self.revoked = threading.Event()
-        self.on_revoked: Any = None
-
-    def set_rebalance_listener(self, on_assigned: Any, on_revoked: Any) -> None:
-        self.on_revoked = on_revoked
-
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
-        if self.revoke_next_poll.is_set():
-            self.revoke_next_poll.clear()
-            self.on_revoked(set(self.owned))
-            self.revoked.set()
-        return super().poll(timeout_s, max_records)
-
-
 def _revoke_harness(
     tmp_path: Path, n: int, revoke_timeout: float
-) -> tuple[Settings, Store, RevokingSource, GatedEvaluator, TopicPartition]:
+) -> tuple[Settings, Store, MemorySource, GatedEvaluator, TopicPartition]:
     tp = TopicPartition("turns", 0)
-    source = RevokingSource({tp: turn_values(n)})
+    source = MemorySource({tp: turn_values(n)})
     settings, store = _file_settings(
         tmp_path,
         daemon={"commit_interval_seconds": 3600, "revoke_timeout_seconds": revoke_timeout},

@@ -12,8 +12,6 @@ no line appended meanwhile.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ from consumers.dlq import FileDeadLetterSink, KafkaDeadLetterQueue
 from consumers.file_source import FILE_TP, FileTurnSource
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import RawMessage, TopicPartition
-from consumers.source import PartitionsCallback, TurnSource
+from consumers.source import TurnSource
 from monitor.exporter import Metrics
 from monitor.settings import Settings, load_settings
 from monitor.storage.store import Store
@@ -42,6 +40,7 @@ from tests.support.daemon import (
     turn_values,
 )
 from tests.support.kafka import committed_offset
+from tests.support.memory_source import MemorySource
 from tests.support.waiting import wait_for
 
 MAX_POLL_INTERVAL_MS = 3000
@@ -106,84 +105,6 @@ def test_a_drain_longer_than_the_poll_interval_still_commits_what_it_finished(
 
 
 # ---------------------------------------------------------------- what the drain's polls read
-
-
-class MemorySource:
-    """An in-memory TurnSource with a consumer's pause semantics, which the test moves as a
-    group would, inside the next ``poll`` as kafka-python rebalances: a partition assigned
-    (``assign_next_poll``, not paused, its records read by that same poll), or every partition
-    revoked (``revoke_next_poll``, running the rebalance listener)."""
-
-    def __init__(self, values: dict[TopicPartition, list[bytes]]) -> None:
-        self.values = dict(values)
-        self.position = dict.fromkeys(values, 0)
-        self.owned = set(values)
-        self.committed: dict[TopicPartition, int] = {}
-        self.committed_at_revoke: dict[TopicPartition, int] | None = None
-        self.revoke_next_poll = threading.Event()
-        self.revoking = threading.Event()
-        self._paused: set[TopicPartition] = set()
-        self._to_assign: dict[TopicPartition, list[bytes]] = {}
-        self._on_revoked: PartitionsCallback | None = None
-        self._lock = threading.Lock()
-
-    def assign_next_poll(self, tp: TopicPartition, values: list[bytes]) -> None:
-        with self._lock:
-            self._to_assign[tp] = values
-
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
-        if self.revoke_next_poll.is_set() and self._on_revoked is not None:
-            self.revoke_next_poll.clear()
-            self.revoking.set()
-            self._on_revoked(set(self.owned))
-            self.committed_at_revoke = dict(self.committed)
-        out: list[RawMessage] = []
-        with self._lock:
-            for tp, values in self._to_assign.items():
-                self.values[tp], self.position[tp] = values, 0
-                self.owned.add(tp)
-            self._to_assign.clear()
-            for tp in sorted(self.owned - self._paused):
-                while self.position[tp] < len(self.values[tp]) and len(out) < max_records:
-                    off = self.position[tp]
-                    out.append(RawMessage(tp.topic, tp.partition, off, self.values[tp][off]))
-                    self.position[tp] += 1
-        if not out:
-            time.sleep(min(timeout_s, 0.01))
-        return out
-
-    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
-        self.committed.update(offsets)
-
-    def pause(self, tps: Iterable[TopicPartition]) -> None:
-        with self._lock:
-            self._paused |= set(tps)
-
-    def resume(self, tps: Iterable[TopicPartition]) -> None:
-        with self._lock:
-            self._paused -= set(tps)
-
-    def paused(self) -> set[TopicPartition]:
-        with self._lock:
-            return set(self._paused)
-
-    def assignment(self) -> set[TopicPartition]:
-        with self._lock:
-            return set(self.owned)
-
-    def lag(self) -> dict[TopicPartition, int]:
-        return {}
-
-    def set_rebalance_listener(
-        self, on_assigned: PartitionsCallback, on_revoked: PartitionsCallback
-    ) -> None:
-        self._on_revoked = on_revoked
-
-    def ping(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        return None
 
 
 class CountingFileSource(FileTurnSource):

@@ -1,0 +1,95 @@
+"""An in-memory TurnSource with a Kafka consumer's semantics that a test moves as a group
+would: pause and resume, a rewind to the last commit (a consumer that lost its membership), a
+partition taken away (``owned``), and, inside the next ``poll`` as kafka-python rebalances,
+a partition assigned (``assign_next_poll``: not paused, its records read by that same poll)
+or every partition revoked (``revoke_next_poll``, running the rebalance listener)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+
+from consumers.records import RawMessage, TopicPartition
+from consumers.source import PartitionsCallback
+
+
+class MemorySource:
+    def __init__(self, values: dict[TopicPartition, list[bytes]]) -> None:
+        self.values = dict(values)
+        self.position = dict.fromkeys(values, 0)
+        self.owned = set(values)
+        self.committed: dict[TopicPartition, int] = {}
+        self.revoke_next_poll = threading.Event()
+        self.revoking = threading.Event()  # the listener was called
+        self.revoked = threading.Event()  # and returned
+        self.committed_at_revoke: dict[TopicPartition, int] | None = None
+        self._paused: set[TopicPartition] = set()
+        self._to_assign: dict[TopicPartition, list[bytes]] = {}
+        self._on_revoked: PartitionsCallback | None = None
+        self._lock = threading.Lock()
+
+    def assign_next_poll(self, tp: TopicPartition, values: list[bytes]) -> None:
+        with self._lock:
+            self._to_assign[tp] = values
+
+    def rewind(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self.position[tp] = self.committed.get(tp, 0)
+
+    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+        if self.revoke_next_poll.is_set() and self._on_revoked is not None:
+            self.revoke_next_poll.clear()
+            self.revoking.set()
+            self._on_revoked(set(self.owned))  # commits what is finished, as a daemon's does
+            self.committed_at_revoke = dict(self.committed)
+            self.revoked.set()
+        out: list[RawMessage] = []
+        with self._lock:
+            for tp, values in self._to_assign.items():
+                self.values[tp], self.position[tp] = values, 0
+                self.owned.add(tp)
+            self._to_assign.clear()
+            for tp in sorted(self.owned - self._paused):
+                while self.position[tp] < len(self.values[tp]) and len(out) < max_records:
+                    off = self.position[tp]
+                    out.append(RawMessage(tp.topic, tp.partition, off, self.values[tp][off]))
+                    self.position[tp] += 1
+        if not out:
+            time.sleep(min(timeout_s, 0.01))  # as a consumer's poll waits for records
+        return out
+
+    def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
+        with self._lock:
+            self.committed.update(offsets)
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            self._paused |= set(tps)
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            self._paused -= set(tps)
+
+    def paused(self) -> set[TopicPartition]:
+        with self._lock:
+            return set(self._paused)
+
+    def assignment(self) -> set[TopicPartition]:
+        with self._lock:
+            return set(self.owned)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        with self._lock:
+            return {tp: len(v) - self.position[tp] for tp, v in self.values.items()}
+
+    def set_rebalance_listener(
+        self, on_assigned: PartitionsCallback, on_revoked: PartitionsCallback
+    ) -> None:
+        self._on_revoked = on_revoked
+
+    def ping(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
