@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
 from monitor.config.section import Section, read_key
+from monitor.models import JudgeRole
 from monitor.secrets import Secret
 
 # The offline judge: always configured, so the default of the settings' `judge` and the
@@ -98,6 +99,15 @@ class PanelConfig(Section):
         " or |S_final difference| > s_final_threshold.",
     )
     s_final_threshold: float = Field(default=0.15, ge=0, le=1)
+
+    def roles(self) -> list[tuple[str, JudgeRole]]:
+        """Every judge of the panel with the role it scores in: the primaries ("single" when
+        there is one), then the arbiter."""
+        primary: JudgeRole = "primary" if len(self.primaries) == 2 else "single"
+        roles: list[tuple[str, JudgeRole]] = [(name, primary) for name in self.primaries]
+        if self.arbiter:
+            roles.append((self.arbiter, "arbiter"))
+        return roles
 
     @model_validator(mode="after")
     def _check(self) -> PanelConfig:

@@ -8,7 +8,6 @@ from monitor.jobs.drift import DriftJob
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.rubric import RubricJob
 from monitor.jobs.scheduler import Job
-from monitor.models import JudgeRole
 from monitor.sampling.budget import Budget
 from monitor.sampling.sampler import Sampler
 from monitor.settings import Settings
@@ -107,18 +106,13 @@ def _judge_canary(
     from monitor.judging.config_hash import judge_config_hash, single_judge_hash
     from monitor.judging.factory import build_judge
 
-    panel = settings.effective_panel()
-    primary: JudgeRole = "primary" if len(panel.primaries) == 2 else "single"
-    roles: list[tuple[str, JudgeRole]] = [(n, primary) for n in panel.primaries]
-    if panel.arbiter:
-        roles.append((panel.arbiter, "arbiter"))
     judges = [
         CanaryJudge(
             name,
             single_judge_hash(settings, name),
             build_judge(name, settings.judge_config(name), role),
         )
-        for name, role in roles
+        for name, role in settings.effective_panel().roles()
     ]
     return JudgeCanaryJob(
         settings.judge_canary,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from monitor.judging.verdicts import failed_verdict
-from monitor.models import JudgeRole, TurnEvent, Verdict
+from monitor.models import TurnEvent, Verdict
 from monitor.settings import Settings
 
 if TYPE_CHECKING:
@@ -71,11 +71,9 @@ def build_evaluator(
     from monitor.judging.panel import JudgePanel
 
     panel = settings.effective_panel()
-    role: JudgeRole = "primary" if len(panel.primaries) == 2 else "single"
-    primaries = [build_judge(n, settings.judge_config(n), role) for n in panel.primaries]
-    arbiter = None
-    if panel.arbiter:
-        arbiter = build_judge(panel.arbiter, settings.judge_config(panel.arbiter), "arbiter")
+    built = [(build_judge(n, settings.judge_config(n), r), r) for n, r in panel.roles()]
+    primaries = [judge for judge, role in built if role != "arbiter"]
+    arbiter = next((judge for judge, role in built if role == "arbiter"), None)
     return JudgePanel(
         primaries,
         arbiter,

@@ -45,9 +45,7 @@ class JudgeProbe:
 def judges_to_probe(settings: Settings) -> dict[str, JudgeConfig]:
     """The judges of the run that answer over HTTP (panel primaries and arbiter), by name; the
     offline heuristic needs no check."""
-    panel = settings.effective_panel()
-    names = [*panel.primaries, *([panel.arbiter] if panel.arbiter else [])]
-    configs = {n: settings.judge_config(n) for n in dict.fromkeys(names)}
+    configs = {n: settings.judge_config(n) for n, _ in settings.effective_panel().roles()}
     return {n: config for n, config in configs.items() if config.kind == "openai"}
 
 

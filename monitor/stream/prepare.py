@@ -20,8 +20,7 @@ from monitor.settings import Settings
 
 def judges_in_use(settings: Settings) -> list[str]:
     """Every judge the daemon will call: the panel's, the rubric grader, the pairwise judge."""
-    panel = settings.effective_panel()
-    names = [*panel.primaries, *([panel.arbiter] if panel.arbiter else [])]
+    names = [name for name, _ in settings.effective_panel().roles()]
     if settings.rubric.enabled:
         names.append(settings.rubric.judge or settings.judge)
     if settings.baseline.enabled:
