@@ -5,7 +5,7 @@ in-memory source that hands out kafka-python-shaped records (converted by the Ka
 own ``_to_raw``), sampling rate 0 as in ``ingest.py``. Without broker I/O and kafka-python's
 threads this is far steadier than ``ingest.py`` on a shared machine, so it is the figure to
 compare before and after a change to the pipeline. Reported: microseconds per message for the
-whole loop, and for conversion + ``decode_turn`` alone (pydantic's share).
+whole loop, and for conversion + ``decode_value`` alone (pydantic's share).
 
 The identifier tripwire (``sampling.identifier_tripwire``, on by default) checks every turn
 on this path; the loop is timed with it off and on, runs interleaved, on two kinds of turns:
@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from bench.ingest import bench_settings, turn_bytes  # noqa: E402
-from consumers.decode import decode_turn  # noqa: E402
+from consumers.decode import decode_value  # noqa: E402
 from consumers.kafka_source import _to_raw  # noqa: E402
 from consumers.records import RawMessage, TopicPartition  # noqa: E402
 from monitor.clock import SystemClock  # noqa: E402
@@ -181,7 +181,7 @@ def daemon_us_per_msg(
 def decode_us_per_msg(records: list[Any]) -> float:
     start = time.perf_counter()
     for r in records:
-        decode_turn(_to_raw(r), MAX_BYTES)
+        decode_value(_to_raw(r).value, MAX_BYTES)
     return (time.perf_counter() - start) / len(records) * 1e6
 
 

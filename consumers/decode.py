@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from consumers.records import RawMessage
 from monitor.errors import InvalidEvent, truncate, validation_error_lines
 from monitor.models import TurnEvent
 
-# Every reason decode_turn can raise; bounded label values for casewatch_dead_letter_total.
+# Every reason decode_value can raise; bounded label values for casewatch_dead_letter_total.
 DLQ_REASONS: tuple[str, ...] = (
     "too_large",
     "empty",
@@ -26,10 +25,6 @@ DLQ_REASONS: tuple[str, ...] = (
 MAX_DETAIL_CHARS = 500
 
 _VALIDATE_JSON = TurnEvent.__pydantic_validator__.validate_json
-
-
-def decode_turn(msg: RawMessage, max_bytes: int) -> TurnEvent:
-    return decode_value(msg.value, max_bytes)
 
 
 def decode_value(value: bytes | None, max_bytes: int) -> TurnEvent:

@@ -4,32 +4,27 @@ import json
 
 import pytest
 
-from consumers.decode import DLQ_REASONS, MAX_DETAIL_CHARS, decode_turn
-from consumers.records import RawMessage
+from consumers.decode import DLQ_REASONS, MAX_DETAIL_CHARS, decode_value
 from monitor.errors import InvalidEvent
 from tests.consumers.turns import turn_bytes, turn_dict
 
 LIMIT = 64 * 1024
 
 
-def msg(value: bytes | None) -> RawMessage:
-    return RawMessage("support.turns", 0, 7, value)
-
-
 def reason_of(value: bytes | None, limit: int = LIMIT) -> InvalidEvent:
     with pytest.raises(InvalidEvent) as info:
-        decode_turn(msg(value), limit)
+        decode_value(value, limit)
     assert info.value.reason in DLQ_REASONS
     return info.value
 
 
 def test_valid_event_decodes() -> None:
-    turn = decode_turn(msg(turn_bytes("e-42", conversation_id="c-9")), LIMIT)
+    turn = decode_value(turn_bytes("e-42", conversation_id="c-9"), LIMIT)
     assert (turn.event_id, turn.conversation_id, turn.assistant.name) == ("e-42", "c-9", "helpdesk")
 
 
 def test_unknown_fields_are_kept() -> None:
-    turn = decode_turn(msg(json.dumps(turn_dict(producer_note="x")).encode()), LIMIT)
+    turn = decode_value(json.dumps(turn_dict(producer_note="x")).encode(), LIMIT)
     assert turn.model_extra == {"producer_note": "x"}
 
 
@@ -47,7 +42,7 @@ def test_too_large_is_checked_before_parsing() -> None:
 
 def test_exactly_at_the_limit_is_parsed() -> None:
     value = turn_bytes()
-    assert decode_turn(msg(value), len(value)).event_id == "evt-1"
+    assert decode_value(value, len(value)).event_id == "evt-1"
 
 
 def test_bad_utf8_names_the_byte() -> None:

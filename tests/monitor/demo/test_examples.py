@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from consumers.decode import decode_turn
-from consumers.records import RawMessage
+from consumers.decode import decode_value
 from monitor.demo.examples import MALFORMED, demo_messages, find_examples, load_examples
 from monitor.errors import DemoError, InvalidEvent
 from monitor.models import TurnEvent
@@ -43,7 +42,7 @@ def test_a_loop_renames_events_refreshes_timestamps_and_spreads_poison() -> None
     bad: list[int] = []
     for i, (key, value) in enumerate(out):
         try:
-            good.append((key, decode_turn(RawMessage("t", 0, i, value, key), 1 << 20)))
+            good.append((key, decode_value(value, 1 << 20)))
         except InvalidEvent:
             bad.append(i)
     assert [e.event_id for _, e in good] == [f"{d['event_id']}#3" for d in docs]
