@@ -53,12 +53,19 @@ class Rebalances:
         self._clock = clock
         self._revoke_wait = revoke_wait_s
         self._stopping = stopping
-        self._holding = False  # a revoke held queued judge work back until the next poll
+        self._holding = False  # a revoke held queued judge work back until the new assignment
+        # A revoke's new assignment not announced yet. Until then the source may still list the
+        # revoked partitions (kafka-python keeps them in the consumer's assignment until the
+        # group's new one arrives, and a poll can return in between): releasing the held turns
+        # then would start them while the group hands the partitions to another consumer,
+        # which reads them from the commit and judges them again.
+        self._assignment_due = False
         # Draining: a revoke (during the drain's polls) finishes the revoked partitions' calls
         # within what is left of this.
         self.drain_deadline: Deadline | None = None
 
     def assigned(self, tps: Collection[TopicPartition]) -> None:
+        self._assignment_due = False
         # Offsets need no set-up (tracked from the first record read); the metrics do.
         self._metrics.prime(topics={tp.topic for tp in tps})
         self._metrics.prime_unreadable({tp.topic for tp in tps}, UNREADABLE_REASONS)
@@ -98,6 +105,7 @@ class Rebalances:
         # dropped if it went elsewhere); calls under way are finished and stored.
         self._pipeline.hold(tps)
         self._holding = True
+        self._assignment_due = True
         wait = self._revoke_wait
         if self.drain_deadline is not None:
             wait = min(wait, self.drain_deadline.remaining() or 0.0)
@@ -119,7 +127,9 @@ class Rebalances:
     def after_poll(self) -> None:
         """What a poll may have changed: the assignment (a rebalance ran inside it)."""
         self._forget_unowned()
-        if self._holding:  # a revoke held queued turns back: the assignment is known now
+        if self._holding and not self._assignment_due:
+            # A revoke held queued turns back, and the new assignment is known: what is still
+            # owned goes on (what went elsewhere was forgotten just above, with its turns).
             self._holding = False
             self._pipeline.release(self._source.assignment())
 

@@ -353,6 +353,46 @@ def test_a_revoke_abandons_and_counts_turns_still_judged_when_its_wait_runs_out(
         close_opened(source, dlq, store)
 
 
+def test_turns_held_at_a_revoke_wait_for_the_new_assignment_and_go_if_it_moved(
+    tmp_path: Path,
+) -> None:
+    """A poll can return between a revoke and the group's new assignment, while the consumer
+    still lists the revoked partitions: the turns held back at the revoke must not start
+    then. The partition then goes to another consumer, which reads them from the commit."""
+    concurrency = 2
+    settings, store, source, evaluator, tp = _revoke_harness(tmp_path, 6, revoke_timeout=60)
+    settings = settings.model_copy(
+        update={"daemon": settings.daemon.model_copy(update={"concurrency": concurrency})}
+    )
+    daemon, registry, thread, dlq = _run_daemon(settings, source, store, evaluator, tmp_path)
+    try:
+        wait_for(lambda: evaluator.calls == concurrency, what="two turns being judged")
+        source.rebalance_completes.clear()
+        source.next_owned = set()
+        source.revoke_next_poll.set()
+        wait_for(source.revoking.is_set, what="revoke started")
+        evaluator.gate.set()  # the two calls under way finish and are committed in the revoke
+        wait_for(source.revoked.is_set, what="revoke finished")
+        assert source.committed.get(tp) == concurrency
+        polls = source.polls
+        wait_for(lambda: source.polls >= polls + 5, what="polls before the new assignment")
+        assert evaluator.calls == concurrency  # the four held turns did not start
+        source.rebalance_completes.set()  # the partition went elsewhere
+        wait_for(lambda: daemon.tracker.partitions() == set(), what="the partition forgotten")
+        polls = source.polls
+        wait_for(lambda: source.polls >= polls + 5, what="polls after the new assignment")
+        assert evaluator.calls == concurrency
+        assert source.committed.get(tp) == concurrency
+        assert registry.get_sample_value("casewatch_revoke_abandoned_total") == 0
+    finally:
+        evaluator.gate.set()
+        daemon.stop()
+        thread.join(timeout=60)
+        daemon.close()
+        close_opened(source, dlq, store)
+    assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(concurrency)}
+
+
 # ---------------------------------------------------------------- file source, failures
 
 
