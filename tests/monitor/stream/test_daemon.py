@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -298,21 +300,30 @@ def _revoke_harness(
     return settings, store, source, GatedEvaluator(open_gate=False), tp
 
 
-def _run_daemon(
+@contextmanager
+def _daemon_running(
     settings: Settings, source: TurnSource, store: Store, evaluator: GatedEvaluator, tmp: Path
-) -> tuple[Daemon, CollectorRegistry, threading.Thread, FileDeadLetterSink]:
+) -> Iterator[tuple[Daemon, CollectorRegistry]]:
+    """The daemon on a thread; on the way out the judge's gate opens, and the daemon stops and
+    closes with what it ran over."""
     registry = CollectorRegistry()
     dlq = FileDeadLetterSink(tmp / "dlq.jsonl")
     daemon = build_daemon(settings, source, dlq, store, evaluator, Metrics(registry))
     thread = threading.Thread(target=daemon.run, name="daemon", daemon=True)
     thread.start()
-    return daemon, registry, thread, dlq
+    try:
+        yield daemon, registry
+    finally:
+        evaluator.gate.set()
+        daemon.stop()
+        thread.join(timeout=60)
+        daemon.close()
+        close_opened(source, dlq, store)
 
 
 def test_a_revoke_waits_for_turns_being_judged_then_commits_them(tmp_path: Path) -> None:
     settings, store, source, evaluator, tp = _revoke_harness(tmp_path, 5, revoke_timeout=60)
-    daemon, registry, thread, dlq = _run_daemon(settings, source, store, evaluator, tmp_path)
-    try:
+    with _daemon_running(settings, source, store, evaluator, tmp_path) as (_daemon, registry):
         wait_for(lambda: evaluator.calls == 5, what="five turns being judged")
         source.revoke_next_poll.set()
         # The loop is now inside the revoke, waiting on the judge: let the judge answer.
@@ -323,12 +334,6 @@ def test_a_revoke_waits_for_turns_being_judged_then_commits_them(tmp_path: Path)
         assert source.committed.get(tp) == 5
         assert registry.get_sample_value("casewatch_revoke_abandoned_total") == 0
         assert evaluator.calls == 5
-    finally:
-        evaluator.gate.set()
-        daemon.stop()
-        thread.join(timeout=60)
-        daemon.close()
-        close_opened(source, dlq, store)
     assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(5)}
 
 
@@ -336,8 +341,7 @@ def test_a_revoke_abandons_and_counts_turns_still_judged_when_its_wait_runs_out(
     tmp_path: Path,
 ) -> None:
     settings, store, source, evaluator, tp = _revoke_harness(tmp_path, 3, revoke_timeout=0.2)
-    daemon, registry, thread, dlq = _run_daemon(settings, source, store, evaluator, tmp_path)
-    try:
+    with _daemon_running(settings, source, store, evaluator, tmp_path) as (_daemon, registry):
         wait_for(lambda: evaluator.calls == 3, what="three turns being judged")
         source.revoke_next_poll.set()
         wait_for(source.revoked.is_set, what="revoke finished")
@@ -345,12 +349,6 @@ def test_a_revoke_abandons_and_counts_turns_still_judged_when_its_wait_runs_out(
         # (their next owner judges them again).
         assert source.committed.get(tp) is None
         assert registry.get_sample_value("casewatch_revoke_abandoned_total") == 3
-    finally:
-        evaluator.gate.set()
-        daemon.stop()
-        thread.join(timeout=60)
-        daemon.close()
-        close_opened(source, dlq, store)
 
 
 def test_turns_held_at_a_revoke_wait_for_the_new_assignment_and_go_if_it_moved(
@@ -364,8 +362,7 @@ def test_turns_held_at_a_revoke_wait_for_the_new_assignment_and_go_if_it_moved(
     settings = settings.model_copy(
         update={"daemon": settings.daemon.model_copy(update={"concurrency": concurrency})}
     )
-    daemon, registry, thread, dlq = _run_daemon(settings, source, store, evaluator, tmp_path)
-    try:
+    with _daemon_running(settings, source, store, evaluator, tmp_path) as (daemon, registry):
         wait_for(lambda: evaluator.calls == concurrency, what="two turns being judged")
         source.rebalance_completes.clear()
         source.next_owned = set()
@@ -384,12 +381,6 @@ def test_turns_held_at_a_revoke_wait_for_the_new_assignment_and_go_if_it_moved(
         assert evaluator.calls == concurrency
         assert source.committed.get(tp) == concurrency
         assert registry.get_sample_value("casewatch_revoke_abandoned_total") == 0
-    finally:
-        evaluator.gate.set()
-        daemon.stop()
-        thread.join(timeout=60)
-        daemon.close()
-        close_opened(source, dlq, store)
     assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(concurrency)}
 
 
