@@ -16,16 +16,19 @@ of record values goes out, one mark per record comes back:
   reasons, tripwire counts and the budget stay in one code path.
 
 So screening never changes an outcome; it only moves the common case off the consumer's
-thread. A batch whose process fails or dies (``BrokenProcessPool``) goes on whole to the
-in-process path and the pool is rebuilt. Batches are collected in submission order; a record
-the next step refuses waits here (backpressure: ``submit`` refuses while any does). On a
-revoke the pipeline's ``hold`` (``Rebalancing``) finishes what is in flight here, so nothing of
-a revoked partition stays in this step.
+thread. The processes start at the step's first poll, while the group join is under way, not
+with the first batch, whose marks would otherwise wait out their imports. A batch whose
+process fails or dies (``BrokenProcessPool``) goes on whole to the in-process path and the
+pool is rebuilt. Batches are collected in submission order; a record the next step refuses
+waits here (backpressure: ``submit`` refuses while any does). On a revoke the pipeline's
+``hold`` (``Rebalancing``) finishes what is in flight here, so nothing of a revoked partition
+stays in this step.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
 from collections import deque
 from collections.abc import Collection
@@ -47,7 +50,12 @@ from monitor.stream.steps.decisions import Unredactable, redact_for_judging
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_BATCH = 256
+# A batch goes out at this many records or bytes, whichever comes first. Larger batches mean
+# fewer hand-offs to the pool's threads, which wait for the GIL behind the consumer's poll
+# (bench/README.md, "Screening"); the byte bound keeps what is in flight here small whatever
+# the record size (at most a batch per queued slot, plus the one being filled).
+DEFAULT_BATCH = 1024
+BATCH_MAX_BYTES = 1 << 20
 # Consecutive failed batches after which screening is switched off for the rest of the run
 # (e.g. processes cannot start here): every record then takes the in-process path.
 MAX_FAILURES = 3
@@ -128,10 +136,11 @@ class ScreenStep:
         sampling: SamplingConfig,
         redaction: RedactionConfig | None = None,
         batch_size: int = DEFAULT_BATCH,
+        batch_max_bytes: int = BATCH_MAX_BYTES,
         clock: Clock | None = None,
     ) -> None:
-        if processes < 1 or batch_size < 1:
-            raise ValueError("processes and batch_size must be >= 1")
+        if processes < 1 or batch_size < 1 or batch_max_bytes < 1:
+            raise ValueError("processes, batch_size and batch_max_bytes must be >= 1")
         self._next = next_step
         self._done = done
         self._metrics = metrics
@@ -139,6 +148,8 @@ class ScreenStep:
         self._init_args = (max_bytes, sampling, redaction)
         self._tripwire = sampling.identifier_tripwire
         self._batch_size = batch_size
+        self._batch_max_bytes = batch_max_bytes
+        self._batch_bytes = 0
         # A few batches queued per process, so a process never waits for the consumer's thread.
         self._max_batches = 4 * processes
         self._clock = clock or SystemClock()
@@ -171,14 +182,18 @@ class ScreenStep:
             return
         if self._ready:
             raise MessageRejected("the next step refuses screened turns")
-        if len(self._batch) >= self._batch_size:
+        if len(self._batch) >= self._batch_size or self._batch_bytes >= self._batch_max_bytes:
             if len(self._flight) >= self._max_batches:
                 raise MessageRejected(f"{len(self._flight)} batches are being screened")
             self._dispatch()
         self._batch.append(message)
+        value = message.payload.value
+        if value:
+            self._batch_bytes += len(value)
 
     def _dispatch(self) -> None:
         batch, self._batch = self._batch, []
+        self._batch_bytes = 0
         values = [m.payload.value for m in batch]
         future: cf.Future[list[Mark]]
         if self.disabled:
@@ -244,7 +259,10 @@ class ScreenStep:
         self._generation += 1
         log.warning("a screening process failed; its batch is decoded here", error=repr(exc))
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            # Not waited for (a step never blocks the loop): what the old pool still runs is
+            # bounded work whose marks are read only if it finishes, and its processes exit
+            # after it.
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None  # rebuilt for the next batch; batches in flight fail over too
         if self._failures >= MAX_FAILURES:
             self.disabled = True
@@ -263,7 +281,18 @@ class ScreenStep:
             if self._tripwire:
                 self._metrics.record_tripwire(assistant, n)
 
+    def _warm(self) -> None:
+        """Start the processes ahead of the first batch. A process's start (the imports its
+        initializer pays, about a second) would otherwise fall on the first batches, while the
+        consumer's thread waits for their marks; the loop's first polls come during the group
+        join, which takes seconds anyway."""
+        # On an error the first batch meets it too, and is decided in this process.
+        with contextlib.suppress(BrokenProcessPool, RuntimeError, OSError):
+            self._executor().submit(_screen, [])
+
     def poll(self) -> None:
+        if self._pool is None and not self.disabled:
+            self._warm()
         if self._batch and len(self._flight) < self._max_batches:
             self._dispatch()
         self._collect()
@@ -297,6 +326,7 @@ class ScreenStep:
         """Forget the records of these partitions (re-read, or owned elsewhere now)."""
         owned = set(tps)
         self._batch = [m for m in self._batch if m.tp not in owned]
+        self._batch_bytes = sum(len(m.payload.value or b"") for m in self._batch)
         self._ready = deque(m for m in self._ready if m.tp not in owned)
         self._flight = deque(
             (batch, future, generation)

@@ -100,7 +100,7 @@ def make_step() -> Iterator[Callable[..., tuple[ScreenStep, Recorder, Recorder, 
     steps: list[ScreenStep] = []
 
     def make(
-        capacity: int | None = None, batch_size: int = 4
+        capacity: int | None = None, batch_size: int = 4, batch_max_bytes: int = MAX_BYTES
     ) -> tuple[ScreenStep, Recorder, Recorder, StreamRecorder]:
         nxt, done = Recorder(capacity), Recorder()
         metrics = StreamRecorder(Metrics(CollectorRegistry()))
@@ -112,6 +112,7 @@ def make_step() -> Iterator[Callable[..., tuple[ScreenStep, Recorder, Recorder, 
             max_bytes=MAX_BYTES,
             sampling=SAMPLING,
             batch_size=batch_size,
+            batch_max_bytes=batch_max_bytes,
         )
         steps.append(step)
         return step, nxt, done, metrics
@@ -139,6 +140,33 @@ def test_each_record_is_finished_here_or_handed_on_unchanged_in_order(make_step:
     assert nxt.offsets == [i for i in range(len(messages)) if i not in expected_done]
     assert all(a is b for a, b in zip(nxt.items, [messages[i] for i in nxt.offsets], strict=True))
     assert step.fallbacks == 0
+
+
+def test_the_processes_start_at_the_first_poll_not_with_the_first_batch(make_step: Any) -> None:
+    # A process's start (its initializer's imports) falls in the loop's first polls, during
+    # the group join, instead of delaying the first batch's marks.
+    step, _, done, _ = make_step()
+    assert step._pool is None
+    step.poll()
+    assert step._pool is not None
+    pool = step._pool
+    wait_for(
+        lambda: any(p.is_alive() for p in (pool._processes or {}).values()),
+        "the screening process to start",
+    )
+    submit_all(step, records([value("first")]))
+    wait_for(lambda: done.offsets == [0], "screening to finish", tick=step.poll)
+    assert step._pool is pool and step.fallbacks == 0  # the same pool screens the batches
+
+
+def test_a_batch_goes_out_at_its_byte_bound_whatever_its_count(make_step: Any) -> None:
+    # With large records the byte bound, not the count, limits what is in flight here.
+    step, _, done, _ = make_step(batch_size=100, batch_max_bytes=1)
+    messages = records([value(f"b{i}") for i in range(3)])
+    for m in messages:
+        step.submit(m)
+    assert len(step._flight) == 2 and len(step._batch) == 1  # one record a batch
+    wait_for(lambda: done.offsets == [0, 1, 2], "screening to finish", tick=step.poll)
 
 
 def test_counts_are_those_of_the_sample_step() -> None:
