@@ -66,7 +66,9 @@ class _MemorySource:
         self._at = 0
         self.committed: dict[TopicPartition, int] = {}
 
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+    def poll(
+        self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
+    ) -> list[RawMessage]:
         batch = self._records[self._at : self._at + max_records]
         self._at += len(batch)
         return [_to_raw(r) for r in batch]

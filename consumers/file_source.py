@@ -90,7 +90,10 @@ class FileTurnSource:
 
     # ------------------------------------------------------------------ TurnSource
 
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+    def poll(
+        self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
+    ) -> list[RawMessage]:
+        # ``join_limit_s``: a file has no group to join.
         if self._closed:
             raise TurnFileError("the file source is closed")
         if not self._announced:

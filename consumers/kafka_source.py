@@ -145,16 +145,23 @@ class KafkaTurnSource:
 
     # ------------------------------------------------------------------ TurnSource
 
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+    def poll(
+        self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
+    ) -> list[RawMessage]:
         self._settle()
         if self._holds:
             self._holds.sync(self._consumer)
         consumer = self._consumer
         timeout_ms = max(0, int(timeout_s * 1000))
+        join_ms = self._join_timeout_ms
+        if join_limit_s is not None:
+            join_ms = min(join_ms, max(0, int(join_limit_s * 1000)))
 
         def poll() -> Any:
-            # During a rebalance this may block past timeout_s (bounded by the join timeout).
-            finish_pending_join(consumer, self._join_timeout_ms)
+            # During a rebalance this may block past timeout_s: bounded by the join timeout, or
+            # by the caller's limit (a join cut short is taken up again by the next poll; a
+            # draining daemon makes none, it leaves the group).
+            finish_pending_join(consumer, join_ms)
             return consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
 
         with broker_errors("polling", self._servers):

@@ -15,11 +15,14 @@ PartitionsCallback = Callable[[set[TopicPartition]], None]
 
 
 class TurnSource(Protocol):
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+    def poll(
+        self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
+    ) -> list[RawMessage]:
         """Up to ``max_records`` messages, waiting about ``timeout_s`` when none is ready.
 
         A Kafka source may wait longer while its group rebalances (until the join completes,
-        bounded by the JoinGroup timeout). Paused partitions deliver nothing. Raises
+        bounded by the JoinGroup timeout, or by ``join_limit_s`` when given: a stopping
+        daemon's drain ends by its deadline). Paused partitions deliver nothing. Raises
         ``TransportError`` (``BrokerError``, ``TurnFileError``) on an unrecoverable failure (a
         slow or briefly unreachable broker just yields ``[]``).
         """

@@ -15,8 +15,10 @@ assigned during the poll, not paused yet. It is neither processed nor tracked, s
 committed: the partition's next reader (this group, after the restart) reads it from the last
 commit. Such partitions are paused at the next turn of the loop. A revocation during these
 polls runs the daemon's revoke handling, as it does in the loop: the revoked partitions' calls
-under way are finished and committed before they move. A source without a group (a file) just
-reads nothing while paused.
+under way are finished and committed before they move. A poll that lands in a group join
+waits for it no longer than the drain has left (``join_limit_s``): the join can take
+max.poll.interval + 5 s, which would carry the stop past its budget. A source without a group
+(a file) just reads nothing while paused.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class Drain:
             remaining = deadline.remaining() or 0.0
             if not self._pipeline.unfinished or remaining <= 0:
                 return
-            self._keep_alive()
+            self._keep_alive(deadline)
             remaining = deadline.remaining() or 0.0
             if remaining > 0 and not self._pipeline.wait_progress(min(PROGRESS_WAIT_S, remaining)):
                 # Nothing runs in the background (a database retry): the next poll retries.
@@ -98,7 +100,7 @@ class Drain:
             self._source.pause(unpaused)
         return len(paused) + len(unpaused)
 
-    def _keep_alive(self) -> None:
+    def _keep_alive(self, deadline: Deadline) -> None:
         if not self._retry.due():
             return
         paused = self._pause_all()  # a rebalance may have assigned some since the last poll
@@ -106,8 +108,13 @@ class Drain:
             self._announced = True
             log.info("draining: partitions paused, the consumer stays in its group", n=paused)
         try:
+            # A poll that lands in a rebalance waits for the join: no longer than the drain
+            # has left, or the stop would outlast its budget (a join cut short is no loss
+            # here: the member is leaving the group).
             with self._heartbeat.excused(self._poll_block_s):
-                records = self._source.poll(DRAIN_POLL_S, self._max_records)
+                records = self._source.poll(
+                    DRAIN_POLL_S, self._max_records, join_limit_s=deadline.remaining() or 0.0
+                )
         except TransportError as exc:
             delay = self._retry.failed()
             log.warning(

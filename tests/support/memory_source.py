@@ -49,7 +49,9 @@ class MemorySource:
         with self._lock:
             self.position[tp] = self.committed.get(tp, 0)
 
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+    def poll(
+        self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
+    ) -> list[RawMessage]:
         self.polls += 1
         if self.revoke_next_poll.is_set() and self._on_revoked is not None:
             self.revoke_next_poll.clear()

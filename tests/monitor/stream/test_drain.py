@@ -23,10 +23,13 @@ from consumers.file_source import FILE_TP, FileTurnSource
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import TurnSource
+from monitor.clock import Deadline, ManualClock
 from monitor.exporter import Metrics
 from monitor.settings import Settings, load_settings
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
+from monitor.stream.drain import Drain
+from monitor.stream.http import Heartbeat
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import ContractBroker, produce
 from tests.fixtures.judge_server import fake_judge_config
@@ -114,9 +117,11 @@ class CountingFileSource(FileTurnSource):
         super().__init__(*args, **kwargs)
         self.polls = 0
 
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+    def poll(
+        self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
+    ) -> list[RawMessage]:
         self.polls += 1
-        return super().poll(timeout_s, max_records)
+        return super().poll(timeout_s, max_records, join_limit_s=join_limit_s)
 
 
 class Running:
@@ -222,3 +227,76 @@ def test_a_followed_file_reads_no_line_appended_during_the_drain(tmp_path: Path)
         assert run.consumed("file") == 3
         assert source.committed == 3
         assert rows_per_event(run.store) == {f"f-{i}": 1 for i in range(3)}
+
+
+# ---------------------------------------------------------------- the drain's deadline
+
+JOIN_S = 35.0  # a group join the broker holds open: up to max.poll.interval + 5 s
+
+
+class JoiningSource(CountingFileSource):
+    """A source whose every poll lands in a group join that takes ``JOIN_S``, as a keep-alive
+    poll does when another member joins while this one drains: the poll waits for the join up
+    to the limit it is given (the source's own JoinGroup timeout without one)."""
+
+    def __init__(self, clock: ManualClock, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clock = clock
+        self.limits: list[tuple[float | None, float]] = []  # (limit given, drain time left)
+        self.deadline: Deadline | None = None
+
+    def poll(
+        self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
+    ) -> list[RawMessage]:
+        assert self.deadline is not None
+        self.limits.append((join_limit_s, self.deadline.remaining() or 0.0))
+        self.clock.advance(JOIN_S if join_limit_s is None else min(JOIN_S, join_limit_s))
+        return super().poll(0.0, max_records, join_limit_s=join_limit_s)
+
+
+class NeverDone:
+    """A pipeline whose judge call outlasts any drain (``Draining``)."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+
+    def poll(self) -> None:
+        return None
+
+    def wait_progress(self, timeout: float) -> bool:
+        self.clock.advance(timeout)
+        return True
+
+    @property
+    def unfinished(self) -> int:
+        return 1
+
+
+def test_a_keep_alive_poll_that_lands_in_a_join_waits_no_longer_than_the_drain_has_left(
+    tmp_path: Path,
+) -> None:
+    # Without the limit the poll waited for the whole join, 35 s past a 10 s drain: the stop
+    # outlasted its budget and the watchdog ended the process with exit 1.
+    clock = ManualClock()
+    path = tmp_path / "turns.jsonl"
+    path.write_text("")
+    source = JoiningSource(clock, path)
+    deadline = Deadline(10.0, clock)
+    source.deadline = deadline
+    drain = Drain(
+        source,
+        NeverDone(clock),
+        clock,
+        Heartbeat(60.0, clock),
+        after_poll=lambda: None,
+        poll_block_s=JOIN_S,
+        max_records=500,
+    )
+    started = clock.monotonic()
+    try:
+        drain.finish(deadline)
+    finally:
+        source.close()
+    assert source.limits, "the drain kept the consumer polled"
+    assert all(limit is not None and limit <= left for limit, left in source.limits)
+    assert clock.monotonic() - started == pytest.approx(10.0)  # ended at its deadline

@@ -34,7 +34,9 @@ class JoiningSource:
         self.during: tuple[bool, str] | None = None
         self.daemon: Daemon | None = None
 
-    def poll(self, timeout_s: float, max_records: int) -> list[RawMessage]:
+    def poll(
+        self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
+    ) -> list[RawMessage]:
         if self.during is None:
             self.clock.advance(self.block_s)
             self.during = self.heartbeat.status()
