@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from consumers._kafka import any_reachable
+from consumers._kafka import KafkaConsumer, any_reachable
+from consumers._kafka_group import group_formed
 from consumers.dlq import (
     HEADER_DETAIL,
     HEADER_OFFSET,
@@ -206,6 +207,83 @@ def test_a_rebalance_commits_on_revoke_and_the_new_owner_resumes_there(
                 ]
     finally:
         delete_topics(kafka_broker.bootstrap, [topic])
+
+
+class PolledConsumer:
+    """A plain kafka-python member of ``group``, polled on a thread of its own until
+    ``stop_polling``; after that it stays in the group (its heartbeat thread keeps the session)
+    without rejoining, as a member stuck in its processing does, until its poll interval
+    passes or it is closed."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, max_poll_interval_ms: int) -> None:
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=1000,
+            max_poll_interval_ms=max_poll_interval_ms,
+        )
+        self.consumer.subscribe([topic])
+        self._polling = threading.Event()
+        self._polling.set()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while self._polling.is_set():
+            self.consumer.poll(timeout_ms=100)
+
+    def stop_polling(self) -> None:
+        self._polling.clear()
+        self._thread.join(DEADLINE_S)
+
+    def close(self) -> None:
+        self.stop_polling()
+        self.consumer.close(autocommit=False, timeout_ms=5000)
+
+
+def test_a_poll_given_a_join_limit_returns_while_a_member_holds_up_the_rebalance(
+    kafka_broker: ContractBroker, contract_topic: str, source_factory: Any
+) -> None:
+    # A member that stopped polling holds a rebalance open until its max.poll.interval passes,
+    # and a poll waits for the join up to the JoinGroup timeout (max.poll.interval + 5 s): both
+    # longer here than the suite's hang guard. A draining daemon's poll gives a limit (what the
+    # drain has left): it returns with the rebalance still under way, where one without it
+    # waited out the join and carried the stop past its budget.
+    long_ms = int((DEADLINE_S + 60) * 1000)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    holder = PolledConsumer(kafka_broker.bootstrap, contract_topic, group, long_ms)
+    newcomer: PolledConsumer | None = None
+    try:
+        wait_for(lambda: bool(holder.consumer.assignment()), "the first member's assignment")
+        cfg = source_config(kafka_broker, contract_topic, group)
+        source = source_factory(cfg.model_copy(update={"max_poll_interval_ms": long_ms}))
+        wait_for(
+            lambda: group_formed(source._consumer) is True,
+            "the source to join the group",
+            tick=lambda: source.poll(0.1, 10, join_limit_s=1.0),
+        )
+        holder.stop_polling()  # still a member: it will not rejoin
+        newcomer = PolledConsumer(kafka_broker.bootstrap, contract_topic, group, 6000)
+        wait_for(
+            lambda: source._consumer._coordinator.need_rejoin(),
+            "the rebalance the newcomer starts",
+            tick=lambda: source.poll(0.1, 10, join_limit_s=1.0),
+        )
+        returned = threading.Event()
+
+        def bounded_poll() -> None:
+            source.poll(0.02, 10, join_limit_s=1.0)
+            returned.set()
+
+        threading.Thread(target=bounded_poll, daemon=True).start()
+        wait_for(returned.is_set, "the poll given a join limit to return")
+        assert group_formed(source._consumer) is not True  # the rebalance is still under way
+    finally:
+        for member in (newcomer, holder):
+            if member is not None:
+                member.close()
 
 
 def test_close_runs_on_revoked_and_its_commit_lands(
