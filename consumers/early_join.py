@@ -38,11 +38,6 @@ class EarlyJoin:
         )
         self._thread.start()
 
-    @property
-    def running(self) -> bool:
-        thread = self._thread
-        return thread is not None and thread.is_alive()
-
     def wait(self) -> None:
         """Wait for the join to end (bounded: it has its timeout); a no-op on its own thread,
         where the rebalance listener it triggers runs."""

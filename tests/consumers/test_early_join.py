@@ -23,8 +23,9 @@ pytestmark = pytest.mark.integration
 
 
 def _joined(source: KafkaTurnSource) -> bool:
-    # The join thread is done once _settle would not wait (read-only peek for the test).
-    return not source._early.running
+    # The join thread has ended its round (read-only peek for the test): ``joining`` is cleared
+    # last thing on it.
+    return not source._early.joining
 
 
 def test_an_early_join_assigns_and_the_records_follow(
