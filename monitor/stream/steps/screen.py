@@ -52,8 +52,8 @@ log = structlog.get_logger(__name__)
 
 # A batch goes out at this many records or bytes, whichever comes first. Larger batches mean
 # fewer hand-offs to the pool's threads, which wait for the GIL behind the consumer's poll
-# (bench/README.md, "Screening"); the byte bound keeps what is in flight here small whatever
-# the record size (at most a batch per queued slot, plus the one being filled).
+# (bench/README.md, "Ingest per turn, fourth pass"); the byte bound keeps what is in flight
+# here small whatever the record size (a batch per queued slot, plus the one being filled).
 DEFAULT_BATCH = 1024
 BATCH_MAX_BYTES = 1 << 20
 # Consecutive failed batches after which screening is switched off for the rest of the run
@@ -263,7 +263,7 @@ class ScreenStep:
             # bounded work whose marks are read only if it finishes, and its processes exit
             # after it.
             self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None  # rebuilt for the next batch; batches in flight fail over too
+            self._pool = None  # rebuilt at the next poll; batches in flight fail over too
         if self._failures >= MAX_FAILURES:
             self.disabled = True
             log.error(
@@ -283,7 +283,7 @@ class ScreenStep:
 
     def _warm(self) -> None:
         """Start the processes ahead of the first batch. A process's start (the imports its
-        initializer pays, about a second) would otherwise fall on the first batches, while the
+        initializer pays, seconds of CPU) would otherwise fall on the first batches, while the
         consumer's thread waits for their marks; the loop's first polls come during the group
         join, which takes seconds anyway."""
         # On an error the first batch meets it too, and is decided in this process.
