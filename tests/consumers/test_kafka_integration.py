@@ -259,13 +259,15 @@ def test_a_poll_given_a_join_limit_returns_while_a_member_holds_up_the_rebalance
         wait_for(lambda: bool(holder.consumer.assignment()), "the first member's assignment")
         cfg = source_config(kafka_broker, contract_topic, group)
         source = source_factory(cfg.model_copy(update={"max_poll_interval_ms": long_ms}))
+        # Joined with whole rounds (no limit): the other member is polling, so it forms.
         wait_for(
             lambda: group_formed(source._consumer) is True,
             "the source to join the group",
-            tick=lambda: source.poll(0.1, 10, join_limit_s=1.0),
+            tick=lambda: source.poll(0.1, 10),
         )
         holder.stop_polling()  # still a member: it will not rejoin
         newcomer = PolledConsumer(kafka_broker.bootstrap, contract_topic, group, 6000)
+        # Limited from here on: this rebalance cannot end while the holder stays away.
         wait_for(
             lambda: source._consumer._coordinator.need_rejoin(),
             "the rebalance the newcomer starts",
