@@ -151,7 +151,7 @@ def test_the_processes_start_at_the_first_poll_not_with_the_first_batch(make_ste
     assert step._pool is not None
     pool = step._pool
     wait_for(
-        lambda: any(p.is_alive() for p in (pool._processes or {}).values()),
+        lambda: any(p.is_alive() for p in list((pool._processes or {}).values())),
         "the screening process to start",
     )
     submit_all(step, records([value("first")]))
