@@ -2,7 +2,7 @@
 
 The real ``Daemon`` loop (poll → track → decode + validate → sample → commit) over an
 in-memory source that hands out kafka-python-shaped records (converted by the Kafka source's
-own ``_to_raw``), sampling rate 0 as in ``ingest.py``. Without broker I/O and kafka-python's
+own ``to_raw``), sampling rate 0 as in ``ingest.py``. Without broker I/O and kafka-python's
 threads this is far steadier than ``ingest.py`` on a shared machine, so it is the figure to
 compare before and after a change to the pipeline. Reported: microseconds per message for the
 whole loop, and for conversion + ``decode_value`` alone (pydantic's share).
@@ -43,8 +43,8 @@ if str(ROOT) not in sys.path:
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from bench.ingest import bench_settings, turn_bytes  # noqa: E402
+from consumers._kafka_records import to_raw  # noqa: E402
 from consumers.decode import decode_value  # noqa: E402
-from consumers.kafka_source import _to_raw  # noqa: E402
 from consumers.records import RawMessage, TopicPartition  # noqa: E402
 from monitor.clock import SystemClock  # noqa: E402
 from monitor.exporter import Metrics  # noqa: E402
@@ -71,7 +71,7 @@ class _MemorySource:
     ) -> list[RawMessage]:
         batch = self._records[self._at : self._at + max_records]
         self._at += len(batch)
-        return [_to_raw(r) for r in batch]
+        return [to_raw(r) for r in batch]
 
     def commit(self, offsets: Mapping[TopicPartition, int], timeout_s: float | None = None) -> None:
         self.committed.update(offsets)
@@ -183,7 +183,7 @@ def daemon_us_per_msg(
 def decode_us_per_msg(records: list[Any]) -> float:
     start = time.perf_counter()
     for r in records:
-        decode_value(_to_raw(r).value, MAX_BYTES)
+        decode_value(to_raw(r).value, MAX_BYTES)
     return (time.perf_counter() - start) / len(records) * 1e6
 
 

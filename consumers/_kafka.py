@@ -152,12 +152,24 @@ _MANAGER_CLOSE = "kafka.net.manager.KafkaConnectionManager.close"
 _TRANSPORT_CLOSE = "kafka.net.transport.KafkaTCPTransport._close"
 _TAKE = "kafka.consumer.fetcher.Fetcher.PartitionRecords.take"
 _JOIN_RESPONSE = "KafkaConsumer._coordinator._process_join_group_response"
+# consumers/_kafka_records.py: the fetcher's per-partition reader, replaced per consumer.
+_UNPACK = "kafka.consumer.fetcher.Fetcher.PartitionRecords._unpack_records"
+_UNCOMPRESS = "kafka.record.default_records.DefaultRecordBatch._maybe_uncompress"
+_VARINT = "kafka.record.util.decode_varint"
+_READER = "KafkaConsumer._fetcher.PartitionRecords"
 # Read or written, not called (the others are methods).
 _CLUSTER_ID = "KafkaConsumer._cluster.cluster_id"
 _NEXT_RECORDS = "KafkaConsumer._fetcher._next_partition_records"
 _PAUSED_FETCHES = "KafkaConsumer._fetcher._paused_completed_fetches"
 _NEXT_EXCEPTION = "KafkaConsumer._fetcher._next_in_line_exception_metadata"
-VALUE_ATTRIBUTES: tuple[str, ...] = (_CLUSTER_ID, _NEXT_RECORDS, _PAUSED_FETCHES, _NEXT_EXCEPTION)
+_FETCH_CONFIG = "KafkaConsumer._fetcher.config"
+VALUE_ATTRIBUTES: tuple[str, ...] = (
+    _CLUSTER_ID,
+    _NEXT_RECORDS,
+    _PAUSED_FETCHES,
+    _NEXT_EXCEPTION,
+    _FETCH_CONFIG,
+)
 PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator.need_rejoin",
     _JOIN_RESPONSE,
@@ -170,6 +182,10 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     _TRANSPORT_CLOSE,
     "KafkaConsumer._client._manager._conns.values",
     _TAKE,
+    _UNPACK,
+    _UNCOMPRESS,
+    _VARINT,
+    _READER,
     "KafkaConsumer._fetcher._paused_partition_records.pop",
     "KafkaConsumer._coordinator.stable",
     "KafkaConsumer._coordinator.reset_generation",

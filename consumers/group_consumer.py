@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from consumers._kafka import KafkaConsumer, broker_errors, client_options, cluster_id
+from consumers._kafka_records import read_raw_records
 from consumers.broker_quirks import tansu_quirks
 from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
@@ -47,6 +48,7 @@ def subscribed_consumer(
             bootstrap_timeout_ms=int(connect_timeout_s * 1000),
             group_instance_id=group_instance_id,
         )
+    read_raw_records(consumer)  # RawMessage records, read at a third of the library's cost
     try:
         with broker_errors("subscribing", servers):
             consumer.subscribe(topics=config.topic_names, listener=listener(consumer))

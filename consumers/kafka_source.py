@@ -31,6 +31,7 @@ from consumers._kafka import (
     to_kafka_tp,
 )
 from consumers._kafka_group import finish_pending_join, forget_membership, take_member_id
+from consumers._kafka_records import to_raw
 from consumers.broker_ping import BrokerPing
 from consumers.early_join import EarlyJoin
 from consumers.group_consumer import has_tansu_quirks, subscribed_consumer
@@ -172,9 +173,12 @@ class KafkaTurnSource:
                 batches = {}
         out: list[RawMessage] = []
         for records in batches.values():
-            for r in records:
-                out.append(_to_raw(r))
-            if records and self._holds:
+            if not records:
+                continue
+            # RawMessage already (``_kafka_records.py``) unless the consumer kept the
+            # library's reader
+            out += records if type(records[0]) is RawMessage else map(to_raw, records)
+            if self._holds:
                 last = records[-1]
                 self._holds.delivered(TopicPartition(last.topic, last.partition), last.offset)
         self._lag.refresh(self._consumer)
@@ -313,23 +317,3 @@ class KafkaTurnSource:
         self._lag.forget(tps)
         self._holds.forget(tps)
         self._pauses.forget(tps)
-
-
-def _to_raw(record: Any) -> RawMessage:
-    # Called for every record: positional arguments, and no generator for the usual no headers.
-    raw_headers = record.headers
-    headers = (
-        tuple((str(k), bytes(v) if v is not None else b"") for k, v in raw_headers)
-        if raw_headers
-        else ()
-    )
-    ts = record.timestamp
-    return RawMessage(
-        record.topic,
-        record.partition,
-        record.offset,
-        record.value,
-        record.key,
-        headers,
-        ts if ts is not None and ts >= 0 else None,
-    )

@@ -58,6 +58,9 @@ def test_every_patched_module_attribute_exists_and_is_patched() -> None:
         "kafka.net.manager.KafkaConnectionManager.close",
         "kafka.net.transport.KafkaTCPTransport._close",
         "kafka.consumer.fetcher.Fetcher.PartitionRecords.take",
+        "kafka.consumer.fetcher.Fetcher.PartitionRecords._unpack_records",
+        "kafka.record.default_records.DefaultRecordBatch._maybe_uncompress",
+        "kafka.record.util.decode_varint",
     ]
     for dotted in module_level:
         assert callable(_resolve(_kafka.kafka, dotted.split(".")[1:])), dotted
