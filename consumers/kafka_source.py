@@ -3,8 +3,9 @@
 This module polls, commits, pauses and closes, and swaps the consumer when the group is
 rejoined; the rest of the intake wing is in modules of their own: opening a consumer of the
 group and telling which broker it talks to (``group_consumer.py``, ``broker_quirks.py``), the
-early join (``early_join.py``), the rebalance listener (``rebalance_listener.py`` over
-``rebalance_handoff.py``), pause state (``partition_pauses.py``), unreadable-batch holds
+early join (``early_join.py``), the record reader (``_kafka_records.py``), the rebalance
+listener (``rebalance_listener.py`` over ``rebalance_handoff.py``), pause state
+(``partition_pauses.py``), unreadable-batch holds
 (``unreadable_holds.py``), the lag meter (``lag_meter.py``), the stuck-group decision
 (``group_rejoin.py``) and the readiness ping (``broker_ping.py``).
 

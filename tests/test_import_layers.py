@@ -76,13 +76,13 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         (
             "_kafka_fetch",
             "_kafka_group",
+            "_kafka_records",
             "broker_ping",
-            "group_consumer",
             "lag_meter",
             "producer",
             "rebalance_listener",
         ),
-        ("early_join", "group_rejoin", "unreadable_holds"),
+        ("early_join", "group_consumer", "group_rejoin", "unreadable_holds"),
         ("dlq", "file_source", "kafka_source", "tansu"),
     ),
     "monitor.judging": (
