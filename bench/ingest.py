@@ -27,7 +27,7 @@ reading a backlog is bound by its own CPU: that is what the default measures.
 ``--fetch-max-wait-ms 500`` shows the paced regime.
 
     .venv/bin/python bench/ingest.py [--messages 50000] [--rounds 3] [--fetch-max-wait-ms 20]
-        [--screen-processes 1]
+        [--screen-processes 1] [--library-reader]
 
 Prints a readable report, then one JSON line of results. The helpers above ``main`` (broker,
 bulk producing, settings) are shared with bench/judging.py and bench/memory.py.
@@ -285,9 +285,11 @@ def casewatch_pipeline(
     screen_processes: int = 0,
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
     tripwire: bool = True,
+    library_reader: bool = False,
 ) -> dict[str, float]:
     from prometheus_client import CollectorRegistry
 
+    import consumers.group_consumer
     from monitor.stream.runner import DaemonRunner
 
     settings = bench_settings(
@@ -304,8 +306,14 @@ def casewatch_pipeline(
         return sum(s.value for f in registry.collect() for s in f.samples if s.name == name)
 
     children = screen_processes > 0
+    installed = consumers.group_consumer.read_raw_records
+    if library_reader:  # the consumer keeps kafka-python's reader (consumers/_kafka_records.py)
+        consumers.group_consumer.read_raw_records = lambda consumer: False  # type: ignore[assignment]
     started = time.perf_counter()
-    runner = DaemonRunner(settings, registry).start()
+    try:
+        runner = DaemonRunner(settings, registry).start()
+    finally:
+        consumers.group_consumer.read_raw_records = installed
     try:
         first_at = wait_until(
             lambda: value("casewatch_turns_consumed_total") > 0, timeout_s, "the first record"
@@ -342,6 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--screen-processes", type=int, default=1)
     parser.add_argument(
+        "--library-reader",
+        action="store_true",
+        help="a fourth contender: casewatch with kafka-python's own record reader instead of "
+        "casewatch's (consumers/_kafka_records.py)",
+    )
+    parser.add_argument(
         "--no-tripwire",
         dest="tripwire",
         action="store_false",
@@ -350,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging("warning")
     n, timeout, wait_ms = args.messages, 60 + args.messages / 1000, args.fetch_max_wait_ms
-    names = ("plain", "casewatch", "screened")
+    names: tuple[str, ...] = ("plain", "casewatch", "screened")
+    if args.library_reader:
+        names += ("library_reader",)
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     with broker_with_topic(args.partitions) as broker, tempfile.TemporaryDirectory() as tmp:
         produced = fill_topic(broker.bootstrap, TOPIC, n, partitions=args.partitions)
@@ -372,15 +388,29 @@ def main(argv: list[str] | None = None) -> int:
                 wait_ms,
                 args.tripwire,
             )
-            for name, result in zip(names, (plain, ours, screened), strict=True):
+            results = [plain, ours, screened]
+            if args.library_reader:
+                results.append(
+                    casewatch_pipeline(
+                        broker.bootstrap, n, timeout, Path(tmp), 0, wait_ms, args.tripwire, True
+                    )
+                )
+            for name, result in zip(names, results, strict=True):
                 result["ratio"] = result["steady"] / plain["steady"]
                 rounds[name].append(result)
+            library = results[3] if args.library_reader else None
             print(
                 f"  round {r + 1}: plain KafkaConsumer {plain['steady']:8,.0f} msgs/s "
                 f"({plain['cpu_us']:.1f} us CPU/msg) | casewatch {ours['steady']:8,.0f} "
                 f"({ours['ratio']:.2f}; {ours['cpu_us']:.1f} us) | screen_processes "
                 f"{args.screen_processes} {screened['steady']:8,.0f} ({screened['ratio']:.2f}; "
                 f"{screened['cpu_us']:.1f} us)"
+                + (
+                    f" | kafka-python's reader {library['steady']:8,.0f} "
+                    f"({library['ratio']:.2f}; {library['cpu_us']:.1f} us)"
+                    if library is not None
+                    else ""
+                )
             )
     med = {
         name: {k: _median(rounds[name], k) for k in ("steady", "ratio", "cpu_us")} for name in names
@@ -401,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
         f"would need {cores['casewatch']:.2f} cores ({cores['screened']:.2f} screened) on a "
         f"{os.cpu_count()}-core machine; kafka-python CRC-32C: {crc32c_impl()}"
     )
+    if args.library_reader:
+        print(
+            f"casewatch with kafka-python's record reader: {med['library_reader']['ratio']:.2f} "
+            f"of the plain consumer, {med['library_reader']['cpu_us']:.1f} us CPU per message"
+        )
     result = {
         "bench": "ingest",
         "messages": n,
@@ -425,6 +460,14 @@ def main(argv: list[str] | None = None) -> int:
         "crc32c": crc32c_impl(),
         "target_ratio": 0.9,
         "meets_target": max(med["casewatch"]["ratio"], med["screened"]["ratio"]) >= 0.9,
+        **(
+            {
+                "library_reader_ratio_to_plain_consumer": round(med["library_reader"]["ratio"], 3),
+                "library_reader_cpu_us_per_msg": round(med["library_reader"]["cpu_us"], 1),
+            }
+            if args.library_reader
+            else {}
+        ),
         **{
             f"rounds_{name}_{key}": [
                 round(r[key], 3 if key == "ratio" else 1) for r in rounds[name]
