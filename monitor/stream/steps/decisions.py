@@ -7,10 +7,11 @@ otherwise. Decoding needs no entry here: both call ``consumers.decode.decode_val
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
 from monitor.models import TurnEvent
-from monitor.redaction import Redactor, TooLargeToRedact
+from monitor.redaction import Redactor, TooLargeToRedact, TurnRedaction
 from monitor.sampling.sampler import SampleDecision
 
 # Why a turn that cannot be redacted is neither judged nor stored (bounded label values).
@@ -20,11 +21,10 @@ FAILED = SampleDecision(False, "redaction_failed")
 TRIPWIRE_REASON = "rule:identifier_tripwire"
 
 
-class Redacted(NamedTuple):
-    """The turn to pass on, and the values replaced in it per kind."""
-
-    turn: TurnEvent
-    counts: Mapping[str, int]
+# The turn to pass on, and the values replaced in it per kind: the redactor's own result,
+# passed on as it is (a second tuple per consumed turn cost more than the clean path's look-ups).
+Redacted = TurnRedaction
+_NONE_REPLACED: Mapping[str, int] = MappingProxyType({})
 
 
 class Unredactable(NamedTuple):
@@ -43,10 +43,9 @@ def redact_for_judging(
     too large to redact or a detector fails on it (raw text must not go on)."""
     try:
         if forward_redacted:
-            result = redactor.redact_turn(turn)
-            return Redacted(result.turn, result.counts)
+            return redactor.redact_turn(turn)
         redactor.check_size(turn)
-        return Redacted(turn, {})
+        return Redacted(turn, _NONE_REPLACED)
     except TooLargeToRedact as exc:
         return Unredactable(TOO_LARGE, str(exc), {"chars": exc.chars, "limit": exc.limit})
     except Exception as exc:  # a detector bug must not let raw text through
