@@ -132,7 +132,7 @@ def _records(
         if last_batch is not None and last_batch.magic == 2:
             self.next_fetch_offset = last_batch.next_offset
         self.drain()
-    except StopIteration:  # a generator would swallow it (kafka-python issue 545)
+    except StopIteration:  # a generator would end on it silently; an error, as the library's
         raise RuntimeError("StopIteration raised unpacking messageset") from None
 
 
