@@ -7,7 +7,7 @@ field), then a 13-field ``ConsumerRecord`` built from it, which the source copie
 a ``RawMessage``. On the ingest path that was the largest cost per turn after validation
 (bench/README.md, "Ingest per turn, fifth pass"). ``RawRecords`` replaces the fetcher's
 per-partition reader (``Fetcher.PartitionRecords``) on casewatch's own consumers only: a
-batch's records are read in one loop with the one-byte varints inlined, and handed out as the
+batch's records are read in one loop with the short varints inlined, and handed out as the
 ``RawMessage`` the source returns.
 
 What the library's reader does, this one does too, in the same order: each batch's CRC checked
@@ -154,7 +154,7 @@ def _legacy(self: Any, topic: str, partition: int, batch: Any) -> Iterator[RawMe
             record.offset,
             record.value,
             record.key,
-            tuple((k, v if v is not None else b"") for k, v in record.headers),
+            (),  # v0/v1 messages carry no headers
             ts if ts is not None and ts >= 0 else None,
         )
 

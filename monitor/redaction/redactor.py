@@ -44,6 +44,7 @@ from monitor.redaction.placeholders import Pseudonymizer
 
 __all__ = [
     "BUILTIN_KINDS",
+    "NONE_REPLACED",
     "RedactionPolicy",
     "Redactor",
     "TooLargeToRedact",
@@ -91,7 +92,7 @@ class TurnRedaction(NamedTuple):
     counts: Mapping[str, int]
 
 
-_NONE_REPLACED: Mapping[str, int] = MappingProxyType({})
+NONE_REPLACED: Mapping[str, int] = MappingProxyType({})
 
 
 class Redactor:
@@ -282,11 +283,11 @@ class Redactor:
         # in C, without ``spans_of``'s bookkeeping (an empty text is clean). Otherwise the
         # look-ups stop at the first text not known clean.
         if not any(filterfalse(self._clean.__contains__, texts)):
-            return TurnRedaction(turn, _NONE_REPLACED)
+            return TurnRedaction(turn, NONE_REPLACED)
         # Two passes: what each text holds, then near copies of the turn's cards and IBANs.
         spans = self.spans_of(texts)
         if not any(spans.values()):
-            return TurnRedaction(turn, _NONE_REPLACED)  # nothing to replace: no copy to make
+            return TurnRedaction(turn, NONE_REPLACED)  # nothing to replace: no copy to make
         counts: dict[str, int] = {}
         names = Pseudonymizer(self.policy.key)
         known = _checksummed(spans.values())

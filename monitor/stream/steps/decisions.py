@@ -7,11 +7,11 @@ otherwise. Decoding needs no entry here: both call ``consumers.decode.decode_val
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
 from monitor.models import TurnEvent
 from monitor.redaction import Redactor, TooLargeToRedact, TurnRedaction
+from monitor.redaction.redactor import NONE_REPLACED
 from monitor.sampling.sampler import SampleDecision
 
 # Why a turn that cannot be redacted is neither judged nor stored (bounded label values).
@@ -24,7 +24,6 @@ TRIPWIRE_REASON = "rule:identifier_tripwire"
 # The turn to pass on, and the values replaced in it per kind: the redactor's own result,
 # passed on as it is (a second tuple per consumed turn cost more than the clean path's look-ups).
 Redacted = TurnRedaction
-_NONE_REPLACED: Mapping[str, int] = MappingProxyType({})
 
 
 class Unredactable(NamedTuple):
@@ -45,7 +44,7 @@ def redact_for_judging(
         if forward_redacted:
             return redactor.redact_turn(turn)
         redactor.check_size(turn)
-        return Redacted(turn, _NONE_REPLACED)
+        return Redacted(turn, NONE_REPLACED)
     except TooLargeToRedact as exc:
         return Unredactable(TOO_LARGE, str(exc), {"chars": exc.chars, "limit": exc.limit})
     except Exception as exc:  # a detector bug must not let raw text through
