@@ -157,6 +157,8 @@ _UNPACK = "kafka.consumer.fetcher.Fetcher.PartitionRecords._unpack_records"
 _UNCOMPRESS = "kafka.record.default_records.DefaultRecordBatch._maybe_uncompress"
 _VARINT = "kafka.record.util.decode_varint"
 _READER = "KafkaConsumer._fetcher.PartitionRecords"
+# consumers/_kafka_fetch_order.py: a fetch response's partitions reordered, per consumer.
+_HANDLE_FETCH = "KafkaConsumer._fetcher._handle_fetch_response"
 # Read or written, not called (the others are methods).
 _CLUSTER_ID = "KafkaConsumer._cluster.cluster_id"
 _NEXT_RECORDS = "KafkaConsumer._fetcher._next_partition_records"
@@ -186,6 +188,7 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     _UNCOMPRESS,
     _VARINT,
     _READER,
+    _HANDLE_FETCH,
     "KafkaConsumer._fetcher._paused_partition_records.pop",
     "KafkaConsumer._coordinator.stable",
     "KafkaConsumer._coordinator.reset_generation",

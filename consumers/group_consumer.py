@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from consumers._kafka import KafkaConsumer, broker_errors, client_options, cluster_id
+from consumers._kafka_fetch_order import refetch_left_out
 from consumers._kafka_records import read_raw_records
 from consumers.broker_quirks import tansu_quirks
 from monitor.config.kafka import KafkaConfig
@@ -49,6 +50,7 @@ def subscribed_consumer(
             group_instance_id=group_instance_id,
         )
     read_raw_records(consumer)  # RawMessage records, read at a third of the library's cost
+    refetch_left_out(consumer)  # no fetch round trip waited for after each full response
     try:
         with broker_errors("subscribing", servers):
             consumer.subscribe(topics=config.topic_names, listener=listener(consumer))

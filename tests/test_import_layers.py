@@ -75,6 +75,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("_kafka", "decode", "offsets", "source"),
         (
             "_kafka_fetch",
+            "_kafka_fetch_order",
             "_kafka_group",
             "_kafka_records",
             "broker_ping",
