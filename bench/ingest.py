@@ -27,7 +27,7 @@ reading a backlog is bound by its own CPU: that is what the default measures.
 ``--fetch-max-wait-ms 500`` shows the paced regime.
 
     .venv/bin/python bench/ingest.py [--messages 50000] [--rounds 3] [--fetch-max-wait-ms 20]
-        [--screen-processes 1] [--library-reader]
+        [--screen-processes 1] [--library-reader] [--library-fetch-order]
 
 Prints a readable report, then one JSON line of results. The helpers above ``main`` (broker,
 bulk producing, settings) are shared with bench/judging.py and bench/memory.py.
@@ -286,6 +286,7 @@ def casewatch_pipeline(
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
     tripwire: bool = True,
     library_reader: bool = False,
+    library_fetch_order: bool = False,
 ) -> dict[str, float]:
     from prometheus_client import CollectorRegistry
 
@@ -306,14 +307,20 @@ def casewatch_pipeline(
         return sum(s.value for f in registry.collect() for s in f.samples if s.name == name)
 
     children = screen_processes > 0
-    installed = consumers.group_consumer.read_raw_records
+    reader, fetch_order = (
+        consumers.group_consumer.read_raw_records,
+        consumers.group_consumer.refetch_left_out,
+    )
     if library_reader:  # the consumer keeps kafka-python's reader (consumers/_kafka_records.py)
         consumers.group_consumer.read_raw_records = lambda consumer: False  # type: ignore[assignment]
+    if library_fetch_order:  # and kafka-python's fetch order (consumers/_kafka_fetch_order.py)
+        consumers.group_consumer.refetch_left_out = lambda consumer: False  # type: ignore[assignment]
     started = time.perf_counter()
     try:
         runner = DaemonRunner(settings, registry).start()
     finally:
-        consumers.group_consumer.read_raw_records = installed
+        consumers.group_consumer.read_raw_records = reader
+        consumers.group_consumer.refetch_left_out = fetch_order
     try:
         first_at = wait_until(
             lambda: value("casewatch_turns_consumed_total") > 0, timeout_s, "the first record"
@@ -352,8 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--library-reader",
         action="store_true",
-        help="a fourth contender: casewatch with kafka-python's own record reader instead of "
+        help="a further contender: casewatch with kafka-python's own record reader instead of "
         "casewatch's (consumers/_kafka_records.py)",
+    )
+    parser.add_argument(
+        "--library-fetch-order",
+        action="store_true",
+        help="a further contender: casewatch with kafka-python's own fetch order, a partition "
+        "left out of a full response fetched only once the rest is read "
+        "(consumers/_kafka_fetch_order.py)",
     )
     parser.add_argument(
         "--no-tripwire",
@@ -365,8 +379,16 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("warning")
     n, timeout, wait_ms = args.messages, 60 + args.messages / 1000, args.fetch_max_wait_ms
     names: tuple[str, ...] = ("plain", "casewatch", "screened")
-    if args.library_reader:
-        names += ("library_reader",)
+    # The optional contenders: casewatch with one of its kafka-python replacements undone.
+    extras = [
+        (name, label)
+        for name, label, chosen in (
+            ("library_reader", "kafka-python's reader", args.library_reader),
+            ("library_fetch_order", "kafka-python's fetch order", args.library_fetch_order),
+        )
+        if chosen
+    ]
+    names += tuple(name for name, _ in extras)
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     with broker_with_topic(args.partitions) as broker, tempfile.TemporaryDirectory() as tmp:
         produced = fill_topic(broker.bootstrap, TOPIC, n, partitions=args.partitions)
@@ -389,27 +411,33 @@ def main(argv: list[str] | None = None) -> int:
                 args.tripwire,
             )
             results = [plain, ours, screened]
-            if args.library_reader:
+            for name, _ in extras:
                 results.append(
                     casewatch_pipeline(
-                        broker.bootstrap, n, timeout, Path(tmp), 0, wait_ms, args.tripwire, True
+                        broker.bootstrap,
+                        n,
+                        timeout,
+                        Path(tmp),
+                        0,
+                        wait_ms,
+                        args.tripwire,
+                        library_reader=name == "library_reader",
+                        library_fetch_order=name == "library_fetch_order",
                     )
                 )
             for name, result in zip(names, results, strict=True):
                 result["ratio"] = result["steady"] / plain["steady"]
                 rounds[name].append(result)
-            library = results[3] if args.library_reader else None
             print(
                 f"  round {r + 1}: plain KafkaConsumer {plain['steady']:8,.0f} msgs/s "
                 f"({plain['cpu_us']:.1f} us CPU/msg) | casewatch {ours['steady']:8,.0f} "
                 f"({ours['ratio']:.2f}; {ours['cpu_us']:.1f} us) | screen_processes "
                 f"{args.screen_processes} {screened['steady']:8,.0f} ({screened['ratio']:.2f}; "
                 f"{screened['cpu_us']:.1f} us)"
-                + (
-                    f" | kafka-python's reader {library['steady']:8,.0f} "
-                    f"({library['ratio']:.2f}; {library['cpu_us']:.1f} us)"
-                    if library is not None
-                    else ""
+                + "".join(
+                    f" | {label} {rounds[name][-1]['steady']:8,.0f} "
+                    f"({rounds[name][-1]['ratio']:.2f}; {rounds[name][-1]['cpu_us']:.1f} us)"
+                    for name, label in extras
                 )
             )
     med = {
@@ -431,10 +459,10 @@ def main(argv: list[str] | None = None) -> int:
         f"would need {cores['casewatch']:.2f} cores ({cores['screened']:.2f} screened) on a "
         f"{os.cpu_count()}-core machine; kafka-python CRC-32C: {crc32c_impl()}"
     )
-    if args.library_reader:
+    for name, label in extras:
         print(
-            f"casewatch with kafka-python's record reader: {med['library_reader']['ratio']:.2f} "
-            f"of the plain consumer, {med['library_reader']['cpu_us']:.1f} us CPU per message"
+            f"casewatch with {label}: {med[name]['ratio']:.2f} of the plain consumer, "
+            f"{med[name]['cpu_us']:.1f} us CPU per message"
         )
     result = {
         "bench": "ingest",
@@ -460,14 +488,14 @@ def main(argv: list[str] | None = None) -> int:
         "crc32c": crc32c_impl(),
         "target_ratio": 0.9,
         "meets_target": max(med["casewatch"]["ratio"], med["screened"]["ratio"]) >= 0.9,
-        **(
-            {
-                "library_reader_ratio_to_plain_consumer": round(med["library_reader"]["ratio"], 3),
-                "library_reader_cpu_us_per_msg": round(med["library_reader"]["cpu_us"], 1),
-            }
-            if args.library_reader
-            else {}
-        ),
+        **{
+            key: value
+            for name, _ in extras
+            for key, value in (
+                (f"{name}_ratio_to_plain_consumer", round(med[name]["ratio"], 3)),
+                (f"{name}_cpu_us_per_msg", round(med[name]["cpu_us"], 1)),
+            )
+        },
         **{
             f"rounds_{name}_{key}": [
                 round(r[key], 3 if key == "ratio" else 1) for r in rounds[name]
