@@ -8,9 +8,9 @@ response before it reaches every partition returns the rest empty (Kafka once th
 reaches ``fetch_max_bytes``, KIP-74; Tansu after a single partition of ~5 MB, past
 ``max_partition_fetch_bytes``). An empty entry queued behind a full one then holds back the
 next fetch until the full one is read: the consumer reads the whole response, then waits for a
-whole fetch round trip with nothing to read. On the embedded broker that is a stall of 20-120 ms
-every ~5,000 turns, a fifth to a half of the daemon's time on a backlog (bench/README.md,
-"Ingest per turn, sixth pass").
+whole fetch round trip with nothing to read. On the embedded broker that was a stall of
+20-120 ms every ~5,400 turns of 1 KB, a sixth to a half of the daemon's time on a backlog
+(bench/README.md, "Ingest per turn, sixth pass").
 
 Here the partitions of a response that came back empty although the broker has records past
 the fetch offset (no error; the high watermark, or under ``read_committed`` the last stable

@@ -12,7 +12,6 @@ the old instance's requests are refused (FENCED_INSTANCE_ID).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +19,6 @@ import pytest
 from consumers._kafka_group import group_member_ids
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
-from consumers.tansu import create_topics, delete_topics
 from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
 from tests.consumers.group_member import member_config
@@ -28,14 +26,6 @@ from tests.fixtures.broker import ContractBroker
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def two_partitions(kafka_broker: ContractBroker) -> Iterator[str]:
-    topic = f"test.members.{uuid.uuid4().hex[:8]}"
-    create_topics(kafka_broker.bootstrap, [topic], partitions=2)
-    yield topic
-    delete_topics(kafka_broker.bootstrap, [topic])
 
 
 def _joined(source: KafkaTurnSource, topic: str) -> None:

@@ -8,8 +8,6 @@ partitions out, KIP-74)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +16,7 @@ from structlog.testing import capture_logs
 from consumers import _kafka
 from consumers._kafka import KafkaConsumer, kafka
 from consumers._kafka_fetch_order import left_out_first, refetch_left_out
-from consumers.tansu import FETCH_MAX_WAIT_MS, create_topics, delete_topics
+from consumers.tansu import FETCH_MAX_WAIT_MS
 from tests.fixtures.broker import ContractBroker, produce
 from tests.support.waiting import wait_for
 
@@ -139,14 +137,6 @@ def test_without_the_handler_the_consumer_keeps_the_library_order() -> None:
     with capture_logs() as logs:
         assert refetch_left_out(_Consumer(object())) is False
     assert logs[0]["attribute"] == "KafkaConsumer._fetcher._handle_fetch_response"
-
-
-@pytest.fixture
-def two_partitions(kafka_broker: ContractBroker) -> Iterator[str]:
-    topic = f"test.{uuid.uuid4().hex[:12]}"
-    create_topics(kafka_broker.bootstrap, [topic], partitions=2)
-    yield topic
-    delete_topics(kafka_broker.bootstrap, [topic])
 
 
 @pytest.mark.integration
