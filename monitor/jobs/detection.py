@@ -44,6 +44,7 @@ from monitor.stats.cusum_calibration import calibrate
 from monitor.stats.detection_signals import Signal, signals
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import detection_queries as q
+from monitor.storage.leases import Fence
 from monitor.storage.store import Store
 
 log = structlog.get_logger(__name__)
@@ -105,7 +106,7 @@ class DetectionJob:
         fence = None
         if self._lease_owner is not None:  # the lease as it is now, not at the run's start
             at = datetime.fromtimestamp(self._clock.time(), tz=UTC)
-            fence = q.Fence(JOB_NAME, self._lease_owner, at)
+            fence = Fence(JOB_NAME, self._lease_owner, at)
         q.save(self._store, (r.to_row(now) for r in rows.values()), new_cursor, now, fence=fence)
         self._export(rows.values(), now)
         return sorted(rows.values(), key=lambda r: (r.assistant, r.signal.name))

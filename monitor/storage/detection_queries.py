@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.storage.leases import require_lease
+from monitor.storage.leases import Fence, require_lease
 from monitor.storage.store import Store
 from monitor.storage.tables import detector_cursor, detector_states, turns, verdicts
 
@@ -65,15 +65,6 @@ class LiveCounts:
     turns: int
     first: datetime | None  # the earliest stored_at among them
     recent: int
-
-
-@dataclass(frozen=True)
-class Fence:
-    """Save only if ``owner`` holds ``job``'s lease at ``at`` (``leases.require_lease``)."""
-
-    job: str
-    owner: str
-    at: datetime
 
 
 def read_cursor(store: Store) -> Cursor:

@@ -7,6 +7,7 @@ already ours, so two replicas racing for it cannot both win: the database serial
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -14,6 +15,15 @@ import sqlalchemy as sa
 from monitor.errors import LeaseLost
 from monitor.storage.store import Store
 from monitor.storage.tables import job_leases
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Save only if ``owner`` holds ``job``'s lease at ``at`` (``require_lease``)."""
+
+    job: str
+    owner: str
+    at: datetime
 
 
 def require_lease(conn: sa.Connection, job: str, owner: str, now: datetime) -> None:
