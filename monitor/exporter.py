@@ -39,6 +39,7 @@ from prometheus_client import (
 )
 
 from monitor import __version__
+from monitor.exposition import FALLBACK_REASONS
 from monitor.scoring import BAND_BUCKET_BOUNDS
 
 # Score buckets include the band bounds of seed 004 appendix B (scoring.BAND_BUCKET_BOUNDS: the
@@ -571,6 +572,19 @@ class Metrics:
             "Consumer group left and rejoined because it did not form",
             registry=r,
         )
+        # /metrics left its fast renderer for prometheus_client's own encoder, once per
+        # process, by why (monitor.exposition.FALLBACK_REASONS: a private attribute missing
+        # at start, or an AttributeError/TypeError while rendering): scrapes keep answering,
+        # each costing what the library's render costs. 1: the installed prometheus-client is
+        # not the version pyproject pins.
+        self.exposition_fallback = Counter(
+            "casewatch_exposition_fallback",
+            "Times /metrics fell back to prometheus_client's own encoder, by reason",
+            ["reason"],
+            registry=r,
+        )
+        for reason in FALLBACK_REASONS:  # exported at 0 from the start: increase() sees a 1
+            self.exposition_fallback.labels(reason=reason)
 
         for outcome in ("inserted", "duplicate"):  # both outcomes are known up front
             self.stored.labels(outcome=outcome)

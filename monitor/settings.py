@@ -14,6 +14,8 @@ weights and the mapping compile) and ``load_settings``.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,7 +42,13 @@ from monitor.config.storage import StorageConfig
 from monitor.errors import ConfigError, validation_error_lines
 from monitor.redaction.config import RedactionConfig
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
-from monitor.settings_errors import CheckedYamlSource, env_value_errors, mapping_expected
+from monitor.settings_errors import (
+    CheckedYamlSource,
+    env_value_errors,
+    env_variable_for,
+    mapping_expected,
+    unknown_key,
+)
 from monitor.turn_mapping import TurnMapping
 
 
@@ -196,12 +204,29 @@ class Settings(BaseSettings):
         return [v for v in values if v]
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, overrides: Mapping[str, Any]) -> str:
+    prefix = Settings.model_config.get("env_prefix") or ""
+    delimiter = Settings.model_config.get("env_nested_delimiter") or "__"
     lines = []
     for error, line in zip(exc.errors(), validation_error_lines(exc), strict=True):
-        if error["type"] in ("model_type", "dict_type") and error["loc"]:
+        loc = tuple(error["loc"])
+        where = ".".join(str(p) for p in loc)
+        if error["type"] in ("model_type", "dict_type") and loc:
             # A list (or scalar) where a section belongs: say what to write.
-            line = mapping_expected(".".join(str(p) for p in error["loc"]), error.get("input"))
+            line = mapping_expected(where, error.get("input"))
+        elif error["type"] == "extra_forbidden" and loc:
+            line = unknown_key(Settings, loc)
+        elif error["type"] == "value_error":
+            # A check of ours (a ValueError naming its key): its own words, not pydantic's
+            # "(root): Value error, ..." around them.
+            said = str(error.get("ctx", {}).get("error", error["msg"]))
+            line = f"{where}: {said}" if loc else said
+        variable = None
+        if loc and loc[0] not in overrides:
+            variable = env_variable_for(loc, prefix, delimiter, os.environ)
+        if variable is not None and line.startswith(f"{where}: "):
+            # Said under the name the person typed, with the setting it feeds.
+            line = f"{variable} (setting {where}): {line[len(where) + 2 :]}"
         lines.append(f"  {line}")
     return "invalid configuration:\n" + "\n".join(lines)
 
@@ -228,7 +253,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     try:
         return cls(**overrides)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from None
+        raise ConfigError(_describe(exc, overrides)) from None
     except SettingsError as exc:
         prefix = Settings.model_config.get("env_prefix") or ""
         delimiter = Settings.model_config.get("env_nested_delimiter") or "__"

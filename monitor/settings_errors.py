@@ -4,11 +4,15 @@
 ``ConfigError`` that says what to write instead: a YAML syntax error names the file, line and
 column; a list where a mapping belongs says a mapping is expected; an environment value that is
 not JSON where a list or mapping is expected shows the JSON to write; an API key written into a
-config file is refused, as the Helm chart's values schema refuses it.
+config file is refused, as the Helm chart's values schema refuses it; an unknown key gets the
+closest known one ("did you mean"); a bad value that came from a ``CASEWATCH_*`` variable is
+reported under the variable's name; a check that spans sections reads without pydantic's
+``Value error,`` wrapping.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import types
@@ -83,6 +87,75 @@ def mapping_expected(loc: str, got: object) -> str:
     )
 
 
+def unknown_key(model: type[BaseModel], loc: tuple[str | int, ...]) -> str:
+    """The line for a key no section declares: the closest known keys of the same section, or
+    every known key when none is close (a typo of one letter is the common case)."""
+    where = ".".join(str(p) for p in loc)
+    known = _keys_at(model, loc[:-1])
+    if not known:
+        return f"{where}: unknown key"
+    close = difflib.get_close_matches(str(loc[-1]), known, n=3, cutoff=0.6)
+    if close:
+        return f"{where}: unknown key; did you mean {' or '.join(close)}?"
+    return f"{where}: unknown key; known here: {', '.join(sorted(known))}"
+
+
+def _keys_at(model: type[BaseModel], path: tuple[str | int, ...]) -> list[str]:
+    """The field names of the section ``path`` leads to (through dict values and list items),
+    or none when it does not lead to a section."""
+    current: Any = model
+    for part in path:
+        fields = getattr(current, "model_fields", None)
+        if isinstance(current, type) and fields is not None:
+            if not isinstance(part, str) or part not in fields:
+                return []
+            current = _unwrap(fields[part].annotation)
+            continue
+        origin = typing.get_origin(current)
+        args = typing.get_args(current)
+        if origin in (dict, Mapping) and len(args) == 2:
+            current = _unwrap(args[1])
+        elif origin in (list, tuple, set, frozenset) and args:
+            current = _unwrap(args[0])
+        else:
+            return []
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def env_variable_for(
+    loc: tuple[str | int, ...], prefix: str, delimiter: str, environ: Mapping[str, str]
+) -> str | None:
+    """The ``CASEWATCH_*`` variable that set the value at ``loc``, when one is set: the one
+    naming it, or one holding a section as JSON that has the value (the environment outranks
+    the file, so that is where the value came from)."""
+    names = {name.upper(): name for name in environ if name.upper().startswith(prefix.upper())}
+    for end in range(len(loc), 0, -1):
+        name = names.get((prefix + delimiter.join(str(p) for p in loc[:end])).upper())
+        if name is None:
+            continue
+        if end == len(loc) or _holds(environ[name], loc[end:]):
+            return name
+    return None
+
+
+def _holds(text: str, path: tuple[str | int, ...]) -> bool:
+    """Whether the JSON ``text`` has a value at ``path``."""
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        return False
+    for part in path:
+        if isinstance(value, dict) and str(part) in value:
+            value = value[str(part)]
+        elif isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+            value = value[part]
+        else:
+            return False
+    return True
+
+
 def env_value_errors(model: type[BaseModel], prefix: str, delimiter: str) -> list[str]:
     """One line per environment variable holding a non-JSON value where the setting it names
     is a list or a mapping (pydantic-settings parses those as JSON). Values of secret settings
@@ -141,6 +214,8 @@ def _unwrap(annotation: Any) -> Any:
 __all__ = [
     "CheckedYamlSource",
     "env_value_errors",
+    "env_variable_for",
     "mapping_expected",
+    "unknown_key",
     "yaml_syntax_error",
 ]

@@ -12,6 +12,7 @@ valid turn are ``schema`` naming the fields (never their content).
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -71,6 +72,11 @@ MAPPED_DLQ_REASONS: tuple[str, ...] = (
 MAX_DETAIL_CHARS = 500
 
 
+def _closest(key: str) -> str:
+    close = difflib.get_close_matches(key, FIELDS, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 @dataclass(frozen=True)
 class TurnMapping:
     expressions: Mapping[str, Any]  # field -> compiled expression
@@ -78,14 +84,18 @@ class TurnMapping:
 
     @classmethod
     def compile(cls, mapping: Mapping[str, str]) -> TurnMapping:
+        # Every unknown and every missing field at once: fixing them one run at a time is slow.
         unknown = sorted(set(mapping) - set(FIELDS))
-        if unknown:
-            raise MappingError(
-                f"mapping.{unknown[0]}: not a turn-event field; known: {', '.join(FIELDS)}"
-            )
+        problems = [f"mapping.{key}: not a turn-event field{_closest(key)}" for key in unknown]
         missing = [f for f in REQUIRED_FIELDS if f not in mapping]
         if missing:
-            raise MappingError(f"mapping.{missing[0]}: required field has no expression")
+            problems.append(
+                f"mapping: required field(s) without an expression: {', '.join(missing)}"
+            )
+        if unknown:
+            problems.append(f"known fields: {', '.join(FIELDS)}")
+        if problems:
+            raise MappingError("; ".join(problems))
         compiled: dict[str, Any] = {}
         for key, expression in mapping.items():
             if not isinstance(expression, str) or not expression.strip():

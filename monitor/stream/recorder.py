@@ -51,6 +51,10 @@ class StreamRecorder:
         """One failed read of a batch the consumer cannot decompress or check (retried)."""
         self._m.unreadable_batches.labels(topic=topic, reason=reason).inc()
 
+    def record_exposition_fallback(self, reason: str) -> None:
+        """/metrics left its fast renderer (``Exposition``'s ``on_fallback``)."""
+        self._m.exposition_fallback.labels(reason=reason).inc()
+
     def record_group_rejoin(self) -> None:
         self._m.group_rejoins.inc()
 

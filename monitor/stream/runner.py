@@ -222,6 +222,7 @@ class DaemonRunner:
             from monitor.judging.recorder import JudgingRecorder
             from monitor.storage.store import Store
             from monitor.stream.http import ProbeApp, ProbeServer
+            from monitor.stream.recorder import StreamRecorder
 
             store = Store.from_config(settings.storage)
             closers.append(("store", store.close))
@@ -281,6 +282,7 @@ class DaemonRunner:
                 self.daemon.heartbeat,
                 {**self.daemon.checks(), "judges": lambda: not judges.down()},
                 details,
+                on_exposition_fallback=StreamRecorder(self.metrics).record_exposition_fallback,
             )
             host, port = settings.server.host, settings.server.port
             try:

@@ -96,3 +96,74 @@ def test_every_command_reports_a_yaml_syntax_error_on_one_line_with_exit_2(
     assert "Traceback" not in result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and f"{path}:" in lines[0] and "YAML syntax error" in lines[0]
+
+
+def test_an_unknown_key_names_the_closest_known_one(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path,
+        "kafka:\n  bootstrap_server: ['x:9092']\nsampleing: {}\njudges:\n  j:\n    modle: m\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    message = str(info.value)
+    assert "kafka.bootstrap_server: unknown key; did you mean bootstrap_servers?" in message
+    assert "sampleing: unknown key; did you mean sampling" in message
+    assert "judges.j.modle: unknown key; did you mean model?" in message  # inside a dict
+    assert "Extra inputs are not permitted" not in message
+
+
+def test_an_unknown_key_with_nothing_close_lists_the_section(tmp_path: Path) -> None:
+    path = _file(tmp_path, "sampling:\n  zzz: 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert "sampling.zzz: unknown key; known here: " in str(info.value)
+    assert "default_rate" in str(info.value)
+
+
+def test_a_bad_environment_value_is_reported_under_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CASEWATCH_DAEMON__CONCURRENCY", "eight")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    line = str(info.value).splitlines()[1].strip()
+    assert line.startswith("CASEWATCH_DAEMON__CONCURRENCY (setting daemon.concurrency): ")
+    assert "valid integer" in line
+
+
+def test_the_same_bad_value_from_the_file_is_reported_under_its_setting(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(_file(tmp_path, "daemon:\n  concurrency: eight\n"))
+    assert "\n  daemon.concurrency: Input should be a valid integer" in str(info.value)
+    assert "CASEWATCH_" not in str(info.value)
+
+
+def test_a_mapping_error_reads_without_pydantics_wrapping(tmp_path: Path) -> None:
+    mapping = "".join(
+        f"  {field}: {expression}\n"
+        for field, expression in [
+            ("event_id", "id"),
+            ("conversation_id", "c"),
+            ("timestamp", "ts"),
+            ("assistant.name", "\"'bot'\""),
+            ("query", "q"),
+            ("answer", "'reply.['"),
+        ]
+    )
+    path = _file(tmp_path, "kafka:\n  topics: [{name: t, format: mapped}]\nmapping:\n" + mapping)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    message = str(info.value)
+    assert "\n  mapping.answer: 'reply.[' is not a JMESPath expression" in message
+    assert "Value error" not in message and "(root)" not in message
+
+
+def test_a_section_variable_is_named_only_for_the_keys_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CASEWATCH_SAMPLING", '{"default_rate": 0.5, "zzz": 1}')
+    with pytest.raises(ConfigError) as info:
+        load_settings(_file(tmp_path, "sampling:\n  yyy: 1\n"))
+    message = str(info.value)
+    assert "CASEWATCH_SAMPLING (setting sampling.zzz): unknown key" in message
+    assert "\n  sampling.yyy: unknown key" in message  # from the file, merged with the JSON

@@ -88,8 +88,18 @@ def test_unknown_and_missing_fields_are_refused() -> None:
         TurnMapping.compile({**FLAT, "answr": "x"})
     without = dict(FLAT)
     del without["answer"]
-    with pytest.raises(MappingError, match=r"mapping\.answer: required field"):
+    with pytest.raises(MappingError, match=r"without an expression: answer$"):
         TurnMapping.compile(without)
+
+
+def test_every_unknown_and_missing_field_is_listed_at_once() -> None:
+    mapping = {k: v for k, v in FLAT.items() if k not in ("answer", "query")}
+    with pytest.raises(MappingError) as err:
+        TurnMapping.compile({**mapping, "answr": "x", "refrence": "y"})
+    message = str(err.value)
+    assert "mapping.answr: not a turn-event field (did you mean answer?)" in message
+    assert "mapping.refrence: not a turn-event field (did you mean reference?)" in message
+    assert "required field(s) without an expression: query, answer" in message
 
 
 def test_an_event_the_mapping_cannot_fill_names_the_field() -> None:
