@@ -50,13 +50,17 @@ HIDDEN_HINT = (
 
 # Why a trace (or one of its inference spans) gave no turn; bounded label values.
 SKIP_REASONS: tuple[str, ...] = (
-    "no_genai_span",  # no inference span in the trace (not a GenAI trace, or not yet one)
+    "no_genai_span",  # a whole trace (root and every parent there) with no inference span
     "content_not_captured",  # inference span without messages: content capture is off
     "content_hidden",  # OpenInference's __REDACTED__ placeholder instead of content
     "no_answer",  # the inference span has no assistant text (a tool call, an error)
     "no_query",  # neither a retrieval query nor a user message
     "documents_without_text",  # a retrieved document carries only id/score
     "invalid_turn",  # the fields read do not make a valid turn event (named in the detail)
+    # The assemble step's, before a trace reaches turns_from_trace: a fragment (no root, or
+    # spans whose parents never came), spans that came after their trace was finished, and
+    # spans of a finished trace read again (a message re-read, a span re-published).
+    *("trace_incomplete", "late_span", "duplicate_span"),
 )
 
 _INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})

@@ -23,7 +23,30 @@ class AssemblyConfig(Section):
     idle_seconds: float = Field(
         default=30.0,
         gt=0,
-        description="A trace without its root span is complete after this long without a span.",
+        description=(
+            "A trace is finished after this long without a span; one still without its root "
+            "(or with a span whose parent never came) is counted trace_incomplete, not judged."
+        ),
+    )
+    # Spans of one trace reach several partitions when the Collector does not key them by
+    # trace id, and one consumer reads those partitions in its own order: the root may come
+    # before its children. Two seconds is ten times the Collector batch processor's flush
+    # interval (200 ms) and adds little to a turn that then waits seconds for its judges.
+    settle_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description=(
+            "After the root span, a trace waits this long without a new span (stragglers "
+            "from other partitions) before it is judged."
+        ),
+    )
+    remember_finished_traces: int = Field(
+        default=10_000,
+        ge=0,
+        description=(
+            "Ids of finished traces remembered, so a span arriving after its trace was "
+            "finished is counted late_span instead of starting a half-built trace."
+        ),
     )
     max_open_traces: int = Field(
         default=10_000, gt=0, description="Open traces held; past it the oldest is finished."
@@ -39,6 +62,15 @@ class AssemblyConfig(Section):
             "e.g. {subject: [support.case.subject]}."
         ),
     )
+
+    @model_validator(mode="after")
+    def _settle_before_idle(self) -> AssemblyConfig:
+        if self.settle_seconds >= self.idle_seconds:
+            raise ValueError(
+                f"settle_seconds ({self.settle_seconds}) must be less than idle_seconds "
+                f"({self.idle_seconds}): a rooted trace would go idle before it settled"
+            )
+        return self
 
 
 class OtelExportConfig(Section):

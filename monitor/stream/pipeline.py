@@ -254,6 +254,8 @@ def build_pipeline(
         )
         done.attach(assemble)
         first = assemble
+                settle_seconds=asm.settle_seconds,
+                remember_finished=asm.remember_finished_traces,
         rebalancing.insert(0, assemble)
     return Pipeline(
         first,

@@ -17,6 +17,19 @@ SIGKILL with a trace half-read loses nothing (the messages are re-read and the t
 again) and judges nothing twice (the turn's event id comes from its trace and span ids, and the
 look-up step finds it stored).
 
+A trace is judged only whole (``CompletedTrace.whole``: its root is there and every parent a
+span names). When the Collector's exporter does not key its messages by trace id, one trace's
+spans reach several partitions in any order: the assembler waits ``settle_seconds`` after the
+root for stragglers, and what still is not whole when it finishes (idle, a cap) is a fragment,
+counted ``trace_incomplete``, never judged as if complete. A span that comes after its trace was
+finished is counted ``late_span`` (``duplicate_span`` when the trace already had it). The first
+of each is logged as a warning naming the fix, once per step (the daemon has one: once per
+process); every one is logged at info with its trace id.
+
+The settle and idle times run on the step's intake clock, which stops while the step refuses
+messages (backpressure): a partition whose messages wait in the daemon's backlog cannot send
+its part of a trace, so the wait must not count against it.
+
 On a stop, open traces are left open: their messages stay uncommitted and are read again by
 whoever consumes the partition next. On a revoke the same holds for the revoked partitions.
 """
@@ -25,15 +38,15 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Collection, Hashable
+from collections.abc import Collection, Hashable, Sequence
 from typing import Any, Protocol
 
 import structlog
 
 from consumers.dlq import DeadLetterSink
-from consumers.otel.assembly import CompletedTrace, MessageHolds, TraceAssembler
+from consumers.otel.assembly import CompletedTrace, LateSpans, MessageHolds, TraceAssembler
 from consumers.otel.genai import CaseAttributes, Skipped, turns_from_trace
-from consumers.otel.otlp import OtlpEncoding, decode_spans
+from consumers.otel.otlp import OtlpEncoding, Span, decode_spans
 from consumers.records import RawMessage, TopicPartition
 from monitor.clock import Clock
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
@@ -42,6 +55,16 @@ from monitor.sampling.sampler import SampleDecision
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, dead_letter, forward
 
 log = structlog.get_logger(__name__)
+
+SPLIT_TRACE_FIX = (
+    "the spans of one trace reach this consumer from several partitions, or not at all: key the "
+    "Collector's Kafka exporter by trace id (partition_traces_by_id: true)"
+)
+LATE_SPAN_FIX = (
+    f"{SPLIT_TRACE_FIX}; with it set, raise assembly.settle_seconds (spans of a trace came "
+    "longer apart than it)"
+)
+
 
 UNKNOWN_ASSISTANT = "unknown_service"
 # Turns assembled and not yet taken by the next step; past it, intake is refused (backpressure).
@@ -76,6 +99,7 @@ class AssembleStep:
         case_attributes: CaseAttributes,
         clock: Clock,
         flush_timeout_s: float = 10.0,
+        max_ready: int = MAX_READY,
     ) -> None:
         self._next = next_step
         # The head of the chain for every other topic (decode). It leads to ``next_step`` too,
@@ -90,12 +114,17 @@ class AssembleStep:
         self._case = case_attributes
         self._clock = clock
         self._flush_timeout = flush_timeout_s
+        self._max_ready = max_ready
         self._holds = MessageHolds()
         self._tickets: dict[int, tuple[TopicPartition, frozenset[Hashable]]] = {}
         self._next_ticket = itertools.count(1)
         self._ready: deque[Envelope[TurnEvent]] = deque()
         self._unflushed: list[Envelope[RawMessage]] = []
         self._finished: dict[str, int] = {}
+        self._warned: set[str] = set()
+        # The intake clock: real time less the time the step spent refusing messages.
+        self._stalled_since: float | None = None
+        self._stalled_total = 0.0
 
     # ------------------------------------------------------------------ intake
 
@@ -104,23 +133,35 @@ class AssembleStep:
         if encoding is None:
             self._rest.submit(message)
             return
-        if len(self._ready) >= MAX_READY:
+        if len(self._ready) >= self._max_ready:
             forward(self._ready, self._next)
-            if len(self._ready) >= MAX_READY:
+            if len(self._ready) >= self._max_ready:
+                if self._stalled_since is None:
+                    self._stalled_since = self._clock.monotonic()
                 raise MessageRejected("assembled turns are waiting for the next step")
+        if self._stalled_since is not None:
+            self._stalled_total += self._clock.monotonic() - self._stalled_since
+            self._stalled_since = None
         try:
             spans = decode_spans(message.payload.value, encoding, self._max_bytes)
         except InvalidEvent as exc:
             self._dead_letter(message, exc)
             return
         key: _Key = (message.tp, message.offset)
-        touched = self._assembler.add(spans, key, self._clock.monotonic())
-        if not touched:  # no spans: nothing to wait for
+        touched = self._assembler.add(spans, key, self._now())
+        for late in self._assembler.take_late():
+            self._late(late)
+        if not touched:  # no spans, or only late ones: nothing to wait for
             self._done.submit(message)
             return
         self._holds.hold(key, len(touched))
         self._complete()
         forward(self._ready, self._next)
+
+    def _now(self) -> float:
+        """The intake clock (see the module's docstring)."""
+        now = self._clock.monotonic() if self._stalled_since is None else self._stalled_since
+        return now - self._stalled_total
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
         dead_letter(self._dlq, self._metrics.record_dead_letter, message, exc, "OTLP record")
@@ -129,11 +170,14 @@ class AssembleStep:
     # ------------------------------------------------------------------ traces → turns
 
     def _complete(self) -> None:
-        for trace in self._assembler.complete(self._clock.monotonic()):
+        for trace in self._assembler.complete(self._now()):
             self._finished[trace.cause] = self._finished.get(trace.cause, 0) + 1
             self._turns(trace)
 
     def _turns(self, trace: CompletedTrace) -> None:
+        if not trace.whole:
+            self._incomplete(trace)
+            return
         turns, skipped = turns_from_trace(trace.spans, self._case)
         for skip in skipped:
             self._skip(trace, skip)
@@ -148,8 +192,35 @@ class AssembleStep:
             self._tickets[ticket] = (tp, messages)
             self._ready.append(Envelope(tp, ticket, turn))
 
+    def _incomplete(self, trace: CompletedTrace) -> None:
+        """A fragment: counted and its holds released, never judged as a trace."""
+        root = "with its root" if any(s.is_root for s in trace.spans) else "without its root"
+        missing = ", ".join(trace.missing_parents) or "none"
+        detail = (
+            f"finished ({trace.cause}) {root}, {len(trace.spans)} spans, parents missing: {missing}"
+        )
+        self._warn_once("trace_incomplete", SPLIT_TRACE_FIX, trace.trace_id)
+        self._skip(trace, Skipped("trace_incomplete", detail, trace.trace_id, None))
+        self._release(trace.messages)
+
+    def _late(self, late: LateSpans) -> None:
+        reason = "duplicate_span" if late.duplicate else "late_span"
+        if not late.duplicate:
+            self._warn_once("late_span", LATE_SPAN_FIX, late.trace_id)
+        detail = f"{len(late.spans)} spans after their trace was finished"
+        self._skip_spans(late.spans, Skipped(reason, detail, late.trace_id, late.spans[0].span_id))
+
+    def _warn_once(self, reason: str, fix: str, trace_id: str) -> None:
+        # The counter says how often, the info lines which traces; the warning says what to do.
+        if reason not in self._warned:
+            self._warned.add(reason)
+            log.warning("traces cannot be judged whole", reason=reason, fix=fix, trace_id=trace_id)
+
     def _skip(self, trace: CompletedTrace, skip: Skipped) -> None:
-        service = trace.spans[0].resource.get("service.name") if trace.spans else None
+        self._skip_spans(trace.spans, skip)
+
+    def _skip_spans(self, spans: Sequence[Span], skip: Skipped) -> None:
+        service = spans[0].resource.get("service.name") if spans else None
         assistant = service if isinstance(service, str) and service else UNKNOWN_ASSISTANT
         self._metrics.record_sampling(assistant, SampleDecision(False, skip.reason))
         log.info(
