@@ -245,6 +245,8 @@ def build_pipeline(
                 max_traces=asm.max_open_traces,
                 max_spans=asm.max_open_spans,
                 max_spans_per_trace=asm.max_spans_per_trace,
+                settle_seconds=asm.settle_seconds,
+                remember_finished=asm.remember_finished_traces,
             ),
             encodings=encodings,
             max_bytes=config.turn.max_bytes,
@@ -254,8 +256,6 @@ def build_pipeline(
         )
         done.attach(assemble)
         first = assemble
-                settle_seconds=asm.settle_seconds,
-                remember_finished=asm.remember_finished_traces,
         rebalancing.insert(0, assemble)
     return Pipeline(
         first,
