@@ -8,6 +8,7 @@ that warning silenced. Import kafka-python through this module, never directly.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import time
 import warnings
@@ -120,20 +121,53 @@ def _host_port(server: str) -> tuple[str, int]:
 
 def any_reachable(servers: list[str], timeout_s: float) -> bool:
     """Whether any bootstrap server accepts a TCP connection within ``timeout_s`` each."""
+    return _attempt(servers, timeout_s) == "reachable"
+
+
+def _attempt(servers: list[str], timeout_s: float) -> str:
+    """``reachable``; ``refused_here`` when every server is on this machine and refused the
+    connection (nothing listens on the port); else ``unreachable``."""
+    refused_here = bool(servers)
     for server in servers:
         try:
-            with socket.create_connection(_host_port(server), timeout=timeout_s):
-                return True
+            host_port = _host_port(server)
+            with socket.create_connection(host_port, timeout=timeout_s):
+                return "reachable"
+        except ConnectionRefusedError:
+            refused_here = refused_here and _on_this_machine(host_port[0])
         except (OSError, ValueError):
-            continue
-    return False
+            refused_here = False
+    return "refused_here" if refused_here else "unreachable"
+
+
+def _on_this_machine(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# A broker on this machine that refuses connections is not running (a remote one may still be
+# starting, or its network coming up): said after this grace, not after the whole timeout.
+LOCAL_REFUSED_GRACE_S = 3.0
 
 
 def require_reachable(servers: list[str], timeout_s: float) -> None:
-    """Raise BrokerError unless a bootstrap server accepts connections within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not any_reachable(servers, min(1.0, max(0.05, timeout_s))):
-        if time.monotonic() >= deadline:
+    """Raise BrokerError unless a bootstrap server accepts connections within ``timeout_s``;
+    within ``LOCAL_REFUSED_GRACE_S`` when every server is on this machine and refuses."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while (found := _attempt(servers, min(1.0, max(0.05, timeout_s)))) != "reachable":
+        now = time.monotonic()
+        if found == "refused_here" and now - started >= min(LOCAL_REFUSED_GRACE_S, timeout_s):
+            raise BrokerError(
+                f"cannot connect to any Kafka bootstrap server ({','.join(servers)}): "
+                "connection refused, nothing listens there; start the broker, or point "
+                "bootstrap_servers at where it runs"
+            )
+        if now >= deadline:
             raise BrokerError(
                 f"cannot connect to any Kafka bootstrap server ({','.join(servers)}) within "
                 f"{timeout_s:g} s; check that the brokers are up and bootstrap_servers is right"
