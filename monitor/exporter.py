@@ -152,6 +152,37 @@ class Metrics:
             ["assistant", "reason"],
             registry=r,
         )
+        # The hourly judge budget of this replica (stream and jobs), per unit (calls: judge
+        # requests; usd): reserved for turns and runs not settled yet. Returns to 0 when
+        # nothing is being judged; one that stays up is budget stranded.
+        self.judge_budget_reserved = Gauge(
+            "casewatch_judge_budget_reserved",
+            "Judge budget reserved and not settled yet, by unit (calls|usd)",
+            ["unit"],
+            registry=r,
+        )
+        # Judge budget spent in the last hour (by the minute), by unit.
+        self.judge_budget_spent = Gauge(
+            "casewatch_judge_budget_spent",
+            "Judge budget spent in the last hour, by unit (calls|usd)",
+            ["unit"],
+            registry=r,
+        )
+        # What the next reservation is checked against (the bucket refills continuously);
+        # at or near 0 turns are skipped budget_calls/budget_usd. Only limited units.
+        self.judge_budget_available = Gauge(
+            "casewatch_judge_budget_available",
+            "Judge budget available now, by unit (calls|usd); only units with a limit",
+            ["unit"],
+            registry=r,
+        )
+        # The configured hourly limit, by unit; only units with a limit.
+        self.judge_budget_limit = Gauge(
+            "casewatch_judge_budget_limit",
+            "Judge budget per hour, by unit (calls|usd); only units with a limit",
+            ["unit"],
+            registry=r,
+        )
         # The headline quality signal: turns per severity band (or judge_failed).
         self.turns_judged = Counter(
             "casewatch_turns_judged",

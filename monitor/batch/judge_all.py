@@ -13,7 +13,7 @@ from collections.abc import Container
 
 from monitor.clock import SystemClock
 from monitor.models import TurnEvent
-from monitor.sampling.budget import Budget, HourlyBudget
+from monitor.sampling.budget import HourlyBudget
 from monitor.sampling.sampler import SampleDecision
 
 JUDGED = SampleDecision(True, "batch")
@@ -26,8 +26,8 @@ class JudgeAll:
     def __init__(self, existing: Container[str]) -> None:
         self._existing = existing
         self._seen: set[str] = set()
-        self.budget: Budget = HourlyBudget(None, None, 0.0, SystemClock())  # unlimited
-        self.calls_per_turn = 1
+        # Unlimited, and drawn on by no decision: the batch's turns carry no reservation.
+        self.budget = HourlyBudget(None, None, 0.0, SystemClock())
 
     def decide(self, turn: TurnEvent, *, rule: str | None = None) -> SampleDecision:
         event_id = turn.event_id

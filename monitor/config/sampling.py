@@ -37,12 +37,13 @@ class SamplingConfig(Section):
     )
     rates: dict[str, float] = Field(default_factory=dict, description="Per assistant name.")
     always_judge: list[AlwaysJudgeRule] = Field(default_factory=list)
-    # null: no budget (every sampled turn is judged, whatever it costs).
-    budget_calls_per_hour: float | None = Field(default=DEFAULT_BUDGET_CALLS_PER_HOUR, gt=0)
+    # null: no budget (every sampled turn is judged, whatever it costs). 0: nothing is judged
+    # (each sampled turn is skipped ``budget_calls``, and the daemon says so once).
+    budget_calls_per_hour: float | None = Field(default=DEFAULT_BUDGET_CALLS_PER_HOUR, ge=0)
     budget_usd_per_hour: float | None = Field(
         default=DEFAULT_BUDGET_USD_PER_HOUR,
-        gt=0,
-        description="USD per hour at most, from the judges' prices (null: no limit).",
+        ge=0,
+        description="USD per hour at most, from the judges' prices (null: no limit; 0: none).",
     )
     estimated_usd_per_call: float = Field(
         default=0.0,

@@ -5,9 +5,11 @@
   rate, so a conversation is judged whole or not at all.
 - Always-judge rules (error codes in the answer, negative feedback, ...) override the rate.
 - The hourly budget (``monitor.sampling.budget``, shared with the scheduled jobs): a sampled turn
-  reserves ``calls_per_turn`` judge requests up front; the judge step settles the actual
-  requests and dollars. The budget applies to rule-matched turns too: a cost cap that an
-  incident can blow through is not a cap.
+  reserves ``calls_per_turn`` judge requests up front, a ``Reservation`` its decision carries
+  and the turn's envelope after it; the judge step settles the actual requests and dollars,
+  and every step that drops the turn instead (already judged, a revoke, a rewind, the stop)
+  releases it. The budget applies to rule-matched turns too: a cost cap that an incident can
+  blow through is not a cap.
 
 Decision reasons are bounded label values (rule names are validated by the settings).
 """
@@ -16,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from monitor.clock import Clock
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import ConfigError
 from monitor.models import TurnEvent
-from monitor.sampling.budget import OVER_REQUESTS, HourlyBudget
+from monitor.sampling.budget import OVER_REQUESTS, HourlyBudget, Reservation
 
 SKIP_REASONS: tuple[str, ...] = ("not_sampled", "budget_calls", "budget_usd")
 RATE_REASON = "rate"
@@ -35,6 +37,8 @@ _FIELDS = ("query", "answer", "feedback")
 class SampleDecision:
     sampled: bool
     reason: str
+    # What a sampled turn reserved of the hourly budget, to settle once (None: no budget).
+    reservation: Reservation | None = field(default=None, compare=False, repr=False)
 
 
 # Decisions are immutable: the per-turn refusals are shared rather than built each time.
@@ -129,7 +133,7 @@ class Sampler:
         reason = self.reason_for(turn, rule=rule)
         if reason is None:
             return NOT_SAMPLED
-        refused = self.budget.reserve(self.calls_per_turn)
-        if refused is not None:
-            return _OVER_CALLS if refused == OVER_REQUESTS else _OVER_USD
-        return SampleDecision(True, reason)
+        reserved = self.budget.reservation(self.calls_per_turn)
+        if isinstance(reserved, str):
+            return _OVER_CALLS if reserved == OVER_REQUESTS else _OVER_USD
+        return SampleDecision(True, reason, reserved)

@@ -67,8 +67,12 @@ class Pipeline:
         store: StoreStep,
         commit: CommitStep,
         screen: ScreenStep | None = None,
+        report_budget: Callable[[], None] | None = None,
     ) -> None:
         self._first = first
+        # Sets the hourly judge budget's gauges, after each poll and once closed (what the
+        # close gave back shows).
+        self._report_budget = report_budget
         self._rebalancing = tuple(rebalancing)
         self._lookup = lookup
         self._judge = judge
@@ -82,12 +86,16 @@ class Pipeline:
 
     def poll(self) -> None:
         self._first.poll()
+        if self._report_budget is not None:
+            self._report_budget()
 
     def join(self, timeout: float | None) -> None:
         self._first.join(timeout)
 
     def close(self) -> None:
         self._first.close()
+        if self._report_budget is not None:
+            self._report_budget()
 
     # The rebalance protocol, forwarded to every step that holds turns (see ``rebalance.py``).
     def hold(self, tps: Collection[TopicPartition]) -> None:
@@ -217,7 +225,8 @@ def build_pipeline(
         decoders=decoders,
     )
     first: ProcessingStep[RawMessage] = steps.first
-    rebalancing: list[Rebalancing] = [steps.lookup, steps.judge]
+    # The sample step holds at most one decision, kept for a record the loop may drop.
+    rebalancing: list[Rebalancing] = [steps.sample, steps.lookup, steps.judge]
     screen: ScreenStep | None = None
     if config.screen_processes > 0:
         screen = ScreenStep(
@@ -265,4 +274,5 @@ def build_pipeline(
         store=steps.store,
         commit=commit,
         screen=screen,
+        report_budget=lambda: metrics.set_judge_budget(sampler.budget.state()),
     )

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from monitor.exporter import Metrics
 from monitor.judging.recorder import JudgingRecorder
 from monitor.models import Verdict
+from monitor.sampling.budget import UnitState
 
 # Sampling counter children kept per (sampled, assistant, reason): every consumed turn is
 # counted, and ``labels()`` costs several microseconds. Bounded, as assistant names are input.
@@ -161,6 +162,17 @@ class StreamRecorder:
 
     def set_paused_partitions(self, partitions: int) -> None:
         self._m.paused_partitions.set(partitions)
+
+    def set_judge_budget(self, state: Mapping[str, UnitState]) -> None:
+        """The hourly judge budget as it stands (``HourlyBudget.state``), per unit."""
+        m = self._m
+        for unit, now in state.items():
+            m.judge_budget_reserved.labels(unit=unit).set(now.reserved)
+            m.judge_budget_spent.labels(unit=unit).set(now.spent)
+            if now.limit is not None:
+                m.judge_budget_limit.labels(unit=unit).set(now.limit)
+            if now.available is not None:
+                m.judge_budget_available.labels(unit=unit).set(now.available)
 
     def record_revoke_abandoned(self, turns: int) -> None:
         self._m.revoke_abandoned.inc(turns)

@@ -20,7 +20,7 @@ from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
 from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
-from monitor.sampling.budget import Budget
+from monitor.sampling.budget import HourlyBudget
 from monitor.stream.steps.base import (
     DoneStep,
     JudgedTurn,
@@ -66,13 +66,11 @@ class VerdictStore(JudgedLookup, VerdictWriter, Protocol):
 
 class SamplingPolicy(Decider, Protocol):
     """Which turns are judged (the daemon's ``Sampler``; the batch judges every turn once),
-    the budget a sampled turn's reservation is settled against, and that reservation."""
+    and the budget a sampled turn's reservation is drawn from (its decision carries the
+    reservation, the steps settle it)."""
 
     @property
-    def budget(self) -> Budget: ...
-
-    @property
-    def calls_per_turn(self) -> int: ...
+    def budget(self) -> HourlyBudget: ...
 
 
 @dataclass(frozen=True)
@@ -105,6 +103,7 @@ class TurnSteps(NamedTuple):
 
     first: DecodeStep
     after_decode: ProcessingStep[TurnEvent]  # redact, or sample
+    sample: SampleStep
     lookup: LookupStep
     judge: JudgeStep
     store: StoreStep
@@ -155,11 +154,9 @@ def build_turn_steps(
         store_step,
         evaluator,
         metrics,
-        sampling.budget,
         concurrency=config.concurrency,
         max_in_flight=config.max_in_flight,
         clock=clock,
-        reserved_per_turn=sampling.calls_per_turn,
         on_judged=store_step.write_now if config.write_through else None,
     )
     # A replayed turn costs a look-up, not a judge call.
@@ -169,10 +166,8 @@ def build_turn_steps(
         store,
         evaluator.config_hash,
         metrics,
-        sampling.budget,
         max_in_flight=config.max_in_flight,
         clock=clock,
-        reserved_per_turn=sampling.calls_per_turn,
     )
     sample = SampleStep(
         lookup,
@@ -201,7 +196,7 @@ def build_turn_steps(
         clock=clock,
         decoders=decoders,
     )
-    return TurnSteps(first, after_decode, lookup, judge, store_step, dlq)
+    return TurnSteps(first, after_decode, sample, lookup, judge, store_step, dlq)
 
 
 def _as_is(text: str) -> str:

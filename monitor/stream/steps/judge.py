@@ -7,8 +7,10 @@ When ``max_in_flight`` turns are held (running, queued, or finished but refused 
 step), ``submit`` raises MessageRejected and the daemon pauses its partitions.
 
 Turns reach this step after the look-up of stored verdicts (``lookup.py``): a replay never pays
-twice. Each verdict settles the budget the sampler reserved for its turn with the judge
-requests it really made (an arbiter's and retries included).
+twice. Each verdict settles the reservation its turn's envelope carries with the judge requests
+it really made (an arbiter's and retries included), on the judge thread as the call ends, so a
+call abandoned at a stop settles too. A turn dropped before its call started (a revoke whose
+partition went elsewhere, a rewind, the stop) releases its reservation.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from monitor.clock import Clock, Deadline, SystemClock
 from monitor.errors import MessageRejected
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.models import TurnEvent, Verdict
-from monitor.sampling.budget import Budget
-from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, forward
+from monitor.sampling.budget import Reservation
+from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, forward, release_all
 from monitor.workers import DaemonThreadPool
 
 log = structlog.get_logger(__name__)
@@ -52,12 +54,10 @@ class JudgeStep:
         next_step: ProcessingStep[JudgedTurn],
         evaluator: Evaluator,
         metrics: JudgeMetrics,
-        budget: Budget,
         concurrency: int,
         max_in_flight: int,
         clock: Clock | None = None,
         *,
-        reserved_per_turn: int = 1,
         on_judged: Callable[[TurnEvent, Verdict], None] | None = None,
     ) -> None:
         if concurrency < 1 or max_in_flight < 1:
@@ -65,8 +65,6 @@ class JudgeStep:
         self._next = next_step
         self._evaluator = evaluator
         self._metrics = metrics
-        self._budget = budget
-        self._reserved = reserved_per_turn
         self._max = max_in_flight
         self._clock = clock or SystemClock()
         self._pool = DaemonThreadPool(concurrency, "judge")
@@ -98,13 +96,28 @@ class JudgeStep:
         self._start(message)
 
     def _start(self, message: Envelope[TurnEvent]) -> None:
-        future = self._pool.submit(self._judge, message.payload)
+        future = self._pool.submit(self._judge, message.payload, message.reservation)
         self._running[future] = message
         future.add_done_callback(self._finish)
 
-    def _judge(self, turn: TurnEvent) -> Verdict:
-        """On a judge thread: judge, then hand the verdict to ``on_judged``."""
-        verdict = evaluate_guarded(self._evaluator, turn)
+    def _judge(self, turn: TurnEvent, reservation: Reservation | None) -> Verdict:
+        """On a judge thread: judge, settle the turn's reservation, then hand the verdict to
+        ``on_judged``."""
+        try:
+            verdict = evaluate_guarded(self._evaluator, turn)
+        except BaseException:
+            if reservation is not None:
+                reservation.keep()  # an evaluator bug: what it spent is unknown
+            raise
+        if reservation is not None:
+            # The requests really made: an arbiter's (a third judge) and retries included.
+            # No judgments (an evaluator bug): what it spent is unknown, the reservation stands.
+            if verdict.judgments:
+                requests = sum(j.attempts for j in verdict.judgments)
+                cost = sum(j.cost_usd for j in verdict.judgments)
+                reservation.settle(requests, cost)
+            else:
+                reservation.keep()
         if self._on_judged is not None:
             self._on_judged(turn, verdict)
         return verdict
@@ -134,13 +147,18 @@ class JudgeStep:
         for message in held:
             if message.tp in owned:
                 self._start(message)
+            elif message.reservation is not None:
+                message.reservation.release()
 
     def discard(self, tps: Collection[TopicPartition]) -> None:
         """Drop queued and held turns of partitions this consumer re-reads or no longer owns."""
+        release_all(m for m in self._held if m.tp in tps)
         self._held = [m for m in self._held if m.tp not in tps]
         for future, message in list(self._running.items()):
             if message.tp in tps and future.cancel():
                 del self._running[future]
+                if message.reservation is not None:
+                    message.reservation.release()
 
     def wait_any(self, timeout: float) -> bool:
         """Block until a judge call finishes or ``timeout`` passes; while more turns wait for
@@ -161,14 +179,8 @@ class JudgeStep:
             message = self._running.pop(future, None)
             if message is None:
                 continue  # cancelled by hold or discard, which took the turn back
-            verdict = future.result()
+            verdict = future.result()  # its reservation was settled on the judge thread
             self._metrics.record_verdict(verdict)
-            # The requests really made: an arbiter's (a third judge) and retries included.
-            # No judgments (an evaluator bug): what it spent is unknown, the reservation stands.
-            if verdict.judgments:
-                requests = sum(j.attempts for j in verdict.judgments)
-                cost = sum(j.cost_usd for j in verdict.judgments)
-                self._budget.settle(self._reserved, requests, cost)
             self._ready.append(message.replace(JudgedTurn(message.payload, verdict)))
 
     def poll(self) -> None:
@@ -197,6 +209,9 @@ class JudgeStep:
     def close(self) -> None:
         # Queued calls are cancelled; running ones finish in their daemon threads (judge
         # timeouts bound them; process exit does not wait for them) and their results are
-        # dropped: those offsets were never committed.
+        # dropped: those offsets were never committed. A cancelled call spent nothing; a
+        # running one settles its reservation on its thread as it ends.
         self._pool.shutdown()
+        release_all(m for f, m in self._running.items() if f.cancelled())
+        release_all(self._held)
         self._next.close()

@@ -3,10 +3,11 @@
 Submitted turns wait for the next ``poll``, which asks the store in one query which of them
 already have a verdict under the evaluator's configuration hash. Those go straight to the
 ``done`` step (their offsets become committable), are counted
-``casewatch_turns_skipped_total{reason="already_judged"}`` and get back the budget the sampler
-reserved for them; only the rest go on to the judge step. A failing look-up is retried with
-backoff (the turns wait, counted in flight, so intake pauses): judging them blind could pay
-twice.
+``casewatch_turns_skipped_total{reason="already_judged"}`` and release the reservation of the
+hourly budget their envelope carries; only the rest go on to the judge step. A failing look-up
+is retried with backoff (the turns wait, counted in flight, so intake pauses): judging them
+blind could pay twice. Turns dropped here (a partition revoked and gone elsewhere, a rewind,
+the stop) release their reservations too.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from consumers.records import TopicPartition
 from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import MessageRejected, StorageError
 from monitor.models import TurnEvent
-from monitor.sampling.budget import Budget
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, forward
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, forward, release_all
 
 log = structlog.get_logger(__name__)
 
@@ -53,11 +53,9 @@ class LookupStep:
         judged: JudgedLookup,
         config_hash: str,
         metrics: LookupMetrics,
-        budget: Budget,
         max_in_flight: int,
         clock: Clock | None = None,
         *,
-        reserved_per_turn: int = 1,
         backoff: Backoff | None = None,
     ) -> None:
         if max_in_flight < 1:
@@ -67,8 +65,6 @@ class LookupStep:
         self._judged = judged
         self._config_hash = config_hash
         self._metrics = metrics
-        self._budget = budget
-        self._reserved = reserved_per_turn
         self._max = max_in_flight
         self._clock = clock or SystemClock()
         self._retry = RetryState(backoff or LOOKUP_BACKOFF, self._clock)
@@ -118,8 +114,8 @@ class LookupStep:
                 self._done.submit(message)
                 name = message.payload.assistant.name
                 skipped[name] = skipped.get(name, 0) + 1
-                # Reserved when sampled, never spent.
-                self._budget.settle(self._reserved, requests=0, usd=0.0)
+                if message.reservation is not None:  # reserved when sampled, never spent
+                    message.reservation.release()
             else:
                 self._ready.append(message)
         for assistant, n in skipped.items():
@@ -145,8 +141,12 @@ class LookupStep:
         held, self._held = self._held, []
         # Looked up again: the partition's other owner may have judged them meanwhile.
         self._unchecked.extend(m for m in held if m.tp in owned)
+        release_all(m for m in held if m.tp not in owned)
 
     def discard(self, tps: Collection[TopicPartition]) -> None:
+        release_all(m for m in self._held if m.tp in tps)
+        release_all(m for m in self._unchecked if m.tp in tps)
+        release_all(m for m in self._ready if m.tp in tps)
         self._held = [m for m in self._held if m.tp not in tps]
         self._unchecked = [m for m in self._unchecked if m.tp not in tps]
         self._ready = deque(m for m in self._ready if m.tp not in tps)
@@ -169,4 +169,6 @@ class LookupStep:
         self._next.join(deadline.remaining())
 
     def close(self) -> None:
+        # Abandoned (re-read after a restart): what they reserved was never spent.
+        release_all((*self._unchecked, *self._ready, *self._held))
         self._next.close()

@@ -1,7 +1,14 @@
 """Sampling: a turn not selected is finished here (counted by reason); the rest go on.
 
-The sampler's decision for a record is kept while the next step rejects it, so offering the
-same record again never consumes a second unit of the hourly budget.
+A sampled turn goes on in an envelope carrying its ``Reservation`` of the hourly budget, which
+the steps after settle once (``base.Envelope``). The sampler's decision for a record is kept
+while the next step rejects it, so offering the same record again never consumes a second unit
+of the hourly budget; a kept decision whose record does not come back (the loop dropped it: a
+revoke, a rewind, the stop) gives its reservation back when the next record comes, when its
+partition is discarded, or at ``close``.
+
+A budget that refuses turns (``budget_calls``, ``budget_usd``: spent for the hour, or a limit of
+0) is logged once when it starts refusing, naming the setting, and once when it admits again.
 
 Decisions are counted in a dict and added to the counters once per ``poll`` (and on ``join``):
 a Prometheus increment takes a lock, and on the ingest path it was a per-record cost.
@@ -15,13 +22,25 @@ checked as far as they go and counted as truncated.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
+import structlog
+
+from consumers.records import TopicPartition
 from monitor.errors import MessageRejected
 from monitor.models import TurnEvent
 from monitor.sampling.sampler import SampleDecision
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
 from monitor.stream.steps.decisions import Tripwire, tripwire_rule
+
+log = structlog.get_logger(__name__)
+
+# The setting to change when the budget refuses turns, by refusal reason.
+BUDGET_SETTINGS = {
+    "budget_calls": "sampling.budget_calls_per_hour",
+    "budget_usd": "sampling.budget_usd_per_hour",
+}
 
 
 class Decider(Protocol):
@@ -49,28 +68,82 @@ class SampleStep:
         self._checked: dict[str, int] = {}  # assistant -> turns checked since the last flush
         self._mismatches: dict[tuple[str, str], int] = {}  # (assistant, kind) -> turns
         self._truncated: dict[str, int] = {}  # assistant -> turns checked only in part
+        # The budget's refusal reason while it refuses turns, and how many it refused.
+        self._refusing: str | None = None
+        self._refused = 0
 
     def submit(self, message: Envelope[TurnEvent]) -> None:
         held = self._held
         if held is not None and held[0].offset == message.offset and held[0].tp == message.tp:
             decision = held[1]
-        elif self._tripwire is not None:
-            rule = self._trip(self._tripwire, message.payload)
-            decision = self._sampler.decide(message.payload, rule=rule)
         else:
-            decision = self._sampler.decide(message.payload)
+            if held is not None:
+                self._let_go()
+            if self._tripwire is not None:
+                rule = self._trip(self._tripwire, message.payload)
+                decision = self._sampler.decide(message.payload, rule=rule)
+            else:
+                decision = self._sampler.decide(message.payload)
         if decision.sampled:
+            if self._refusing is not None:
+                self._budget_admits()
+            reservation = decision.reservation
+            if reservation is not None:
+                message = Envelope(message.tp, message.offset, message.payload, reservation)
             try:
                 self._next.submit(message)
             except MessageRejected:
                 self._held = (message, decision)  # offered again: decided once
                 raise
         else:
+            reason = decision.reason
+            if reason in BUDGET_SETTINGS:
+                self._budget_refuses(reason)
             self._done.submit(message)
-        self._held = None  # one held for a record that never came back is let go
+        self._held = None
         key = (message.payload.assistant.name, decision.sampled, decision.reason)
         counts = self._counts
         counts[key] = counts.get(key, 0) + 1
+
+    def _let_go(self) -> None:
+        """The held record will not be offered again: its reservation goes back."""
+        held, self._held = self._held, None
+        if held is not None and held[1].reservation is not None:
+            held[1].reservation.release()
+
+    def _budget_refuses(self, reason: str) -> None:
+        self._refused += 1
+        if self._refusing != reason:
+            self._refusing = reason
+            log.warning(
+                "the hourly judge budget refuses sampled turns; they are skipped, not judged",
+                reason=reason,
+                setting=BUDGET_SETTINGS[reason],
+            )
+
+    def _budget_admits(self) -> None:
+        log.info("the hourly judge budget admits turns again", skipped=self._refused)
+        self._refusing = None
+        self._refused = 0
+
+    # The rebalance protocol (``rebalance.py``): only a decision kept for a record the loop
+    # offered and then dropped (its partition revoked or rewound) is held here.
+    def hold(self, tps: Collection[TopicPartition]) -> int:
+        return 0
+
+    def running_in(self, tps: Collection[TopicPartition]) -> int:
+        return 0
+
+    def release(self, owned: Collection[TopicPartition]) -> None:
+        if self._held is not None and self._held[0].tp not in owned:
+            self._let_go()
+
+    def discard(self, tps: Collection[TopicPartition]) -> None:
+        if self._held is not None and self._held[0].tp in tps:
+            self._let_go()
+
+    def wait_any(self, timeout: float) -> bool:
+        return False
 
     def _trip(self, tripwire: Tripwire, turn: TurnEvent) -> str | None:
         result = tripwire(turn)
@@ -107,4 +180,5 @@ class SampleStep:
         self._next.join(timeout)
 
     def close(self) -> None:
+        self._let_go()
         self._next.close()

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from consumers.records import RawMessage, TopicPartition
 from monitor.errors import MessageRejected
 from monitor.models import TurnEvent, Verdict
+from monitor.sampling.budget import Reservation
 from monitor.stream.steps.base import Envelope
 from tests.fixtures.databases import make_verdict
 
@@ -16,8 +17,13 @@ T = TypeVar("T")
 TP = TopicPartition("turns", 0)
 
 
-def env(payload: T, offset: int = 0, tp: TopicPartition = TP) -> Envelope[T]:
-    return Envelope(tp, offset, payload)
+def env(
+    payload: T,
+    offset: int = 0,
+    tp: TopicPartition = TP,
+    reservation: Reservation | None = None,
+) -> Envelope[T]:
+    return Envelope(tp, offset, payload, reservation)
 
 
 def raw(value: bytes | None, offset: int = 0, tp: TopicPartition = TP) -> RawMessage:

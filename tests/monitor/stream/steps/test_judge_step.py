@@ -6,13 +6,16 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
+from consumers.records import TopicPartition
 from monitor.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
 from monitor.exporter import Metrics
+from monitor.models import TurnEvent
+from monitor.sampling.budget import HourlyBudget, Reservation
 from monitor.sampling.sampler import Sampler
 from monitor.stream.recorder import StreamRecorder
-from monitor.stream.steps.base import JudgedTurn
+from monitor.stream.steps.base import Envelope, JudgedTurn
 from monitor.stream.steps.judge import JudgeStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.stream.steps.helpers import TP, CostLog, GatedEvaluator, Recorder, env
@@ -30,7 +33,6 @@ def parts(
         downstream,
         evaluator,
         StreamRecorder(Metrics(registry)),
-        costs,
         concurrency=2,
         max_in_flight=3,
     )
@@ -45,7 +47,7 @@ def test_verdicts_are_forwarded_with_their_offsets_and_recorded(
     step, downstream, evaluator, costs = parts
     evaluator.gate.set()
     for i in range(3):
-        step.submit(env(make_turn(f"e{i}"), offset=i))
+        step.submit(env(make_turn(f"e{i}"), offset=i, reservation=Reservation(costs, 1, 0.0)))
     wait_for(lambda: len(downstream.items) == 3, tick=step.poll)
     assert sorted(downstream.offsets) == [0, 1, 2]
     judged = downstream.items[0].payload
@@ -80,7 +82,6 @@ def test_results_refused_downstream_stay_held_and_count_in_flight(
         downstream,
         GatedEvaluator(),
         StreamRecorder(Metrics(registry)),
-        CostLog(),
         concurrency=2,
         max_in_flight=2,
     )
@@ -108,7 +109,6 @@ def test_an_evaluator_that_raises_yields_a_judge_failed_verdict(
         downstream,
         evaluator,
         StreamRecorder(Metrics(registry)),
-        CostLog(),
         concurrency=1,
         max_in_flight=4,
     )
@@ -149,7 +149,7 @@ def test_join_gives_up_at_the_deadline_leaving_work_unforwarded(
 
 def test_bad_sizes_fail_fast(registry: CollectorRegistry) -> None:
     with pytest.raises(ValueError, match="concurrency"):
-        JudgeStep(Recorder(), GatedEvaluator(), StreamRecorder(Metrics(registry)), CostLog(), 0, 1)
+        JudgeStep(Recorder(), GatedEvaluator(), StreamRecorder(Metrics(registry)), 0, 1)
 
 
 def test_every_judge_request_of_a_turn_is_charged_to_the_hourly_budget(
@@ -166,16 +166,16 @@ def test_every_judge_request_of_a_turn_is_charged_to_the_hourly_budget(
         downstream,
         GatedEvaluator(),
         StreamRecorder(Metrics(registry)),
-        sampler.budget,
         1,
         4,
         clock=clock,
     )
     try:
         turn = make_turn("arbitrated")
-        assert sampler.decide(turn).sampled
+        decision = sampler.decide(turn)
+        assert decision.sampled
         assert sampler.budget.levels()["calls"] == 9
-        step.submit(env(turn))
+        step.submit(env(turn, reservation=decision.reservation))
         wait_for(lambda: len(downstream.items) == 1, tick=step.poll)
         judgments = downstream.items[0].payload.verdict.judgments
         assert [j.attempts for j in judgments] == [2, 2]
@@ -193,7 +193,6 @@ def test_waiting_ends_when_a_call_finishes_and_turns_taken_back_are_not_collecte
         downstream,
         evaluator,
         StreamRecorder(Metrics(registry)),
-        CostLog(),
         concurrency=1,
         max_in_flight=4,
     )
@@ -216,6 +215,51 @@ def test_waiting_ends_when_a_call_finishes_and_turns_taken_back_are_not_collecte
         assert not waiter.is_alive() and waited == [True]
         step.poll()
         assert downstream.offsets == [0] and step.in_flight == 1  # "b", held
+    finally:
+        evaluator.gate.set()
+        step.close()
+
+
+def test_every_turn_dropped_or_abandoned_here_settles_its_reservation_once(
+    registry: CollectorRegistry,
+) -> None:
+    clock = ManualClock()
+    budget = HourlyBudget(20, None, 0.0, clock)
+    other = TopicPartition("turns", 1)
+
+    def reserved(event_id: str, offset: int, tp: TopicPartition = TP) -> Envelope[TurnEvent]:
+        reservation = budget.reservation(1)
+        assert isinstance(reservation, Reservation)
+        return env(make_turn(event_id), offset=offset, tp=tp, reservation=reservation)
+
+    downstream = Recorder()
+    evaluator = GatedEvaluator(open_gate=False)
+    step = JudgeStep(downstream, evaluator, StreamRecorder(Metrics(registry)), 1, 8, clock=clock)
+    try:
+        step.submit(reserved("running", 0, other))
+        wait_for(lambda: evaluator.calls == 1, tick=step.poll)
+        step.submit(reserved("lost", 1))
+        step.submit(reserved("rewound", 2, other))
+        step.submit(reserved("abandoned", 3, other))
+        assert budget.state()["calls"].reserved == 4
+        assert step.hold({TP}) == 1  # "lost" taken back; its partition goes elsewhere
+        step.release({other})
+        assert budget.state()["calls"].reserved == 3
+        # A rewind drops the queued turns of its partition; "running" is under way.
+        step.discard({TopicPartition("turns", 9)})  # not ours: nothing dropped
+        assert budget.state()["calls"].reserved == 3
+        step.hold({other})
+        step.discard({other})
+        assert budget.state()["calls"].reserved == 1  # only the call under way
+        step.submit(reserved("queued at the stop", 4, other))
+        step.close()  # the stop: the queued call is cancelled, the running one abandoned
+        assert budget.state()["calls"].reserved == 1
+        evaluator.gate.set()  # the abandoned call ends on its thread and settles there
+        wait_for(lambda: budget.state()["calls"].reserved == 0, "the abandoned call's settle")
+        # make_verdict's two judgments of two attempts each: four requests really made.
+        assert budget.state()["calls"].spent == 4
+        assert budget.levels()["calls"] == 16
+        assert downstream.items == []  # nothing collected after the close
     finally:
         evaluator.gate.set()
         step.close()

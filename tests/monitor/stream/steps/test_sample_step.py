@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
+from consumers.records import TopicPartition
 from monitor.clock import ManualClock
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import MessageRejected
@@ -16,7 +18,7 @@ from monitor.sampling.sampler import Sampler
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.sample import SampleStep
 from tests.fixtures.databases import make_turn
-from tests.monitor.stream.steps.helpers import Recorder, env
+from tests.monitor.stream.steps.helpers import TP, Recorder, env
 
 
 def test_skipped_turns_are_done_here_and_counted_by_reason() -> None:
@@ -203,3 +205,69 @@ def test_a_turn_past_the_tripwire_bounds_is_counted_as_truncated() -> None:
     get = registry.get_sample_value
     assert get("casewatch_tripwire_checked_total", {"assistant": "helpdesk"}) == 2
     assert get("casewatch_tripwire_truncated_total", {"assistant": "helpdesk"}) == 1
+
+
+def test_a_kept_decision_whose_record_never_comes_back_gives_its_reservation_back() -> None:
+    # The loop drops a rejected record when its partition is revoked or rewound, or at the
+    # stop: the reservation made for it must not stay taken.
+    sampler = Sampler(SamplingConfig(default_rate=1.0, budget_calls_per_hour=10), ManualClock())
+    nxt = Recorder(capacity=0)
+    step = SampleStep(nxt, Recorder(), sampler, StreamRecorder(Metrics(CollectorRegistry())))
+
+    def reserved() -> float:
+        return sampler.budget.state()["calls"].reserved
+
+    with pytest.raises(MessageRejected):
+        step.submit(env(make_turn("dropped"), offset=0))
+    assert reserved() == 1
+    with pytest.raises(MessageRejected):
+        step.submit(env(make_turn("next"), offset=1))  # the loop moved on: "dropped" let go
+    assert reserved() == 1
+    step.discard({TopicPartition("turns", 7)})  # another partition: kept
+    assert reserved() == 1
+    step.discard({TP})  # a rewind of its partition
+    assert reserved() == 0
+    with pytest.raises(MessageRejected):
+        step.submit(env(make_turn("at the stop"), offset=2))
+    step.release({TP})  # still owned after a rebalance: kept for the next offer
+    assert reserved() == 1
+    step.close()
+    assert reserved() == 0 and sampler.budget.levels()["calls"] == 10
+    nxt.capacity = None
+    step.submit(env(make_turn("accepted"), offset=3))
+    envelope = nxt.items[0]
+    assert envelope.reservation is not None and envelope.reservation.open
+    assert reserved() == 1  # the turn's envelope carries it on
+
+
+def test_a_budget_of_zero_skips_every_turn_counted_and_logged_once() -> None:
+    registry = CollectorRegistry()
+    clock = ManualClock()
+    sampler = Sampler(SamplingConfig(default_rate=1.0, budget_calls_per_hour=0), clock)
+    nxt, done = Recorder(), Recorder()
+    step = SampleStep(nxt, done, sampler, StreamRecorder(Metrics(registry)))
+    with capture_logs() as logs:
+        for i in range(5):
+            step.submit(env(make_turn(f"e{i}"), offset=i))
+            clock.advance(600)
+        step.poll()
+    assert nxt.items == [] and done.offsets == [0, 1, 2, 3, 4]
+    labels = {"assistant": "helpdesk", "reason": "budget_calls"}
+    assert registry.get_sample_value("casewatch_turns_skipped_total", labels) == 5
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert len(warnings) == 1
+    assert warnings[0]["reason"] == "budget_calls"
+    assert warnings[0]["setting"] == "sampling.budget_calls_per_hour"
+
+
+def test_a_budget_that_refills_is_logged_when_it_refuses_and_when_it_admits_again() -> None:
+    clock = ManualClock()
+    sampler = Sampler(SamplingConfig(default_rate=1.0, budget_calls_per_hour=1), clock)
+    step = SampleStep(Recorder(), Recorder(), sampler, StreamRecorder(Metrics(CollectorRegistry())))
+    with capture_logs() as logs:
+        for i in range(4):
+            step.submit(env(make_turn(f"e{i}"), offset=i))  # the first is judged
+        clock.advance(3600)
+        step.submit(env(make_turn("e4"), offset=4))
+    events = [(e["log_level"], e.get("reason"), e.get("skipped")) for e in logs]
+    assert events == [("warning", "budget_calls", None), ("info", None, 3)]

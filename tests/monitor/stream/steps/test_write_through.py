@@ -23,7 +23,7 @@ from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.steps.store import StoreStep
 from tests.fixtures.databases import make_turn
-from tests.monitor.stream.steps.helpers import CostLog, GatedEvaluator, Recorder, env
+from tests.monitor.stream.steps.helpers import GatedEvaluator, Recorder, env
 from tests.support.waiting import wait_for
 
 
@@ -64,9 +64,7 @@ def test_verdicts_are_stored_by_the_judge_thread_before_the_loop_collects_them(
     done = Recorder()
     writer = FlakyWriter(store, refuse={"e3"})
     store_step = StoreStep(done, writer, metrics, ManualClock(), dlq=sink)
-    judge = JudgeStep(
-        store_step, GatedEvaluator(), metrics, CostLog(), 2, 10, on_judged=store_step.write_now
-    )
+    judge = JudgeStep(store_step, GatedEvaluator(), metrics, 2, 10, on_judged=store_step.write_now)
     try:
         for i in range(5):
             judge.submit(env(make_turn(f"e{i}"), offset=i))
@@ -96,9 +94,7 @@ def test_a_write_through_replay_counts_as_a_duplicate(
     done = Recorder()
     writer = FlakyWriter(store, refuse=set())
     store_step = StoreStep(done, writer, metrics, ManualClock(), dlq=sink)
-    judge = JudgeStep(
-        store_step, GatedEvaluator(), metrics, CostLog(), 1, 10, on_judged=store_step.write_now
-    )
+    judge = JudgeStep(store_step, GatedEvaluator(), metrics, 1, 10, on_judged=store_step.write_now)
     try:
         judge.submit(env(make_turn("same"), offset=0))
         judge.submit(env(make_turn("same"), offset=1))  # a producer retry: judged twice
