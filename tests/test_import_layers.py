@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "monitor.workers",
         "monitor.allocator",
         "monitor.exposition",
+        "monitor.program",
     ),
     (
         "monitor.scoring",

@@ -14,6 +14,7 @@ import click
 
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
+from monitor.program import casewatch_program, install_extra
 
 DEFAULT_TOPIC = "support.turns"
 
@@ -49,16 +50,17 @@ def _serve(port: int, topics: tuple[str, ...], partitions: int, stop: threading.
         create_topics(broker.bootstrap, list(topics), partitions, dlq_suffix=".dlq")
     except CasewatchError as exc:
         broker.stop()
-        fail(f"{exc} (the broker comes with the 'broker' extra: pip install 'casewatch[broker]')")
+        fail(f"{exc} (the broker comes with the 'broker' extra: {install_extra('broker')})")
     address = broker.bootstrap
     topic = topics[0]
+    program = casewatch_program()
     click.echo(f"broker listening on {address}")
     click.echo(f"topics: {', '.join(f'{t}, {t}.dlq' for t in topics)} (in memory)")
     click.echo("try, in another terminal:")
-    click.echo(f"  casewatch produce examples/turns.jsonl --topic {topic} --bootstrap {address}")
+    click.echo(f"  {program} produce examples/turns.jsonl --topic {topic} --bootstrap {address}")
     click.echo(
         f"  CASEWATCH_KAFKA__BOOTSTRAP_SERVERS='[\"{address}\"]' "
-        f"CASEWATCH_KAFKA__TOPICS='[\"{topic}\"]' casewatch run"
+        f"CASEWATCH_KAFKA__TOPICS='[\"{topic}\"]' {program} run"
     )
     click.echo("Ctrl-C stops the broker (its messages are gone).", err=True)
     try:

@@ -16,10 +16,17 @@ from typing import Any
 
 import click
 
-from monitor.commands.store_access import check_assistant, db_options, open_store, parse_time
+from monitor.commands.store_access import (
+    check_assistant,
+    db_options,
+    open_store,
+    parse_time,
+    store_args,
+)
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.models import METRICS, Band
+from monitor.program import casewatch_program
 from monitor.reports.turn_view import detail_doc, render_detail, render_summaries, summary_doc
 from monitor.storage.turn_queries import get_turn, list_turns
 
@@ -79,7 +86,9 @@ def turns_command(
         click.echo("no judged turn matches these filters")
     else:
         click.echo(render_summaries(rows, width=_width(), color=sys.stdout.isatty()))
-        click.echo("details: casewatch inspect turn EVENT_ID" + (f" --db {db}" if db else ""))
+        click.echo(
+            f"details: {casewatch_program()} inspect turn EVENT_ID{store_args(db, config_file)}"
+        )
 
 
 @inspect.command("turn")

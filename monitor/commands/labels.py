@@ -21,10 +21,17 @@ from pathlib import Path
 
 import click
 
-from monitor.commands.store_access import check_assistant, db_options, open_store, parse_time
+from monitor.commands.store_access import (
+    check_assistant,
+    db_options,
+    open_store,
+    parse_time,
+    store_args,
+)
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.models import Assistant, Band, Verdict
+from monitor.program import casewatch_program
 from monitor.reports.label_files import (
     check_inclusion,
     consensus,
@@ -133,7 +140,8 @@ def export_command(
         f"({strategy}, seed {seed})\n  {out}  (fill in 'labeller' and 'labels')\n"
         f"  {studio}  (Label Studio: import these tasks)\n"
         f"  {config}  (Label Studio: the labelling interface)\n"
-        f"then: casewatch labels import FILE (this JSONL, or Label Studio's JSON export)"
+        f"then: {casewatch_program()} labels import FILE{store_args(db, config_file)} "
+        "(this JSONL, or Label Studio's JSON export)"
     )
 
 

@@ -7,6 +7,7 @@ never migrated.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -71,6 +72,14 @@ def with_db(settings: Settings, db: str | None) -> Settings:
         return settings
     storage = settings.storage.model_copy(update={"url": db_url(db)})
     return settings.model_copy(update={"storage": storage})
+
+
+def store_args(db: str | None, config_file: Path | None) -> str:
+    """The ``--db`` / ``--config`` a command was given, as arguments of a command it prints,
+    so that one reaches the same store (without them it would open the default database)."""
+    args = [*(["--db", db] if db is not None else []),
+            *(["--config", str(config_file)] if config_file is not None else [])]  # fmt: skip
+    return "".join(f" {shlex.quote(a)}" for a in args)
 
 
 def db_option(fn: F) -> F:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 RULES = Path("rules") / "casewatch.rules.yml"
+RUNBOOK = "RUNBOOK.md"
 # The burn rate of the page alert, per assistant: what the demo suggests graphing.
 GRAPH_EXPR = "assistant:casewatch_turns_severe:ratio_rate5m"
 HOW_TO_GET = (
@@ -40,6 +41,18 @@ def find_rules(explicit: Path | None = None, *, cwd: Path | None = None) -> Path
     here = (cwd or Path.cwd()) / RULES
     checkout = Path(__file__).resolve().parents[2] / RULES
     return next((p for p in (here, checkout) if p.is_file()), None)
+
+
+def runbook_base(rules: Path) -> str:
+    """Where the demo's alerts link their runbook: the checkout's own rules/ directory, as a
+    ``file://`` URL (the upstream repository's page may not be reachable from the machine, and
+    its runbook may not match this checkout's rules). A rules file with no RUNBOOK.md beside it
+    links the checkout's."""
+    here = rules.resolve().parent
+    directory = (
+        here if (here / RUNBOOK).is_file() else Path(__file__).resolve().parents[2] / "rules"
+    )
+    return directory.as_uri()
 
 
 class DemoAlerts:
@@ -69,6 +82,7 @@ class DemoAlerts:
         stack = PrometheusStack(
             [target],
             rule_files=[self._rules],
+            runbook_base=runbook_base(self._rules),
             prometheus_bin=self._prometheus_bin,
             alertmanager_bin=self._alertmanager_bin,
         )
@@ -80,11 +94,11 @@ class DemoAlerts:
             log.warning("the demo's Prometheus did not start", error=str(exc))
             return f"  alerts:   off (Prometheus did not start: {str(exc).splitlines()[0]})"
         self.stack = stack
-        url = stack.prometheus_url
         return (
-            f"  alerts:   Prometheus {url}/alerts with {self._rules} loaded, "
+            f"  alerts:   Prometheus {stack.ui_url('alerts')} with {self._rules} loaded, "
             f"Alertmanager {stack.alertmanager_url}\n"
-            f"            severe share per assistant: {url}/graph?g0.expr={quote(GRAPH_EXPR)}"
+            f"            severe share per assistant: "
+            f"{stack.ui_url('graph')}?g0.expr={quote(GRAPH_EXPR)}"
         )
 
     def states(self) -> list[AlertState]:
@@ -98,12 +112,12 @@ class DemoAlerts:
         """The alerts line of the periodic summary; None when alerting is off."""
         if self.stack is None:
             return None
-        url = self.stack.prometheus_url
+        page = self.stack.ui_url("alerts")
         try:
             alerts: Sequence[AlertState] = self.states()
         except PrometheusStackError as exc:
-            return f"  alerts: Prometheus is not answering ({exc})   ({url}/alerts)"
-        return format_alerts(alerts, url)
+            return f"  alerts: Prometheus is not answering ({exc})   ({page})"
+        return format_alerts(alerts, page)
 
     def stop(self) -> None:
         stack, self.stack = self.stack, None

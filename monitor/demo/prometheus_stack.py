@@ -43,6 +43,7 @@ from monitor.demo.prometheus_config import (
 )
 from monitor.errors import ConfigError, PrometheusNotInstalled, PrometheusStackError
 from monitor.processes import spawn_logged, stop_process
+from monitor.reports.alert_links import rebase_links
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +54,10 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 HTTP_TIMEOUT_S = 10.0
 _PORT_ATTEMPTS = 3  # a free port can be taken between probe and bind: retry with another
+# Where Prometheus' web UI pages live: the React UI at the root, else the classic UI under
+# /classic. Debian's build (2.42, what `make services` installs) ships only the classic UI:
+# its /alerts answers 404 and /graph redirects to /classic/graph.
+UI_PREFIXES = ("", "/classic")
 
 
 def find_binary(path: Path) -> Path:
@@ -81,6 +86,15 @@ def _get_json(url: str, timeout_s: float = HTTP_TIMEOUT_S) -> Any:
         raise PrometheusStackError(f"GET {url}: HTTP {exc.code}: {body}") from exc
     except (OSError, ValueError) as exc:
         raise PrometheusStackError(f"GET {url}: {exc}") from exc
+
+
+def _answers(url: str) -> bool:
+    """Whether a GET of ``url`` ends in 200 (redirects followed)."""
+    try:
+        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as resp:  # noqa: S310 -- http only
+            return bool(resp.status == 200)
+    except (OSError, ValueError):
+        return False
 
 
 def _ready(url: str) -> bool:
@@ -199,6 +213,8 @@ class PrometheusStack:
     scraping ``targets`` (``host:port`` or ``http://host:port[/path]``) with ``rule_files``
     loaded, sending its alerts to that Alertmanager. ``start()`` returns once both answer
     ``/-/ready``; ``stop()`` ends both and removes their directory (kept with ``keep_dir``).
+    ``runbook_base``: the rules are loaded with their ``runbook_url`` annotations moved there
+    (``monitor.reports.alert_links``; the demo points them at the checkout's own runbook).
     """
 
     def __init__(
@@ -207,6 +223,7 @@ class PrometheusStack:
         *,
         rule_files: Sequence[Path] = (),
         webhook_url: str | None = None,
+        runbook_base: str | None = None,
         scrape_interval_s: float = 1.0,
         evaluation_interval_s: float = 1.0,
         host: str = "127.0.0.1",
@@ -223,6 +240,7 @@ class PrometheusStack:
             if not path.is_file():
                 raise ConfigError(f"rule file {path} does not exist")
         self._webhook_url = webhook_url
+        self._runbook_base = runbook_base
         self._scrape_s = scrape_interval_s
         self._eval_s = evaluation_interval_s
         self._host = host
@@ -233,6 +251,7 @@ class PrometheusStack:
         self._dir: Path | None = None
         self._prometheus: _Server | None = None
         self._alertmanager: _Server | None = None
+        self._ui_prefix: str | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -247,6 +266,18 @@ class PrometheusStack:
         if self._prometheus is None:
             raise PrometheusStackError("the Prometheus stack is not started")
         return self._prometheus.url
+
+    def ui_url(self, page: str) -> str:
+        """The address of a page of Prometheus' web UI (``alerts``, ``graph``) as this build
+        serves it: probed once (the React UI's ``/alerts``, else the classic ``/classic/alerts``),
+        so a printed link opens the page instead of a 404."""
+        base = self.prometheus_url
+        if self._ui_prefix is None:
+            found = next((p for p in UI_PREFIXES if _answers(f"{base}{p}/alerts")), None)
+            if found is None:
+                log.warning("no Prometheus UI page answered", tried=UI_PREFIXES, url=base)
+            self._ui_prefix = found or ""
+        return f"{base}{self._ui_prefix}/{page}"
 
     @property
     def alertmanager_url(self) -> str:
@@ -300,7 +331,7 @@ class PrometheusStack:
         config = d / "prometheus.yml"
         doc = prometheus_config(
             self._targets,
-            rule_files=[str(p) for p in self._rule_files],
+            rule_files=[str(p) for p in self._loaded_rules(d / "rules")],
             alertmanager=alertmanager,
             scrape_interval_s=self._scrape_s,
             evaluation_interval_s=self._eval_s,
@@ -317,6 +348,20 @@ class PrometheusStack:
             timeout_s,
         )
 
+    def _loaded_rules(self, directory: Path) -> list[Path]:
+        """The rule files as given, or copies in ``directory`` with their runbook links
+        rebased (one per file, numbered: two files may share a name)."""
+        if self._runbook_base is None:
+            return self._rule_files
+        directory.mkdir(parents=True, exist_ok=True)
+        copies = []
+        for i, path in enumerate(self._rule_files):
+            doc = rebase_links(yaml.safe_load(path.read_text()), runbook_base=self._runbook_base)
+            copy = directory / f"{i}-{path.name}"
+            copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+            copies.append(copy)
+        return copies
+
     def stop(self) -> None:
         """Stop Prometheus, then Alertmanager; remove the directory. Idempotent."""
         for server in (self._prometheus, self._alertmanager):
@@ -326,6 +371,7 @@ class PrometheusStack:
             shutil.rmtree(self._dir, ignore_errors=True)
         self._dir = None if self._given_dir is None else self._dir
         self._prometheus = self._alertmanager = None
+        self._ui_prefix = None
 
     def kill(self) -> None:
         """End both processes at once (SIGKILL) without waiting or cleaning up: for an owner

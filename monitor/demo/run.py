@@ -15,7 +15,6 @@ examples and the replayed records are ``monitor.demo.examples``, the producer th
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -37,6 +36,7 @@ from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan
 from monitor.demo.summary import AlertState, Snapshot, format_summary
 from monitor.errors import CasewatchError, DemoError, ListenError
 from monitor.exporter import process_registry
+from monitor.program import casewatch_program
 from monitor.reports.turn_view import inspect_hint
 from monitor.settings import Settings
 from monitor.storage.store import Store
@@ -420,20 +420,3 @@ def _newest_turn(store: Store, assistant: str | None) -> str | None:
         if found:
             return found[0].event_id
     return None
-
-
-def casewatch_program(cwd: Path | None = None) -> str:
-    """The ``casewatch`` command as printed lines should run it from ``cwd``: plain
-    ``casewatch`` when that name on PATH is this very program, else this environment's script
-    (``.venv/bin/casewatch`` after ``make run``: the venv is not activated)."""
-    argv0 = Path(sys.argv[0])
-    script = argv0 if argv0.name == "casewatch" else Path(sys.executable).parent / "casewatch"
-    on_path = shutil.which("casewatch")
-    if on_path is not None and Path(on_path).resolve() == script.resolve():
-        return "casewatch"
-    absolute = script.absolute()  # not resolved: the venv's path, not the interpreter's
-    try:
-        relative = absolute.relative_to((cwd or Path.cwd()).absolute())
-    except ValueError:
-        return str(absolute)
-    return str(relative) if len(relative.parts) > 1 else f"./{relative}"

@@ -75,13 +75,13 @@ class AlertState:
     assistant: str | None = None
 
 
-def format_alerts(alerts: Iterable[AlertState], prometheus_url: str) -> str:
-    """``alerts: firing A [assistant]; pending B`` with where to see them, sorted, each
-    (name, assistant) once."""
+def format_alerts(alerts: Iterable[AlertState], alerts_page: str) -> str:
+    """``alerts: firing A [assistant]; pending B`` with where to see them (``alerts_page``,
+    Prometheus' alerts page as its build serves it), sorted, each (name, assistant) once."""
     by_state: dict[str, set[str]] = {"firing": set(), "pending": set()}
     for a in alerts:
         shown = f"{a.name} [{a.assistant}]" if a.assistant else a.name
         by_state.setdefault(a.state, set()).add(shown)
     parts = [f"{state} {', '.join(sorted(names))}" for state, names in by_state.items() if names]
     body = "; ".join(parts) if parts else "none pending or firing"
-    return f"  alerts: {body}   ({prometheus_url}/alerts)"
+    return f"  alerts: {body}   ({alerts_page})"

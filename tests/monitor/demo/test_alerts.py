@@ -7,8 +7,12 @@ goes pending, never for its stable sibling, and the periodic summary says so."""
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -33,10 +37,10 @@ def test_alerts_line_names_each_alert_once_by_state() -> None:
         AlertState("B", "pending", "acme-canary"),
         AlertState("B", "firing", "other"),
     ]
-    assert format_alerts(alerts, "http://p:9") == (
-        "  alerts: firing A, B [other]; pending B [acme-canary]   (http://p:9/alerts)"
+    assert format_alerts(alerts, "http://p:9/classic/alerts") == (
+        "  alerts: firing A, B [other]; pending B [acme-canary]   (http://p:9/classic/alerts)"
     )
-    assert format_alerts([], "http://p:9") == (
+    assert format_alerts([], "http://p:9/alerts") == (
         "  alerts: none pending or firing   (http://p:9/alerts)"
     )
 
@@ -60,6 +64,46 @@ def test_without_binaries_or_rules_alerting_is_off_and_says_how_to_get_it(
     missing.kill()  # nothing to kill: no error
     missing.stop()
     assert "no rules/casewatch.rules.yml" in DemoAlerts(None).start("127.0.0.1:1")
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 -- loopback
+        return int(resp.status), resp.read()
+
+
+@pytest.mark.integration
+def test_every_link_the_demo_prints_for_its_prometheus_answers(
+    prometheus_bins: None, tmp_path: Path
+) -> None:
+    """Debian's Prometheus serves only the classic UI (/alerts is a 404 there): the demo
+    prints the pages its Prometheus answers, and its alerts link the checkout's own runbook."""
+    alerts = DemoAlerts(ROOT / RULES)
+    printed = alerts.start("127.0.0.1:1")  # no daemon needed: the pages, not the scrape
+    try:
+        assert alerts.stack is not None, printed
+        links = re.findall(r"http://\S+", printed) + re.findall(
+            r"\((http://\S+)\)", alerts.summary() or ""
+        )
+        ui = [link for link in links if link.startswith(alerts.stack.prometheus_url)]
+        assert len(ui) == 3, printed  # the alerts page, the graph, the summary's alerts page
+        for link in links:
+            status, body = _get(link)
+            assert status == 200 and body, link
+        rules = json.loads(_get(f"{alerts.stack.prometheus_url}/api/v1/rules")[1])
+        runbooks = [
+            r["annotations"]["runbook_url"]
+            for g in rules["data"]["groups"]
+            for r in g["rules"]
+            if r["type"] == "alerting"
+        ]
+        assert runbooks
+        runbook = (ROOT / "rules" / "RUNBOOK.md").read_text()
+        for url in runbooks:
+            assert url.startswith((ROOT / "rules" / "RUNBOOK.md").as_uri() + "#"), url
+            path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+            assert path.read_text() == runbook
+    finally:
+        alerts.stop()
 
 
 @pytest.mark.integration
@@ -104,7 +148,9 @@ def test_demo_shows_the_canary_regression_as_alerts(
     runner.start()
     try:
         url = demo.prometheus_url
-        assert url is not None and f"Prometheus {url}/alerts" in lines[0]
+        assert url is not None and f"Prometheus {url}/" in lines[0]
+        page = re.search(r"Prometheus (\S+) with", lines[0])
+        assert page is not None and page.group(1).endswith("/alerts")
         assert "regression: acme-support-canary starts healthy" in lines[0]
         assert "detectors: armed at once on baselines pinned from one healthy loop" in lines[0]
         deadline = time.monotonic() + DEADLINE_S
@@ -128,7 +174,7 @@ def test_demo_shows_the_canary_regression_as_alerts(
         while not any(wanted in line for line in lines):  # the summary says so too
             assert time.monotonic() < deadline, "\n".join(lines[-5:])
             time.sleep(0.5)
-        assert f"({url}/alerts)" in next(line for line in lines if wanted in line)
+        assert f"({page.group(1)})" in next(line for line in lines if wanted in line)
         # The healthy sibling pages for nothing at any point.
         assert not any(k[:2] in ((BURN, stable), (DETECTOR, stable)) for k in seen)
         for name in (BURN, DETECTOR):
