@@ -21,10 +21,21 @@ The fast path covers plain ``Counter``, ``Gauge`` and ``Histogram`` wrappers (ev
 else (process/platform collectors of the default registry, custom collectors, target_info, the
 ``dots`` escaping, ...) is collected and formatted by prometheus_client itself, in registry
 order, so the body stays exactly what ``make_wsgi_app`` would serve (tests compare the bytes).
+
+The fast path reads private attributes of prometheus_client (``PRIVATE_ATTRIBUTES``). A release
+that renames one must cost speed, never the scrape: an ``Exposition`` resolves every name on
+real objects when it is built, and on a name missing there, or an ``AttributeError`` or
+``TypeError`` while the fast path renders, it serves prometheus_client's own encoder for the
+negotiated format from then on (the library's bytes, OpenMetrics included), logs one warning and
+reports the reason once (``casewatch_exposition_fallback_total``). Errors raised by a collector
+that prometheus_client renders anyway are not the fast path's: they propagate, as they would
+from the library's own app.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -34,6 +45,7 @@ from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, contains, is_not, not_
 from typing import Any
 
+import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import metrics as client_metrics
 from prometheus_client import values as client_values
@@ -43,6 +55,8 @@ from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.utils import floatToGoString
 
 from monitor.errors import NotRenderableFast
+
+log = structlog.get_logger(__name__)
 
 # The private prometheus_client attributes read below, in one place: pyproject pins
 # prometheus-client to the minor version they were written against, the byte-for-byte tests
@@ -74,6 +88,50 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "MutexValue._value",
     "MutexValue._exemplar",
 )
+
+
+def missing_private_attributes() -> list[str]:
+    """The entries of ``PRIVATE_ATTRIBUTES`` this prometheus_client lacks, each resolved on a
+    module or on a real object of its kind (built in a throwaway registry); a kind that cannot
+    even be built counts its entries as missing."""
+    missing = []
+    owners: dict[str, object] = {}
+    try:
+        registry = CollectorRegistry()
+        # A series without labels is its own child: it holds what a labelled child holds.
+        series = Counter("s", "s", registry=registry)
+        function = Gauge("f", "f", registry=registry)
+        function.set_function(lambda: 1.0)
+        owners = {
+            "CollectorRegistry": registry,
+            "Counter": Counter("c", "c", ["l"], registry=registry),
+            "Counter.child": series,
+            "Gauge.child": Gauge("g", "g", registry=registry),
+            "Gauge.function": function,
+            "Histogram": Histogram("h", "h", ["l"], registry=registry),
+            "Histogram.child": Histogram("hs", "hs", registry=registry),
+            "MutexValue": getattr(series, "_value", None),
+        }
+    except Exception:  # a library that cannot build them: every object-owned name is unknown
+        log.debug("prometheus_client objects could not be built to resolve names", exc_info=True)
+    for dotted in PRIVATE_ATTRIBUTES:
+        owner, attribute = dotted.rsplit(".", 1)
+        if owner.startswith("prometheus_client."):
+            obj: object = importlib.import_module(owner)
+        else:
+            obj = owners.get(owner)
+        if obj is None or not hasattr(obj, attribute):
+            missing.append(dotted)
+    return missing
+
+
+# Why an ``Exposition`` left the fast path (the reason label of the fallback counter): a private
+# name missing when it was built, or an AttributeError/TypeError while rendering.
+MISSING_ATTRIBUTE = "missing_attribute"
+RENDER_ERROR = "render_error"
+FALLBACK_REASONS: tuple[str, ...] = (MISSING_ATTRIBUTE, RENDER_ERROR)
+# What a renamed or retyped private attribute raises inside the fast path.
+_LIBRARY_CHANGED = (AttributeError, TypeError)
 
 Encoder = Callable[[Any], bytes]
 _go_float: Callable[[float], str] = floatToGoString  # how prometheus_client writes a value
@@ -277,6 +335,13 @@ class _Families:
         return self._families
 
 
+def _client_version() -> str:
+    try:
+        return importlib.metadata.version("prometheus-client")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _fast_path_for(collector: object) -> bool:
     if type(collector) not in (Counter, Gauge, Histogram):
         return False
@@ -285,51 +350,111 @@ def _fast_path_for(collector: object) -> bool:
 
 
 class Exposition:
-    """Renders a registry for ``/metrics``; one instance per registry, shared by all scrapes."""
+    """Renders a registry for ``/metrics``; one instance per registry, shared by all scrapes.
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    ``on_fallback`` is told, once, why this instance left the fast path for prometheus_client's
+    own encoder (one of ``FALLBACK_REASONS``); it is not called under any lock of this class.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        on_fallback: Callable[[str], None] | None = None,
+    ) -> None:
         self._registry = registry
+        self._on_fallback = on_fallback
         # collector -> its cached rendering, or None: rendered by prometheus_client.
         self._families: dict[object, _Family | None] = {}
         self._lock = threading.Lock()  # renders mutate the caches: one at a time
+        self._fallback: str | None = None  # set once, never cleared: the reason
+        self._fallback_lock = threading.Lock()
+        missing = missing_private_attributes()
+        if missing:
+            self._fall_back(MISSING_ATTRIBUTE, missing=missing)
+
+    @property
+    def fallback(self) -> str | None:
+        """Why every render is prometheus_client's own (None: the fast path is in use)."""
+        return self._fallback
 
     def render(self, fmt: Format = TEXT) -> bytes:
-        # Created samples and multi-process values are rare setups: leave them to the client.
-        if (
-            not fmt.fast
-            or client_metrics._use_created
-            or client_values.ValueClass is not client_values.MutexValue
-        ):
-            return fmt.encoder(self._registry)
-        registry: Any = self._registry
-        with registry._lock:
-            collectors = list(registry._collector_to_names)
-            target_info = registry._target_info_metric() if registry._target_info else None
+        if self._fallback is None and fmt.fast:
+            body = self._render_fast(fmt)
+            if body is not None:
+                return body
+        return fmt.encoder(self._registry)
+
+    def _render_fast(self, fmt: Format) -> bytes | None:
+        """The body, or None: prometheus_client renders this one (a rare setup, or the fast
+        path just failed and was left for good)."""
+        try:
+            # Created samples and multi-process values are rare setups: leave them to the client.
+            if (
+                client_metrics._use_created
+                or client_values.ValueClass is not client_values.MutexValue
+            ):
+                return None
+            registry: Any = self._registry
+            with registry._lock:
+                collectors = list(registry._collector_to_names)
+                target_info = registry._target_info_metric() if registry._target_info else None
+        except _LIBRARY_CHANGED as exc:
+            self._fall_back(RENDER_ERROR, error=exc)
+            return None
         chunks: list[bytes] = []
         if target_info is not None:
             chunks.append(self._client_render(fmt, [target_info]))
+        broken: BaseException | None = None
         with self._lock:
             families: dict[object, _Family | None] = {}
             for collector in collectors:
-                if collector in self._families:
-                    family = self._families[collector]
-                else:
-                    family = _Family(collector) if _fast_path_for(collector) else None
-                if family is not None:
-                    try:
-                        body = family.render()
-                    except NotRenderableFast:
-                        family = None
-                    else:
-                        chunks.append(family.om_header if fmt.openmetrics else family.text_header)
-                        chunks.append(body)
-                if family is None:
+                try:
+                    family = self._family(collector)
+                    body = None if family is None else family.render()
+                except NotRenderableFast:
+                    family, body = None, None
+                except _LIBRARY_CHANGED as exc:
+                    broken = exc
+                    break
+                if family is not None and body is not None:
+                    chunks.append(family.om_header if fmt.openmetrics else family.text_header)
+                    chunks.append(body)
+                else:  # outside the try: a collector's own error is not the fast path's
                     chunks.append(self._client_render(fmt, collector.collect()))
                 families[collector] = family
-            self._families = families  # unregistered collectors dropped
+            else:
+                self._families = families  # unregistered collectors dropped
+        if broken is not None:
+            self._fall_back(RENDER_ERROR, error=broken)
+            return None
         if fmt.openmetrics:
             chunks.append(_EOF)
         return b"".join(chunks)
+
+    def _family(self, collector: object) -> _Family | None:
+        if collector in self._families:
+            return self._families[collector]
+        return _Family(collector) if _fast_path_for(collector) else None
+
+    def _fall_back(
+        self, reason: str, *, missing: list[str] | None = None, error: BaseException | None = None
+    ) -> None:
+        with self._fallback_lock:
+            if self._fallback is not None:
+                return  # another scrape got there first: said once
+            self._fallback = reason
+        log.warning(
+            "metrics exposition: prometheus_client's private attributes are not the ones "
+            "monitor/exposition.py was written for; every scrape is now rendered by "
+            "prometheus_client's own encoder (same text, slower at many series): install the "
+            "prometheus-client version pyproject.toml pins",
+            reason=reason,
+            missing=missing,
+            error=None if error is None else repr(error),
+            prometheus_client=_client_version(),
+        )
+        if self._on_fallback is not None:
+            self._on_fallback(reason)
 
     @staticmethod
     def _client_render(fmt: Format, families: Iterable[Metric]) -> bytes:

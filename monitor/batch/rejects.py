@@ -3,7 +3,8 @@
 One JSON object per rejected line: its number (from 1), the reason and detail the pipeline
 gave (the decode step's, or the redact step's for a turn too large to redact) and the start
 of the line, enough to recognise it. It describes this run's input, so it starts empty each
-run. The first rejections are also said on stderr, above the progress bar.
+run. The first rejections are also said on stderr, above the progress bar, in place of the
+pipeline's log line for each (``DEAD_LETTER_EVENTS``, which ``casewatch judge`` does not log).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from consumers.records import RawMessage
 
 REJECT_RAW_CHARS = 500  # enough to recognise the line, not a copy of a huge record
 STDERR_REJECTS = 20  # a wholly broken input should not flood the terminal
+# The pipeline's log events for a record it dead-letters (monitor/stream/steps/base.py): the
+# line send() writes says the same, counted from 1, so the batch does not log them too.
+DEAD_LETTER_EVENTS: tuple[str, ...] = ("record dead-lettered", "turn dead-lettered")
 
 
 class RejectsFile:

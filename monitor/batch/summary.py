@@ -58,6 +58,11 @@ class BatchSummary:
         return self.judged > 0 and self.judge_failed == self.judged
 
     @property
+    def all_rejected(self) -> bool:
+        """Every line read was rejected: the input holds nothing that could be judged."""
+        return self.read > 0 and self.rejected == self.read
+
+    @property
     def turns_per_second(self) -> float:
         return self.judged / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
 

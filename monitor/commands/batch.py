@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from monitor.batch.rejects import DEAD_LETTER_EVENTS
 from monitor.batch.runner import run_batch
 from monitor.batch.verdict_files import VerdictFile, default_rejects_path, read_verdicts
 from monitor.commands.batch_report import (
@@ -62,7 +63,9 @@ def judge_command(
 ) -> None:
     """Judge every turn event of INPUT.jsonl; resumable (turns already in --out are skipped)."""
     settings = settings_or_fail(config, **({"judge": judge_name} if judge_name else {}))
-    configure_logging(settings.log_level, settings.secret_values())
+    configure_logging(
+        settings.log_level, settings.secret_values(), said_otherwise=DEAD_LETTER_EVENTS
+    )
     for p in (out_path, compact_path, rejects_path):
         if p is not None and not p.parent.is_dir():
             fail(f"output directory {p.parent} does not exist")
@@ -106,6 +109,12 @@ def judge_command(
             f"interrupted: {kept} turn(s) kept in {out_path}; run the same command again to "
             "resume (turns already there are skipped)",
             code=130,
+        )
+    if summary.all_rejected:
+        fail(
+            f"none of the {summary.read} line(s) of {input_path} is a turn event that could "
+            "be judged: nothing was judged (the reasons are above and in the rejects file)",
+            code=1,
         )
     if summary.all_failed:
         fail(

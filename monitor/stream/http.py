@@ -2,8 +2,10 @@
 
 - ``/metrics``: the registry in the Prometheus text format or OpenMetrics, negotiated as
   prometheus_client's WSGI app does and rendered by ``monitor.exposition.Exposition`` (the same
-  bytes at a fraction of the cost); gzip (level 1) when the client accepts it. Anything but a
-  plain GET (``name[]`` filters, OPTIONS, other methods) is prometheus_client's app itself.
+  bytes at a fraction of the cost, or prometheus_client's own encoder once the fast renderer
+  cannot read the library: never a 500 for that); gzip (level 1) when the client accepts it.
+  Anything but a plain GET (``name[]`` filters, OPTIONS, other methods) is prometheus_client's
+  app itself.
 - ``/healthz`` (liveness): the process is alive AND the processing loop ticked recently. A
   loop stuck in a deadlock is not "alive" from the operator's point of view: restart it.
 - ``/readyz`` (readiness): every named check (broker, database, ...) passes. Checks are plain
@@ -111,10 +113,13 @@ class ProbeApp:
         heartbeat: Heartbeat,
         checks: Mapping[str, Callable[[], bool]],
         details: Callable[[], Mapping[str, Any]] | None = None,
+        on_exposition_fallback: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_exposition_fallback``: told once why ``/metrics`` left its fast renderer for
+        prometheus_client's own (``Exposition``); the runner counts it."""
         self._details = details  # more for the /readyz body (e.g. which partition is stuck)
         self._metrics_app = make_wsgi_app(registry)
-        self._exposition = Exposition(registry)
+        self._exposition = Exposition(registry, on_exposition_fallback)
         self._heartbeat = heartbeat
         self._checks = dict(checks)
 

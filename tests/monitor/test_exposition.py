@@ -8,9 +8,13 @@ parsed by prometheus_client's parsers, every family and sample.
 from __future__ import annotations
 
 import difflib
+import http.client
 import math
 import random
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Iterable, Iterator, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from prometheus_client import (
@@ -24,13 +28,21 @@ from prometheus_client import (
     disable_created_metrics,
     enable_created_metrics,
 )
+from prometheus_client import values as client_values
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
+from structlog.testing import capture_logs
 
 from monitor.exporter import Metrics
-from monitor.exposition import PRIVATE_ATTRIBUTES, Exposition, negotiate
+from monitor.exposition import (
+    PRIVATE_ATTRIBUTES,
+    Exposition,
+    missing_private_attributes,
+    negotiate,
+)
 from monitor.jobs.recorders import DriftRecorder, JobRunRecorder
+from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
 from monitor.stream.recorder import StreamRecorder
 
 PROMETHEUS_2_ACCEPT = (
@@ -102,30 +114,10 @@ def assert_served_as_prometheus_client(
 
 
 def test_the_private_attributes_the_fast_path_reads_still_exist() -> None:
-    """Each entry of ``PRIVATE_ATTRIBUTES`` resolved on a real module or object: an upgrade
-    that renames one fails here, before a scrape falls over."""
-    import importlib
-
-    registry = CollectorRegistry()
-    counter = Counter("c", "c", ["l"], registry=registry)
-    gauge = Gauge("g", "g", ["l"], registry=registry)
-    function = Gauge("f", "f", registry=registry)
-    function.set_function(lambda: 1.0)
-    histogram = Histogram("h", "h", ["l"], registry=registry)
-    owners: dict[str, object] = {
-        "CollectorRegistry": registry,
-        "Counter": counter,
-        "Counter.child": counter.labels("x"),
-        "Gauge.child": gauge.labels("x"),
-        "Gauge.function": function,
-        "Histogram": histogram,
-        "Histogram.child": histogram.labels("x"),
-        "MutexValue": counter.labels("x")._value,
-    }
-    for dotted in PRIVATE_ATTRIBUTES:
-        owner, attribute = dotted.rsplit(".", 1)
-        obj = owners[owner] if owner in owners else importlib.import_module(owner)
-        assert hasattr(obj, attribute), f"prometheus_client no longer has {dotted}"
+    """Each entry of ``PRIVATE_ATTRIBUTES`` resolves on a real module or object: an upgrade
+    that renames one fails here (and the daemon's scrapes fall back, see below)."""
+    assert len(PRIVATE_ATTRIBUTES) == 22
+    assert missing_private_attributes() == []
 
 
 def test_negotiation_matches_prometheus_client() -> None:
@@ -283,3 +275,127 @@ def test_random_updates_are_served_as_prometheus_client(seed: int) -> None:
         if step % 3 == 0:
             accepts = (None, rng.choice(ACCEPTS))
             assert_served_as_prometheus_client(registry, exposition, accepts)
+
+
+# ------------------------------------------------------------ a prometheus_client it cannot read
+
+
+def _scrape(url: str, accept: str | None = None) -> tuple[int, str, bytes]:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        conn.request("GET", "/metrics", headers={"Accept": accept} if accept else {})
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("Content-Type", ""), resp.read()
+    finally:
+        conn.close()
+
+
+def _fallback_server(registry: CollectorRegistry) -> ProbeServer:
+    recorder = StreamRecorder(Metrics(registry))
+    recorder.record_consumed("turns", 3)
+    app = ProbeApp(
+        registry, Heartbeat(), {}, on_exposition_fallback=recorder.record_exposition_fallback
+    )
+    return ProbeServer(app, "127.0.0.1", 0)
+
+
+def _fallbacks(registry: CollectorRegistry, reason: str) -> float | None:
+    return registry.get_sample_value("casewatch_exposition_fallback_total", {"reason": reason})
+
+
+def _fallback_warnings(logs: Iterable[MutableMapping[str, Any]]) -> list[MutableMapping[str, Any]]:
+    return [e for e in logs if e["log_level"] == "warning" and "exposition" in e["event"]]
+
+
+class _RenamedFloat(client_values.MutexValue):
+    """A series' value as a release that renamed MutexValue's private float would keep it:
+    prometheus_client's own render reads it through ``get()``, the fast path by name."""
+
+    def __init__(self, value: float) -> None:
+        self._float = value
+        self._exemplar = None
+        self._lock = threading.Lock()
+
+    def get(self) -> float:
+        with self._lock:
+            return self._float
+
+
+@pytest.mark.parametrize("accept", [None, PROMETHEUS_3_ACCEPT])
+def test_a_private_attribute_missing_while_rendering_falls_back_to_the_library(
+    registry: CollectorRegistry, monkeypatch: pytest.MonkeyPatch, accept: str | None
+) -> None:
+    """A series whose value object lacks ``_value``: scrapes over HTTP answer 200 with the
+    library's bytes for the negotiated format, the fallback counted and warned about once."""
+    with _fallback_server(registry) as srv, capture_logs() as logs:
+        series: Any = registry._names_to_collectors["casewatch_turns_consumed"]
+        monkeypatch.setattr(series.labels("turns"), "_value", _RenamedFloat(3.0))
+        fmt = negotiate(accept)
+        for _ in range(3):
+            status, content_type, body = _scrape(srv.url, accept)
+            assert status == 200 and content_type == fmt.content_type
+            assert body == fmt.encoder(registry)
+        assert b'casewatch_turns_consumed_total{topic="turns"} 3.0' in body
+    assert _fallbacks(registry, "render_error") == 1
+    assert _fallbacks(registry, "missing_attribute") == 0
+    warnings = _fallback_warnings(logs)
+    assert len(warnings) == 1
+    assert warnings[0]["reason"] == "render_error" and "_value" in warnings[0]["error"]
+
+
+def test_a_private_name_missing_at_start_falls_back_before_the_first_scrape(
+    registry: CollectorRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module-level private gone (``values.ValueClass``, read when a series is created and
+    by the fast path's check): found when the app is built, before any scrape."""
+    StreamRecorder(Metrics(CollectorRegistry())).record_consumed("turns")  # built while present
+    with capture_logs() as logs:
+        monkeypatch.delattr(client_values, "ValueClass")
+        # No metric can even be built to resolve the others on: they count as missing too.
+        assert missing_private_attributes() == [
+            n
+            for n in PRIVATE_ATTRIBUTES
+            if n.endswith(".ValueClass") or not n.startswith("prometheus_client.")
+        ]
+        monkeypatch.undo()
+    assert _fallback_warnings(logs) == []  # resolving names says nothing by itself
+
+    with capture_logs() as logs:
+        registry_metrics = Metrics(registry)
+        StreamRecorder(registry_metrics).record_consumed("turns", 2)
+        monkeypatch.delattr(client_values, "ValueClass")
+        app = ProbeApp(
+            registry,
+            Heartbeat(),
+            {},
+            on_exposition_fallback=StreamRecorder(registry_metrics).record_exposition_fallback,
+        )
+        assert _fallbacks(registry, "missing_attribute") == 1
+        with ProbeServer(app, "127.0.0.1", 0) as srv:
+            for accept in (None, "application/openmetrics-text"):
+                status, _, body = _scrape(srv.url, accept)
+                assert status == 200 and body == negotiate(accept).encoder(registry)
+    assert _fallbacks(registry, "missing_attribute") == 1
+    warnings = _fallback_warnings(logs)
+    assert len(warnings) == 1 and warnings[0]["reason"] == "missing_attribute"
+    assert warnings[0]["missing"][0] == "prometheus_client.values.ValueClass"
+
+
+def test_an_error_of_a_collector_the_library_renders_is_not_a_fallback(
+    registry: CollectorRegistry,
+) -> None:
+    """A custom collector that raises fails the library's render too: that is not the fast
+    path's to hide, and it does not cost the fast path."""
+
+    class Broken:
+        def collect(self) -> Iterator[Metric]:
+            raise AttributeError("the collector's own bug")
+
+    seen: list[str] = []
+    StreamRecorder(Metrics(registry)).record_consumed("turns")
+    exposition = Exposition(registry, seen.append)
+    registry.register(Broken())  # type: ignore[arg-type]
+    with pytest.raises(AttributeError, match="own bug"):
+        exposition.render()
+    assert exposition.fallback is None and seen == []

@@ -182,3 +182,40 @@ def test_compare_on_raw_turn_files_says_at_once_it_wants_judged_output(tmp_path:
     assert len(lines) == 1, result.output
     assert "holds turn events, not verdicts" in lines[0]
     assert f"casewatch judge {turns} --out judged.jsonl" in lines[0]
+
+
+def _judge_process(src: Path, out: Path) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "monitor.cli", "judge", str(src), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_a_file_where_every_line_is_rejected_exits_1_each_rejection_said_once(
+    tmp_path: Path,
+) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"event_id": "a"}\nnot json\n{"query": "q"}\n', encoding="utf-8")
+    result = _judge_process(src, tmp_path / "out.jsonl")
+    assert result.returncode == 1, result.stderr
+    assert "rejected 3" in result.stdout
+    assert "nothing was judged" in result.stderr
+    for line in (1, 2, 3):  # counted from 1, each once
+        assert result.stderr.count(f"line {line}: rejected") == 1, result.stderr
+    assert "dead-lettered" not in result.stderr  # no second, machine-shaped copy
+    assert "line 0" not in result.stderr and '"offset": 0' not in result.stderr
+
+
+def test_a_file_with_one_judgeable_line_still_exits_0(tmp_path: Path) -> None:
+    src, _ = stable_and_canary(tmp_path, conversations=1)
+    with src.open("a", encoding="utf-8") as fh:
+        fh.write("not json\n")
+    result = _judge_process(src, tmp_path / "out.jsonl")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("rejected (not_json)") == 1
