@@ -15,6 +15,13 @@ Offsets are tracked when read and marked done by the last step; only offsets bel
 everything is finished are committed. What a rebalance or a rewinding source changes (finish the
 revoked partitions' calls, forget what went elsewhere) is ``rebalances.py``'s.
 
+While it waits the loop sleeps: a Kafka poll waits for records (``POLL_TIMEOUT_S``); a source
+that has run out (a file read to its end without ``--follow``) is not polled again, and the loop
+blocks until a judge call (or a screening batch) finishes, or ``IDLE_WAIT_S`` for what runs on
+time (the heartbeat, traces finished by their idle timeout, a store retry, the summary line), or
+a stop request. Polling such a source again at once would spin a core for as long as the judge
+takes.
+
 ``stop()`` (SIGTERM) ends reading; ``run`` then drains in-flight work within
 ``drain_timeout_seconds``, commits, and returns. While it drains, every partition is paused and
 the source is still polled (``drain.py``): a Kafka consumer that stops polling for longer than
@@ -34,6 +41,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import structlog
 
@@ -71,6 +79,19 @@ BACKLOG_WAIT_S = 0.02  # between offers of a rejected record
 PAUSE_AFTER_S = 1.0  # a backlog older than this pauses the partitions
 LAG_INTERVAL_S = 1.0  # the source caches lag; this only bounds gauge churn
 HEARTBEAT_MAX_AGE_S = 60.0
+# The longest the loop sleeps on a source that has run out while the pipeline still holds turns:
+# what runs on time (the heartbeat, an OTLP trace's idle timeout, a store retry, the summary
+# line) runs at least this often. A finished judge call or a stop request wakes it sooner.
+IDLE_WAIT_S = 0.2
+
+
+@runtime_checkable
+class Exhaustible(Protocol):
+    """A source that can run out (``consumers.file_source.FileTurnSource`` without follow):
+    once ``exhausted``, polling it again can only return nothing."""
+
+    @property
+    def exhausted(self) -> bool: ...
 
 
 class Daemon:
@@ -102,6 +123,7 @@ class Daemon:
         # A failed poll is tried again a second later (the stop event cuts the wait short).
         self._poll_retry = RetryState(Backoff(1.0, 1.0), self._clock)
         self._source = source
+        self._finite = source if isinstance(source, Exhaustible) else None
         self._metrics = recorder
         self._cfg = config
         self._max_poll_records = kafka.max_poll_records
@@ -218,7 +240,12 @@ class Daemon:
         self.heartbeat.tick()
         self._offer_backlog()
         records: list[RawMessage] = []
-        if (not self._backlog or self._source.paused()) and not self._stop.is_set():
+        exhausted = self._finite is not None and self._finite.exhausted
+        if (
+            (not self._backlog or self._source.paused())
+            and not exhausted
+            and not self._stop.is_set()
+        ):
             records = self._poll()
             self._offer_backlog()
         if self._stop.is_set():
@@ -232,7 +259,19 @@ class Daemon:
             if not self._pipeline.wait_progress(BACKLOG_WAIT_S):
                 self._stop.wait(BACKLOG_WAIT_S)  # nothing running to wait for (e.g. a DB retry)
             return False
-        return self._exit_when_idle and not records and self.tracker.pending_count() == 0
+        if self._exit_when_idle and not records and self.tracker.pending_count() == 0:
+            return True
+        if exhausted:
+            self._wait_for_work()
+        return False
+
+    def _wait_for_work(self) -> None:
+        """Nothing more to read: sleep until the pipeline moves (a judge call or a screening
+        batch finishes), at most ``IDLE_WAIT_S``; with nothing running in the background (a
+        store retry, traces waiting for their idle timeout) until a stop request or
+        ``IDLE_WAIT_S``."""
+        if not self._pipeline.wait_progress(IDLE_WAIT_S):
+            self._stop.wait(IDLE_WAIT_S)
 
     def _poll(self) -> list[RawMessage]:
         timeout = BACKLOG_WAIT_S if self._backlog else POLL_TIMEOUT_S
