@@ -9,6 +9,7 @@ that warning silenced. Import kafka-python through this module, never directly.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import time
 import warnings
@@ -31,7 +32,9 @@ with warnings.catch_warnings():
     import kafka.net.inet
     import kafka.net.manager
     import kafka.net.transport
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka import KafkaAdminClient as _LibraryAdminClient
+    from kafka import KafkaConsumer as _LibraryConsumer
+    from kafka import KafkaProducer as _LibraryProducer
     from kafka import TopicPartition as KafkaTopicPartition
     from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
     from kafka.future import Future as KafkaFuture
@@ -42,6 +45,8 @@ from consumers.records import TopicPartition
 _log = structlog.get_logger(__name__)
 
 __all__ = [
+    "OPTIMISATIONS",
+    "OPTIMISATIONS_ENV",
     "AsyncConsumerRebalanceListener",
     "KafkaAdminClient",
     "KafkaConsumer",
@@ -56,11 +61,14 @@ __all__ = [
     "close_producer",
     "cluster_id",
     "from_kafka_tp",
+    "install_connection_fixes",
     "io_loop",
     "kafka",
+    "optimisation_on",
     "require_reachable",
     "to_kafka_tp",
     "wait_within",
+    "workarounds_off",
 ]
 
 
@@ -175,12 +183,15 @@ def require_reachable(servers: list[str], timeout_s: float) -> None:
         time.sleep(0.2)
 
 
-# The private kafka-python attributes the workarounds below, in consumers/_kafka_group.py (the
-# group coordinator) and in consumers/_kafka_fetch.py (the fetcher) use. pyproject pins
-# kafka-python to the minor version they were written against;
-# tests/consumers/test_kafka_workarounds.py checks they still exist, and a fallback taken at run
-# time is logged once per workaround. An entry starts with the client class it is read from, or
-# with ``kafka`` for a module attribute.
+# Every private kafka-python name casewatch reads, writes, calls or replaces, all of them in
+# consumers/_kafka*.py: the workarounds below, the group coordinator's (_kafka_group.py), the
+# fetcher's (_kafka_fetch.py), and the two optimisations (_kafka_records.py, the record reader;
+# _kafka_fetch_order.py, the fetch order). pyproject pins kafka-python to the exact version they
+# were written against; tests/consumers/test_kafka_workarounds.py resolves each one on real
+# objects, and each patch checks its own names when it is installed (a miss: one warning, then
+# the library's own behaviour). An entry starts with what it is read from: a client class, or
+# ``kafka`` for a module attribute, or ``DefaultRecordBatch`` / ``PartitionRecords`` for an
+# instance of the record batch / the fetcher's per-partition reader.
 _SOCK_CONNECT = "kafka.net.inet.KafkaNetSocket.sock_connect"
 _MANAGER_CLOSE = "kafka.net.manager.KafkaConnectionManager.close"
 _TRANSPORT_CLOSE = "kafka.net.transport.KafkaTCPTransport._close"
@@ -191,8 +202,28 @@ _UNPACK = "kafka.consumer.fetcher.Fetcher.PartitionRecords._unpack_records"
 _UNCOMPRESS = "kafka.record.default_records.DefaultRecordBatch._maybe_uncompress"
 _VARINT = "kafka.record.util.decode_varint"
 _READER = "KafkaConsumer._fetcher.PartitionRecords"
+_ABORTED_UP_TO = (
+    "kafka.consumer.fetcher.Fetcher.PartitionRecords._consume_aborted_transactions_up_to"
+)
+_ABORT_MARKER = "kafka.consumer.fetcher.Fetcher.PartitionRecords._contains_abort_marker"
+_BATCH_ABORTED = "kafka.consumer.fetcher.Fetcher.PartitionRecords._is_batch_aborted"
+# The record batch's layout, read (and ``_pos`` written) by the reader, and the reader's own
+# state it keeps as the library's does (written: the position and the fetch metrics' counts).
+_BATCH_BUFFER = "DefaultRecordBatch._buffer"
+_BATCH_POS = "DefaultRecordBatch._pos"
+_BATCH_HEADER = "DefaultRecordBatch._header_data"
+READER_STATE: tuple[str, ...] = (
+    "PartitionRecords.next_fetch_offset",
+    "PartitionRecords.leader_epoch",
+    "PartitionRecords.records_read",
+    "PartitionRecords.bytes_read",
+    "PartitionRecords.check_crcs",
+    "PartitionRecords.isolation_level",
+    "PartitionRecords.aborted_producer_ids",
+)
 # consumers/_kafka_fetch_order.py: a fetch response's partitions reordered, per consumer.
 _HANDLE_FETCH = "KafkaConsumer._fetcher._handle_fetch_response"
+_ISOLATION = "KafkaConsumer._fetcher._isolation_level"
 # Read or written, not called (the others are methods).
 _CLUSTER_ID = "KafkaConsumer._cluster.cluster_id"
 _NEXT_RECORDS = "KafkaConsumer._fetcher._next_partition_records"
@@ -205,9 +236,15 @@ VALUE_ATTRIBUTES: tuple[str, ...] = (
     _PAUSED_FETCHES,
     _NEXT_EXCEPTION,
     _FETCH_CONFIG,
+    _ISOLATION,
+    _BATCH_BUFFER,
+    _BATCH_POS,
+    _BATCH_HEADER,
+    *READER_STATE,
 )
 PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaConsumer._coordinator.need_rejoin",
+    "KafkaConsumer._coordinator.coordinator_unknown",
     _JOIN_RESPONSE,
     "KafkaConsumer._coordinator.poll",
     "KafkaConsumer._coordinator._manager.wait_for",
@@ -222,6 +259,9 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     _UNCOMPRESS,
     _VARINT,
     _READER,
+    _ABORTED_UP_TO,
+    _ABORT_MARKER,
+    _BATCH_ABORTED,
     _HANDLE_FETCH,
     "KafkaConsumer._fetcher._paused_partition_records.pop",
     "KafkaConsumer._coordinator.stable",
@@ -229,7 +269,15 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     "KafkaAdminClient._process_acl_operations",
     *VALUE_ATTRIBUTES,
 )
+# The optional patches: the two optimisations, which change how fast records arrive, never which
+# records arrive or what is committed. ``CASEWATCH_KAFKA_OPTIMISATIONS=off`` leaves every
+# consumer with the library's own reader and fetch order (docs/kafka.md). The workarounds above
+# fix library bugs (a socket or a thread left behind, a poll that spins on an unreadable
+# batch) and stay on.
+OPTIMISATIONS_ENV = "CASEWATCH_KAFKA_OPTIMISATIONS"
+OPTIMISATIONS: tuple[str, ...] = ("read_raw_records", "refetch_left_out")
 _warned: set[str] = set()
+_switched_off: set[str] = set()
 
 
 def _fallback(workaround: str, attribute: str) -> None:
@@ -243,12 +291,34 @@ def _fallback(workaround: str, attribute: str) -> None:
         )
 
 
+def workarounds_off() -> frozenset[str]:
+    """The workarounds and optimisations that fell back to the library's own behaviour in this
+    process (each warned once), for a status to report."""
+    return frozenset(_warned)
+
+
+def optimisation_on(name: str) -> bool:
+    """Whether the optional patch ``name`` (one of ``OPTIMISATIONS``) may be installed: read
+    from ``OPTIMISATIONS_ENV`` at each installation, so a consumer opened after the variable
+    changed follows it. Off is logged once per patch."""
+    value = os.environ.get(OPTIMISATIONS_ENV, "").strip().lower()
+    if value not in ("off", "on", ""):
+        _fallback(f"{OPTIMISATIONS_ENV}={value}", "expected 'on' or 'off'; kept on")
+    if value != "off":
+        return True
+    if name not in _switched_off:
+        _switched_off.add(name)
+        _log.info("kafka-python optimisation off", optimisation=name, switch=OPTIMISATIONS_ENV)
+    return False
+
+
 def _close_failed_connects() -> None:
     """Close the socket of a failed connection attempt.
 
     kafka-python 3.0.12's ``KafkaNetSocket.sock_connect`` raises on a refused or timed-out
     connect without closing the socket it was given, so while a broker is down every retry
-    leaves a socket to the garbage collector (a ResourceWarning each). Applied once, at import.
+    leaves a socket to the garbage collector (a ResourceWarning each). Class-level: the socket
+    is made deep inside the client.
     """
     cls = getattr(kafka.net.inet, "KafkaNetSocket", None)
     original = getattr(cls, "sock_connect", None)
@@ -271,9 +341,6 @@ def _close_failed_connects() -> None:
     cls.sock_connect = sock_connect
 
 
-_close_failed_connects()
-
-
 def _close_sockets_with_the_client() -> None:
     """Close every connection's socket when a whole client closes, sent or not.
 
@@ -283,7 +350,7 @@ def _close_sockets_with_the_client() -> None:
     after, so nothing is ever flushed and the socket is left to the garbage collector: a
     ResourceWarning raised in whichever test happens to be running when it is collected, and a
     descriptor held until then in the daemon. A closing client has nothing left to send, so
-    whatever the graceful close left open is closed at once. Applied once, at import.
+    whatever the graceful close left open is closed at once. Class-level, as the socket fix.
     """
     manager_cls = getattr(getattr(kafka.net, "manager", None), "KafkaConnectionManager", None)
     original = getattr(manager_cls, "close", None)
@@ -315,7 +382,32 @@ def _close_sockets_with_the_client() -> None:
     manager_cls.close = close
 
 
-_close_sockets_with_the_client()
+def install_connection_fixes() -> None:
+    """The two connection fixes, on kafka-python's classes: installed by the first client
+    casewatch builds (the clients below), not at import, and once (each fix checks its names
+    then and is idempotent)."""
+    _close_failed_connects()
+    _close_sockets_with_the_client()
+
+
+# The clients every casewatch module and test builds: kafka-python's, with the connection fixes
+# in place before the first socket is opened.
+class KafkaConsumer(_LibraryConsumer):  # type: ignore[misc]
+    def __init__(self, *topics: Any, **configs: Any) -> None:
+        install_connection_fixes()
+        super().__init__(*topics, **configs)
+
+
+class KafkaProducer(_LibraryProducer):  # type: ignore[misc]
+    def __init__(self, **configs: Any) -> None:
+        install_connection_fixes()
+        super().__init__(**configs)
+
+
+class KafkaAdminClient(_LibraryAdminClient):  # type: ignore[misc]
+    def __init__(self, **configs: Any) -> None:
+        install_connection_fixes()
+        super().__init__(**configs)
 
 
 async def wait_within(consumer: Any, future: Any, timeout_s: float) -> Any:

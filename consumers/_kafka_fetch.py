@@ -2,18 +2,22 @@
 partition and offset (at every read, not once), and what it fetched of a partition dropped.
 
 The private attributes used here are listed in ``consumers._kafka.PRIVATE_ATTRIBUTES`` with the
-others, and degrade the same way (a warning, then the library's own behaviour). The patch is
-applied at import; the Kafka source imports this module (through ``unreadable_holds.py``).
+others, and degrade the same way (a warning, then the library's own behaviour). The guard on
+``take`` is installed per consumer (``fail_unreadable_batches``, from the consumer's factory in
+``group_consumer.py``): other kafka-python consumers in the process keep the library's reader.
 """
 
 from __future__ import annotations
 
+import importlib
+import zlib
 from typing import Any
 
 from consumers._kafka import (
     _NEXT_EXCEPTION,
     _NEXT_RECORDS,
     _PAUSED_FETCHES,
+    _READER,
     _TAKE,
     UnreadableBatchError,
     _fallback,
@@ -24,7 +28,7 @@ from consumers._kafka import (
 from consumers.records import TopicPartition
 from consumers.unreadable import CODEC_UNAVAILABLE, CORRUPT
 
-__all__ = ["describe_unreadable", "discard_fetched"]
+__all__ = ["describe_unreadable", "discard_fetched", "fail_unreadable_batches"]
 
 
 def describe_unreadable(reason: str, cause: BaseException) -> str:
@@ -42,30 +46,73 @@ def describe_unreadable(reason: str, cause: BaseException) -> str:
     )
 
 
+def _codec_errors() -> tuple[type[BaseException], ...]:
+    """What decompressing a batch raises on bad data (kafka-python lets the codecs' own errors
+    through): gzip's (OSError and its BadGzipFile, zlib.error, EOFError on a truncated stream;
+    ``take`` does no I/O, so an OSError there is the decoder's), lz4's (a RuntimeError, also
+    kafka-python's own for a short lz4 frame), snappy's and zstandard's."""
+    found: list[type[BaseException]] = [OSError, zlib.error, EOFError, RuntimeError]
+    for module, name in (("snappy", "UncompressError"), ("zstandard", "ZstdError")):
+        try:
+            error = getattr(importlib.import_module(module), name, None)
+        except ImportError:  # that codec is not installed: kafka-python says so itself
+            continue
+        if isinstance(error, type) and issubclass(error, BaseException):
+            found.append(error)
+    return tuple(found)
+
+
+# A batch that cannot be read: the library's errors (a CRC mismatch, a record that does not
+# parse, a codec not installed) and the codecs'. Anything else (an AttributeError from a
+# renamed private, a TypeError) is casewatch's own reader failing, not the batch.
+_UNREADABLE: tuple[type[BaseException], ...] = (kafka.errors.KafkaError, *_codec_errors())
+
+
 def _unreadable_reason(exc: BaseException) -> str:
     return CODEC_UNAVAILABLE if isinstance(exc, kafka.errors.UnsupportedCodecError) else CORRUPT
 
 
-def _fail_unreadable_batches() -> None:
-    """Make an unreadable batch fail loudly, with its partition and offset, instead of spinning.
+def fail_unreadable_batches(consumer: Any) -> bool:
+    """Make an unreadable batch fail loudly on ``consumer``, with its partition and offset,
+    instead of spinning; False (and a warning, once) where the library's reader stays as it is.
 
     kafka-python 3.0.12 reads a fetched partition through a generator (``PartitionRecords``):
     when decompressing or checking a batch raises (a codec library missing, a CRC mismatch),
     ``poll()`` raises once, the generator is finished, and every later ``take()`` returns no
     records without draining, so ``Fetcher.fetched_records`` loops forever on it holding the
-    polling thread (100 % CPU, every partition stopped, SIGTERM never acted on). Patched here:
-    the failure is remembered and raised again at every ``take()`` as an
+    polling thread (100 % CPU, every partition stopped, SIGTERM never acted on). Here the
+    fetcher's reader class (the library's, or casewatch's record reader when installed first)
+    gets a ``take`` that remembers the failure and raises it again at every call as an
     ``UnreadableBatchError`` naming partition and offset, until the source discards the
-    records (``discard_fetched``) and pauses the partition. Applied once, at import.
+    records (``discard_fetched``) and pauses the partition.
+
+    Only kafka-python's errors and the codecs' are the batch's fault. Any other exception
+    raised by casewatch's record reader is the reader's: the reader is taken off this consumer
+    (one warning), the partition's records are dropped without moving its position, and the
+    library's reader fetches them again. Raised by the library's own reader, it is passed on
+    unchanged.
     """
-    fetcher_cls = getattr(getattr(kafka.consumer, "fetcher", None), "Fetcher", None)
-    cls = getattr(fetcher_cls, "PartitionRecords", None)
-    original = getattr(cls, "take", None)
-    if cls is None or original is None:
-        _fallback("fail_unreadable_batches", _TAKE)
-        return
-    if getattr(original, "fails_unreadable", False):
-        return
+    fetcher: Any = getattr(consumer, "_fetcher", None)
+    current = getattr(fetcher, "PartitionRecords", None)
+    library = getattr(getattr(kafka.consumer.fetcher, "Fetcher", None), "PartitionRecords", None)
+    if current is None or library is None or not hasattr(current, "take"):
+        _fallback("fail_unreadable_batches", _TAKE if current is not None else _READER)
+        return False
+    if getattr(current, "fails_unreadable", False):
+        return True
+    plain = _guarded(library, None)
+
+    def reader_failed(records: Any, exc: BaseException) -> None:
+        _fallback("read_raw_records", f"{_READER} raised {type(exc).__name__}: {exc}")
+        fetcher.PartitionRecords = plain
+
+    fetcher.PartitionRecords = plain if current is library else _guarded(current, reader_failed)
+    return True
+
+
+def _guarded(base: Any, reader_failed: Any) -> type:
+    """``base`` with the guarded ``take``; ``reader_failed`` None for the library's reader."""
+    original = base.take
 
     def take(self: Any, n: Any = None) -> Any:
         failed = getattr(self, "_casewatch_unreadable", None)
@@ -73,7 +120,7 @@ def _fail_unreadable_batches() -> None:
             raise failed
         try:
             return original(self, n)
-        except Exception as exc:
+        except _UNREADABLE as exc:
             tp = from_kafka_tp(self.topic_partition)
             reason = _unreadable_reason(exc)
             error = UnreadableBatchError(
@@ -81,12 +128,17 @@ def _fail_unreadable_batches() -> None:
             )
             self._casewatch_unreadable = error
             raise error from exc
+        except Exception as exc:
+            if reader_failed is None:
+                raise
+            reader_failed(self, exc)
+            # No records: the fetcher keeps the position (the offset after the last record
+            # handed out) and fetches from it again, read this time by the library's reader.
+            self.drain()
+            return []
 
     take.fails_unreadable = True  # type: ignore[attr-defined]
-    cls.take = take
-
-
-_fail_unreadable_batches()
+    return type(f"Guarded{base.__name__}", (base,), {"take": take, "fails_unreadable": True})
 
 
 def discard_fetched(consumer: Any, tp: TopicPartition) -> None:

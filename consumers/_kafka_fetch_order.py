@@ -21,8 +21,9 @@ A partition that is caught up keeps its place: a fetch for it alone would wait
 Which partition's records come first changes; the order within a partition, the positions and
 what is committed do not.
 
-Installed per consumer (``refetch_left_out``), like the record reader: other kafka-python
-consumers in the process keep the library's order. The private attributes used are in
+Installed per consumer (``refetch_left_out``), like the record reader, and optional like it
+(``CASEWATCH_KAFKA_OPTIMISATIONS=off``): other kafka-python consumers in the process keep the
+library's order. The private attributes used are in
 ``consumers._kafka.PRIVATE_ATTRIBUTES``; a response the library shapes otherwise is passed on
 unchanged (logged once).
 """
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from consumers._kafka import _HANDLE_FETCH, _fallback, kafka
+from consumers._kafka import _HANDLE_FETCH, _ISOLATION, _fallback, kafka, optimisation_on
 
 __all__ = ["left_out_first", "refetch_left_out"]
 
@@ -66,13 +67,21 @@ def left_out_first(response: Any, fetch_offsets: Any, *, read_committed: bool) -
 
 def refetch_left_out(consumer: Any) -> bool:
     """Make ``consumer`` fetch again at once the partitions a full response left out; False
-    (and a warning, once) where it keeps the library's order."""
+    where it keeps the library's order: switched off (``CASEWATCH_KAFKA_OPTIMISATIONS=off``),
+    or (a warning, once) a fetcher without the names it relies on. A reorder that fails on a
+    response takes the patch off the consumer (one warning): that response and every later one
+    are handled in the library's order."""
+    if not optimisation_on("refetch_left_out"):
+        return False
     fetcher: Any = getattr(consumer, "_fetcher", None)
     original = getattr(fetcher, "_handle_fetch_response", None)
     if original is None or _READ_COMMITTED is None:
         _fallback("refetch_left_out", _HANDLE_FETCH)
         return False
-    read_committed = getattr(fetcher, "_isolation_level", None) == _READ_COMMITTED
+    if not hasattr(fetcher, "_isolation_level"):
+        _fallback("refetch_left_out", _ISOLATION)
+        return False
+    read_committed = fetcher._isolation_level == _READ_COMMITTED
 
     def handle_fetch_response(
         node_id: Any, fetch_offsets: Any, send_time: Any, response: Any
@@ -81,8 +90,10 @@ def refetch_left_out(consumer: Any) -> bool:
         # consumer's thread only ever sees them in their new order.
         try:
             left_out_first(response, fetch_offsets, read_committed=read_committed)
-        except AttributeError:  # a response shaped otherwise: the library's order
-            _fallback("refetch_left_out", _HANDLE_FETCH)
+        except Exception as exc:  # a response shaped otherwise: the library's order from now
+            _fallback("refetch_left_out", f"{_HANDLE_FETCH} ({type(exc).__name__}: {exc})")
+            if fetcher.__dict__.get("_handle_fetch_response") is handle_fetch_response:
+                del fetcher._handle_fetch_response  # the class's method again
         return original(node_id, fetch_offsets, send_time, response)
 
     fetcher._handle_fetch_response = handle_fetch_response

@@ -49,10 +49,11 @@ def finish_pending_join(consumer: Any, timeout_ms: int) -> None:
     rebalance never finishes. Waiting for the whole round keeps its result. Only done while
     the coordinator is known, so an unreachable broker still returns within the poll timeout.
     """
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is None or not hasattr(coordinator, "need_rejoin"):
-        _fallback("finish_pending_join", "KafkaConsumer._coordinator.need_rejoin")
-        return
+    coordinator: Any = getattr(consumer, "_coordinator", None)
+    for name in ("need_rejoin", "coordinator_unknown"):
+        if not hasattr(coordinator, name):
+            _fallback("finish_pending_join", f"KafkaConsumer._coordinator.{name}")
+            return
     if not coordinator.coordinator_unknown() and coordinator.need_rejoin():
         coordinator.poll(timeout_ms=timeout_ms)
 
@@ -75,10 +76,11 @@ def join_group(consumer: Any, timeout_ms: int) -> bool:
 def group_formed(consumer: Any) -> bool | None:
     """Whether the consumer is a member of a formed group (joined, synced, no rejoin due);
     None when that cannot be told (no coordinator known: a broker outage, not a stuck group)."""
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is None or not hasattr(coordinator, "stable"):
-        _fallback("group_formed", "KafkaConsumer._coordinator.stable")
-        return None
+    coordinator: Any = getattr(consumer, "_coordinator", None)
+    for name in ("stable", "need_rejoin", "coordinator_unknown"):
+        if not hasattr(coordinator, name):
+            _fallback("group_formed", f"KafkaConsumer._coordinator.{name}")
+            return None
     if coordinator.coordinator_unknown():
         return None
     return bool(coordinator.stable() and not coordinator.need_rejoin())

@@ -19,9 +19,13 @@ read counted for the fetch metrics, and a record that does not parse raised as k
 batch with its partition and offset). Batches of the old message formats (v0 and v1, before
 Kafka 0.11) are read through the library's records, then converted.
 
-It is installed per consumer (``read_raw_records``): a consumer with deserializers, or a
-kafka-python whose fetcher lacks what it relies on, keeps the library's reader (logged once),
-and the source converts what it returns (``to_raw``). Only ``_kafka*.py`` reach kafka-python.
+It is installed per consumer (``read_raw_records``), never at import, and is optional: with
+``CASEWATCH_KAFKA_OPTIMISATIONS=off``, for a consumer with deserializers, or for a kafka-python
+it no longer fits (its names checked, and one batch read by both readers, at each
+installation; logged once), the consumer keeps the library's reader and the source converts
+what it returns (``to_raw``). A reader that fails at read time on anything but the batch
+itself is taken off its consumer (``_kafka_fetch.fail_unreadable_batches``). Only
+``_kafka*.py`` reach kafka-python.
 """
 
 from __future__ import annotations
@@ -29,7 +33,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from consumers._kafka import _READER, _fallback, kafka
+from consumers._kafka import (
+    _ABORT_MARKER,
+    _ABORTED_UP_TO,
+    _BATCH_ABORTED,
+    _BATCH_BUFFER,
+    _BATCH_HEADER,
+    _BATCH_POS,
+    _FETCH_CONFIG,
+    _READER,
+    _UNCOMPRESS,
+    _UNPACK,
+    _VARINT,
+    READER_STATE,
+    _fallback,
+    kafka,
+    optimisation_on,
+)
 from consumers.records import RawMessage
 
 __all__ = ["read_raw_records", "to_raw"]
@@ -73,22 +93,96 @@ def to_raw(record: Any) -> RawMessage:
 
 
 def read_raw_records(consumer: Any) -> bool:
-    """Make ``consumer`` hand out ``RawMessage`` records read by ``RawRecords``; False (and a
-    warning, once) where it keeps the library's reader."""
+    """Make ``consumer`` hand out ``RawMessage`` records read by ``RawRecords``; False where it
+    keeps the library's reader: switched off (``CASEWATCH_KAFKA_OPTIMISATIONS=off``), records
+    to deserialize, or (a warning, once) a library this reader no longer fits."""
+    if not optimisation_on("read_raw_records"):
+        return False
     fetcher: Any = getattr(consumer, "_fetcher", None)
     config = getattr(fetcher, "config", None)
-    if (
-        RawRecords is None
-        or _decode_varint is None
-        or not hasattr(fetcher, "PartitionRecords")
-        or not isinstance(config, dict)
-    ):
-        _fallback("read_raw_records", _READER)
+    if not hasattr(fetcher, "PartitionRecords") or not isinstance(config, dict):
+        _fallback("read_raw_records", _READER if fetcher is not None else _FETCH_CONFIG)
+        return False
+    missing = _reader_misfit()
+    if missing is not None:
+        _fallback("read_raw_records", missing)
         return False
     if config.get("key_deserializer") is not None or config.get("value_deserializer") is not None:
         return False  # records to deserialize: the library's reader does that
     fetcher.PartitionRecords = RawRecords
     return True
+
+
+def _reader_misfit() -> str | None:
+    """What of the library this reader relies on is missing or reads otherwise, or None.
+
+    Checked at each installation, on the library's own objects: every private name the reader
+    uses (``consumers._kafka``: the record batch's layout, the reader's state, the transaction
+    helpers), then a batch of three records (keys, headers, a null value) read by both readers,
+    which must agree record for record and on the position they leave. Microseconds, once per
+    consumer.
+    """
+    if RawRecords is None or _decode_varint is None or _DefaultRecordBatch is None:
+        return _UNPACK if RawRecords is None else _VARINT
+    for dotted in (_UNPACK, _UNCOMPRESS, _ABORTED_UP_TO, _ABORT_MARKER, _BATCH_ABORTED):
+        owner, name = dotted.rsplit(".", 1)
+        if not callable(getattr(_owners().get(owner), name, None)):
+            return dotted
+    try:
+        buffer = _sample_batch()
+        batch = _DefaultRecordBatch(bytearray(buffer))
+        for dotted in (_BATCH_BUFFER, _BATCH_POS, _BATCH_HEADER):
+            if not hasattr(batch, dotted.rsplit(".", 1)[1]):
+                return dotted
+        tp = kafka.TopicPartition("casewatch.check", 0)
+        library: Any = _PartitionRecords  # not None: RawRecords is its subclass
+        theirs = library(1, tp, _memory_records(buffer))
+        ours = RawRecords(1, tp, _memory_records(buffer))
+        for dotted in READER_STATE:
+            if not hasattr(ours, dotted.rsplit(".", 1)[1]):
+                return dotted
+        expected = [_fields(to_raw(r)) for r in theirs.take()]
+        got = [_fields(r) for r in ours.take()]
+        if got != expected or ours.next_fetch_offset != theirs.next_fetch_offset:
+            return f"{_READER} (reads a batch otherwise than kafka-python's reader)"
+        if (ours.records_read, ours.bytes_read) != (theirs.records_read, theirs.bytes_read):
+            return f"{_READER} (counts a batch otherwise than kafka-python's reader)"
+    except Exception as exc:  # whatever the library changed, the library's reader stays
+        return f"{_READER} ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _owners() -> dict[str, Any]:
+    return {
+        "kafka.consumer.fetcher.Fetcher.PartitionRecords": _PartitionRecords,
+        "kafka.record.default_records.DefaultRecordBatch": _DefaultRecordBatch,
+    }
+
+
+def _sample_batch() -> bytes:
+    """A v2 batch of three records at offsets 0-2, built by the library's own builder."""
+    module: Any = _default_records  # not None: checked before (_DefaultRecordBatch)
+    builder = module.DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 16,
+    )
+    builder.append(0, timestamp=1_700_000_000_000, key=b"k0", value=b"v0", headers=[])
+    builder.append(1, timestamp=1_700_000_000_001, key=None, value=b"v1", headers=[("h", b"x")])
+    builder.append(2, timestamp=1_700_000_000_002, key=b"k2", value=None, headers=[])
+    return bytes(builder.build())
+
+
+def _memory_records(buffer: bytes) -> Any:
+    return kafka.record.memory_records.MemoryRecords(bytes(buffer))
+
+
+def _fields(record: RawMessage) -> tuple[Any, ...]:
+    return (record.offset, record.key, record.value, record.headers, record.timestamp_ms)
 
 
 def _records(

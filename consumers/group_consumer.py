@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from consumers._kafka import KafkaConsumer, broker_errors, client_options, cluster_id
+from consumers._kafka_fetch import fail_unreadable_batches
 from consumers._kafka_fetch_order import refetch_left_out
 from consumers._kafka_records import read_raw_records
 from consumers.broker_quirks import tansu_quirks
@@ -49,8 +50,11 @@ def subscribed_consumer(
             bootstrap_timeout_ms=int(connect_timeout_s * 1000),
             group_instance_id=group_instance_id,
         )
+    # The optimisations first (each optional, checked as it installs), then the guard on the
+    # reader the consumer ends up with: an unreadable batch held, not spun on.
     read_raw_records(consumer)  # RawMessage records, read at a third of the library's cost
     refetch_left_out(consumer)  # no fetch round trip waited for after each full response
+    fail_unreadable_batches(consumer)
     try:
         with broker_errors("subscribing", servers):
             consumer.subscribe(topics=config.topic_names, listener=listener(consumer))

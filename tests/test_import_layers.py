@@ -149,8 +149,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "tables", "engine", "location", "refusals"),
         ("schema",),
         ("store",),
-        ("audit", "canary_runs", "leases", "labels", "retention", "turn_queries"),
-        ("detection_queries", "drift_queries", "matches", "rubric_gradings"),
+        ("audit", "leases", "labels", "retention", "turn_queries"),
+        ("canary_runs", "detection_queries", "drift_queries", "matches", "rubric_gradings"),
     ),
     "monitor.sampling": (("__init__", "budget"), ("sampler",)),
     "monitor.stats": (
@@ -167,7 +167,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ),
         ("bradley_terry",),
         ("detection", "drift_stats", "paired", "tournament"),
-        ("agreement", "comparison", "detector_state", "drift"),
+        ("agreement", "comparison", "detector_state", "drift", "run_cusum"),
     ),
     "monitor.reports": (
         (

@@ -23,6 +23,7 @@ from structlog.testing import capture_logs
 
 from consumers import _kafka
 from consumers._kafka import kafka
+from consumers._kafka_fetch import fail_unreadable_batches
 from consumers._kafka_records import RawRecords, read_raw_records, to_raw
 from consumers.records import RawMessage
 from monitor.errors import UnreadableBatchError
@@ -80,6 +81,13 @@ def readers(data: bytes, fetch_offset: int = 0, **kwargs: Any) -> tuple[Any, Any
     ours = RawRecords(fetch_offset, TP, MemoryRecords(data), **kwargs)  # type: ignore[misc]
     library = LibraryRecords(fetch_offset, TP, MemoryRecords(data), **kwargs)
     return ours, library
+
+
+def guarded_reader(data: bytes, **kwargs: Any) -> Any:
+    """Casewatch's reader as a consumer gets it: with the guarded ``take`` installed."""
+    fetcher = SimpleNamespace(PartitionRecords=RawRecords)
+    assert fail_unreadable_batches(SimpleNamespace(_fetcher=fetcher)) is True
+    return fetcher.PartitionRecords(0, TP, MemoryRecords(data), **kwargs)
 
 
 def state(reader: Any) -> tuple[Any, ...]:
@@ -220,8 +228,8 @@ def test_a_batch_failing_its_crc_raises_as_the_library_raises() -> None:
     data = bytearray(build([(2, 0, [(1_700_000_000_000, None, b"x" * 50, [])] * 3)])[0])
     data[-10] ^= 0xFF
     assert_same(bytes(data), [2, 2, 2])
-    ours, _ = readers(bytes(data))
-    # the fetcher's take (consumers/_kafka_fetch.py) names the partition and offset
+    ours = guarded_reader(bytes(data))
+    # the consumer's guarded take (consumers/_kafka_fetch.py) names the partition and offset
     with pytest.raises(UnreadableBatchError, match="failed crc check") as raised:
         ours.take(2)
     assert isinstance(raised.value.__cause__, CorruptRecordError)
@@ -234,7 +242,7 @@ def test_a_record_that_does_not_parse_raises_when_reached_after_the_records_befo
     third = len(data) - (len(data) - DefaultRecordBatch.HEADER_STRUCT.size) // 3
     data[third] = 0x7E
     assert_same(bytes(data), [1, 5, 5], check_crcs=False)
-    ours, _ = readers(bytes(data), check_crcs=False)
+    ours = guarded_reader(bytes(data), check_crcs=False)
     assert [r.offset for r in ours.take(5)] == [0, 1]
     with pytest.raises(UnreadableBatchError, match="at offset 2: CorruptRecordError"):
         ours.take(5)

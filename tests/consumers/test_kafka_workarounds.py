@@ -1,11 +1,16 @@
-"""The kafka-python workarounds in consumers/_kafka.py reach into private attributes. These
-tests fail as soon as an upgrade renames one (the pin in pyproject keeps that from happening
-silently), and show that a missing attribute degrades to the library's own behaviour with a
-warning instead of an error."""
+"""The kafka-python workarounds and optimisations in consumers/_kafka*.py reach into private
+attributes. These tests fail as soon as an upgrade renames one (the exact pin in pyproject keeps
+that from happening silently), check that every private name the code uses is in the list, that
+nothing is patched at import, and show that a missing attribute degrades to the library's own
+behaviour with a warning instead of an error."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,12 +21,29 @@ from consumers._kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from consumers.records import TopicPartition
 from consumers.tansu import EmbeddedBroker
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def _resolve(obj: Any, path: list[str]) -> Any:
     for name in path:
         assert hasattr(obj, name), f"kafka-python no longer has {name!r}"
         obj = getattr(obj, name)
     return obj
+
+
+def _record_objects() -> dict[str, Any]:
+    """A record batch and the fetcher's per-partition reader, as the library builds them: the
+    owners of the instance attributes in the list."""
+    kafka = _kafka.kafka
+    builder = kafka.record.memory_records.MemoryRecordsBuilder(2, 0, 1 << 16, offset=0)
+    builder.append(1_700_000_000_000, b"k", b"v", [])
+    builder.close()
+    data = bytes(builder.buffer())
+    records = kafka.record.memory_records.MemoryRecords(data)
+    reader = kafka.consumer.fetcher.Fetcher.PartitionRecords(
+        0, kafka.TopicPartition("t", 0), kafka.record.memory_records.MemoryRecords(data)
+    )
+    return {"DefaultRecordBatch": records.next_batch(), "PartitionRecords": reader}
 
 
 @pytest.mark.integration
@@ -32,15 +54,17 @@ def test_the_private_attributes_the_workarounds_use_still_exist(
     producer = KafkaProducer(bootstrap_servers=tansu_broker.bootstrap)
     admin = KafkaAdminClient(bootstrap_servers=tansu_broker.bootstrap)
     try:
-        clients = {
+        owners = {
             "KafkaConsumer": consumer,
             "KafkaProducer": producer,
             "KafkaAdminClient": admin,
             "kafka": _kafka.kafka,
+            **_record_objects(),
         }
+        assert len(set(_kafka.PRIVATE_ATTRIBUTES)) == len(_kafka.PRIVATE_ATTRIBUTES) == 40
         for dotted in _kafka.PRIVATE_ATTRIBUTES:
             owner, *path = dotted.split(".")
-            found = _resolve(clients[owner], path)
+            found = _resolve(owners[owner], path)
             # Methods are called; the few plain attributes are read or written.
             assert dotted in _kafka.VALUE_ATTRIBUTES or callable(found), dotted
     finally:
@@ -49,25 +73,70 @@ def test_the_private_attributes_the_workarounds_use_still_exist(
         admin.close()
 
 
-def test_every_patched_module_attribute_exists_and_is_patched() -> None:
-    """The module-level entries need no broker: resolved from ``kafka`` itself, and the
-    patches (applied at import of ``_kafka`` and ``_kafka_fetch``) are in place."""
-    module_level = [d for d in _kafka.PRIVATE_ATTRIBUTES if d.startswith("kafka.")]
-    assert module_level == [
-        "kafka.net.inet.KafkaNetSocket.sock_connect",
-        "kafka.net.manager.KafkaConnectionManager.close",
-        "kafka.net.transport.KafkaTCPTransport._close",
-        "kafka.consumer.fetcher.Fetcher.PartitionRecords.take",
-        "kafka.consumer.fetcher.Fetcher.PartitionRecords._unpack_records",
-        "kafka.record.default_records.DefaultRecordBatch._maybe_uncompress",
-        "kafka.record.util.decode_varint",
-    ]
-    for dotted in module_level:
-        assert callable(_resolve(_kafka.kafka, dotted.split(".")[1:])), dotted
-    assert _kafka.kafka.net.inet.KafkaNetSocket.sock_connect.closes_on_failure is True
-    assert _kafka.kafka.net.manager.KafkaConnectionManager.close.closes_every_socket is True
-    take = _kafka.kafka.consumer.fetcher.Fetcher.PartitionRecords.take
-    assert take.fails_unreadable is True
+def _private_names_used(source: str) -> set[str]:
+    """Underscore names read off an object (``x._name``, ``getattr(x, "_name")``, ...) in a
+    module, other than casewatch's own markers (``_casewatch_*``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            found.add(node.args[1].value)
+    return {
+        n
+        for n in found
+        if n.startswith("_") and not n.startswith(("__", "_casewatch_")) and n != "_log"
+    }
+
+
+def test_every_private_name_the_kafka_modules_use_is_listed() -> None:
+    """The list is the whole list: a private name used in ``consumers/_kafka*.py`` and in no
+    entry of ``PRIVATE_ATTRIBUTES`` fails here (the names of casewatch's own modules aside)."""
+    listed = {part for dotted in _kafka.PRIVATE_ATTRIBUTES for part in dotted.split(".")}
+    unlisted: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "consumers").glob("_kafka*.py")):
+        own = {
+            node.name if not isinstance(node, ast.Assign) else getattr(node.targets[0], "id", "")
+            for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Assign)
+        }
+        missing = _private_names_used(path.read_text()) - listed - own
+        if missing:
+            unlisted[path.name] = missing
+    assert unlisted == {}
+
+
+def test_nothing_is_patched_at_import_and_the_first_client_installs_the_connection_fixes() -> None:
+    """Importing the Kafka source patches no class of kafka-python; building a client puts
+    the two connection fixes in place (and only they are class-level)."""
+    script = """
+from consumers import kafka_source, dlq, producer
+from consumers._kafka import KafkaConsumer, kafka
+take = kafka.consumer.fetcher.Fetcher.PartitionRecords.take
+connect = kafka.net.inet.KafkaNetSocket.sock_connect
+close = kafka.net.manager.KafkaConnectionManager.close
+before = [getattr(f, m, False) for f, m in (
+    (take, "fails_unreadable"), (connect, "closes_on_failure"), (close, "closes_every_socket"))]
+KafkaConsumer(bootstrap_servers="127.0.0.1:1", api_version=(2, 8)).close()
+after = [
+    getattr(kafka.consumer.fetcher.Fetcher.PartitionRecords.take, "fails_unreadable", False),
+    getattr(kafka.net.inet.KafkaNetSocket.sock_connect, "closes_on_failure", False),
+    getattr(kafka.net.manager.KafkaConnectionManager.close, "closes_every_socket", False),
+]
+print(before, after)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[False,", "False,", "False]", "[False,", "True,", "True]"]
 
 
 class _Bare:
@@ -133,6 +202,7 @@ def test_a_refused_connection_leaves_no_socket_open() -> None:
 
     from consumers.tansu import free_port
 
+    _kafka.install_connection_fixes()  # as the first client built does
     connector = _kafka.kafka.net.inet.KafkaNetSocket()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setblocking(False)
