@@ -13,9 +13,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from monitor.clock import Backoff, Deadline, RetryState
+from monitor.program import install_extra
 
 _SQLITE_BUSY_MS = 30_000
 _PG_CONNECT_TIMEOUT_S = 5
@@ -37,8 +38,62 @@ def redact_url(url: str) -> str:
         return "<unparseable database URL>"
 
 
+SUPPORTED = ("sqlite", "postgresql")
+_URL_FORMS = "sqlite:///FILE or postgresql+psycopg://USER@HOST/DB"
+# The extra of pyproject.toml that brings a backend's driver.
+_EXTRAS = {"postgresql": "postgres"}
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` (storage.url, or a command's ``--db``) cannot open a casewatch store, in one
+    line, found without connecting: not a database URL, a database casewatch does not support,
+    or a driver that is not installed (with the command that installs it). None when it can be
+    tried."""
+    try:
+        parsed = sa.make_url(normalize_url(url))
+    except ArgumentError:
+        shown = url if "@" not in url else "<unparseable database URL>"
+        return f"storage.url {shown!r} is not a database URL: use {_URL_FORMS}"
+    backend = parsed.get_backend_name()
+    if backend not in SUPPORTED:
+        return f"storage.url {redact_url(url)}: unsupported database {backend!r}; use {_URL_FORMS}"
+    try:
+        dialect = parsed.get_dialect()
+    except NoSuchModuleError:
+        driver = parsed.get_driver_name()
+        return f"storage.url {redact_url(url)}: unknown driver {driver!r}; use {_URL_FORMS}"
+    try:
+        dialect.import_dbapi()
+    except ImportError as exc:
+        module = exc.name or parsed.get_driver_name()
+        extra = _EXTRAS.get(backend)
+        fix = f": install the {extra!r} extra: {install_extra(extra)}" if extra else ""
+        return (
+            f"storage.url {redact_url(url)} needs the {backend} driver {module!r}, which is not "
+            f"installed in this environment{fix}"
+        )
+    return None
+
+
+# A connection refused at login: the server is up, the URL's user, password or database is not.
+_LOGIN_FAILURES = (
+    "password authentication failed",
+    "no password supplied",
+    'role "',  # role "x" does not exist
+    "authentication failed",
+    "pg_hba.conf",
+)
+
+
 def hint(exc: BaseException) -> str:
     text = str(exc).lower()
+    if any(s in text for s in _LOGIN_FAILURES) or (
+        'database "' in text and "does not exist" in text and "connection" in text
+    ):
+        return (
+            "the server refused the login: check the user, password and database name in "
+            "storage.url (or --db), and that the database exists"
+        )
     if "no such table" in text or "does not exist" in text or "undefined" in text:
         return "the schema looks missing: run `casewatch db upgrade`"
     if "database is locked" in text:
@@ -126,4 +181,13 @@ def _sqlite_on_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-__all__ = ["create_engine", "first_line", "hint", "in_memory", "normalize_url", "redact_url"]
+__all__ = [
+    "SUPPORTED",
+    "create_engine",
+    "first_line",
+    "hint",
+    "in_memory",
+    "normalize_url",
+    "redact_url",
+    "url_problem",
+]

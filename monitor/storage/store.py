@@ -37,6 +37,7 @@ from monitor.storage.engine import (
     in_memory,
     normalize_url,
     redact_url,
+    url_problem,
 )
 from monitor.storage.refusals import Refused, is_refusal, refusal_message, write_isolating
 from monitor.storage.tables import (
@@ -76,13 +77,11 @@ class Store:
         self.url = normalize_url(url)
         self._clock = clock or SystemClock()
         self.last_error: str | None = None  # why the last ping failed, for /readyz
+        problem = url_problem(self.url)
+        if problem is not None:  # before SQLAlchemy: a missing driver is an ImportError there
+            raise StorageError(problem)
         with self._translate("opening the database"):
             self._dialect = sa.make_url(self.url).get_backend_name()
-            if self._dialect not in ("sqlite", "postgresql"):
-                raise StorageError(
-                    f"unsupported database {self._dialect!r} in storage.url "
-                    f"{redact_url(self.url)}: use sqlite:///FILE or postgresql://USER@HOST/DB"
-                )
             if self._dialect == "sqlite" and in_memory(self.url):
                 # Each pooled connection would get its own private, empty database.
                 raise StorageError(

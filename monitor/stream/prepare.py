@@ -5,17 +5,22 @@ joins its group (a member that joins and then exits on a bad key makes the group
 twice) and before the store is migrated. It compiles what the pipeline compiles (sampling
 rules, redaction patterns), resolves every secret the configuration will use (judge keys,
 assistant tokens, the redaction key: read once, when the settings were built; asked for here),
-and checks every judge the stream, the rubric job and the baseline job will call. A problem is
-a ``ConfigError`` naming the setting; the command exits 2 with it.
+and checks every judge the stream, the rubric job and the baseline job will call, and that
+``storage.url`` names a database casewatch supports whose driver is installed (a PostgreSQL URL
+in an environment without the ``postgres`` extra would otherwise fail after the consumer
+joined its group, as an ImportError). A problem is a ``ConfigError`` naming the setting; the
+command exits 2 with it.
 """
 
 from __future__ import annotations
 
 from monitor.clock import Clock
+from monitor.errors import ConfigError
 from monitor.jobs.assistant_client import check_endpoint
 from monitor.judging.rubric_grader import require_llm_judge
 from monitor.sampling.sampler import Sampler
 from monitor.settings import Settings
+from monitor.storage.engine import url_problem
 
 
 def judges_in_use(settings: Settings) -> list[str]:
@@ -32,6 +37,9 @@ def prepare(settings: Settings, clock: Clock) -> Sampler:
     """Checks ``settings`` without I/O (ConfigError on the first problem; see the module);
     the sampler, its rules compiled, with the hourly budget the stream and the judging jobs
     share."""
+    problem = url_problem(settings.storage.url)
+    if problem is not None:
+        raise ConfigError(problem)
     for name in judges_in_use(settings):
         settings.judge_config(name).resolve_api_key()
     if settings.rubric.enabled:

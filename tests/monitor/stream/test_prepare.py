@@ -66,6 +66,10 @@ BAD = {
         {"sampling": {"always_judge": [{"name": "vip", "field": "tier", "equals": "gold"}]}},
         "sampling rule 'vip': unknown field 'tier'",
     ),
+    "a storage URL of a database casewatch does not support": (
+        {"storage": {"url": "mysql://root@127.0.0.1/casewatch"}},
+        "unsupported database 'mysql'",
+    ),
     "rubric grading by the offline heuristic judge": (
         {"rubric": {"enabled": True, "rubric_file": str(RUBRIC), "judge": "heuristic"}},
         "rubric questions are written and graded by an LLM",
