@@ -97,15 +97,24 @@ def human_text(h: HumanAgreement) -> str:
         f"judge vs human: {h.labelled} labelled turns, {h.matched} scored by the judge, "
         f"{h.missing} without a verdict, {h.judge_failed} judge_failed",
         table(header, rows),
-        f"\nconfusion (rows human, columns judge; {' / '.join(BANDS)}):",
     ]
     for m in h.metrics:
-        cells = " | ".join(" ".join(f"{x:>3}" for x in row) for row in m.confusion)
-        lines.append(f"  {m.metric:<26} {cells}")
+        lines += ["", *_confusion_lines(m.metric, m.confusion)]
     lines += _notes([f"{m.metric}: {n}" for m in h.metrics for n in m.notes])
     if h.unknown_keys:
         lines.append(f"note: label keys ignored (not a metric or turn_band): {h.unknown_keys}")
     return "\n".join(lines)
+
+
+def _confusion_lines(metric: str, confusion: Sequence[Sequence[int]]) -> list[str]:
+    """One label's confusion matrix as a table: a row per human band, a column per judge band,
+    so the diagonal is agreement and a count right of it is a judge more lenient than people."""
+    if not confusion:
+        return [f"{metric}: no confusion matrix (no labelled turn scored)"]
+    rows = [[f"human {b}", *(str(x) for x in row)] for b, row in zip(BANDS, confusion, strict=True)]
+    grid = table([f"{metric}", *(f"judge {b}" for b in BANDS)], rows)
+    said = "rows: human band, columns: judge band; right of the diagonal the judge was milder"
+    return [f"{metric}: confusion ({said})", *grid.splitlines()]
 
 
 _PANEL_HEADS = {"before": "before arb.", "after": "after arb."}  # the other columns: judges

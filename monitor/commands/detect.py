@@ -82,6 +82,14 @@ def _judge_change(store: Store, states: list[DetectorState]) -> JudgeChange:
     )
 
 
+# What the table's words mean (monitor/stats/detection.py), said under it.
+STAT_LEGEND = "stat: the highest CUSUM over the shifts, divided by its threshold (1.00 alarms)"
+ALARM_LEGEND = (
+    "ALARM is latched: every CUSUM restarts from 0 when it alarms, so stat counts from the "
+    "alarm on;\nthe alarm clears only when a reverse CUSUM finds the rate back at the baseline"
+)
+
+
 def _line(d: dict[str, Any]) -> list[str]:
     if not d["armed"]:
         state = f"NOT ARMED ({d['reference_turns']} reference turns)"
@@ -141,6 +149,9 @@ def detect_command(
         return
     header = ["assistant", "signal", "baseline", "source", "stat", "observed", "state"]
     click.echo(table(header, [_line(d) for d in docs], left=frozenset(range(len(header)))))
+    click.echo(STAT_LEGEND)
+    if any(d["alarm"] for d in docs):
+        click.echo(ALARM_LEGEND)
     click.echo(f"judge: {judge.sentence()}")
 
 

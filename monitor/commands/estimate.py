@@ -67,6 +67,10 @@ def _print(q: QualityEstimate) -> None:
             "  Read a dashboard (or any figure re-read as labels come in) with the anytime "
             "interval;\n  the corrected fixed-n interval holds for this batch read once."
         )
+        click.echo(
+            "  The anytime interval is wider than the others because it stays valid however "
+            "often it is read;\n  that guarantee costs width, the most while few labels are in."
+        )
     if q.strategy != "uniform":
         click.echo(f"  (batch drawn by {q.strategy}: labels weighted by 1 / their probability)")
 

@@ -122,6 +122,18 @@ def detail_doc(d: TurnDetail) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- text
 
+# What the verdict line's words mean (monitor/scoring.py), said under it.
+BAND_LEGEND = (
+    "(S_final: the weighted mean of the metric scores, 0 worst to 1 best, banded none >= 0.86, "
+    "minor >= 0.61, moderate >= 0.31, else severe; in brackets its own band. The turn band "
+    "is the worse of that band and the worst band among critical_metrics.)"
+)
+# A turn assembled from spans carries a case only when the spans name one.
+EMPTY_CASE_HINT = (
+    "(empty: no span attribute gave a case; set assembly.case_attributes to the attributes "
+    "holding it, e.g. {subject: [support.case.subject]}, docs/otel.md)"
+)
+
 
 class _Text:
     def __init__(self, width: int, color: bool) -> None:
@@ -194,10 +206,16 @@ def render_detail(doc: dict[str, Any], *, width: int, color: bool) -> str:
             f"turn band {out.band(v['turn_band'])}  S_final {v['s_final']:.3f} "
             f"({out.band(v['final_band'])}, weights {v['weight_profile']})"
         )
+        out.para(BAND_LEGEND, "  ")
     case = doc["case"]
     out.fence("case")
-    out.para(f"{case.get('subject', '')}")
-    out.para(case.get("description", ""))
+    if not any(case.get(k) for k in ("subject", "description", "product", "environment")):
+        # Turns assembled from spans have ids "otel-<trace>-<span>" (consumers/otel/genai.py).
+        from_spans = str(doc["event_id"]).startswith("otel-")
+        out.para(EMPTY_CASE_HINT if from_spans else "(no case given with this turn)")
+    else:
+        out.para(f"{case.get('subject', '')}")
+        out.para(case.get("description", ""))
     extras = {k: case[k] for k in ("product", "environment") if case.get(k)}
     if extras:
         out.para(", ".join(f"{k}: {val}" for k, val in extras.items()))

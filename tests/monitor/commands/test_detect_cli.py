@@ -82,8 +82,13 @@ def test_the_table_says_alarm_and_not_armed(runner: CliRunner, seeded: Path) -> 
     assert result.exit_code == 0, result.output
     assert "ALARM since" in result.output and "stable" not in result.output
     assert "x shift;" in result.output and " severe, " in result.output
+    # Beside ALARM, a stat far below 1.00 is expected: said under the table.
+    assert "stat: the highest CUSUM over the shifts, divided by its threshold" in result.output
+    assert "ALARM is latched: every CUSUM restarts from 0 when it alarms" in result.output
     out = runner.invoke(main, ["detect", "--config", str(seeded)]).output
     assert "NOT ARMED (50 reference turns)" in out
+    quiet = runner.invoke(main, ["detect", "--config", str(seeded), "--assistant", "stable"])
+    assert "stat: " in quiet.output and "ALARM is latched" not in quiet.output
 
 
 def test_an_unmigrated_database_is_a_clear_error(runner: CliRunner, tmp_path: Path) -> None:

@@ -82,6 +82,23 @@ def test_one_turn_in_full(runner: CliRunner, seeded: str) -> None:
         assert fence in text
     assert "Second line of detail." in text  # the full justification, not just its first line
     assert max(len(line) for line in text.splitlines()) <= 100
+    # The verdict line's words are explained under it.
+    legend = " ".join(text.split())
+    assert "(S_final: the weighted mean of the metric scores" in legend
+    assert "The turn band is the worse of that band and the worst band among" in legend
+
+
+def test_a_turn_from_spans_without_a_case_says_which_setting_gives_one(
+    runner: CliRunner, seeded: str
+) -> None:
+    from monitor.reports.turn_view import render_detail
+
+    doc = json.loads(_run(runner, "turn", "h-bad", "--db", seeded, "--json").output)
+    spans = {**doc, "event_id": "otel-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"}
+    text = " ".join(render_detail({**spans, "case": {}}, width=100, color=False).split())
+    assert "no span attribute gave a case; set assembly.case_attributes" in text
+    plain = " ".join(render_detail({**doc, "case": {}}, width=100, color=False).split())
+    assert "(no case given with this turn)" in plain and "case_attributes" not in plain
 
 
 def test_json_is_stable(runner: CliRunner, seeded: str) -> None:

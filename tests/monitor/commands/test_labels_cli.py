@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from monitor.cli import main
+from monitor.stats.agreement import BANDS
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
 from tests.fixtures.turns import T0, seed_turn
@@ -82,6 +83,18 @@ def test_jsonl_labels_round_trip_into_agreement(
     text = _run(runner, "agreement", "--store", "--db", seeded.url,
                 "--batch", lines[0]["batch_id"]).output  # fmt: skip
     assert "judge vs human: 12 labelled turns" in text
+    # Each label's confusion matrix is a table: a row per human band, a column per judge band.
+    lines = text.splitlines()
+    start = lines.index(
+        "hallucination: confusion (rows: human band, columns: judge band; right of the "
+        "diagonal the judge was milder)"
+    )
+    head, _, *rows = lines[start + 1 : start + 7]
+    assert head.split() == ["hallucination", "judge", "severe", "judge", "moderate", "judge",
+                            "minor", "judge", "none"]  # fmt: skip
+    assert [r.split()[:2] for r in rows] == [["human", b] for b in BANDS]
+    assert sum(int(x) for r in rows for x in r.split()[2:]) == 12
+    assert sum(int(x) for x in rows[2].split()[2:]) == 1  # the one turn people called minor
 
 
 def test_label_studio_export_round_trips(runner: CliRunner, seeded: Store, tmp_path: Path) -> None:
@@ -179,6 +192,7 @@ def test_a_partly_labelled_batch_imports_its_labelled_rows_and_reports_the_rest(
     est = runner.invoke(main, ["estimate", "--db", seeded.url, "--assistant", "helpdesk"])
     assert est.exit_code == 0, est.output
     assert "warning: only n = 6 labelled turn(s)" in est.output
+    assert "The anytime interval is wider than the others because it stays valid" in est.output
     # A labelled row still needs its labeller: that one is bad, and nothing is imported.
     lines[7]["labels"] = {"turn_band": "minor"}
     (tmp_path / "b.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
