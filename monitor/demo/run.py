@@ -354,10 +354,9 @@ class Demo:
                 # Plain sleep, not Event.wait: a signal handler must not contend for its lock.
                 time.sleep(0.2)
         finally:
-            self._echo(
-                "stopping: draining in-flight turns, committing offsets ... "
-                "(Ctrl-C again to quit at once)"
-            )
+            # The second Ctrl-C is offered only to someone who pressed the first.
+            again = " (Ctrl-C again to quit at once)" if self._stop_requested.is_set() else ""
+            self._echo(f"stopping: draining in-flight turns, committing offsets ...{again}")
             self.stop()
             self._echo(self.summary())
             if self._runner is not None:  # From the alert to its turns

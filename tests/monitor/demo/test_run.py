@@ -123,6 +123,7 @@ def test_demo_judges_turns_and_stops_cleanly(tansu: None, tmp_path: Path) -> Non
         demo.cleanup()
     assert not demo.broker_running
     assert "stopping" in lines[-3] and lines[-2].startswith("[")
+    assert "Ctrl-C again" in lines[-3]  # a stop was requested: a second one quits at once
     assert f"casewatch inspect turns --db {db}" in lines[-1]  # from the alert to its turns
     snap = demo.snapshot()
     store = Store(f"sqlite:///{db}")
@@ -291,6 +292,9 @@ def test_duration_stops_the_demo_by_itself(tansu: None, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[-1] == "casewatch demo: stopped"
+    # Nobody pressed Ctrl-C: no second one is offered.
+    [stopping] = [line for line in lines if line.startswith("stopping:")]
+    assert "Ctrl-C" not in stopping
     # The summary, then how to inspect the turns behind an alert (4 lines).
     assert lines[-6].startswith("[") and "consumed" in lines[-6]
     assert lines[-5].startswith(f"the verdicts are kept in {tmp_path / 'd.db'}")
