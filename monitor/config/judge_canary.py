@@ -29,7 +29,8 @@ class JudgeCanaryConfig(Section):
         "judges x 3600 / interval_seconds), charged to the hourly judge budget.",
     )
     min_turns: int = Field(
-        default=10, ge=1, description="Fewer canary turns than this: refused at start."
+        default=10,
+        description="Fewer canary turns than this: refused at start (at least 2).",
     )
     baseline_runs: int = Field(
         default=3,
@@ -50,6 +51,13 @@ class JudgeCanaryConfig(Section):
     def _check(self) -> JudgeCanaryConfig:
         if any(c <= 1.0 for c in self.shifts) or len(set(self.shifts)) != len(self.shifts):
             raise ValueError(f"shifts must be distinct multiples > 1, got {self.shifts}")
+        if self.min_turns < 2:
+            # One turn is called severe or not: its severe calls cannot double (0 or 1 of 1),
+            # so the canary could not tell a judge that changed from one that did not.
+            raise ValueError(
+                f"min_turns must be at least 2, got {self.min_turns}: a one-turn canary "
+                "cannot detect a judge calling more turns severe"
+            )
         if self.min_turns > self.max_turns:
             raise ValueError("min_turns must not exceed max_turns")
         return self

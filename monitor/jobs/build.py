@@ -66,7 +66,7 @@ def build_jobs(
 
         jobs.append(QualityEstimateJob(settings.quality_estimate, store, metrics, clock=clock))
     if settings.judge_canary.enabled:
-        jobs.append(_judge_canary(settings, store, metrics, clock, budget))
+        jobs.append(_judge_canary(settings, store, metrics, clock, budget, lease_owner))
     if settings.detection.enabled:  # Sequential detection of quality regressions
         from monitor.jobs.detection import DetectionJob
         from monitor.jobs.recorders import DetectionRecorder
@@ -98,7 +98,12 @@ def build_jobs(
 
 
 def _judge_canary(
-    settings: Settings, store: Store, metrics: Metrics, clock: Clock, budget: Budget | None
+    settings: Settings,
+    store: Store,
+    metrics: Metrics,
+    clock: Clock,
+    budget: Budget | None,
+    lease_owner: str | None,
 ) -> Job:
     """The canary re-judged by every judge of the live configuration (primaries, arbiter)."""
     from monitor.jobs.judge_canary import CanaryJudge, JudgeCanaryJob
@@ -123,5 +128,7 @@ def _judge_canary(
         weights=settings.weights(),
         critical=settings.critical_metrics,
         live_config_hash=judge_config_hash(settings),
+        redaction=settings.redaction,
         clock=clock,
+        lease_owner=lease_owner,
     )

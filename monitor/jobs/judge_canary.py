@@ -5,12 +5,15 @@ Each run, for each judge of the live configuration (the panel's primaries and ar
 
 - reserves one judge request per canary turn from the daemon's hourly budget (the sampler's,
   shared with the stream); a refusal skips that judge until the next run;
-- judges the canary turns one after another, stopping at the first failure: the run is then
+- judges the canary turns one after another, redacted as the stream redacts live turns for the
+  judges (``redaction.before_judging``), stopping at the first failure: the run is then
   recorded ``failed`` with the reason, counted (``casewatch_judge_canary_runs_total``), and
   shows no agreement and feeds no detector;
 - otherwise records agreement with the human bands, the mean score's shift against the first
-  ``baseline_runs`` runs of this judge configuration and canary set, and feeds the judge's
-  severe calls to its sequential detector (``monitor.reports.judge_canary``), exported as
+  ``baseline_runs`` runs of this judge configuration and canary set, and feeds the run's count
+  of severe calls, one observation per run, to its sequential detector
+  (``monitor.reports.judge_canary``, ``monitor.stats.run_cusum``): what a run concludes never
+  depends on the order of the canary's turns. Exported as
   ``casewatch_judge_canary_{agreement,score_shift,alarm}{judge}``.
 
 The canary set is the file ``judge_canary.file`` (read and checked when the daemon starts: a
@@ -20,7 +23,9 @@ only logs that the canary is waiting for labels. The baseline and the detector b
 judge configuration hash and one canary set: change either and the canary starts a new
 baseline (the configuration change itself is what ``casewatch_judge_config_info`` shows).
 Runs and the detector state are stored (``judge_canary_runs``): a restart or a lease moving
-elsewhere continues the test.
+elsewhere continues the test. A run's row is made from the previous state and saved in one
+transaction, fenced on the job's lease: a replica whose lease lapsed mid-run saves nothing
+(``LeaseLost``), so two replicas never continue the detector from the same state.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from monitor.errors import CanarySetError, ConfigError
 from monitor.jobs.recorders import JudgeCanaryRecorder
 from monitor.judging.judge import Judge
 from monitor.models import Judgment, TurnEvent
+from monitor.redaction import Redactor, TooLargeToRedact
+from monitor.redaction.config import RedactionConfig
 from monitor.reports.judge_canary import (
     Baseline,
     CanaryRun,
@@ -52,8 +59,9 @@ from monitor.reports.judge_canary import (
 )
 from monitor.reports.label_files import LABEL_KEYS, consensus
 from monitor.sampling.budget import Budget
-from monitor.stats.detection import Detector
+from monitor.stats.run_cusum import RunDetector
 from monitor.storage import canary_runs as sql
+from monitor.storage.leases import Fence
 from monitor.storage.store import Store
 
 log = structlog.get_logger(__name__)
@@ -85,9 +93,22 @@ class JudgeCanaryJob:
         weights: Mapping[str, float],
         critical: Sequence[str],
         live_config_hash: str,
+        redaction: RedactionConfig | None,
         clock: Clock | None = None,
+        lease_owner: str | None = None,
     ) -> None:
+        """``redaction``: the daemon's section (None: no redaction); with ``before_judging``
+        the judges get canary turns redacted as they get live ones. ``lease_owner``: the
+        scheduler's owner id; a run is then saved only while this replica holds the job's lease
+        (None: unfenced, for a run outside the scheduler)."""
         self._cfg = config
+        red = redaction
+        self._redactor = (
+            Redactor(red.policy())
+            if red is not None and red.enabled and red.before_judging
+            else None
+        )
+        self._lease_owner = lease_owner
         self._judges = list(judges)
         self._store = store
         self._metrics = recorder
@@ -102,7 +123,10 @@ class JudgeCanaryJob:
                 turns = load_canary_file(config.file, min_turns=config.min_turns)
             except CanarySetError as exc:
                 raise ConfigError(f"judge_canary.file: {exc.detail}") from exc
-            self._file_turns = turns[: config.max_turns]
+            redacted, refused = self._redacted(turns[: config.max_turns])
+            if refused:
+                raise ConfigError(f"judge_canary.file: {config.file}: {refused[0]}")
+            self._file_turns = redacted
         recorder.record_config(live_config_hash)
         for j in self._judges:
             recorder.prime(j.name)
@@ -117,7 +141,27 @@ class JudgeCanaryJob:
 
     # ------------------------------------------------------------------ one run
 
+    def _redacted(self, turns: Sequence[CanaryTurn]) -> tuple[list[CanaryTurn], list[str]]:
+        """The turns as the judges may see them (what the stream's redact step forwards), and
+        why any other could not be redacted (its raw text must not reach a judge)."""
+        if self._redactor is None:
+            return list(turns), []
+        out, refused = [], []
+        for turn in turns:
+            try:
+                event = self._redactor.redact_turn(turn.event).turn
+            except TooLargeToRedact as exc:
+                refused.append(f"event {turn.event.event_id!r} is too large to redact ({exc})")
+                continue
+            except Exception as exc:  # a detector bug must not let raw text through
+                name = type(exc).__name__
+                refused.append(f"event {turn.event.event_id!r}: a detector failed: {name}")
+                continue
+            out.append(CanaryTurn(event, turn.human))
+        return out, refused
+
     def canary_set(self) -> list[CanaryTurn]:
+        """The canary turns, redacted for judging as live turns are."""
         if self._file_turns is not None:
             return self._file_turns
         events, rows = sql.oldest_labelled_turns(self._store, self._cfg.max_turns)
@@ -127,7 +171,12 @@ class JudgeCanaryJob:
             labels = {k: b for k, b in human.get(event_id, {}).items() if k in LABEL_KEYS}
             if labels:
                 out.append(CanaryTurn(TurnEvent.model_validate(doc), labels))
-        return sorted(out, key=lambda t: t.event.event_id)
+        # Stored turns passed the stream's redaction already; one that no longer does (a
+        # smaller redaction.max_chars since) is left out of the set, never sent raw.
+        redacted, refused = self._redacted(sorted(out, key=lambda t: t.event.event_id))
+        for why in refused:
+            log.warning("judge canary turn left out: it cannot be redacted", detail=why)
+        return redacted
 
     def run_once(self) -> dict[str, CanaryRun]:
         turns = self.canary_set()
@@ -176,7 +225,48 @@ class JudgeCanaryJob:
         self, judge: str, key: str, fingerprint: str, run: CanaryRun, turns_per_run: int
     ) -> None:
         now = datetime.fromtimestamp(self._clock.time(), tz=UTC)
-        previous = sql.newest_ok_run(self._store, judge, key)
+        fence = None
+        if self._lease_owner is not None:  # the lease as it is now, not at the run's start
+            fence = Fence(self.name, self._lease_owner, now)
+        outcome: dict[str, Any] = {}
+
+        def make_row(history: sql.History) -> dict[str, Any]:
+            outcome.clear()
+            return self._row(judge, key, fingerprint, run, turns_per_run, now, history, outcome)
+
+        row = sql.record_run(
+            self._store, judge, key, self._cfg.baseline_runs, make_row, fence=fence
+        )
+        # Logged and exported once the row is saved: a run refused by the fence says nothing.
+        if run.status != "ok":
+            log.warning("judge canary run failed", judge=judge, reason=run.failure_reason)
+            self._metrics.record_failed(judge)
+            return
+        if outcome.get("raised"):
+            log.warning(
+                "judge canary alarm: the judge calls more canary turns severe",
+                judge=judge,
+                baseline_severe_rate=outcome["baseline_severe_rate"],
+                severe_calls=run.severe_calls,
+                turns=run.turns,
+            )
+        self._metrics.record_ok(
+            judge, agreement=run.agreement, score_shift=row["score_shift"], alarm=row["alarm"]
+        )
+
+    def _row(
+        self,
+        judge: str,
+        key: str,
+        fingerprint: str,
+        run: CanaryRun,
+        turns_per_run: int,
+        now: datetime,
+        history: sql.History,
+        outcome: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The run's row from the configuration's history (inside the saving transaction)."""
+        previous = history.newest
         state: dict[str, Any] = dict(previous["state"]) if previous else {"canary_set": fingerprint}
         row: dict[str, Any] = {
             "judge": judge,
@@ -190,21 +280,14 @@ class JudgeCanaryJob:
             "severe_calls": run.severe_calls if run.status == "ok" else None,
         }
         if run.status != "ok":
-            log.warning("judge canary run failed", judge=judge, reason=run.failure_reason)
-            self._metrics.record_failed(judge)
-            sql.record_run(
-                self._store,
-                row
-                | {
-                    "score_shift": None,
-                    "armed": bool(previous and previous["armed"]),
-                    "alarm": bool(previous and previous["alarm"]),
-                    "statistic": previous["statistic"] if previous else 0.0,
-                    "state": state,
-                },
-            )
-            return
-        first = sql.first_ok_runs(self._store, judge, key, self._cfg.baseline_runs)
+            return row | {
+                "score_shift": None,
+                "armed": bool(previous and previous["armed"]),
+                "alarm": bool(previous and previous["alarm"]),
+                "statistic": previous["statistic"] if previous else 0.0,
+                "state": state,
+            }
+        first = list(history.first)
         baseline_rows = [*first, row][: self._cfg.baseline_runs]
         baseline = Baseline(
             len(baseline_rows),
@@ -214,8 +297,8 @@ class JudgeCanaryJob:
         )
         shift = None if run.mean_score is None else run.mean_score - baseline.mean_score
         shifts = tuple(self._cfg.shifts)
-        detector = Detector.from_dict(shifts, state.get("detector"))
-        cal = calibration_from(state.get("calibration"))
+        detector = RunDetector.from_dict(shifts, state.get("detector"))
+        cal = calibration_from(state.get("calibration"), turns_per_run)
         armed = len(first) >= self._cfg.baseline_runs  # this run comes after the baseline
         statistic = 0.0
         if armed:
@@ -228,16 +311,9 @@ class JudgeCanaryJob:
                     interval_seconds=self._cfg.interval_seconds,
                     judges=len(self._judges),
                 )
-            if observe(detector, cal, run, now.timestamp()):
-                log.warning(
-                    "judge canary alarm: the judge calls more canary turns severe",
-                    judge=judge,
-                    baseline_severe_rate=baseline.severe_rate,
-                    severe_calls=run.severe_calls,
-                    turns=run.turns,
-                )
+            outcome["raised"] = observe(detector, cal, run, now.timestamp())
+            outcome["baseline_severe_rate"] = baseline.severe_rate
             statistic = detector.statistic(cal)
-        alarm = detector.latched is not None
         state = {
             "canary_set": fingerprint,
             "baseline": {
@@ -245,18 +321,13 @@ class JudgeCanaryJob:
                 "mean_score": baseline.mean_score,
                 "severe_rate": baseline.severe_rate,
             },
-            "calibration": None if cal is None else calibration_doc(cal),
+            "calibration": None if cal is None else calibration_doc(cal, turns_per_run),
             "detector": detector.to_dict(),
         }
-        sql.record_run(
-            self._store,
-            row
-            | {
-                "score_shift": shift,
-                "armed": armed,
-                "alarm": alarm,
-                "statistic": statistic,
-                "state": state,
-            },
-        )
-        self._metrics.record_ok(judge, agreement=run.agreement, score_shift=shift, alarm=alarm)
+        return row | {
+            "score_shift": shift,
+            "armed": armed,
+            "alarm": detector.latched is not None,
+            "statistic": statistic,
+            "state": state,
+        }

@@ -9,11 +9,14 @@ turns do not change, so any move in the judge's calls on them is the judge's. Pe
   band (keys are metrics or ``turn_band``);
 - mean score: the mean S_final over the canary turns; its shift is against the mean of the first
   ``baseline_runs`` successful runs of this judge configuration;
-- severe calls: per turn, whether the judge's turn band is severe. They feed the same Bernoulli
-  CUSUM grid the assistant detectors use (``monitor.stats.detection.Detector``), armed with
-  the severe rate of the baseline runs and calibrated like them for a false-alarm budget in days
-  (``cusum_calibration.calibrate``), so a judge that starts calling more turns severe is flagged
-  within a bounded number of runs (bench/judge_trust.py canary).
+- severe calls: how many canary turns the judge's turn band calls severe. The run's count is one
+  observation of a grid of CUSUMs over shifts of the severe rate
+  (``monitor.stats.run_cusum.RunDetector``), armed with the severe rate of the baseline runs and
+  calibrated for a false-alarm budget in days (``run_cusum.calibrate_runs``), so a judge that
+  starts calling more turns severe is flagged within a bounded number of runs
+  (bench/judge_trust.py canary). One observation per run, not one per call: a run's outcome
+  then never depends on the order of the canary's turns (fed call by call, a file with its
+  severe turns first raised the alarm and cleared it again within every run).
 
 A run in which the judge failed on any canary turn is a failed run: it has no agreement, no
 shift and feeds no detector (a failure is not an opinion about the turns).
@@ -37,8 +40,8 @@ from monitor.errors import CanarySetError
 from monitor.models import Band, Judgment, TurnEvent
 from monitor.reports.label_files import BANDS, LABEL_KEYS, TURN_BAND
 from monitor.scoring import metric_bands, s_final, turn_band
-from monitor.stats.cusum_calibration import Calibration, calibrate
-from monitor.stats.detection import Detector
+from monitor.stats.cusum_calibration import Calibration
+from monitor.stats.run_cusum import RunDetector, calibrate_runs
 
 DEFAULT_SHIFTS: tuple[float, ...] = (1.5, 2.0, 3.0)
 
@@ -196,26 +199,35 @@ def arm(
     judges: int,
 ) -> Calibration:
     """Thresholds for a canary detector: one false alarm per ``false_alarm_days`` over every
-    judge's canary (union bound), at the canary's rate of observations."""
-    return calibrate(
+    judge's canary (union bound), one observation (a run of ``turns_per_run``) per interval."""
+    return calibrate_runs(
         baseline.severe_rate,
-        shifts,
+        tuple(shifts),
+        turns=turns_per_run,
         false_alarm_days=false_alarm_days,
-        rate_per_s=turns_per_run / interval_seconds,
+        interval_seconds=interval_seconds,
         detectors=max(1, judges) * len(shifts),
     )
 
 
-def calibration_doc(cal: Calibration) -> dict[str, Any]:
-    return {"p0": cal.p0, "rates": list(cal.rates), "thresholds": list(cal.thresholds)}
+def calibration_doc(cal: Calibration, turns_per_run: int) -> dict[str, Any]:
+    return {
+        "per": "run",
+        "turns": turns_per_run,
+        "p0": cal.p0,
+        "rates": list(cal.rates),
+        "thresholds": list(cal.thresholds),
+    }
 
 
-def calibration_from(doc: Mapping[str, Any] | None) -> Calibration | None:
-    if not doc:
+def calibration_from(doc: Mapping[str, Any] | None, turns_per_run: int) -> Calibration | None:
+    """The stored calibration, if it was made for runs of this size (a per-call calibration
+    stored before, or one for another number of turns, is made again)."""
+    if not doc or doc.get("per") != "run" or doc.get("turns") != turns_per_run:
         return None
     return Calibration(float(doc["p0"]), tuple(doc["rates"]), tuple(doc["thresholds"]))
 
 
-def observe(detector: Detector, cal: Calibration, run: CanaryRun, at: float) -> bool:
-    """Feed one ok run's severe calls; True when this run raised the alarm."""
-    return detector.update(list(run.severe), [at] * len(run.severe), cal) > 0
+def observe(detector: RunDetector, cal: Calibration, run: CanaryRun, at: float) -> bool:
+    """Feed one ok run's count of severe calls; True when this run raised the alarm."""
+    return detector.update(run.severe_calls, run.turns, at, cal)

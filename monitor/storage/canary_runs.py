@@ -1,48 +1,64 @@
-"""SQL for the judge canary (table ``judge_canary_runs``): record a run, read a judge
-configuration's first runs (its baseline) and newest ok run (its detector state), and the runs
-in a time window (for ``casewatch detect``'s note on whether the judge changed).
+"""SQL for the judge canary (table ``judge_canary_runs``): record a run from the judge
+configuration's first runs (its baseline) and newest ok run (its detector state), read and
+written in one transaction fenced on the job's lease; and the runs in a time window (for
+``casewatch detect``'s note on whether the judge changed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from monitor.storage.leases import Fence, require_lease
 from monitor.storage.store import Store
 from monitor.storage.tables import human_labels, judge_canary_runs, turns, verdicts
 
 _RUN = judge_canary_runs.c
 
 
-def record_run(store: Store, row: Mapping[str, Any]) -> None:
-    with store.transaction(write=True) as conn:
-        conn.execute(sa.insert(judge_canary_runs), [dict(row)])
+@dataclass(frozen=True)
+class History:
+    """What a judge configuration's next run is computed from."""
+
+    first: Sequence[Mapping[str, Any]]  # its first ok runs, oldest first (the baseline)
+    newest: Mapping[str, Any] | None  # its newest ok run (the detector's state)
 
 
-def first_ok_runs(store: Store, judge: str, config_hash: str, limit: int) -> list[dict[str, Any]]:
-    query = (
-        sa.select(judge_canary_runs)
-        .where(_RUN.judge == judge, _RUN.config_hash == config_hash, _RUN.status == "ok")
-        .order_by(_RUN.run_at, _RUN.id)
-        .limit(limit)
+def record_run(
+    store: Store,
+    judge: str,
+    config_hash: str,
+    baseline_runs: int,
+    make_row: Callable[[History], Mapping[str, Any]],
+    *,
+    fence: Fence | None = None,
+) -> dict[str, Any]:
+    """Read the configuration's history, make the run's row from it and insert it, in one
+    transaction: two writers never both continue from the same newest state. With a
+    ``fence``, only while its owner holds the job's lease (``LeaseLost`` otherwise, nothing
+    written; on PostgreSQL the lease row stays locked until the commit)."""
+    mine = sa.and_(_RUN.judge == judge, _RUN.config_hash == config_hash, _RUN.status == "ok")
+    first_q = (
+        sa.select(judge_canary_runs).where(mine).order_by(_RUN.run_at, _RUN.id).limit(baseline_runs)
     )
-    with store.transaction(write=False) as conn:
-        return [dict(r._mapping) for r in conn.execute(query)]
-
-
-def newest_ok_run(store: Store, judge: str, config_hash: str) -> dict[str, Any] | None:
-    query = (
+    newest_q = (
         sa.select(judge_canary_runs)
-        .where(_RUN.judge == judge, _RUN.config_hash == config_hash, _RUN.status == "ok")
+        .where(mine)
         .order_by(_RUN.run_at.desc(), _RUN.id.desc())
         .limit(1)
     )
-    with store.transaction(write=False) as conn:
-        row = conn.execute(query).first()
-    return None if row is None else dict(row._mapping)
+    with store.transaction(write=True, action="saving a judge canary run") as conn:
+        if fence is not None:
+            require_lease(conn, fence.job, fence.owner, fence.at)
+        first = [dict(r._mapping) for r in conn.execute(first_q)]
+        newest = conn.execute(newest_q).first()
+        row = dict(make_row(History(first, None if newest is None else dict(newest._mapping))))
+        conn.execute(sa.insert(judge_canary_runs), [row])
+    return row
 
 
 def runs_since(store: Store, since: datetime) -> list[dict[str, Any]]:
