@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from consumers._kafka import kafka
+from consumers._kafka import install_connection_fixes, kafka
 from monitor.config.kafka import KafkaConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +46,7 @@ def leave_while_leading(bootstrap: str, topic: str, group: str) -> str:
     from kafka.net.compat import KafkaNetClient
     from kafka.protocol.consumer.group import JoinGroupRequest, LeaveGroupRequest
 
+    install_connection_fixes()  # a bare library client: not one of consumers._kafka's
     client = KafkaNetClient(bootstrap_servers=bootstrap)
     try:
         client.check_version()
