@@ -212,7 +212,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "steps.__init__",
             "steps.base",
         ),
-        ("steps.decisions", "steps.rebalance"),
+        ("run_summary", "steps.decisions", "steps.rebalance"),
         # the steps: siblings, none imports another (what two share lives in steps.base)
         (
             "steps.assemble",

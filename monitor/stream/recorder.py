@@ -4,16 +4,23 @@ in ``monitor.exporter``; the verdicts' own series are judging's, ``monitor.judgi
 
 The daemon builds one ``StreamRecorder`` over its ``Metrics`` and hands it to the steps, which
 type it by the small protocol each needs (``SamplingMetrics``, ``StoreMetrics``, ...).
+
+It also keeps the run's own tally (``RunTally``: records read, turns sampled, judged, skipped
+and dead-lettered, by reason) for the daemon's summary lines: the metrics are cumulative over
+whatever else shares their registry, and a summary should not sum label sets to say what this
+run did.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from monitor.exporter import Metrics
-from monitor.judging.recorder import JudgingRecorder
+from monitor.judging.recorder import JudgingRecorder, failure_label
 from monitor.models import Verdict
 from monitor.sampling.budget import UnitState
 
@@ -34,8 +41,23 @@ class Decision(Protocol):
     def reason(self) -> str: ...
 
 
+@dataclass
+class RunTally:
+    """What the stream did since its recorder was built; updated on the loop's thread, as the
+    metrics are (``judge_failed`` by the verdict's failure reason, ``skipped`` and
+    ``dead_lettered`` by the reason of their metric)."""
+
+    read: int = 0
+    sampled: int = 0
+    judged: int = 0
+    judge_failed: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    dead_lettered: Counter[str] = field(default_factory=Counter)
+
+
 class StreamRecorder:
     def __init__(self, metrics: Metrics, judging: JudgingRecorder | None = None) -> None:
+        self.tally = RunTally()
         self._m = metrics
         self._assistant = metrics.assistant_label
         self._judging = judging or JudgingRecorder(metrics)
@@ -79,6 +101,7 @@ class StreamRecorder:
 
     def record_consumed(self, topic: str, count: int = 1) -> None:
         self._m.turns_consumed.labels(topic=topic).inc(count)
+        self.tally.read += count
 
     def record_sampling(self, assistant: str, decision: Decision, count: int = 1) -> None:
         key = (decision.sampled, assistant, decision.reason)
@@ -89,6 +112,10 @@ class StreamRecorder:
             if len(self._sampling_children) < _SAMPLING_CACHE_MAX:
                 self._sampling_children[key] = child
         child.inc(count)
+        if decision.sampled:
+            self.tally.sampled += count
+        elif count:  # the OTLP skip reasons are primed with a count of 0
+            self.tally.skipped[decision.reason] += count
 
     def record_tripwire(
         self,
@@ -114,13 +141,19 @@ class StreamRecorder:
         current judge configuration (a replay after a crash or a rebalance): no judge call."""
         label = self._assistant(assistant)
         self._m.turns_skipped.labels(assistant=label, reason=ALREADY_JUDGED).inc(count)
+        self.tally.skipped[ALREADY_JUDGED] += count
 
     def record_verdict(self, verdict: Verdict) -> None:
         """A verdict the stream finished: judging's series (``JudgingRecorder``)."""
         self._judging.record_verdict(verdict)
+        if verdict.status == "ok" and verdict.turn_band is not None:
+            self.tally.judged += 1
+        else:
+            self.tally.judge_failed[failure_label(verdict.failure_reason)] += 1
 
     def record_dead_letter(self, reason: str) -> None:
         self._m.dead_letter.labels(reason=reason).inc()
+        self.tally.dead_lettered[reason] += 1
 
     def record_traces(self, open_traces: int, open_spans: int, finished: Mapping[str, int]) -> None:
         """Traces being assembled, and how many finished since the last call, by cause."""
@@ -192,4 +225,4 @@ class StreamRecorder:
             self._lag_series = current
 
 
-__all__ = ["ALREADY_JUDGED", "Decision", "StreamRecorder"]
+__all__ = ["ALREADY_JUDGED", "Decision", "RunTally", "StreamRecorder"]

@@ -104,7 +104,9 @@ def stream_daemon(
     returned and ``Daemon.close``). Its recorder, offset tracker and clock are built here and
     shared by its loop and its pipeline; the pipeline and, with ``otel_export``, the evaluation
     sender are the daemon's to close. ``sampler`` runs on ``clock``
-    (``prepare.stream_sampler``)."""
+    dead_letters_to: str | None = None,
+    (``prepare.stream_sampler``); ``dead_letters_to`` names where ``dlq`` writes, for the
+    summary lines."""
     from consumers.offsets import OffsetTracker
     from monitor.clock import SystemClock
     from monitor.otel_export.sender import OUTCOMES, EvaluationSender
@@ -164,6 +166,8 @@ def stream_daemon(
         if sender is not None:
             sender.close(0.0)
         raise
+            sampling=settings.sampling,
+            dead_letters_to=dead_letters_to,
 
 
 class DaemonRunner:
@@ -232,8 +236,11 @@ class DaemonRunner:
             # entrypoint: its registry serves no *_created series (see disable_created_series).
             disable_created_series()
             self.metrics = Metrics(registry)
+        from monitor.stream.run_summary import dead_letters_text, source_text, start_fields
             panel = JudgingRecorder(self.metrics)
             evaluator = build_evaluator(
+        read_from = source_text(settings, file_path, follow)
+        dead_letters_to = dead_letters_text(settings, file_path)
                 settings,
                 concurrency=settings.daemon.concurrency,
                 on_panel_result=panel.record_panel,
@@ -293,6 +300,7 @@ class DaemonRunner:
             self._close_opened()
             raise
 
+                dead_letters_to=dead_letters_to,
     @property
     def url(self) -> str:
         return self.server.url
@@ -315,6 +323,11 @@ class DaemonRunner:
 
     def _stop_services(self) -> None:
         if self._jobs is not None:
+            # What this run reads, judges and writes where, before anything is read.
+            log.info(
+                "run starting",
+                **start_fields(settings, source=read_from, dead_letters_to=dead_letters_to),
+            )
             self._jobs.shutdown(JOBS_STOP_S)
         self.server.close()
 
