@@ -41,3 +41,11 @@ class DaemonConfig(Section):
     # (capped by a quarter of kafka.max_poll_interval_ms) so the new owner does not pay for them
     # again; what is still running then is abandoned and counted.
     revoke_timeout_seconds: float = Field(default=10.0, ge=0)
+    summary_interval_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "How often `casewatch run` logs its summary line (records read, turns sampled, "
+            "judged, skipped and dead-lettered, by reason); also logged when the run ends."
+        ),
+    )

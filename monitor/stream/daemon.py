@@ -57,6 +57,7 @@ from consumers.unreadable import ReportsUnreadable, UnreadableBatch
 from monitor.clock import Backoff, Clock, Deadline, RetryState
 from monitor.config.daemon import DaemonConfig
 from monitor.config.kafka import KafkaConfig
+from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected, TransportError
 from monitor.otel_export.sender import EvaluationSender
 from monitor.sampling.sampler import SampleDecision
@@ -67,6 +68,7 @@ from monitor.stream.pipeline import Pipeline
 from monitor.stream.readiness import Readiness
 from monitor.stream.rebalances import Rebalances
 from monitor.stream.recorder import StreamRecorder
+from monitor.stream.run_summary import RunSummary
 from monitor.stream.steps.assemble import UNKNOWN_ASSISTANT
 from monitor.stream.steps.base import Envelope
 from monitor.stream.steps.store import UNSTORABLE
@@ -118,6 +120,8 @@ class Daemon:
         evaluation_sender: EvaluationSender | None = None,
         heartbeat: Heartbeat | None = None,
         exit_when_idle: bool = False,
+        sampling: SamplingConfig | None = None,
+        dead_letters_to: str | None = None,
     ) -> None:
         self._clock = clock
         # A failed poll is tried again a second later (the stop event cuts the wait short).
@@ -130,6 +134,16 @@ class Daemon:
         self._exit_when_idle = exit_when_idle
         self.heartbeat = heartbeat or Heartbeat(HEARTBEAT_MAX_AGE_S, self._clock)
         self.tracker = tracker
+        # What the run did, logged every interval and as it ends (``sampling``: to name the
+        # setting when sampling or the budget skipped every turn).
+        self._summary = RunSummary(
+            recorder.tally,
+            clock,
+            config.summary_interval_seconds,
+            sampling=sampling,
+            dead_letters_to=dead_letters_to,
+            in_progress=tracker.pending_count,
+        )
         self._sender = evaluation_sender
         self._pipeline = pipeline
         self._metrics.prime(dead_letter_reasons=(*DLQ_REASONS, UNSTORABLE))
@@ -232,8 +246,11 @@ class Daemon:
             # Over: a revocation from now on (the source closing) only commits, the pipeline
             # being drained and closed.
             self._stop.set()
-            self._drain()
-            self._finished.set()
+            try:
+                self._drain()
+            finally:
+                self._summary.finish()
+                self._finished.set()
 
     def _tick(self) -> bool:
         """One loop iteration; True when idle and ``exit_when_idle``."""
@@ -253,6 +270,7 @@ class Daemon:
         self._pipeline.poll()
         self._apply_backpressure()
         self._update_status()
+        self._summary.tick()
         if self._backlog:
             # Offered again as soon as the pipeline makes progress (a judge call or a
             # screening batch finishes), at the latest after BACKLOG_WAIT_S.

@@ -1,0 +1,143 @@
+"""What ``casewatch run`` says about itself: the start line (sampling, budget, the database with
+its password masked, where dead letters go), the summary line at its interval and at the end,
+and the warning naming the setting when sampling or the budget left nothing judged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
+
+from monitor.clock import ManualClock
+from monitor.config.sampling import SamplingConfig
+from monitor.settings import load_settings
+from monitor.stream.file_state import file_sidecars
+from monitor.stream.recorder import RunTally
+from monitor.stream.run_summary import RunSummary, nothing_judged
+from monitor.stream.runner import DaemonRunner
+from tests.support.daemon import turn_values
+
+PASSWORD = "pw-4f1c9a7e"
+
+
+def _with_password(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = parts.netloc.replace("@", f":{PASSWORD}@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@pytest.mark.integration
+def test_the_run_starts_with_one_line_of_sampling_budget_database_and_dead_letters(
+    tmp_path: Path, pg_url: str
+) -> None:
+    url = _with_password(pg_url)  # the local server trusts its clients: the password is unused
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(turn_values(2)) + b"\n")
+    settings = load_settings(
+        None,
+        storage={"url": url},
+        server={"port": 0},
+        sampling={
+            "default_rate": 0.25,
+            "rates": {"helpdesk": 0.5},
+            "budget_calls_per_hour": 1000,
+            "budget_usd_per_hour": None,
+        },
+    )
+    with capture_logs() as logs:
+        runner = DaemonRunner(settings, CollectorRegistry(), file_path=data)
+        runner.run_foreground(install_signals=False)
+    (start,) = [e for e in logs if e["event"] == "run starting"]
+    assert start["sampling_rate"] == 0.25
+    assert start["sampling_rates"] == {"helpdesk": 0.5}
+    assert start["budget"] == "1000 judge calls/h"
+    assert PASSWORD not in repr(logs)
+    assert start["database"] == url.replace(PASSWORD, "***")
+    assert start["source"] == f"file {data} (casewatch)"
+    assert start["dead_letters_to"] == str(file_sidecars(data, url)[0])
+    # Before anything is read, and once.
+    first_read = next(i for i, e in enumerate(logs) if e["event"] == "first records polled")
+    assert logs.index(start) < first_read
+
+
+def _tally(**skipped: int) -> RunTally:
+    tally = RunTally(read=sum(skipped.values()))
+    tally.skipped.update(skipped)
+    return tally
+
+
+def test_a_run_skipped_whole_by_the_sampling_rate_names_the_setting() -> None:
+    warning = nothing_judged(_tally(not_sampled=3), SamplingConfig())
+    assert warning is not None
+    assert warning.startswith("nothing was judged: 3 turn(s) not sampled")
+    assert "sampling.default_rate is 0.1" in warning
+    assert "CASEWATCH_SAMPLING__DEFAULT_RATE=1.0" in warning
+
+
+def test_a_run_skipped_by_the_budget_names_the_budget_setting() -> None:
+    sampling = SamplingConfig(default_rate=1.0, budget_calls_per_hour=5)
+    warning = nothing_judged(_tally(budget_calls=4, budget_usd=1), sampling)
+    assert warning is not None
+    assert "4 turn(s) over the hourly judge budget (sampling.budget_calls_per_hour is 5)" in warning
+    assert "1 turn(s) over the hourly judge budget (sampling.budget_usd_per_hour is 5)" in warning
+
+
+def test_no_warning_once_a_turn_was_judged_or_for_other_reasons() -> None:
+    judged = _tally(not_sampled=3)
+    judged.judged = 1
+    assert nothing_judged(judged, SamplingConfig()) is None
+    failed = _tally(not_sampled=3)
+    failed.judge_failed["timeout"] += 1
+    assert nothing_judged(failed, SamplingConfig()) is None
+    # Replayed turns already stored: nothing to change in the sampling.
+    assert nothing_judged(_tally(already_judged=3), SamplingConfig()) is None
+
+
+def test_the_summary_line_comes_at_its_interval_and_at_the_end() -> None:
+    clock = ManualClock()
+    tally = _tally(not_sampled=2)
+    tally.read, tally.sampled, tally.judged = 4, 2, 1
+    tally.judge_failed["timeout"] += 1
+    tally.dead_lettered["not_json"] += 1
+    summary = RunSummary(
+        tally, clock, 60.0, sampling=SamplingConfig(), dead_letters_to="/var/dlq.jsonl"
+    )
+    with capture_logs() as logs:
+        summary.tick()  # not yet
+        clock.advance(60.0)
+        summary.tick()
+        summary.tick()  # the next one is 60 s away
+        summary.finish()
+    assert [e["event"] for e in logs] == ["run summary", "run finished"]
+    assert logs[0] == {**logs[1], "event": "run summary"}
+    assert logs[1] == {
+        "event": "run finished",
+        "log_level": "info",
+        "read": 4,
+        "sampled": 2,
+        "judged": 1,
+        "judge_failed": 1,
+        "judge_failed_by_reason": {"timeout": 1},
+        "skipped": 2,
+        "skipped_by_reason": {"not_sampled": 2},
+        "dead_lettered": 1,
+        "dead_lettered_by_reason": {"not_json": 1},
+        "dead_letters_to": "/var/dlq.jsonl",
+        "in_progress": 0,
+    }
+
+
+def test_nothing_judged_is_warned_once_while_running_and_again_at_the_end() -> None:
+    clock = ManualClock()
+    summary = RunSummary(_tally(not_sampled=3), clock, 10.0, sampling=SamplingConfig())
+    with capture_logs() as logs:
+        for _ in range(3):
+            clock.advance(10.0)
+            summary.tick()
+        summary.finish()
+    warnings = [e["event"] for e in logs if e["log_level"] == "warning"]
+    assert len(warnings) == 2 and warnings[0] == warnings[1]
+    assert warnings[0].startswith("nothing was judged")
