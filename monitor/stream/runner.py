@@ -33,6 +33,7 @@ from monitor.stream.signals import drain_signals
 
 if TYPE_CHECKING:
     from consumers.dlq import DeadLetterSink
+    from consumers.repartition import TraceRepublisher
     from consumers.source import TurnSource
     from monitor.clock import Clock
     from monitor.exporter import Metrics
@@ -54,19 +55,23 @@ def _source_and_dlq(
     closers: list[tuple[str, Callable[[], None]]],
 ) -> tuple[TurnSource, DeadLetterSink]:
     from consumers.dlq import FileDeadLetterSink, KafkaDeadLetterQueue
-    from consumers.file_source import FileTurnSource
+    from consumers.file_source import FILE_TOPIC, FileTurnSource
     from consumers.kafka_source import KafkaTurnSource
 
     source: TurnSource
     dlq: DeadLetterSink
+    # Binary protobuf holds newlines: an otlp_proto file carries one base64 message a line.
+    base64_lines = settings.kafka.topic_formats.get(FILE_TOPIC) == "otlp_proto"
     if file_path == STDIN:
         # A pipe cannot be re-read: no offsets file; dead letters in the working directory.
-        source = FileTurnSource(None)
+        source = FileTurnSource(None, base64_lines=base64_lines)
         closers.append(("source", source.close))
         dlq = FileDeadLetterSink(STDIN_DLQ)
     elif file_path is not None:
         dlq_path, offsets_path = file_sidecars(file_path, settings.storage.url)
-        source = FileTurnSource(file_path, follow=follow, offsets_path=offsets_path)
+        source = FileTurnSource(
+            file_path, follow=follow, offsets_path=offsets_path, base64_lines=base64_lines
+        )
         closers.append(("source", source.close))
         note = source.resume_note()
         if note is not None:
@@ -99,12 +104,12 @@ def stream_daemon(
     *,
     heartbeat: Heartbeat | None = None,
     exit_when_idle: bool = False,
+    dead_letters_to: str | None = None,
 ) -> Daemon:
     """The ``Daemon`` of ``settings`` over what the caller opened (and closes, after ``run``
     returned and ``Daemon.close``). Its recorder, offset tracker and clock are built here and
     shared by its loop and its pipeline; the pipeline and, with ``otel_export``, the evaluation
     sender are the daemon's to close. ``sampler`` runs on ``clock``
-    dead_letters_to: str | None = None,
     (``prepare.stream_sampler``); ``dead_letters_to`` names where ``dlq`` writes, for the
     summary lines."""
     from consumers.offsets import OffsetTracker
@@ -133,7 +138,9 @@ def stream_daemon(
         )
         recorder.prime_evaluation_export(OUTCOMES)
     pipeline: Pipeline | None = None
+    republisher = None
     try:
+        republisher = _republisher(settings, source)
         pipeline = build_pipeline(
             PipelineConfig.from_settings(settings),
             source,
@@ -145,6 +152,7 @@ def stream_daemon(
             sampler,
             clock,
             evaluation_sender=sender,
+            republisher=republisher,
         )
         return Daemon(
             settings.daemon,
@@ -158,16 +166,34 @@ def stream_daemon(
             evaluation_sender=sender,
             heartbeat=heartbeat,
             exit_when_idle=exit_when_idle,
+            sampling=settings.sampling,
+            dead_letters_to=dead_letters_to,
         )
     except BaseException:
         # Not the daemon's yet: closed here.
         if pipeline is not None:
-            pipeline.close()
+            pipeline.close()  # closes the republisher too (the assemble step owns it)
+        elif republisher is not None:
+            republisher.close()
         if sender is not None:
             sender.close(0.0)
         raise
-            sampling=settings.sampling,
-            dead_letters_to=dead_letters_to,
+
+
+def _republisher(settings: Settings, source: TurnSource) -> TraceRepublisher | None:
+    """The producer of the repartition topics, with ``assembly.repartition`` on Kafka (a file
+    is one partition: its traces are whole where they are read)."""
+    from consumers.kafka_source import KafkaTurnSource
+    from consumers.repartition import TraceRepublisher
+
+    if not settings.assembly.repartition_topics(dict(settings.kafka.topic_formats)):
+        return None
+    if not isinstance(source, KafkaTurnSource):
+        return None
+    call_s = broker_call_timeout_s(settings)
+    return TraceRepublisher(
+        settings.kafka, send_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
+    )
 
 
 class DaemonRunner:
@@ -210,8 +236,11 @@ class DaemonRunner:
         # database migrated.
         from monitor.clock import SystemClock
         from monitor.stream.prepare import prepare
+        from monitor.stream.run_summary import dead_letters_text, source_text, start_fields
 
         sampler = prepare(settings, SystemClock())
+        read_from = source_text(settings, file_path, follow)
+        dead_letters_to = dead_letters_text(settings, file_path)
         closers = self._opened
         try:
             # The source first: a Kafka consumer joins its group on a thread while the rest is
@@ -236,11 +265,8 @@ class DaemonRunner:
             # entrypoint: its registry serves no *_created series (see disable_created_series).
             disable_created_series()
             self.metrics = Metrics(registry)
-        from monitor.stream.run_summary import dead_letters_text, source_text, start_fields
             panel = JudgingRecorder(self.metrics)
             evaluator = build_evaluator(
-        read_from = source_text(settings, file_path, follow)
-        dead_letters_to = dead_letters_text(settings, file_path)
                 settings,
                 concurrency=settings.daemon.concurrency,
                 on_panel_result=panel.record_panel,
@@ -274,6 +300,7 @@ class DaemonRunner:
                 self.metrics,
                 sampler,
                 exit_when_idle=exit_when_idle,
+                dead_letters_to=dead_letters_to,
             )
             # Its pipeline and sender are closed as its run returns; this is for a run that
             # never starts (the port below taken).
@@ -296,11 +323,15 @@ class DaemonRunner:
                 self.server = ProbeServer(app, host, port)
             except OSError as exc:
                 raise ListenError(host, port, exc) from exc
+            # What this run reads, judges and writes where, before anything is read.
+            log.info(
+                "run starting",
+                **start_fields(settings, source=read_from, dead_letters_to=dead_letters_to),
+            )
         except BaseException:
             self._close_opened()
             raise
 
-                dead_letters_to=dead_letters_to,
     @property
     def url(self) -> str:
         return self.server.url
@@ -323,11 +354,6 @@ class DaemonRunner:
 
     def _stop_services(self) -> None:
         if self._jobs is not None:
-            # What this run reads, judges and writes where, before anything is read.
-            log.info(
-                "run starting",
-                **start_fields(settings, source=read_from, dead_letters_to=dead_letters_to),
-            )
             self._jobs.shutdown(JOBS_STOP_S)
         self.server.close()
 
