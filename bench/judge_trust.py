@@ -26,8 +26,8 @@ uncertain / uniform, and the coverage of both at that n.
 
 canary: a 24-turn canary set whose human severe share is 25 %; a stable judge calls each turn
 severe with a probability of its own (most turns always or never, a few near the edge), re-run
-hourly. The canary's detector (``CanaryDetector``, the assistant detectors' CUSUMs, calibrated
-like the job) is armed on the first runs. Reported: over 200 simulated judges, the runs after a
+hourly. The canary's detector (``monitor.stats.run_cusum.RunDetector``: one observation per
+run, the run's count of severe calls; calibrated like the job) is armed on the first runs. Reported: over 200 simulated judges, the runs after a
 change until a judge whose severe calls double is flagged (median, p90, max), and the flags of
 a stable judge over 30 days (720 runs) per judge.
 
@@ -210,7 +210,7 @@ def _runs_until_alarm(
 ) -> tuple[int | None, int]:
     """(runs after the change until the first alarm, alarms over ``runs`` runs)."""
     from monitor.reports.judge_canary import DEFAULT_SHIFTS, CanaryRun, arm, baseline_of, observe
-    from monitor.stats.detection import Detector
+    from monitor.stats.run_cusum import RunDetector
 
     def run(q: np.ndarray) -> CanaryRun:
         calls = tuple(bool(x) for x in rng.random(q.size) < q)
@@ -227,7 +227,7 @@ def _runs_until_alarm(
         interval_seconds=3600.0,
         judges=2,
     )
-    detector = Detector(DEFAULT_SHIFTS)
+    detector = RunDetector(DEFAULT_SHIFTS)
     alarms, delay = 0, None
     for k in range(runs):
         q = q_before if q_after is None else q_after
