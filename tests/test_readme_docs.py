@@ -71,7 +71,13 @@ def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
     result = _mkdocs(MKDOCS_YML, tmp_path / "site")
     assert result.returncode == 0, result.stderr[-4000:]
     assert (tmp_path / "site" / "index.html").is_file()
-    assert (tmp_path / "site" / "reference" / "configuration" / "index.html").is_file()
+    # Pages are files (use_directory_urls: false), and links name them: opened from disk, a
+    # link to a directory would show its listing instead of the page.
+    assert (tmp_path / "site" / "reference" / "configuration.html").is_file()
+    home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert 'href="demo.html"' in home
+    local = re.findall(r'href="(?!https?:|#|mailto:)([^"]+)"', home)
+    assert local and not [h for h in local if h.split("#")[0].endswith("/")], local
 
 
 @pytest.mark.integration
