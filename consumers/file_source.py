@@ -7,10 +7,18 @@ keep their number but are not delivered. ``commit`` writes the next line number 
 that many lines. ``follow`` keeps reading lines appended to the file (like ``tail -f``); a
 line counts only once its newline is written, so a half-written line is never parsed.
 Rotation and truncation are not detected: follow one growing file.
+
+With ``base64_lines`` each line is one binary message in base64 (``otlp_proto``: a serialized
+``ExportTraceServiceRequest`` a line, ``base64 -w0`` of each, since protobuf bytes contain
+newlines); the decoded bytes are delivered, as a Kafka record would carry them. A line that is
+not base64 is delivered as it is, for the decoder to reject with its reason (a JSON line is then
+named as JSON).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import select
@@ -32,9 +40,15 @@ FOLLOW_INTERVAL_S = 0.05
 
 class FileTurnSource:
     def __init__(
-        self, path: Path | None, follow: bool = False, offsets_path: Path | None = None
+        self,
+        path: Path | None,
+        follow: bool = False,
+        offsets_path: Path | None = None,
+        *,
+        base64_lines: bool = False,
     ) -> None:
         self._path = path
+        self._base64_lines = base64_lines
         self._follow = follow and path is not None
         self._offsets_path = offsets_path
         self._on_assigned: PartitionsCallback | None = None
@@ -112,6 +126,8 @@ class FileTurnSource:
             number, data = line
             if number < self._committed or not data.strip():
                 continue  # already committed before a restart, or blank
+            if self._base64_lines:
+                data = _from_base64(data)
             out.append(RawMessage(FILE_TOPIC, 0, number, data))
         return out
 
@@ -239,3 +255,10 @@ class FileTurnSource:
             os.replace(tmp, path)
         except OSError as exc:
             raise TurnFileError(f"cannot write offsets file {path}: {exc}") from exc
+
+
+def _from_base64(line: bytes) -> bytes:
+    try:
+        return base64.b64decode(line.strip(), validate=True)
+    except binascii.Error:
+        return line

@@ -81,6 +81,12 @@ def _parse_proto(value: bytes) -> ExportTraceServiceRequest:
         request.ParseFromString(value)
     except DecodeError as exc:
         detail = f"not an OTLP ExportTraceServiceRequest (protobuf): {exc}"
+        if value.lstrip()[:1] == b"{":  # OTLP/JSON on a protobuf topic: a common mix-up
+            detail = (
+                "not an OTLP ExportTraceServiceRequest (protobuf): it looks like JSON "
+                "(OTLP/JSON?): read it with format otlp_json (the topic's format, or "
+                "run --file --format otlp_json)"
+            )
         raise InvalidEvent("otlp_unreadable", truncate(detail, MAX_DETAIL_CHARS)) from None
     return request
 

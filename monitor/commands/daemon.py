@@ -50,10 +50,11 @@ _CONFIG = click.Path(dir_okay=False, path_type=Path)
 @click.option(
     "--format",
     "file_format",
-    type=click.Choice(["casewatch", "otlp_json", "mapped"]),
+    type=click.Choice(["casewatch", "otlp_json", "otlp_proto", "mapped"]),
     default=None,
     help="With --file: what a line is: a turn event (default), one OTLP/JSON "
-    "ExportTraceServiceRequest, or any JSON event read through `mapping`.",
+    "ExportTraceServiceRequest, one protobuf ExportTraceServiceRequest in base64, or any JSON "
+    "event read through `mapping`.",
 )
 @db_option
 def run(

@@ -82,3 +82,14 @@ def test_malformed_batches_are_poison_with_a_reason(
     with pytest.raises(InvalidEvent) as err:
         decode_spans(value, encoding, 200)  # type: ignore[arg-type]
     assert err.value.reason == reason
+
+
+def test_otlp_json_on_a_protobuf_topic_is_poison_that_says_it_looks_like_json() -> None:
+    value = encode(_recorded(), "otlp_json")
+    with pytest.raises(InvalidEvent) as err:
+        decode_spans(b"  " + value, "otlp_proto", 1 << 20)
+    assert err.value.reason == "otlp_unreadable"
+    assert "looks like JSON" in str(err.value) and "format otlp_json" in str(err.value)
+    with pytest.raises(InvalidEvent) as other:
+        decode_spans(b"\xff\xff\xff", "otlp_proto", 1 << 20)
+    assert "JSON" not in str(other.value)  # no hint for bytes that are not JSON
