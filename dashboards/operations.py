@@ -445,11 +445,16 @@ PIPELINE = DashboardSpec(
                     "timeseries",
                     "Traces finished by cause",
                     "What finished each trace: its root span, idle time, or a cap (a rising "
-                    "cap rate means traces are cut short).",
+                    "cap rate means traces are cut short); with assembly.repartition, the "
+                    "batch parts re-published keyed by trace id (failed: retried, held).",
                     (
                         Query(
                             f"sum by (cause) (rate(casewatch_traces_finished_total{RI}))",
                             "{{cause}}",
+                        ),
+                        Query(
+                            f"sum by (outcome) (rate(casewatch_spans_repartitioned_total{RI}))",
+                            "re-published {{outcome}}",
                         ),
                     ),
                     unit="reqps",

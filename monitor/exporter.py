@@ -269,6 +269,16 @@ class Metrics:
             ["cause"],
             registry=r,
         )
+        # With assembly.repartition: per-trace parts of OTLP batches re-published keyed by
+        # trace id (sent: acknowledged; failed: a send that failed and is tried again, the
+        # source message held uncommitted meanwhile). A failed rate with no sent: the
+        # repartition topic is missing or the broker refuses the producer.
+        self.spans_repartitioned = Counter(
+            "casewatch_spans_repartitioned",
+            "OTLP batch parts re-published keyed by trace id, by outcome (sent, failed)",
+            ["outcome"],
+            registry=r,
+        )
         # Verdicts written back as gen_ai.evaluation.result log records, by outcome
         # (exported, queue_full, export_failed): the drop alert watches the last two.
         self.evaluation_records = Counter(

@@ -33,7 +33,7 @@ from monitor.config.detection import DetectionConfig
 from monitor.config.drift import DriftConfig
 from monitor.config.judge_canary import JudgeCanaryConfig
 from monitor.config.judges import HEURISTIC, JudgeConfig, PanelConfig
-from monitor.config.kafka import KafkaConfig
+from monitor.config.kafka import KafkaConfig, TopicConfig, TopicFormat
 from monitor.config.otel import AssemblyConfig, OtelExportConfig
 from monitor.config.quality_estimate import QualityEstimateConfig
 from monitor.config.rubric import RubricConfig
@@ -136,9 +136,22 @@ class Settings(BaseSettings):
         if self.baseline.enabled and self.baseline.judge not in names:
             raise ValueError(f"baseline: judge {self.baseline.judge!r} is not configured")
         formats = self.kafka.topic_formats
+        self._read_repartition_topics(formats)
         if "mapped" in formats.values() or self.mapping:
             TurnMapping.compile(self.mapping)  # MappingError (a ValueError) names the key
         return self
+
+    def _read_repartition_topics(self, formats: dict[str, TopicFormat]) -> None:
+        # The group reads the repartition topics beside the topics they repartition: every
+        # consumer of the settings (the source, the daemon's priming) sees them as topics.
+        extra = [
+            TopicConfig(name=internal, format="otlp_proto")
+            for internal in self.assembly.repartition_topics(dict(formats)).values()
+            if internal not in formats
+        ]
+        if extra:
+            kafka = self.kafka.model_copy(update={"topics": [*self.kafka.topics, *extra]})
+            object.__setattr__(self, "kafka", kafka)
 
     @classmethod
     def settings_customise_sources(

@@ -85,7 +85,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "rebalance_listener",
         ),
         ("early_join", "group_consumer", "group_rejoin", "unreadable_holds"),
-        ("dlq", "file_source", "kafka_source", "tansu"),
+        ("dlq", "file_source", "kafka_source", "repartition", "tansu"),
     ),
     "monitor.judging": (
         # contracts and pure pieces

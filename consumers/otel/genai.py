@@ -50,7 +50,10 @@ HIDDEN_HINT = (
 
 # Why a trace (or one of its inference spans) gave no turn; bounded label values.
 SKIP_REASONS: tuple[str, ...] = (
-    "no_genai_span",  # a whole trace (root and every parent there) with no inference span
+    "no_genai_span",  # a whole trace (root and every parent there) with no GenAI span at all
+    # GenAI spans (an agent, a retrieval) but no inference span: the model was not called, or
+    # its span went where this consumer does not read (a trace split across replicas)
+    "no_inference_span",
     "content_not_captured",  # inference span without messages: content capture is off
     "content_hidden",  # OpenInference's __REDACTED__ placeholder instead of content
     "no_answer",  # the inference span has no assistant text (a tool call, an error)
@@ -107,7 +110,17 @@ def turns_from_trace(
     trace_id = spans[0].trace_id
     inference = [s for s in spans if _is_inference(s)]
     if not inference:
-        return [], [Skipped("no_genai_span", "the trace has no inference span", trace_id, None)]
+        genai = [s.name for s in spans if _is_genai(s)]
+        if genai:
+            detail = (
+                f"GenAI spans ({', '.join(sorted(set(genai))[:3])}) but no inference span: the "
+                "model was not called, or its span reached a consumer that does not read this "
+                "part of the trace"
+            )
+            return [], [
+                Skipped("no_inference_span", truncate(detail, MAX_DETAIL_CHARS), trace_id, None)
+            ]
+        return [], [Skipped("no_genai_span", "the trace has no GenAI span", trace_id, None)]
     by_id = {s.span_id: s for s in spans}
     turns: list[TurnEvent] = []
     skipped: list[Skipped] = []
@@ -131,6 +144,11 @@ def _is_inference(span: Span) -> bool:
     if a.get("openinference.span.kind") == "LLM":
         return True
     return "gen_ai.completion.0.content" in a or "gen_ai.prompt.0.content" in a
+
+
+def _is_genai(span: Span) -> bool:
+    a = span.attributes
+    return "gen_ai.operation.name" in a or "openinference.span.kind" in a
 
 
 def _is_retrieval(span: Span) -> bool:

@@ -75,6 +75,32 @@ def decode_spans(value: bytes | None, encoding: OtlpEncoding, max_bytes: int) ->
     return spans
 
 
+def split_by_trace(value: bytes, encoding: OtlpEncoding) -> dict[str, bytes]:
+    """One ``ExportTraceServiceRequest`` per trace of the batch (protobuf, whatever
+    ``encoding``), keyed by the trace id as hex: the records ``assembly.repartition``
+    re-publishes keyed by trace id. Each keeps its spans' resource and scope, so it decodes to
+    the same spans. Call it on a value ``decode_spans`` read (unreadable: ``InvalidEvent``)."""
+    request = _parse_json(value) if encoding == "otlp_json" else _parse_proto(value)
+    parts: dict[str, ExportTraceServiceRequest] = {}
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            by_trace: dict[str, list[Any]] = {}
+            for span in scope_spans.spans:
+                by_trace.setdefault(binascii.hexlify(span.trace_id).decode("ascii"), []).append(
+                    span
+                )
+            for trace_id, spans in by_trace.items():
+                part = parts.setdefault(trace_id, ExportTraceServiceRequest())
+                out_resource = part.resource_spans.add()
+                out_resource.resource.CopyFrom(resource_spans.resource)
+                out_resource.schema_url = resource_spans.schema_url
+                out_scope = out_resource.scope_spans.add()
+                out_scope.scope.CopyFrom(scope_spans.scope)
+                out_scope.schema_url = scope_spans.schema_url
+                out_scope.spans.extend(spans)
+    return {trace_id: part.SerializeToString() for trace_id, part in parts.items()}
+
+
 def _parse_proto(value: bytes) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
     try:

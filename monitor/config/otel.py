@@ -48,6 +48,24 @@ class AssemblyConfig(Section):
             "finished is counted late_span instead of starting a half-built trace."
         ),
     )
+    # Off by default: keying the Collector's exporter by trace id (partition_traces_by_id)
+    # gives whole traces at no cost, and one replica reading every partition needs neither.
+    # On, every span is produced a second time, to a topic the operator creates.
+    repartition: bool = Field(
+        default=False,
+        description=(
+            "Re-publish the spans of each OTLP topic keyed by trace id to <topic> + "
+            "repartition_suffix, read by the same group: every trace is assembled whole by one "
+            "replica when the Collector does not key its messages by trace id."
+        ),
+    )
+    repartition_suffix: str = Field(
+        default=".casewatch-by-trace",
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9._-]+$",
+        description="The repartition topic of an OTLP topic: its name + this (create it).",
+    )
     max_open_traces: int = Field(
         default=10_000, gt=0, description="Open traces held; past it the oldest is finished."
     )
@@ -71,6 +89,16 @@ class AssemblyConfig(Section):
                 f"({self.idle_seconds}): a rooted trace would go idle before it settled"
             )
         return self
+
+    def repartition_topics(self, formats: dict[str, str]) -> dict[str, str]:
+        """Each OTLP topic of ``formats`` → its repartition topic (none when off)."""
+        if not self.repartition:
+            return {}
+        return {
+            t: f"{t}{self.repartition_suffix}"
+            for t, f in formats.items()
+            if f in ("otlp_proto", "otlp_json") and not t.endswith(self.repartition_suffix)
+        }
 
 
 class OtelExportConfig(Section):

@@ -23,6 +23,7 @@ from consumers.otel.assembly import TraceAssembler
 from consumers.otel.genai import CaseAttributes
 from consumers.otel.otlp import OtlpEncoding
 from consumers.records import RawMessage, TopicPartition
+from consumers.repartition import TraceRepublisher
 from consumers.source import TurnSource
 from monitor.clock import Clock
 from monitor.config.kafka import TopicFormat
@@ -195,6 +196,7 @@ def build_pipeline(
     sampler: SamplingPolicy,
     clock: Clock,
     evaluation_sender: EvaluationSender | None = None,
+    republisher: TraceRepublisher | None = None,
 ) -> Pipeline:
     commit = CommitStep(source, tracker, metrics, clock, config.commit_interval_s)
     formats = config.topic_formats
@@ -262,6 +264,8 @@ def build_pipeline(
             case_attributes=CaseAttributes(**{k: tuple(v) for k, v in asm.case_attributes.items()}),
             clock=clock,
             flush_timeout_s=config.turn.flush_timeout_s,
+            repartition=asm.repartition_topics(dict(formats)),
+            republisher=republisher,
         )
         done.attach(assemble)
         first = assemble

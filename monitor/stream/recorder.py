@@ -165,6 +165,12 @@ class StreamRecorder:
     def prime_traces(self, causes: Iterable[str]) -> None:
         for cause in causes:
             self._m.traces_finished.labels(cause=cause)
+        for outcome in ("sent", "failed"):
+            self._m.spans_repartitioned.labels(outcome=outcome)
+
+    def record_repartition(self, outcome: str, count: int = 1) -> None:
+        """OTLP batch parts re-published keyed by trace id (sent) or failing (failed)."""
+        self._m.spans_repartitioned.labels(outcome=outcome).inc(count)
 
     def record_evaluation_export(self, outcome: str, count: int) -> None:
         """Evaluation records exported or dropped (called from the SDK's export thread)."""

@@ -33,6 +33,7 @@ from monitor.stream.signals import drain_signals
 
 if TYPE_CHECKING:
     from consumers.dlq import DeadLetterSink
+    from consumers.repartition import TraceRepublisher
     from consumers.source import TurnSource
     from monitor.clock import Clock
     from monitor.exporter import Metrics
@@ -59,18 +60,14 @@ def _source_and_dlq(
 
     source: TurnSource
     dlq: DeadLetterSink
-    # Binary protobuf holds newlines: an otlp_proto file carries one base64 message a line.
-    base64_lines = settings.kafka.topic_formats.get(FILE_TOPIC) == "otlp_proto"
     if file_path == STDIN:
         # A pipe cannot be re-read: no offsets file; dead letters in the working directory.
-        source = FileTurnSource(None, base64_lines=base64_lines)
+        source = FileTurnSource(None)
         closers.append(("source", source.close))
         dlq = FileDeadLetterSink(STDIN_DLQ)
     elif file_path is not None:
         dlq_path, offsets_path = file_sidecars(file_path, settings.storage.url)
-        source = FileTurnSource(
-            file_path, follow=follow, offsets_path=offsets_path, base64_lines=base64_lines
-        )
+        source = FileTurnSource(file_path, follow=follow, offsets_path=offsets_path)
         closers.append(("source", source.close))
         note = source.resume_note()
         if note is not None:
@@ -137,7 +134,9 @@ def stream_daemon(
         )
         recorder.prime_evaluation_export(OUTCOMES)
     pipeline: Pipeline | None = None
+    republisher = None
     try:
+        republisher = _republisher(settings, source)
         pipeline = build_pipeline(
             PipelineConfig.from_settings(settings),
             source,
@@ -149,6 +148,7 @@ def stream_daemon(
             sampler,
             clock,
             evaluation_sender=sender,
+            republisher=republisher,
         )
         return Daemon(
             settings.daemon,
@@ -168,10 +168,28 @@ def stream_daemon(
     except BaseException:
         # Not the daemon's yet: closed here.
         if pipeline is not None:
-            pipeline.close()
+            pipeline.close()  # closes the republisher too (the assemble step owns it)
+        elif republisher is not None:
+            republisher.close()
         if sender is not None:
             sender.close(0.0)
         raise
+
+
+def _republisher(settings: Settings, source: TurnSource) -> TraceRepublisher | None:
+    """The producer of the repartition topics, with ``assembly.repartition`` on Kafka (a file
+    is one partition: its traces are whole where they are read)."""
+    from consumers.kafka_source import KafkaTurnSource
+    from consumers.repartition import TraceRepublisher
+
+    if not settings.assembly.repartition_topics(dict(settings.kafka.topic_formats)):
+        return None
+    if not isinstance(source, KafkaTurnSource):
+        return None
+    call_s = broker_call_timeout_s(settings)
+    return TraceRepublisher(
+        settings.kafka, send_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
+    )
 
 
 class DaemonRunner:

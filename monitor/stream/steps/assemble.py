@@ -30,6 +30,16 @@ The settle and idle times run on the step's intake clock, which stops while the 
 messages (backpressure): a partition whose messages wait in the daemon's backlog cannot send
 its part of a trace, so the wait must not count against it.
 
+With ``assembly.repartition``, an OTLP topic's messages are not assembled where they are
+read: each is split by trace (``split_by_trace``) and re-published keyed by trace id to the
+topic's repartition topic (``consumers.repartition``), which the group reads too and this
+step assembles like any OTLP topic. One replica then reads every span of a trace, whichever
+replicas read the partitions its spans were written to. The source message is marked done
+only once every part is acknowledged; a part that fails is sent again (after
+``REPUBLISH_RETRY_S``), and on a revoke or a stop what is not acknowledged stays uncommitted,
+to be re-published by the next owner (the parts already sent then arrive twice: the assembler
+keeps one copy of a span, or counts ``duplicate_span`` once its trace is finished).
+
 On a stop, open traces are left open: their messages stay uncommitted and are read again by
 whoever consumes the partition next. On a revoke the same holds for the revoked partitions.
 """
@@ -38,7 +48,8 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -46,8 +57,9 @@ import structlog
 from consumers.dlq import DeadLetterSink
 from consumers.otel.assembly import CompletedTrace, LateSpans, MessageHolds, TraceAssembler
 from consumers.otel.genai import CaseAttributes, Skipped, turns_from_trace
-from consumers.otel.otlp import OtlpEncoding, Span, decode_spans
+from consumers.otel.otlp import OtlpEncoding, Span, decode_spans, split_by_trace
 from consumers.records import RawMessage, TopicPartition
+from consumers.repartition import Ack, TraceRepublisher
 from monitor.clock import Clock
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent
@@ -58,13 +70,26 @@ log = structlog.get_logger(__name__)
 
 SPLIT_TRACE_FIX = (
     "the spans of one trace reach this consumer from several partitions, or not at all: key the "
-    "Collector's Kafka exporter by trace id (partition_traces_by_id: true)"
+    "Collector's Kafka exporter by trace id (partition_traces_by_id: true), or set "
+    "assembly.repartition: true (casewatch re-keys the spans by trace id itself)"
+)
+INFERENCE_ELSEWHERE_FIX = (
+    "a trace with GenAI spans but no inference span: if the model was called, its span went "
+    "to a partition another replica reads; "
+    f"{SPLIT_TRACE_FIX}"
 )
 LATE_SPAN_FIX = (
     f"{SPLIT_TRACE_FIX}; with it set, raise assembly.settle_seconds (spans of a trace came "
     "longer apart than it)"
 )
 
+
+# Source messages whose re-published parts are not all acknowledged yet; past it, intake is
+# refused (backpressure) until acknowledgements come.
+MAX_REPUBLISHING = 1024
+# A failed re-publish is tried again no sooner than this (the broker is down, or the topic
+# missing: a send waits for its metadata).
+REPUBLISH_RETRY_S = 2.0
 
 UNKNOWN_ASSISTANT = "unknown_service"
 # Turns assembled and not yet taken by the next step; past it, intake is refused (backpressure).
@@ -79,6 +104,24 @@ class AssemblyMetrics(Protocol):
     def record_traces(
         self, open_traces: int, open_spans: int, finished: dict[str, int]
     ) -> None: ...
+
+    def record_repartition(self, outcome: str, count: int = 1) -> None: ...
+
+
+@dataclass
+class _Republish:
+    """A source message being re-published: its parts by trace id, and what became of each."""
+
+    message: Envelope[RawMessage]
+    topic: str
+    parts: dict[str, bytes]
+    acks: dict[str, Ack | None] = field(default_factory=dict)
+
+    @property
+    def acknowledged(self) -> bool:
+        return len(self.acks) == len(self.parts) and all(
+            a is not None and a.succeeded for a in self.acks.values()
+        )
 
 
 _Key = tuple[TopicPartition, int]
@@ -100,6 +143,8 @@ class AssembleStep:
         clock: Clock,
         flush_timeout_s: float = 10.0,
         max_ready: int = MAX_READY,
+        repartition: Mapping[str, str] | None = None,
+        republisher: TraceRepublisher | None = None,
     ) -> None:
         self._next = next_step
         # The head of the chain for every other topic (decode). It leads to ``next_step`` too,
@@ -122,6 +167,12 @@ class AssembleStep:
         self._unflushed: list[Envelope[RawMessage]] = []
         self._finished: dict[str, int] = {}
         self._warned: set[str] = set()
+        # Source topic → its repartition topic; only with a producer (a file has one
+        # partition: nothing to repartition).
+        self._repartition = dict(repartition or {}) if republisher is not None else {}
+        self._republisher = republisher
+        self._republishing: list[_Republish] = []
+        self._retry_at = 0.0
         # The intake clock: real time less the time the step spent refusing messages.
         self._stalled_since: float | None = None
         self._stalled_total = 0.0
@@ -142,10 +193,19 @@ class AssembleStep:
         if self._stalled_since is not None:
             self._stalled_total += self._clock.monotonic() - self._stalled_since
             self._stalled_since = None
+        internal = self._repartition.get(message.tp.topic)
+        if internal is not None and len(self._republishing) >= MAX_REPUBLISHING:
+            self._republished()
+            if len(self._republishing) >= MAX_REPUBLISHING:
+                raise MessageRejected("re-published spans wait for the broker's acknowledgement")
         try:
             spans = decode_spans(message.payload.value, encoding, self._max_bytes)
+            parts = split_by_trace(message.payload.value or b"", encoding) if internal else {}
         except InvalidEvent as exc:
             self._dead_letter(message, exc)
+            return
+        if internal is not None:
+            self._republish(message, internal, parts)
             return
         key: _Key = (message.tp, message.offset)
         touched = self._assembler.add(spans, key, self._now())
@@ -162,6 +222,60 @@ class AssembleStep:
         """The intake clock (see the module's docstring)."""
         now = self._clock.monotonic() if self._stalled_since is None else self._stalled_since
         return now - self._stalled_total
+
+    # ------------------------------------------------------------------ repartition
+
+    def _republish(
+        self, message: Envelope[RawMessage], topic: str, parts: dict[str, bytes]
+    ) -> None:
+        if not parts:  # no spans: nothing to hand on
+            self._done.submit(message)
+            return
+        entry = _Republish(message, topic, parts)
+        self._republishing.append(entry)
+        self._send(entry)
+
+    def _send(self, entry: _Republish) -> None:
+        """Send the parts of ``entry`` not sent yet or failed; stop at the first that cannot
+        be queued (tried again after ``REPUBLISH_RETRY_S``)."""
+        republisher = self._republisher
+        if republisher is None:  # never: only topics with a producer are re-published
+            return
+        for trace_id, value in entry.parts.items():
+            ack = entry.acks.get(trace_id)
+            if ack is not None and (not ack.done or ack.succeeded):
+                continue
+            if ack is not None:
+                self._metrics.record_repartition("failed")
+                log.warning("re-publishing spans failed; will retry", error=ack.error)
+            try:
+                entry.acks[trace_id] = republisher.send(
+                    entry.topic, trace_id.encode("ascii"), value
+                )
+            except TransportError as err:
+                entry.acks[trace_id] = None
+                self._metrics.record_repartition("failed")
+                log.warning("re-publishing spans failed; will retry", error=str(err))
+                self._retry_at = self._clock.monotonic() + REPUBLISH_RETRY_S
+                return
+
+    def _republished(self) -> None:
+        """Mark done the source messages whose parts are all acknowledged; retry failures."""
+        if not self._republishing:
+            return
+        retry = self._clock.monotonic() >= self._retry_at
+        waiting: list[_Republish] = []
+        for entry in self._republishing:
+            if entry.acknowledged:
+                self._metrics.record_repartition("sent", len(entry.parts))
+                self._done.submit(entry.message)
+                continue
+            waiting.append(entry)
+            failed = any(a is None or (a.done and not a.succeeded) for a in entry.acks.values())
+            if retry and (failed or len(entry.acks) < len(entry.parts)):
+                self._send(entry)
+                retry = self._clock.monotonic() >= self._retry_at
+        self._republishing = waiting
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
         dead_letter(self._dlq, self._metrics.record_dead_letter, message, exc, "OTLP record")
@@ -180,6 +294,8 @@ class AssembleStep:
             return
         turns, skipped = turns_from_trace(trace.spans, self._case)
         for skip in skipped:
+            if skip.reason == "no_inference_span":
+                self._warn_once(skip.reason, INFERENCE_ELSEWHERE_FIX, trace.trace_id)
             self._skip(trace, skip)
         messages = trace.messages
         # The trace's hold on each message passes to its turns (none: released now).
@@ -259,6 +375,7 @@ class AssembleStep:
 
     def poll(self) -> None:
         self._flush(self._flush_timeout)
+        self._republished()
         self._complete()
         forward(self._ready, self._next)
         self._metrics.record_traces(
@@ -269,13 +386,26 @@ class AssembleStep:
 
     def join(self, timeout: float | None = None) -> None:
         # Open traces stay open: their messages are not committed and are read again.
-        self._flush(self._flush_timeout if timeout is None else min(timeout, self._flush_timeout))
+        bound = self._flush_timeout if timeout is None else min(timeout, self._flush_timeout)
+        self._flush(bound)
+        if self._republishing and self._republisher is not None:
+            try:
+                self._republisher.flush(bound)
+            except TransportError as err:
+                log.warning("re-published spans not acknowledged", error=str(err))
+            self._republished()
         self._complete()
         forward(self._ready, self._next)
         self._rest.join(timeout)
 
     def close(self) -> None:
-        self._rest.close()
+        try:
+            if self._republisher is not None:
+                self._republisher.close()
+        except TransportError as err:
+            log.warning("closing the repartition producer failed", error=str(err))
+        finally:
+            self._rest.close()
 
     # ------------------------------------------------------------------ rebalance protocol
 
@@ -288,6 +418,7 @@ class AssembleStep:
 
     def release(self, owned: Collection[TopicPartition]) -> None:
         mine: set[TopicPartition] = {key[0] for key in self._holds.held()}  # type: ignore[index]
+        mine.update(entry.message.tp for entry in self._republishing)
         self.discard(mine - set(owned))
 
     def discard(self, tps: Collection[TopicPartition]) -> None:
@@ -301,6 +432,9 @@ class AssembleStep:
         self._holds.drop(keep)
         self._ready = deque(m for m in self._ready if m.tp not in gone)
         self._tickets = {t: e for t, e in self._tickets.items() if e[0] not in gone}
+        # Their parts may still be acknowledged: the next owner re-publishes them (duplicates
+        # the assembler absorbs), the offset is not ours to commit.
+        self._republishing = [e for e in self._republishing if e.message.tp not in gone]
 
     def wait_any(self, timeout: float) -> bool:
         return False

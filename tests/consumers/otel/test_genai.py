@@ -133,3 +133,10 @@ def test_tool_call_round_then_answer_is_one_turn_on_the_last_call() -> None:
     early = span("c000000000000009", chat.parent_span_id, 21, 25, first)
     (turn,), _ = turns_from_trace([*spans, early])
     assert turn.span_id == "c000000000000003"
+
+
+def test_genai_spans_without_an_inference_span_are_not_called_a_non_genai_trace() -> None:
+    retrieval, _, agent = genai_trace()  # the chat span went to another replica
+    turns, (skip,) = turns_from_trace([agent, retrieval])
+    assert (turns, skip.reason) == ([], "no_inference_span")
+    assert "invoke_agent support" in skip.detail
