@@ -1,6 +1,7 @@
 """What ``casewatch run`` says about itself: the start line (sampling, budget, the database with
 its password masked, where dead letters go), the summary line at its interval and at the end,
-and the warning naming the setting when sampling or the budget left nothing judged."""
+and the warning naming the setting when sampling or the budget left nothing judged; and what it
+says of a judge that never answers (each turn ends failed with its reason, the run ends)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,14 @@ from structlog.testing import capture_logs
 from monitor.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
 from monitor.settings import load_settings
+from monitor.storage.audit import stored_verdicts
+from monitor.storage.store import Store
 from monitor.stream.file_state import file_sidecars
 from monitor.stream.recorder import RunTally
 from monitor.stream.run_summary import RunSummary, nothing_judged
 from monitor.stream.runner import DaemonRunner
+from tests.fake_judge_server import FakeJudgeServer, slow
+from tests.fixtures.judge_server import fake_judge_config
 from tests.support.daemon import turn_values
 
 PASSWORD = "pw-4f1c9a7e"
@@ -141,3 +146,55 @@ def test_nothing_judged_is_warned_once_while_running_and_again_at_the_end() -> N
     warnings = [e["event"] for e in logs if e["log_level"] == "warning"]
     assert len(warnings) == 2 and warnings[0] == warnings[1]
     assert warnings[0].startswith("nothing was judged")
+
+
+@pytest.mark.integration
+def test_a_judge_that_never_answers_ends_the_turn_failed_counted_logged_and_summarised(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(turn_values(2)) + b"\n")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    registry = CollectorRegistry()
+    # Holds every request far longer than the test (closing the server ends it).
+    with FakeJudgeServer(responder=lambda _request: slow(3600)) as judge:
+        config = fake_judge_config(judge, timeout_seconds=0.2, transport_retries=1)
+        settings = load_settings(
+            None,
+            storage={"url": url},
+            server={"port": 0},
+            judges={"remote": config},
+            judge="remote",
+        )
+        with capture_logs() as logs:
+            runner = DaemonRunner(settings, registry, file_path=data)
+            runner.run_foreground(install_signals=False)
+        requests = judge.request_count
+
+    # Each turn: the first try and one retry timed out, then the turn ended failed, its reason
+    # counted and logged, and the run went on to its end (nothing left waiting).
+    assert requests == 2 * 2
+    assert (
+        registry.get_sample_value(
+            "casewatch_judge_failed_total", {"judge": "remote", "reason": "timeout"}
+        )
+        == 2
+    )
+    judged = {"assistant": "helpdesk", "band": "judge_failed"}
+    assert registry.get_sample_value("casewatch_turns_judged_total", judged) == 2
+    failed = [e for e in logs if e["event"] == "judge.failed"]
+    assert [(e["reason"], e["attempts"]) for e in failed] == [("timeout", 2)] * 2
+    (finished,) = [e for e in logs if e["event"] == "run finished"]
+    assert finished["judge_failed_by_reason"] == {"timeout": 2}
+    assert finished["judged"] == 0 and finished["in_progress"] == 0
+    # Failed, not skipped for the sampling: no advice to change it.
+    assert not [e for e in logs if str(e["event"]).startswith("nothing was judged")]
+    store = Store(url)
+    try:
+        stored = stored_verdicts(store, limit=10)
+    finally:
+        store.close()
+    assert sorted((v["event_id"], v["status"]) for v in stored) == [
+        ("evt-0", "judge_failed"),
+        ("evt-1", "judge_failed"),
+    ]
