@@ -55,19 +55,23 @@ def _source_and_dlq(
     closers: list[tuple[str, Callable[[], None]]],
 ) -> tuple[TurnSource, DeadLetterSink]:
     from consumers.dlq import FileDeadLetterSink, KafkaDeadLetterQueue
-    from consumers.file_source import FileTurnSource
+    from consumers.file_source import FILE_TOPIC, FileTurnSource
     from consumers.kafka_source import KafkaTurnSource
 
     source: TurnSource
     dlq: DeadLetterSink
+    # Binary protobuf holds newlines: an otlp_proto file carries one base64 message a line.
+    base64_lines = settings.kafka.topic_formats.get(FILE_TOPIC) == "otlp_proto"
     if file_path == STDIN:
         # A pipe cannot be re-read: no offsets file; dead letters in the working directory.
-        source = FileTurnSource(None)
+        source = FileTurnSource(None, base64_lines=base64_lines)
         closers.append(("source", source.close))
         dlq = FileDeadLetterSink(STDIN_DLQ)
     elif file_path is not None:
         dlq_path, offsets_path = file_sidecars(file_path, settings.storage.url)
-        source = FileTurnSource(file_path, follow=follow, offsets_path=offsets_path)
+        source = FileTurnSource(
+            file_path, follow=follow, offsets_path=offsets_path, base64_lines=base64_lines
+        )
         closers.append(("source", source.close))
         note = source.resume_note()
         if note is not None:
