@@ -583,7 +583,9 @@ class Metrics:
         )
         self.judge_canary_runs = Counter(
             "casewatch_judge_canary_runs",
-            "Canary runs per judge (outcome=ok|failed: the judge failed on a canary turn)",
+            "Canary runs per judge (outcome=ok|failed: the judge failed on a canary turn|budget: "
+            "skipped, the hourly judge budget refused|waiting: too few labelled turns, nothing "
+            "judged)",
             ["judge", "outcome"],
             registry=r,
         )

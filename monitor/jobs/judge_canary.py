@@ -4,7 +4,8 @@ judge, so "is it the assistant or the judge?" has an answer when a regression pa
 Each run, for each judge of the live configuration (the panel's primaries and arbiter):
 
 - reserves one judge request per canary turn from the daemon's hourly budget (the sampler's,
-  shared with the stream); a refusal skips that judge until the next run;
+  shared with the stream); a refusal skips that judge until the next run (counted as
+  ``outcome="budget"``, logged when it starts);
 - judges the canary turns one after another, redacted as the stream redacts live turns for the
   judges (``redaction.before_judging``), stopping at the first failure: the run is then
   recorded ``failed`` with the reason, counted (``casewatch_judge_canary_runs_total``), and
@@ -19,9 +20,10 @@ Each run, for each judge of the live configuration (the panel's primaries and ar
 The canary set is the file ``judge_canary.file`` (read and checked when the daemon starts: a
 bad file stops it, naming the line) or, without one, the first-labelled turns in the store
 (``casewatch labels import``), up to ``max_turns``; fewer than ``min_turns`` there and the run
-only logs that the canary is waiting for labels. The baseline and the detector belong to one
-judge configuration hash and one canary set: change either and the canary starts a new
-baseline (the configuration change itself is what ``casewatch_judge_config_info`` shows).
+judges nothing, counted as ``outcome="waiting"`` and logged when it starts waiting. The
+baseline and the detector belong to one judge configuration hash and one canary set: change
+either and the canary starts a new baseline (the configuration change itself is what
+``casewatch_judge_config_info`` shows).
 Runs and the detector state are stored (``judge_canary_runs``): a restart or a lease moving
 elsewhere continues the test. A run's row is made from the previous state and saved in one
 transaction, fenced on the job's lease: a replica whose lease lapsed mid-run saves nothing
@@ -131,6 +133,8 @@ class JudgeCanaryJob:
         for j in self._judges:
             recorder.prime(j.name)
         self.last_runs: dict[str, CanaryRun] = {}
+        self._waiting = False  # logged once while the store has too few labelled turns
+        self._budget_refused: set[str] = set()  # judges whose refusal was logged
 
     def close(self) -> None:
         for j in self._judges:
@@ -181,20 +185,36 @@ class JudgeCanaryJob:
     def run_once(self) -> dict[str, CanaryRun]:
         turns = self.canary_set()
         if len(turns) < self._cfg.min_turns:
-            log.info(
-                "judge canary waiting for labels",
-                labelled_turns=len(turns),
-                needed=self._cfg.min_turns,
-                detail="casewatch labels export / import, or set judge_canary.file",
-            )
+            # Counted every run, logged when it starts (each run would repeat it for hours).
+            if not self._waiting:
+                log.warning(
+                    "judge canary waiting for labels: nothing judged until there are enough",
+                    labelled_turns=len(turns),
+                    needed=self._cfg.min_turns,
+                    detail="casewatch labels export / import, or set judge_canary.file",
+                )
+            self._waiting = True
+            for j in self._judges:
+                self._metrics.record_skipped(j.name, "waiting")
             return {}
+        self._waiting = False
         fingerprint = _set_fingerprint(turns)
         done: dict[str, CanaryRun] = {}
         for j in self._judges:
             refused = self._budget.reserve(len(turns))
             if refused is not None:
-                log.info("judge canary skipped: budget", judge=j.name, reason=refused)
+                if j.name not in self._budget_refused:
+                    log.warning(
+                        "judge canary skipped: the hourly judge budget refused its calls",
+                        judge=j.name,
+                        reason=refused,
+                        calls=len(turns),
+                        detail="sampling.budget_calls_per_hour / budget_usd_per_hour",
+                    )
+                self._budget_refused.add(j.name)
+                self._metrics.record_skipped(j.name, "budget")
                 continue
+            self._budget_refused.discard(j.name)
             judgments: list[Judgment] = []
             try:
                 for turn in turns:

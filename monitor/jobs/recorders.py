@@ -180,12 +180,17 @@ class JudgeCanaryRecorder:
         self._m.judge_config_info.labels(config_hash=config_hash).set(1)
 
     def prime(self, judge: str) -> None:
-        for outcome in ("ok", "failed"):
+        for outcome in ("ok", "failed", "budget", "waiting"):
             self._m.judge_canary_runs.labels(judge=judge, outcome=outcome)
         self._m.judge_canary_alarm.labels(judge=judge).set(0)
 
     def record_failed(self, judge: str) -> None:
         self._m.judge_canary_runs.labels(judge=judge, outcome="failed").inc()
+
+    def record_skipped(self, judge: str, outcome: str) -> None:
+        """A run that judged nothing: ``budget`` (the hourly budget refused its calls) or
+        ``waiting`` (fewer labelled turns in the store than ``min_turns``)."""
+        self._m.judge_canary_runs.labels(judge=judge, outcome=outcome).inc()
 
     def record_ok(
         self, judge: str, *, agreement: float | None, score_shift: float | None, alarm: bool

@@ -20,9 +20,11 @@ import yaml
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
+from structlog.testing import capture_logs
 
 from monitor.clock import ManualClock
 from monitor.commands.detect import detect_command
+from monitor.config.sampling import SamplingConfig
 from monitor.errors import ConfigError, LeaseLost
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
@@ -378,4 +380,46 @@ def test_a_one_turn_canary_is_refused_at_start_saying_why(tmp_path: Path, store:
             _job(_settings(server, one), store, CollectorRegistry(), ManualClock())
         with pytest.raises(ValidationError, match="min_turns must be at least 2"):
             _settings(server, one, min_turns=1)
+        assert server.request_count == 0
+
+
+def test_runs_that_judge_nothing_are_counted_and_logged_once(tmp_path: Path, store: Store) -> None:
+    """Too few labelled turns in the store, or a budget that refuses the run's calls: nothing
+    is judged, every such run is counted under its outcome, and the log says it once."""
+    registry = CollectorRegistry()
+    with FakeJudgeServer() as server:
+        waiting = _settings(server).model_copy(
+            update={
+                "judge_canary": _settings(server).judge_canary.model_copy(update={"file": None})
+            }
+        )
+        job = _job(waiting, store, registry, ManualClock())
+        with capture_logs() as logs:
+            try:
+                assert job.run_once() == {} and job.run_once() == {}
+            finally:
+                job.close()
+        assert [e["event"] for e in logs if "waiting" in e["event"]] == [
+            "judge canary waiting for labels: nothing judged until there are enough"
+        ]
+        assert (
+            _gauge(registry, "casewatch_judge_canary_runs_total", judge="llm", outcome="waiting")
+            == 2
+        )
+
+        registry = CollectorRegistry()
+        poor = _settings(server).model_copy(
+            update={"sampling": SamplingConfig(budget_calls_per_hour=10, budget_usd_per_hour=None)}
+        )
+        job = _job(poor, store, registry, ManualClock())
+        with capture_logs() as logs:
+            try:
+                assert job.run_once() == {} and job.run_once() == {}
+            finally:
+                job.close()
+        assert len([e for e in logs if "budget" in e["event"]]) == 1
+        assert (
+            _gauge(registry, "casewatch_judge_canary_runs_total", judge="llm", outcome="budget")
+            == 2
+        )
         assert server.request_count == 0
