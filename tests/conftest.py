@@ -29,11 +29,13 @@ disable_created_series()
 # The shipped sampling defaults are a tenth of the conversations under an hourly call budget
 # (a monitor must not surprise its user with cost). The suite's streams are small and
 # count every turn, so the tests judge everything unless a test says otherwise; the defaults
-# themselves are tested with this variable removed (tests/monitor/test_settings.py). Set for
-# the session (not at import: collecting the tests changes nothing), so subprocesses (the CLI,
-# the demo) inherit it too.
+# themselves are tested with this variable removed (tests/monitor/test_settings.py). The budget
+# stays on, finite and far above what a test's stream spends, so its accounting runs in every
+# test: a reservation a path forgets to settle is seen (the daemon harness checks that none is
+# left when a daemon stops, tests/support/daemon.py). Set for the session (not at import:
+# collecting the tests changes nothing), so subprocesses (the CLI, the demo) inherit it too.
 JUDGE_EVERYTHING = (
-    '{"default_rate": 1.0, "budget_calls_per_hour": null, "budget_usd_per_hour": null}'
+    '{"default_rate": 1.0, "budget_calls_per_hour": 1000000, "budget_usd_per_hour": 100000}'
 )
 
 

@@ -21,6 +21,7 @@ from monitor.clock import Clock, SystemClock
 from monitor.config.kafka import KafkaConfig
 from monitor.exporter import Metrics
 from monitor.judging.evaluator import Evaluator, build_evaluator
+from monitor.sampling.sampler import Sampler
 from monitor.settings import Settings, load_settings
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
@@ -62,8 +63,10 @@ def build_daemon(
     *,
     heartbeat: Heartbeat | None = None,
     exit_when_idle: bool = False,
+    sampler: Sampler | None = None,
 ) -> Daemon:
-    """``stream_daemon`` as the runner calls it, with the daemon's sampler on the test's clock."""
+    """``stream_daemon`` as the runner calls it, with the daemon's sampler on the test's clock
+    (or ``sampler``, when the test reads its budget)."""
     clock = clock or SystemClock()
     return stream_daemon(
         settings,
@@ -72,7 +75,7 @@ def build_daemon(
         store,
         evaluator,
         metrics,
-        stream_sampler(settings, clock),
+        sampler or stream_sampler(settings, clock),
         clock,
         heartbeat=heartbeat,
         exit_when_idle=exit_when_idle,
@@ -88,7 +91,10 @@ class Harness:
         self.store = store
         self.evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
         self.opened = (source, dlq, store, self.evaluator)
-        self.daemon = build_daemon(settings, source, dlq, store, self.evaluator, self.metrics)
+        self.sampler = stream_sampler(settings, SystemClock())
+        self.daemon = build_daemon(
+            settings, source, dlq, store, self.evaluator, self.metrics, sampler=self.sampler
+        )
         app = ProbeApp(self.registry, self.daemon.heartbeat, self.daemon.checks())
         self.server = ProbeServer(app, "127.0.0.1", 0)
         self.thread = threading.Thread(target=self.daemon.run, name="daemon", daemon=True)
@@ -123,6 +129,11 @@ def running(settings: Settings, source: TurnSource, dlq: Any, store: Store) -> I
         h.server.close()
         h.daemon.close()
         close_opened(*h.opened)
+    # Every sampled turn's reservation was settled: judged, dropped or abandoned at the stop
+    # (an abandoned call settles when it ends). Not checked when the test itself failed.
+    if h.daemon.abandoned_calls == 0:
+        reserved = h.sampler.budget.state()["calls"].reserved
+        assert reserved == 0, f"the stopped daemon left {reserved:g} judge calls reserved"
 
 
 def turn_values(n: int, prefix: str = "evt") -> list[bytes]:

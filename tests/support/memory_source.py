@@ -37,11 +37,13 @@ class MemorySource:
         self._revoked: set[TopicPartition] = set()  # awaiting the new assignment
         self._on_assigned: PartitionsCallback | None = None
         self._paused: set[TopicPartition] = set()
-        self._to_assign: dict[TopicPartition, list[bytes]] = {}
+        self._to_assign: dict[TopicPartition, list[bytes] | None] = {}
         self._on_revoked: PartitionsCallback | None = None
         self._lock = threading.Lock()
 
-    def assign_next_poll(self, tp: TopicPartition, values: list[bytes]) -> None:
+    def assign_next_poll(self, tp: TopicPartition, values: list[bytes] | None = None) -> None:
+        """``values`` read from offset 0, or (None) the partition's own records read again from
+        its last commit: one that went to another consumer and comes back."""
         with self._lock:
             self._to_assign[tp] = values
 
@@ -72,7 +74,10 @@ class MemorySource:
         out: list[RawMessage] = []
         with self._lock:
             for tp, values in self._to_assign.items():
-                self.values[tp], self.position[tp] = values, 0
+                if values is None:
+                    self.position[tp] = self.committed.get(tp, 0)
+                else:
+                    self.values[tp], self.position[tp] = values, 0
                 self.owned.add(tp)
             self._to_assign.clear()
             for tp in sorted(self.owned - self._paused - self._revoked):
