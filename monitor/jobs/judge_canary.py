@@ -249,9 +249,13 @@ class JudgeCanaryJob:
         if self._lease_owner is not None:  # the lease as it is now, not at the run's start
             fence = Fence(self.name, self._lease_owner, now)
         outcome: dict[str, Any] = {}
+        if run.status == "ok":
+            # Made once outside the write first: a new baseline's thresholds take seconds to
+            # compute (cached after), and SQLite's write lock must not wait for them.
+            early = sql.read_history(self._store, judge, key, self._cfg.baseline_runs)
+            self._row(judge, key, fingerprint, run, turns_per_run, now, early, {})
 
         def make_row(history: sql.History) -> dict[str, Any]:
-            outcome.clear()
             return self._row(judge, key, fingerprint, run, turns_per_run, now, history, outcome)
 
         row = sql.record_run(

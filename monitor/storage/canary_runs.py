@@ -28,6 +28,32 @@ class History:
     newest: Mapping[str, Any] | None  # its newest ok run (the detector's state)
 
 
+def _history_queries(judge: str, config_hash: str, baseline_runs: int) -> tuple[Any, Any]:
+    mine = sa.and_(_RUN.judge == judge, _RUN.config_hash == config_hash, _RUN.status == "ok")
+    first = (
+        sa.select(judge_canary_runs).where(mine).order_by(_RUN.run_at, _RUN.id).limit(baseline_runs)
+    )
+    newest = (
+        sa.select(judge_canary_runs)
+        .where(mine)
+        .order_by(_RUN.run_at.desc(), _RUN.id.desc())
+        .limit(1)
+    )
+    return first, newest
+
+
+def _history(conn: sa.Connection, queries: tuple[Any, Any]) -> History:
+    first = [dict(r._mapping) for r in conn.execute(queries[0])]
+    newest = conn.execute(queries[1]).first()
+    return History(first, None if newest is None else dict(newest._mapping))
+
+
+def read_history(store: Store, judge: str, config_hash: str, baseline_runs: int) -> History:
+    """The history as it is now, outside any write (``record_run`` reads it again)."""
+    with store.transaction(write=False) as conn:
+        return _history(conn, _history_queries(judge, config_hash, baseline_runs))
+
+
 def record_run(
     store: Store,
     judge: str,
@@ -41,22 +67,11 @@ def record_run(
     transaction: two writers never both continue from the same newest state. With a
     ``fence``, only while its owner holds the job's lease (``LeaseLost`` otherwise, nothing
     written; on PostgreSQL the lease row stays locked until the commit)."""
-    mine = sa.and_(_RUN.judge == judge, _RUN.config_hash == config_hash, _RUN.status == "ok")
-    first_q = (
-        sa.select(judge_canary_runs).where(mine).order_by(_RUN.run_at, _RUN.id).limit(baseline_runs)
-    )
-    newest_q = (
-        sa.select(judge_canary_runs)
-        .where(mine)
-        .order_by(_RUN.run_at.desc(), _RUN.id.desc())
-        .limit(1)
-    )
+    queries = _history_queries(judge, config_hash, baseline_runs)
     with store.transaction(write=True, action="saving a judge canary run") as conn:
         if fence is not None:
             require_lease(conn, fence.job, fence.owner, fence.at)
-        first = [dict(r._mapping) for r in conn.execute(first_q)]
-        newest = conn.execute(newest_q).first()
-        row = dict(make_row(History(first, None if newest is None else dict(newest._mapping))))
+        row = dict(make_row(_history(conn, queries)))
         conn.execute(sa.insert(judge_canary_runs), [row])
     return row
 
