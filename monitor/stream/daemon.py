@@ -122,6 +122,7 @@ class Daemon:
         exit_when_idle: bool = False,
         sampling: SamplingConfig | None = None,
         dead_letters_to: str | None = None,
+        rerun: str | None = None,
     ) -> None:
         self._clock = clock
         # A failed poll is tried again a second later (the stop event cuts the wait short).
@@ -135,13 +136,15 @@ class Daemon:
         self.heartbeat = heartbeat or Heartbeat(HEARTBEAT_MAX_AGE_S, self._clock)
         self.tracker = tracker
         # What the run did, logged every interval and as it ends (``sampling``: to name the
-        # setting when sampling or the budget skipped every turn).
+        # setting when sampling or the budget skipped every turn; ``rerun``: how to read the
+        # same input again then).
         self._summary = RunSummary(
             recorder.tally,
             clock,
             config.summary_interval_seconds,
             sampling=sampling,
             dead_letters_to=dead_letters_to,
+            rerun=rerun,
             in_progress=tracker.pending_count,
         )
         self._sender = evaluation_sender

@@ -62,6 +62,15 @@ def _number(value: float) -> str:
     return str(int(value)) if value.is_integer() else f"{value:g}"
 
 
+def rerun_text(settings: Settings, file_path: Path | None) -> str | None:
+    """How to read a file again into the same store once its position is committed (a run on
+    a whole file that judged nothing, run again with another rate, would read nothing)."""
+    if file_path is None or file_path == STDIN:
+        return None
+    offsets = file_sidecars(file_path, settings.storage.url)[1]
+    return f"the file's position is kept: delete {offsets} (or use another --db) to read it again"
+
+
 def budget_text(sampling: SamplingConfig) -> str:
     limits = []
     if sampling.budget_calls_per_hour is not None:
@@ -88,10 +97,13 @@ def start_fields(settings: Settings, *, source: str, dead_letters_to: str) -> di
     return fields
 
 
-def nothing_judged(tally: RunTally, sampling: SamplingConfig | None) -> str | None:
+def nothing_judged(
+    tally: RunTally, sampling: SamplingConfig | None, rerun: str | None = None
+) -> str | None:
     """The warning for a run that read turns and judged none of them because of the sampling
-    rate or the budget, naming the setting to change; None when it judged some (or skipped
-    them for other reasons, which the summary's reasons name)."""
+    rate or the budget, naming the setting to change (and, with ``rerun``, how to read the
+    same input again); None when it judged some (or skipped them for other reasons, which
+    the summary's reasons name)."""
     if tally.judged or tally.judge_failed.total():
         return None
     parts = []
@@ -122,6 +134,8 @@ def nothing_judged(tally: RunTally, sampling: SamplingConfig | None) -> str | No
             )
     if not parts:
         return None
+    if rerun is not None:
+        parts.append(rerun)
     return "nothing was judged: " + "; ".join(parts)
 
 
@@ -141,6 +155,7 @@ class RunSummary:
         *,
         sampling: SamplingConfig | None = None,
         dead_letters_to: str | None = None,
+        rerun: str | None = None,
         in_progress: Callable[[], int] = lambda: 0,
     ) -> None:
         self._tally = tally
@@ -148,6 +163,7 @@ class RunSummary:
         self._interval_s = interval_s
         self._sampling = sampling
         self._dead_letters_to = dead_letters_to
+        self._rerun = rerun
         self._in_progress = in_progress
         self._next = clock.monotonic() + interval_s
         self._warned = False
@@ -181,14 +197,14 @@ class RunSummary:
         self._next = now + self._interval_s
         log.info("run summary", **self.fields())
         if not self._warned:  # once while running; again at the end if it still holds
-            warning = nothing_judged(self._tally, self._sampling)
+            warning = nothing_judged(self._tally, self._sampling, self._rerun)
             if warning is not None:
                 self._warned = True
                 log.warning(warning)
 
     def finish(self) -> None:
         log.info("run finished", **self.fields())
-        warning = nothing_judged(self._tally, self._sampling)
+        warning = nothing_judged(self._tally, self._sampling, self._rerun)
         if warning is not None:
             log.warning(warning)
 
@@ -198,6 +214,7 @@ __all__ = [
     "budget_text",
     "dead_letters_text",
     "nothing_judged",
+    "rerun_text",
     "source_text",
     "start_fields",
 ]

@@ -105,13 +105,14 @@ def stream_daemon(
     heartbeat: Heartbeat | None = None,
     exit_when_idle: bool = False,
     dead_letters_to: str | None = None,
+    rerun: str | None = None,
 ) -> Daemon:
     """The ``Daemon`` of ``settings`` over what the caller opened (and closes, after ``run``
     returned and ``Daemon.close``). Its recorder, offset tracker and clock are built here and
     shared by its loop and its pipeline; the pipeline and, with ``otel_export``, the evaluation
     sender are the daemon's to close. ``sampler`` runs on ``clock``
-    (``prepare.stream_sampler``); ``dead_letters_to`` names where ``dlq`` writes, for the
-    summary lines."""
+    (``prepare.stream_sampler``); ``dead_letters_to`` names where ``dlq`` writes and
+    ``rerun`` how to read the input again, for the summary lines."""
     from consumers.offsets import OffsetTracker
     from monitor.clock import SystemClock
     from monitor.otel_export.sender import OUTCOMES, EvaluationSender
@@ -168,6 +169,7 @@ def stream_daemon(
             exit_when_idle=exit_when_idle,
             sampling=settings.sampling,
             dead_letters_to=dead_letters_to,
+            rerun=rerun,
         )
     except BaseException:
         # Not the daemon's yet: closed here.
@@ -236,7 +238,12 @@ class DaemonRunner:
         # database migrated.
         from monitor.clock import SystemClock
         from monitor.stream.prepare import prepare
-        from monitor.stream.run_summary import dead_letters_text, source_text, start_fields
+        from monitor.stream.run_summary import (
+            dead_letters_text,
+            rerun_text,
+            source_text,
+            start_fields,
+        )
 
         sampler = prepare(settings, SystemClock())
         read_from = source_text(settings, file_path, follow)
@@ -301,6 +308,7 @@ class DaemonRunner:
                 sampler,
                 exit_when_idle=exit_when_idle,
                 dead_letters_to=dead_letters_to,
+                rerun=rerun_text(settings, file_path),
             )
             # Its pipeline and sender are closed as its run returns; this is for a run that
             # never starts (the port below taken).

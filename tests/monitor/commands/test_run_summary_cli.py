@@ -13,6 +13,7 @@ import pytest
 from consumers.tansu import free_port
 from monitor.config.sampling import DEFAULT_SAMPLING_RATE
 from monitor.sampling.sampler import sample_point
+from monitor.stream.file_state import file_sidecars
 from tests.fake_judge_server import FakeJudgeServer, content
 from tests.support.daemon_process import daemon_process, write_config
 from tests.support.rag_traces import ANSWER, QUESTIONS, rag_traces
@@ -66,9 +67,12 @@ def test_a_first_run_at_the_default_sampling_says_nothing_was_judged_and_why(
     assert finished["skipped_by_reason"] == {"not_sampled": 3}
     assert finished["dead_lettered"] == 0
     assert finished["dead_letters_to"].endswith(".dlq.jsonl")
-    (warning,) = [e for e in events if e["level"] == "warning"]
+    (warning,) = [e for e in events if e["event"].startswith("nothing was judged")]
+    assert warning["level"] == "warning"
     assert warning["event"].startswith("nothing was judged: 3 turn(s) not sampled")
     assert "sampling.default_rate is 0.1" in warning["event"]
     assert "CASEWATCH_SAMPLING__DEFAULT_RATE=1.0" in warning["event"]
+    offsets = file_sidecars(traces, f"sqlite:///{db}")[1]
+    assert f"delete {offsets} (or use another --db) to read it again" in warning["event"]
     # The warning and the summary are the run's last words.
     assert events.index(warning) > events.index(finished)
