@@ -53,8 +53,8 @@ class DetectionConfig(Section):
     overlap_seconds: float = Field(
         default=120.0,
         gt=0,
-        description="Re-read window of the cursor: longer than any write transaction plus the "
-        "replicas' clock skew.",
+        description="Unused: the detectors mark each verdict they observe, whenever it "
+        "commits, so no re-read window is needed (still accepted, so settings that set it load).",
     )
     baselines: dict[str, dict[str, float]] = Field(
         default_factory=dict,

@@ -22,10 +22,15 @@ regression must not become its own baseline). After an alarm the CUSUMs restart 
 the detector stays in alarm until a reverse CUSUM shows the rate back at the baseline (see
 ``Detector``), so one regression pages once.
 
-State and cursor are in the store (``detector_states``, ``detector_cursor``), written in one
-transaction per run, through one serializer (``monitor.stats.detector_state``): a restart or
-a lease moving to another replica continues the statistics. Under the scheduler the save is
-fenced on the job's lease: a replica whose lease lapsed mid-run (and was taken) saves nothing.
+Each verdict is observed exactly once: a run reads the verdicts not marked observed yet,
+whenever their writers committed, and marks them in the transaction that saves the detectors'
+state (``monitor.storage.detection_queries``: no position on ``stored_at`` or the ids that a
+late commit could fall behind). State, marks and cursor are in the store (``detector_states``,
+``verdicts.observed_at``, ``detector_cursor``), written in one transaction per run, through one
+serializer (``monitor.stats.detector_state``): a restart or a lease moving to another replica
+continues the statistics. Under the scheduler the save is fenced on the job's lease, and any
+save is refused when another run saved since this one read: a replica whose lease lapsed
+mid-run (and was taken), or a second run beside it, saves nothing and counts nothing twice.
 """
 
 from __future__ import annotations
@@ -91,23 +96,21 @@ class DetectionJob:
         cfg = self._cfg
         cursor = q.read_cursor(self._store)
         rows = self._load()
-        read = q.read_new(self._store, cursor, cfg.overlap_seconds, self._metrics, start=now)
-        # The first run starts the cursor: what was stored before it is history (the
-        # baseline's), read only to be marked seen.
+        read = q.read_new(self._store, self._metrics)
+        # The first run starts the detectors: what was stored before it is history (the
+        # baseline's), read only to be marked observed.
         observed = read if cursor.position is not None else []
         for name in {o.assistant for o in read} | set(cfg.baselines):
             self._add(rows, name, now)
         self._refresh_baselines(rows, now)
         self._calibrate(rows, now)
         self._observe(rows, observed, now)
-        new_cursor = q.advance(cursor, read, cfg.overlap_seconds)
-        if new_cursor.position is None:
-            new_cursor.position = now  # nothing yet: start here, never replay history later
         fence = None
         if self._lease_owner is not None:  # the lease as it is now, not at the run's start
             at = datetime.fromtimestamp(self._clock.time(), tz=UTC)
             fence = Fence(JOB_NAME, self._lease_owner, at)
-        q.save(self._store, (r.to_row(now) for r in rows.values()), new_cursor, now, fence=fence)
+        states = (r.to_row(now) for r in rows.values())
+        q.save(self._store, states, cursor, [o.id for o in read], now, fence=fence)
         self._export(rows.values(), now)
         return sorted(rows.values(), key=lambda r: (r.assistant, r.signal.name))
 

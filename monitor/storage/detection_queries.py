@@ -1,33 +1,37 @@
-"""SQL for the sequential detectors: new verdicts past a cursor, reference counts, state.
+"""SQL for the sequential detectors: verdicts not observed yet, reference counts, state.
 
-The cursor. PostgreSQL draws verdict ids from a sequence when a row is inserted, but rows become
-visible when their transaction commits, so a verdict with a lower id (or an earlier
-``stored_at``) can appear after a higher one has been read: neither "id > last id" nor
-"stored_at > last time" is safe. The cursor is a position on ``stored_at`` plus the ids already
-read in an *overlap* window before it. Each read takes every verdict with
-``stored_at >= position - overlap``, skips the ids already read, and moves the position to the
-newest ``stored_at`` read. ``stored_at`` is stamped by the writing replica just before its
-transaction, so a verdict commits within (transaction time + clock skew) of its stamp; as long as
-the overlap is longer than that, a late commit is still inside the re-read window when it becomes
-visible (not skipped) and a verdict read once is in the seen set while it can be re-read (not
-counted twice). State and cursor are written in one transaction with the detectors' statistics,
-so a crash between the two cannot double-count either.
+Which verdicts the detectors have observed is kept on the verdicts themselves: ``observed_at``
+is NULL until the detection job has fed a verdict to them, and is set in the transaction that
+saves their state (``save``). A run reads every verdict still NULL, whenever it committed: a
+writer whose commit lands long after it stamped ``stored_at`` (a slow store, a connection
+pool wait, a lock, a replica's clock) is read by the next run, and a verdict marked observed is
+never read again. No position in ``stored_at`` or in the ids is involved, so neither the order
+in which concurrent writers commit nor any window's length can skip one or count one twice
+(an earlier cursor, a ``stored_at`` position with a re-read window, missed what committed
+after the window had passed).
+
+Two runs saving from the same read (a run outside the scheduler beside a scheduled one, a
+lease that moved mid-run) cannot both count: ``save`` marks only verdicts still NULL and bumps
+the cursor's ``generation`` only from the generation its run read, and refuses the whole save
+(``LeaseLost``, nothing written) when another run got there first; the next run reads again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from monitor.errors import LeaseLost
 from monitor.storage.leases import Fence, require_lease
 from monitor.storage.store import Store
 from monitor.storage.tables import detector_cursor, detector_states, turns, verdicts
 
 CURSOR_NAME = "verdicts"
+_CHUNK = 500  # ids per UPDATE ... IN (...): far below SQLite's bound-parameter limit
 
 
 @dataclass(frozen=True)
@@ -43,10 +47,12 @@ class Observation:
     severe_metrics: frozenset[str]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Cursor:
-    position: datetime | None = None
-    seen: dict[int, float] = field(default_factory=dict)  # id -> stored_at (unix seconds)
+    """Whether (and when) the detectors last saved, and the generation that save left."""
+
+    position: datetime | None = None  # None: the job never ran on this store
+    generation: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,16 +80,11 @@ def read_cursor(store: Store) -> Cursor:
         ).first()
     if row is None:
         return Cursor()
-    seen = {int(k): float(v) for k, v in dict(row.seen).items()}
-    return Cursor(row.position, seen)
+    return Cursor(row.position, int(row.generation))
 
 
-def read_new(
-    store: Store, cursor: Cursor, overlap_s: float, metrics: Sequence[str], *, start: datetime
-) -> list[Observation]:
-    """Verdicts not yet read, oldest first: ``stored_at >= position - overlap`` minus the ids
-    in the seen set (``start`` stands for the position of a cursor that never moved)."""
-    since = (cursor.position or start) - timedelta(seconds=overlap_s)
+def read_new(store: Store, metrics: Sequence[str]) -> list[Observation]:
+    """Every verdict the detectors have not observed yet, in the order stored."""
     bands = [
         verdicts.c.metric_bands[m].as_string().label(f"band_{i}") for i, m in enumerate(metrics)
     ]
@@ -98,14 +99,12 @@ def read_new(
             *bands,
         )
         .select_from(verdicts.join(turns, turns.c.event_id == verdicts.c.event_id))
-        .where(verdicts.c.stored_at >= since)
+        .where(verdicts.c.observed_at.is_(None))
         .order_by(verdicts.c.stored_at, verdicts.c.id)
     )
     out = []
     with store.transaction(write=False) as conn:
         for r in conn.execute(query):
-            if int(r.id) in cursor.seen:
-                continue
             m = r._mapping
             ok = r.status == "ok"
             out.append(
@@ -124,20 +123,6 @@ def read_new(
                 )
             )
     return out
-
-
-def advance(cursor: Cursor, read: Iterable[Observation], overlap_s: float) -> Cursor:
-    """The cursor after ``read``: the newest stored_at, and the ids still inside the overlap."""
-    seen = dict(cursor.seen)
-    position = cursor.position
-    for o in read:
-        seen[o.id] = o.stored_at.timestamp()
-        if position is None or o.stored_at > position:
-            position = o.stored_at
-    if position is None:
-        return Cursor(None, seen)
-    horizon = position.timestamp() - overlap_s
-    return Cursor(position, {i: t for i, t in seen.items() if t >= horizon})
 
 
 def reference_counts(
@@ -221,30 +206,59 @@ def save(
     store: Store,
     states: Iterable[Mapping[str, Any]],
     cursor: Cursor,
+    observed: Collection[int],
     now: datetime,
     *,
     fence: Fence | None = None,
-) -> None:
-    """Upsert the detectors' rows and the cursor in one transaction; with a ``fence``, only
-    while its owner holds the job's lease (``LeaseLost`` otherwise, nothing written)."""
+) -> Cursor:
+    """In one transaction: mark the verdicts ``observed`` (ids, all read by this run), upsert
+    the detectors' rows and move the cursor on from ``cursor`` (the one this run read). With a
+    ``fence``, only while its owner holds the job's lease. ``LeaseLost``, nothing written, when
+    the lease is gone or another run saved since ``cursor`` was read (it moved the generation
+    on, or marked one of these verdicts). Returns the cursor saved."""
     rows = [dict(s) for s in states]
+    ids = sorted(set(observed))
+    moved = Cursor(now, cursor.generation + 1)
     with store.transaction(write=True, action="saving the detectors' state") as conn:
         if fence is not None:
             require_lease(conn, fence.job, fence.owner, fence.at)
+        values = {"position": now, "generation": moved.generation, "updated_at": now}
+        # Rows RETURNING, not rowcount: psycopg reports no count for INSERT ... ON CONFLICT.
+        if cursor.position is None:
+            insert = store.upsert(detector_cursor, ["name"], values={"name": CURSOR_NAME, **values})
+            taken = len(conn.execute(insert.returning(detector_cursor.c.name)).all())
+        else:
+            update = (
+                sa.update(detector_cursor)
+                .where(
+                    detector_cursor.c.name == CURSOR_NAME,
+                    detector_cursor.c.generation == cursor.generation,
+                )
+                .values(**values)
+            )
+            taken = len(conn.execute(update.returning(detector_cursor.c.name)).all())
+        if taken != 1:
+            raise LeaseLost(
+                "the detectors' state was saved by another run since this run read it: "
+                "nothing saved, the next run reads the verdicts again"
+            )
+        marked = 0
+        for start in range(0, len(ids), _CHUNK):
+            mark = (
+                sa.update(verdicts)
+                .where(
+                    verdicts.c.id.in_(ids[start : start + _CHUNK]),
+                    verdicts.c.observed_at.is_(None),
+                )
+                .values(observed_at=now)
+            )
+            marked += len(conn.execute(mark.returning(verdicts.c.id)).all())
+        if marked != len(ids):
+            raise LeaseLost(
+                f"{len(ids) - marked} of the verdicts this run read were observed by another "
+                "run: nothing saved, the next run reads the verdicts again"
+            )
         if rows:
             keys = [c.name for c in detector_states.c if c.name not in ("assistant", "signal")]
             conn.execute(store.upsert(detector_states, ["assistant", "signal"], keys), rows)
-        if cursor.position is not None:
-            conn.execute(
-                store.upsert(
-                    detector_cursor,
-                    ["name"],
-                    ["position", "seen", "updated_at"],
-                    values={
-                        "name": CURSOR_NAME,
-                        "position": cursor.position,
-                        "seen": {str(k): v for k, v in cursor.seen.items()},
-                        "updated_at": now,
-                    },
-                )
-            )
+    return moved

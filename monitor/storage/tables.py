@@ -100,8 +100,18 @@ verdicts = sa.Table(
     sa.Column("arbitrated", sa.Boolean, nullable=False),
     sa.Column("arbitration_trigger", sa.Text),
     sa.Column("stored_at", UTCDateTime, nullable=False, index=True),
+    # When the detection job fed it to the detectors, in the transaction saving their state
+    # (NULL: not yet; migration 0010): each verdict is observed once, whenever it commits.
+    sa.Column("observed_at", UTCDateTime),
     # The idempotency key: a replayed event under the same judge configuration is a no-op.
     sa.UniqueConstraint("event_id", "judge_config_hash"),
+    # The verdicts the detectors have not observed yet: few, however large the table.
+    sa.Index(
+        "ix_verdicts_unobserved",
+        "id",
+        sqlite_where=sa.text("observed_at IS NULL"),
+        postgresql_where=sa.text("observed_at IS NULL"),
+    ),
     sa.CheckConstraint("status IN ('ok', 'judge_failed')", name="status"),
 )
 
@@ -415,15 +425,15 @@ detector_states = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
 
-# The detection job's position in the verdicts: the newest stored_at read and the ids read in
-# the overlap window before it (re-read and skipped, so late commits are neither lost nor
-# counted twice).
+# The detection job's run marker: present once it ran (what was stored before its first run is
+# history), ``position`` the time of its last save, ``generation`` bumped by every save so a
+# run saves only over the state it read (the verdicts themselves carry observed_at).
 detector_cursor = sa.Table(
     "detector_cursor",
     metadata,
     sa.Column("name", sa.String(64), primary_key=True),
     sa.Column("position", UTCDateTime, nullable=False),
-    sa.Column("seen", JSONDoc, nullable=False),
+    sa.Column("generation", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
 

@@ -378,3 +378,125 @@ def test_a_job_without_the_lease_saves_nothing(clocked: Store, clock: ManualCloc
 
 def _now(clock: ManualClock) -> datetime:
     return datetime.fromtimestamp(clock.time(), tz=UTC)
+
+
+# ------------------------------------------------ exactly once, whenever a writer commits
+
+
+class _Gate:
+    """Holds one store's ``nth`` transaction at a real point of its life until released: a
+    slow store, as the detectors meet it. ``engine_connect`` (waiting for a connection, before
+    SQLite's write lock), ``begin`` or ``commit`` (PostgreSQL: after the INSERT drew its id,
+    before COMMIT)."""
+
+    def __init__(self, store: Store, event: str, *, nth: int = 1) -> None:
+        self.reached, self.released = threading.Event(), threading.Event()
+        self._nth, self._seen = nth, 0
+        engine: sa.Engine = store._engine
+        sa.event.listen(engine, event, self._hold)
+
+    def _hold(self, conn: sa.Connection) -> None:
+        self._seen += 1
+        if self._seen == self._nth:
+            self.reached.set()
+            assert self.released.wait(60), "the test never released the gate"
+
+
+def _observations(store: Store, assistant: str) -> int:
+    rows = {r["signal"]: r for r in read_states(store) if r["assistant"] == assistant}
+    return int(rows["turn_severe"]["observations"])
+
+
+def _unobserved(store: Store) -> int:
+    from monitor.storage.tables import verdicts
+
+    with store.transaction(write=False) as conn:
+        query = sa.select(sa.func.count()).where(verdicts.c.observed_at.is_(None))
+        return int(conn.execute(query).scalar_one())
+
+
+def test_a_commit_landing_long_after_its_stamp_is_observed_once(
+    db_url: str, clock: ManualClock
+) -> None:
+    """Two replicas' store sessions: one stamps its verdict, then its commit is held (before
+    the write lock on SQLite, after the INSERT on PostgreSQL) while the other writes and the
+    detectors run for minutes, far past any re-read window; when it lands, it is observed
+    once, like every other judged turn."""
+    fast, late = Store(db_url, clock=clock), Store(db_url, clock=clock)
+    fast.migrate()
+    try:
+        feed = Feed(fast, clock)
+        _seed_reference(feed, "helpdesk")
+        job = DetectionJob(config(), CRITICAL, fast, None, clock=clock)
+        job.run_once()
+        clock.advance(5)
+        gate = _Gate(late, "commit" if fast.dialect == "postgresql" else "engine_connect")
+        turn = make_turn("late-1", assistant="helpdesk", timestamp=_now(clock).isoformat())
+        saved: list[bool] = []
+        writer = threading.Thread(target=lambda: saved.append(late.save(turn, verdict(turn, True))))
+        writer.start()
+        assert gate.reached.wait(60)
+        stored = 0
+        for _ in range(20):  # five minutes of traffic and runs while the late commit waits
+            clock.advance(15)
+            feed.turns("helpdesk", 10, 0.05)
+            stored += 10
+            job.run_once()
+        assert _observations(fast, "helpdesk") == stored
+        gate.released.set()
+        writer.join(60)
+        assert saved == [True]
+        for _ in range(3):
+            clock.advance(15)
+            job.run_once()
+        assert _observations(fast, "helpdesk") == stored + 1  # the late one, once
+        assert _unobserved(fast) == 0
+    finally:
+        late.close()
+        fast.close()
+
+
+def test_two_runs_from_one_read_do_not_count_a_verdict_twice(
+    db_url: str, clock: ManualClock
+) -> None:
+    """Replica B's run reads the cursor, then replica A's run reads and saves the same
+    verdicts before B reads on: B must not add them again over A's state."""
+    a_store, b_store = Store(db_url, clock=clock), Store(db_url, clock=clock)
+    a_store.migrate()
+    try:
+        feed = Feed(a_store, clock)
+        _seed_reference(feed, "helpdesk")
+        a = DetectionJob(config(), CRITICAL, a_store, None, clock=clock)
+        b = DetectionJob(config(), CRITICAL, b_store, None, clock=clock)
+        a.run_once()
+        clock.advance(15)
+        feed.turns("helpdesk", 30, 0.05)
+        gate = _Gate(b_store, "begin", nth=2)  # after B read the cursor, before its states
+        failures: list[BaseException] = []
+
+        def run_b() -> None:
+            try:
+                b.run_once()
+            except LeaseLost as exc:
+                failures.append(exc)
+
+        runner = threading.Thread(target=run_b)
+        runner.start()
+        assert gate.reached.wait(60)
+        a.run_once()
+        assert _observations(a_store, "helpdesk") == 30
+        gate.released.set()
+        runner.join(60)
+        assert _observations(a_store, "helpdesk") == 30  # not 60
+        assert [str(e) for e in failures] == [
+            "the detectors' state was saved by another run since this run read it: "
+            "nothing saved, the next run reads the verdicts again"
+        ]
+        clock.advance(15)
+        feed.turns("helpdesk", 5, 0.05)
+        b.run_once()  # B's next run reads again and goes on from A's state
+        assert _observations(a_store, "helpdesk") == 35
+        assert _unobserved(a_store) == 0
+    finally:
+        b_store.close()
+        a_store.close()
