@@ -96,6 +96,9 @@ def test_make_run_installs_the_package_and_the_broker_not_the_dev_tools(tmp_path
         check=True,
     ).stdout
     installs = [line for line in plan.splitlines() if "pip install" in line and "-e" in line]
-    assert installs == [f"{tmp_path / 'venv'}/bin/python -m pip install --quiet -e '.[broker]'"]
+    # setuptools' editable-install warning box silenced (tests/test_make_docs_and_run.py).
+    quiet = 'PYTHONWARNINGS="ignore:Editable installation"'
+    python = f"{tmp_path / 'venv'}/bin/python"
+    assert installs == [f"{quiet} {python} -m pip install --quiet -e '.[broker]'"]
     assert "[dev]" not in plan
     assert plan.rstrip().endswith("casewatch demo")
