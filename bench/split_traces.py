@@ -13,7 +13,8 @@ the topic to its end (daemons in this process, heuristic judge, SQLite):
 
 A trace is judged whole when its stored turn has its conversation id and both contexts,
 half-built when its turn lacks either; counted when its parts were counted
-(``trace_incomplete``, ``no_inference_span``, ``late_span``) and nothing of it was judged.
+(``trace_incomplete``, ``trace_not_keyed``, ``no_inference_span``, ``late_span``) and nothing
+of it was judged.
 
     .venv/bin/python bench/split_traces.py              # 50 traces
     .venv/bin/python bench/split_traces.py --traces 200 --seed 7
@@ -56,7 +57,7 @@ from tests.support.daemon import Harness, kafka_settings, running  # noqa: E402
 from tests.support.kafka import committed_offset  # noqa: E402
 
 SUFFIX = ".casewatch-by-trace"
-FRAGMENT_REASONS = ("trace_incomplete", "no_inference_span", "late_span")
+FRAGMENT_REASONS = ("trace_incomplete", "trace_not_keyed", "no_inference_span", "late_span")
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:

@@ -244,6 +244,18 @@ class KafkaTurnSource:
         self._settle()
         return {from_kafka_tp(tp) for tp in self._consumer.assignment()}
 
+    def partition_count(self, topic: str) -> int | None:
+        """How many partitions ``topic`` has, from the client's metadata (None: unknown).
+        With ``assignment``, whether this member reads every partition of a topic: an OTLP
+        trace written unkeyed is known whole only then (``monitor/stream/steps/assemble.py``)."""
+        self._settle()
+        try:
+            with broker_errors(f"reading the partitions of {topic}", self._servers):
+                partitions = self._consumer.partitions_for_topic(topic)
+        except BrokerError:
+            return None
+        return len(partitions) or None
+
     def lag(self) -> dict[TopicPartition, int]:
         return self._lag.lag()
 

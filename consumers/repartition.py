@@ -15,11 +15,22 @@ waits for every send (bounded), for a join. A failed send is the step's to retry
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from consumers._kafka import broker_errors, close_producer
 from consumers.producer import open_producer
+from consumers.records import TopicPartition
 from monitor.config.kafka import KafkaConfig
+
+
+@runtime_checkable
+class KnowsPartitions(Protocol):
+    """A source that can say whether this member reads every partition of a topic (the Kafka
+    source; a file is one partition and need not)."""
+
+    def assignment(self) -> set[TopicPartition]: ...
+
+    def partition_count(self, topic: str) -> int | None: ...
 
 
 class Ack:
@@ -94,4 +105,4 @@ class TraceRepublisher:
             close_producer(self._producer, self._close_timeout_s)
 
 
-__all__ = ["Ack", "TraceRepublisher"]
+__all__ = ["Ack", "KnowsPartitions", "TraceRepublisher"]

@@ -64,6 +64,9 @@ SKIP_REASONS: tuple[str, ...] = (
     # spans whose parents never came), spans that came after their trace was finished, and
     # spans of a finished trace read again (a message re-read, a span re-published).
     *("trace_incomplete", "late_span", "duplicate_span"),
+    # A whole-looking trace from messages not keyed by trace id, read by a member that does
+    # not read every partition of the topic: spans of it may be on another member.
+    "trace_not_keyed",
 )
 
 _INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})

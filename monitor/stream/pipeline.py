@@ -23,7 +23,7 @@ from consumers.otel.assembly import TraceAssembler
 from consumers.otel.genai import CaseAttributes
 from consumers.otel.otlp import OtlpEncoding
 from consumers.records import RawMessage, TopicPartition
-from consumers.repartition import TraceRepublisher
+from consumers.repartition import KnowsPartitions, TraceRepublisher
 from consumers.source import TurnSource
 from monitor.clock import Clock
 from monitor.config.kafka import TopicFormat
@@ -266,6 +266,7 @@ def build_pipeline(
             flush_timeout_s=config.turn.flush_timeout_s,
             repartition=asm.repartition_topics(dict(formats)),
             republisher=republisher,
+            partitions=source if isinstance(source, KnowsPartitions) else None,
         )
         done.attach(assemble)
         first = assemble

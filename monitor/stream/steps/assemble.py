@@ -26,6 +26,14 @@ finished is counted ``late_span`` (``duplicate_span`` when the trace already had
 of each is logged as a warning naming the fix, once per step (the daemon has one: once per
 process); every one is logged at info with its trace id.
 
+Assembly sees only the partitions this member reads. When the messages of an OTLP topic are
+not keyed by trace id and other members of the group read some of its partitions, a trace
+that looks whole here (its root, its inference span, no parent missing) may still lack a leaf
+that went elsewhere (the retrieval span: a turn without its contexts). Such a trace is not
+judged: it is counted ``trace_not_keyed`` and warned about with the fix. A message is keyed
+when its key is the trace id (hex or the 16 bytes) of every span in it, as the Collector
+writes with ``partition_traces_by_id`` and as the repartition topic is written.
+
 The settle and idle times run on the step's intake clock, which stops while the step refuses
 messages (backpressure): a partition whose messages wait in the daemon's backlog cannot send
 its part of a trace, so the wait must not count against it.
@@ -59,7 +67,7 @@ from consumers.otel.assembly import CompletedTrace, LateSpans, MessageHolds, Tra
 from consumers.otel.genai import CaseAttributes, Skipped, turns_from_trace
 from consumers.otel.otlp import OtlpEncoding, Span, decode_spans, split_by_trace
 from consumers.records import RawMessage, TopicPartition
-from consumers.repartition import Ack, TraceRepublisher
+from consumers.repartition import Ack, KnowsPartitions, TraceRepublisher
 from monitor.clock import Clock
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent
@@ -145,6 +153,7 @@ class AssembleStep:
         max_ready: int = MAX_READY,
         repartition: Mapping[str, str] | None = None,
         republisher: TraceRepublisher | None = None,
+        partitions: KnowsPartitions | None = None,
     ) -> None:
         self._next = next_step
         # The head of the chain for every other topic (decode). It leads to ``next_step`` too,
@@ -173,6 +182,11 @@ class AssembleStep:
         self._republisher = republisher
         self._republishing: list[_Republish] = []
         self._retry_at = 0.0
+        # Who else may read a trace's other spans: held messages not keyed by trace id, and,
+        # per topic, whether this member reads all its partitions (asked once per poll).
+        self._partitions = partitions
+        self._unkeyed: set[Hashable] = set()
+        self._whole_topic: dict[str, bool] = {}
         # The intake clock: real time less the time the step spent refusing messages.
         self._stalled_since: float | None = None
         self._stalled_total = 0.0
@@ -215,6 +229,8 @@ class AssembleStep:
             self._done.submit(message)
             return
         self._holds.hold(key, len(touched))
+        if self._partitions is not None and not _keyed(message.payload.key, spans):
+            self._unkeyed.add(key)
         self._complete()
         forward(self._ready, self._next)
 
@@ -292,6 +308,15 @@ class AssembleStep:
         if not trace.whole:
             self._incomplete(trace)
             return
+        if self._maybe_elsewhere(trace):
+            detail = (
+                f"{len(trace.spans)} spans from messages not keyed by trace id, and other "
+                "members read other partitions of the topic: spans of it may be there"
+            )
+            self._warn_once("trace_not_keyed", SPLIT_TRACE_FIX, trace.trace_id)
+            self._skip(trace, Skipped("trace_not_keyed", detail, trace.trace_id, None))
+            self._release(trace.messages)
+            return
         turns, skipped = turns_from_trace(trace.spans, self._case)
         for skip in skipped:
             if skip.reason == "no_inference_span":
@@ -307,6 +332,23 @@ class AssembleStep:
             ticket = -next(self._next_ticket)
             self._tickets[ticket] = (tp, messages)
             self._ready.append(Envelope(tp, ticket, turn))
+
+    def _maybe_elsewhere(self, trace: CompletedTrace) -> bool:
+        """Whether spans of ``trace`` may have gone to a partition another member reads."""
+        if self._partitions is None:
+            return False
+        topics = {key[0].topic for key in trace.messages if key in self._unkeyed}  # type: ignore[index]
+        return any(not self._reads_whole(topic) for topic in topics)
+
+    def _reads_whole(self, topic: str) -> bool:
+        whole = self._whole_topic.get(topic)
+        if whole is None and self._partitions is not None:
+            count = self._partitions.partition_count(topic)
+            owned = {tp for tp in self._partitions.assignment() if tp.topic == topic}
+            # Unknown counts as split: a trace is judged only when known whole.
+            whole = count is not None and len(owned) >= count
+            self._whole_topic[topic] = whole
+        return bool(whole)
 
     def _incomplete(self, trace: CompletedTrace) -> None:
         """A fragment: counted and its holds released, never judged as a trace."""
@@ -349,6 +391,7 @@ class AssembleStep:
 
     def _release(self, messages: Collection[Hashable], times: int = 1) -> None:
         for key in self._holds.release(messages, times):
+            self._unkeyed.discard(key)
             tp: TopicPartition = key[0]  # type: ignore[index]
             offset: int = key[1]  # type: ignore[index]
             self._done.submit(Envelope(tp, offset, None))
@@ -374,6 +417,7 @@ class AssembleStep:
         self._unflushed.clear()
 
     def poll(self) -> None:
+        self._whole_topic.clear()  # the assignment may have changed since the last poll
         self._flush(self._flush_timeout)
         self._republished()
         self._complete()
@@ -430,6 +474,8 @@ class AssembleStep:
 
         self._assembler.forget(keep)
         self._holds.drop(keep)
+        self._unkeyed = {k for k in self._unkeyed if keep(k)}
+        self._whole_topic.clear()
         self._ready = deque(m for m in self._ready if m.tp not in gone)
         self._tickets = {t: e for t, e in self._tickets.items() if e[0] not in gone}
         # Their parts may still be acknowledged: the next owner re-publishes them (duplicates
@@ -438,6 +484,20 @@ class AssembleStep:
 
     def wait_any(self, timeout: float) -> bool:
         return False
+
+
+def _keyed(key: bytes | None, spans: Sequence[Span]) -> bool:
+    """Whether a message is keyed by the trace id of every span in it (hex, or the bytes)."""
+    if not key:
+        return False
+    if len(key) == 16:
+        trace_id = key.hex()
+    else:
+        try:
+            trace_id = key.decode("ascii").lower()
+        except UnicodeDecodeError:
+            return False
+    return all(s.trace_id == trace_id for s in spans)
 
 
 def _last_tp(messages: Collection[Hashable]) -> TopicPartition:

@@ -7,8 +7,8 @@ first for half of them and last for the others.
 - two replicas in one group with ``assembly.repartition``: each re-publishes what it reads keyed
   by trace id to the repartition topic, which the group reads too: every trace is judged once,
   whole;
-- two replicas without it: no trace is judged half-built here (each fragment is counted as
-  ``trace_incomplete`` or ``no_inference_span``), and the operator is told so.
+- two replicas without it: no trace is judged half-built (each part is counted as
+  ``trace_incomplete`` or ``trace_not_keyed``), and the operator is told so.
 """
 
 from __future__ import annotations
@@ -43,15 +43,25 @@ TRACES = 8
 SUFFIX = ".casewatch-by-trace"
 # Long enough for the test to produce the second halves after the first were read.
 ASSEMBLY = {"settle_seconds": 10.0, "idle_seconds": 30.0, "repartition_suffix": SUFFIX}
-FRAGMENTS = ("trace_incomplete", "late_span", "no_inference_span", "no_genai_span")
+FRAGMENTS = (
+    "trace_incomplete",
+    "trace_not_keyed",
+    "late_span",
+    "no_inference_span",
+    "no_genai_span",
+)
 
 
 def _trace(n: int) -> tuple[list[Span], list[Span]]:
-    """Trace ``n``: (the root with the retrieval span, the chat span), its conversation
-    ``conv-n``. Alone, the first has no inference span and the second no parent."""
+    """Trace ``n`` as the two partitions carry it, its conversation ``conv-n``: the root with
+    the retrieval span and the chat span apart, or (every other pair) the root with the chat
+    span and the retrieval span apart. The root's part looks whole where it is read."""
     retrieval, chat, agent = genai_trace(trace_id=f"{n + 1:032x}")
     attrs = {**agent.attributes, "gen_ai.conversation.id": f"conv-{n}"}
-    return [replace(agent, attributes=attrs), retrieval], [chat]
+    root = replace(agent, attributes=attrs)
+    if n % 4 < 2:
+        return [root, retrieval], [chat]
+    return [root, chat], [retrieval]
 
 
 def _halves(first: bool) -> tuple[list[bytes], list[bytes]]:
@@ -60,12 +70,12 @@ def _halves(first: bool) -> tuple[list[bytes], list[bytes]]:
     p0: list[bytes] = []
     p1: list[bytes] = []
     for n in range(TRACES):
-        rooted, chat = _trace(n)
+        rooted, apart = _trace(n)
         root_now = (n % 2 == 0) == first
         if root_now:
             p0.append(request_of(rooted))
         else:
-            p1.append(request_of(chat))
+            p1.append(request_of(apart))
     return p0, p1
 
 
@@ -208,9 +218,11 @@ def test_two_replicas_judge_no_trace_half_built(
         assert counted == dict.fromkeys(FRAGMENTS, 0.0)
         _every_trace_whole_once(store_a)
     else:
-        # Each replica holds one half of every trace: the root half has no inference span,
-        # the chat half no parent. Nothing is judged, every fragment is counted.
+        # Each replica holds one part of every trace: the other part has no parent there
+        # (trace_incomplete); the root's part looks whole, but its messages are not keyed by
+        # trace id and the other partition is read elsewhere (trace_not_keyed). Half of those
+        # would have been judged without their contexts. Nothing is judged, all is counted.
         assert rows_per_event(store_a) == {}
         assert counted["trace_incomplete"] == TRACES
-        assert counted["no_inference_span"] == TRACES
-        assert counted["no_genai_span"] == 0
+        assert counted["trace_not_keyed"] == TRACES
+        assert counted["no_inference_span"] == 0 and counted["no_genai_span"] == 0
