@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from consumers.dlq import FileDeadLetterSink
 from consumers.otel.assembly import TraceAssembler
@@ -171,3 +172,19 @@ def test_the_settle_and_idle_clock_stops_while_the_step_refuses_messages(
     h.after(2.0)
     assert [t.conversation_id for t in h.judged()] == ["conv-42", "conv-42"]
     assert h.skipped("trace_incomplete") == 0
+
+
+def test_fragments_are_warned_about_once_naming_the_fix(sink: FileDeadLetterSink) -> None:
+    h = Harness(sink)
+    with capture_logs() as logs:
+        for n in range(3):
+            spans = [replace(s, trace_id=f"{n + 1:032x}") for s in _parts()[1:]]
+            h.send(P1, spans)
+        h.after(30.0)
+    assert h.skipped("trace_incomplete") == 3
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert [w["reason"] for w in warnings] == ["trace_incomplete"]
+    assert "partition_traces_by_id: true" in warnings[0]["fix"]
+    assert "assembly.repartition: true" in warnings[0]["fix"]
+    infos = [e for e in logs if e["event"] == "trace not judged"]
+    assert len(infos) == 3
