@@ -84,6 +84,12 @@ class DetectionJob:
         self._refreshed_at: datetime | None = None
         self.interval_seconds = config.interval_seconds
         self.alarms_raised = 0  # this process's count, for logs and tests
+        if "overlap_seconds" in config.model_fields_set:
+            log.warning(
+                "detection.overlap_seconds is no longer used: the detectors mark each verdict "
+                "they observe, so a late commit needs no re-read window; remove the setting",
+                overlap_seconds=config.overlap_seconds,
+            )
 
     def close(self) -> None:
         pass  # holds nothing beyond the store, which the daemon closes

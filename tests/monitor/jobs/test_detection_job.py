@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from monitor.clock import ManualClock
 from monitor.errors import LeaseLost
@@ -500,3 +501,53 @@ def test_two_runs_from_one_read_do_not_count_a_verdict_twice(
     finally:
         b_store.close()
         a_store.close()
+
+
+def test_replicas_writing_while_the_detectors_run_are_each_observed_once(
+    pg_url: str, clock: ManualClock
+) -> None:
+    """Four replicas' sessions store judged turns concurrently (ids drawn at insert, commits in
+    any order) while the detection job runs again and again: every verdict is observed once."""
+    store = Store(pg_url, clock=clock)
+    store.migrate()
+    writers = [Store(pg_url, clock=clock) for _ in range(4)]
+    try:
+        _seed_reference(Feed(store, clock), "helpdesk")
+        job = DetectionJob(config(), CRITICAL, store, None, clock=clock)
+        job.run_once()
+        errors: list[BaseException] = []
+
+        def write(k: int) -> None:
+            try:
+                for batch in range(25):
+                    items = []
+                    for i in range(4):
+                        turn = make_turn(f"r{k}-{batch}-{i}", assistant="helpdesk")
+                        items.append((turn, verdict(turn, i == 0)))
+                    writers[k].save_many(items)
+            except BaseException as exc:  # reported below, not lost with the thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            job.run_once()
+        for t in threads:
+            t.join()
+        job.run_once()  # what committed after the last run's read
+        assert errors == []
+        assert _observations(store, "helpdesk") == 4 * 25 * 4
+        assert _unobserved(store) == 0
+    finally:
+        for w in writers:
+            w.close()
+        store.close()
+
+
+def test_the_former_overlap_setting_is_accepted_and_said_to_be_unused(clocked: Store) -> None:
+    with capture_logs() as logs:
+        DetectionJob(config(), CRITICAL, clocked, None)
+        DetectionJob(config(overlap_seconds=60), CRITICAL, clocked, None)
+    warned = [e for e in logs if "overlap_seconds" in e["event"]]
+    assert len(warned) == 1 and warned[0]["log_level"] == "warning"
