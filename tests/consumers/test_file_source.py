@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -180,3 +181,19 @@ def test_a_fresh_start_has_nothing_to_say_and_a_finished_file_says_nothing_new(
         )
     finally:
         again.close()
+
+
+def test_base64_lines_deliver_the_binary_messages_they_encode(tmp_path: Path) -> None:
+    """otlp_proto in a file: protobuf bytes hold newlines, so each line is one message in
+    base64; a line that is not base64 reaches the decoder as it is, to be refused with its
+    reason."""
+    messages = [b"\n\x01binary\nwith newlines\x00", b"\xff\xfe"]
+    path = tmp_path / "p.b64"
+    write_lines(path, [base64.b64encode(m) for m in messages] + [b'{"resourceSpans": []}'])
+    source = FileTurnSource(path, base64_lines=True)
+    try:
+        got = drain(source)
+    finally:
+        source.close()
+    assert [m.value for m in got] == [*messages, b'{"resourceSpans": []}']
+    assert [m.offset for m in got] == [0, 1, 2]
