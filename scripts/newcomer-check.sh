@@ -2,8 +2,8 @@
 # A new user's documented paths, run end to end on this checkout so they cannot rot: the
 # messages a mistake gets (README, docs/configuration.md, docs/cli.md), the demo's printed links
 # and commands (docs/demo.md), the documentation site (docs/development.md), and the recipe tests
-# of docs/otel.md and docs/real-model.md (tests/test_examples_otel.py, test_examples_real*.py
-# and any test_*recipe*.py; tests/test_make_docs_and_run.py for `make docs` and `make run PORT=`).
+# of docs/otel.md and docs/real-model.md (tests/test_examples_otel.py, tests/test_docs_*.py and
+# any test_*recipe*.py; tests/test_make_docs_and_run.py for `make docs` and `make run PORT=`).
 #
 #   bash scripts/newcomer-check.sh            # everything (the demo runs DEMO_SECONDS, 40 s)
 #   bash scripts/newcomer-check.sh --quick    # the error messages only (seconds; the suite runs
@@ -148,7 +148,7 @@ ok "the site builds strict, its links work from disk"
 # ---------------------------------------------------------------- the recipes' own tests
 
 mapfile -t recipes < <(cd "$ROOT" && ls tests/test_make_docs_and_run.py \
-    tests/test_examples_otel.py tests/test_examples_real*.py tests/test_*recipe*.py \
+    tests/test_examples_otel.py tests/test_docs_*.py tests/test_*recipe*.py \
     tests/*/test_*recipe*.py tests/*/*/test_*recipe*.py 2>/dev/null || true)
 (cd "$ROOT" && "$PY" -m pytest -q -p no:cacheprovider "${recipes[@]}") >out 2>&1 ||
     fail "the recipe tests failed: ${recipes[*]}"
