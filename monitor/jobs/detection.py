@@ -102,21 +102,22 @@ class DetectionJob:
         cfg = self._cfg
         cursor = q.read_cursor(self._store)
         rows = self._load()
-        read = q.read_new(self._store, self._metrics)
         # The first run starts the detectors: what was stored before it is history (the
-        # baseline's), read only to be marked observed.
-        observed = read if cursor.position is not None else []
+        # baselines'), marked observed by its save without being read (the whole table).
+        history = cursor.position is None
+        read = [] if history else q.read_new(self._store, self._metrics)
         for name in {o.assistant for o in read} | set(cfg.baselines):
             self._add(rows, name, now)
         self._refresh_baselines(rows, now)
         self._calibrate(rows, now)
-        self._observe(rows, observed, now)
+        self._observe(rows, read, now)
         fence = None
         if self._lease_owner is not None:  # the lease as it is now, not at the run's start
             at = datetime.fromtimestamp(self._clock.time(), tz=UTC)
             fence = Fence(JOB_NAME, self._lease_owner, at)
         states = (r.to_row(now) for r in rows.values())
-        q.save(self._store, states, cursor, [o.id for o in read], now, fence=fence)
+        observed = [o.id for o in read]
+        q.save(self._store, states, cursor, observed, now, history=history, fence=fence)
         self._export(rows.values(), now)
         return sorted(rows.values(), key=lambda r: (r.assistant, r.signal.name))
 

@@ -209,11 +209,13 @@ def save(
     observed: Collection[int],
     now: datetime,
     *,
+    history: bool = False,
     fence: Fence | None = None,
 ) -> Cursor:
-    """In one transaction: mark the verdicts ``observed`` (ids, all read by this run), upsert
-    the detectors' rows and move the cursor on from ``cursor`` (the one this run read). With a
-    ``fence``, only while its owner holds the job's lease. ``LeaseLost``, nothing written, when
+    """In one transaction: mark the verdicts ``observed`` (ids, all read by this run; with
+    ``history``, the first run's, every verdict not marked yet), upsert the detectors' rows and
+    move the cursor on from ``cursor`` (the one this run read). With a ``fence``, only while
+    its owner holds the job's lease. ``LeaseLost``, nothing written, when
     the lease is gone or another run saved since ``cursor`` was read (it moved the generation
     on, or marked one of these verdicts). Returns the cursor saved."""
     rows = [dict(s) for s in states]
@@ -241,6 +243,10 @@ def save(
             raise LeaseLost(
                 "the detectors' state was saved by another run since this run read it: "
                 "nothing saved, the next run reads the verdicts again"
+            )
+        if history:  # one statement, however long the history: nothing is fed from it
+            conn.execute(
+                sa.update(verdicts).where(verdicts.c.observed_at.is_(None)).values(observed_at=now)
             )
         marked = 0
         for start in range(0, len(ids), _CHUNK):
