@@ -70,6 +70,7 @@ class DetectionJob:
         *,
         clock: Clock | None = None,
         lease_owner: str | None = None,
+        read_limit: int = q.READ_LIMIT,
     ) -> None:
         """``lease_owner``: the scheduler's owner id; saves are then refused once another
         replica holds the job's lease (None: unfenced, for a run outside the scheduler)."""
@@ -81,6 +82,7 @@ class DetectionJob:
         self._gauges = gauges
         self._clock = clock or SystemClock()
         self._lease_owner = lease_owner
+        self._read_limit = read_limit  # verdicts one run feeds at most (a backlog: several)
         self._refreshed_at: datetime | None = None
         self.interval_seconds = config.interval_seconds
         self.alarms_raised = 0  # this process's count, for logs and tests
@@ -105,7 +107,9 @@ class DetectionJob:
         # The first run starts the detectors: what was stored before it is history (the
         # baselines'), marked observed by its save without being read (the whole table).
         history = cursor.position is None
-        read = [] if history else q.read_new(self._store, self._metrics)
+        read = [] if history else q.read_new(self._store, self._metrics, self._read_limit)
+        if len(read) == self._read_limit:
+            log.info("detection backlog: the rest is read by the next runs", read=len(read))
         for name in {o.assistant for o in read} | set(cfg.baselines):
             self._add(rows, name, now)
         self._refresh_baselines(rows, now)

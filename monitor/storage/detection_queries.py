@@ -31,6 +31,9 @@ from monitor.storage.store import Store
 from monitor.storage.tables import detector_cursor, detector_states, turns, verdicts
 
 CURSOR_NAME = "verdicts"
+# Verdicts one run reads at most: a backlog (detection off for a while, a store restored)
+# is fed over several runs rather than held in memory at once.
+READ_LIMIT = 50_000
 _CHUNK = 500  # ids per UPDATE ... IN (...): far below SQLite's bound-parameter limit
 
 
@@ -83,8 +86,9 @@ def read_cursor(store: Store) -> Cursor:
     return Cursor(row.position, int(row.generation))
 
 
-def read_new(store: Store, metrics: Sequence[str]) -> list[Observation]:
-    """Every verdict the detectors have not observed yet, in the order stored."""
+def read_new(store: Store, metrics: Sequence[str], limit: int = READ_LIMIT) -> list[Observation]:
+    """The verdicts the detectors have not observed yet, in the order stored: the oldest
+    ``limit`` of them (a backlog is read over several runs, the rest staying unobserved)."""
     bands = [
         verdicts.c.metric_bands[m].as_string().label(f"band_{i}") for i, m in enumerate(metrics)
     ]
@@ -101,6 +105,7 @@ def read_new(store: Store, metrics: Sequence[str]) -> list[Observation]:
         .select_from(verdicts.join(turns, turns.c.event_id == verdicts.c.event_id))
         .where(verdicts.c.observed_at.is_(None))
         .order_by(verdicts.c.stored_at, verdicts.c.id)
+        .limit(limit)
     )
     out = []
     with store.transaction(write=False) as conn:

@@ -551,3 +551,21 @@ def test_the_former_overlap_setting_is_accepted_and_said_to_be_unused(clocked: S
         DetectionJob(config(overlap_seconds=60), CRITICAL, clocked, None)
     warned = [e for e in logs if "overlap_seconds" in e["event"]]
     assert len(warned) == 1 and warned[0]["log_level"] == "warning"
+
+
+def test_a_backlog_is_fed_over_several_runs_each_verdict_once(
+    clocked: Store, clock: ManualClock
+) -> None:
+    feed = Feed(clocked, clock)
+    _seed_reference(feed, "helpdesk")
+    job = DetectionJob(config(), CRITICAL, clocked, None, clock=clock, read_limit=40)
+    job.run_once()
+    clock.advance(15)
+    feed.turns("helpdesk", 100, 0.05)
+    seen = []
+    for _ in range(4):
+        job.run_once()
+        seen.append(_observations(clocked, "helpdesk"))
+        clock.advance(15)
+    assert seen == [40, 80, 100, 100]
+    assert _unobserved(clocked) == 0
