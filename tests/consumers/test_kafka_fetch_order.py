@@ -27,6 +27,13 @@ Partition = TopicData.PartitionData
 KafkaTP = kafka.TopicPartition
 
 
+@pytest.fixture(autouse=True)
+def _optimisation_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the optimisation itself: on, even in the contract suite's run
+    with CASEWATCH_KAFKA_OPTIMISATIONS=off."""
+    monkeypatch.delenv(_kafka.OPTIMISATIONS_ENV, raising=False)
+
+
 def partition(
     index: int, *, records: bytes | None, hw: int, lso: int | None = None, error: int = 0
 ) -> Any:

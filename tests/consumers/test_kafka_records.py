@@ -42,6 +42,13 @@ TP = KafkaTP("turns", 3)
 CODECS = [0, 1, 2, 3, 4]  # none, gzip, snappy, lz4, zstd: casewatch installs them all
 
 
+@pytest.fixture(autouse=True)
+def _optimisation_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the optimisation itself: on, even in the contract suite's run
+    with CASEWATCH_KAFKA_OPTIMISATIONS=off."""
+    monkeypatch.delenv(_kafka.OPTIMISATIONS_ENV, raising=False)
+
+
 def test_the_pinned_kafka_python_has_what_the_reader_replaces() -> None:
     assert RawRecords is not None and issubclass(RawRecords, LibraryRecords)
     assert RawRecords._unpack_records is not LibraryRecords._unpack_records
