@@ -63,12 +63,8 @@ typecheck: $(STAMP)
 # The broker contract suite (the tests marked contract) runs a second time with kafka-python's
 # optimisations off: they change how fast records arrive, never which, nor what is committed
 # (docs/kafka.md, "The optimisations, and the switch that turns them off").
-# The broker contract suite (the tests marked contract) runs a second time with kafka-python's
-# optimisations off: they change how fast records arrive, never which, nor what is committed
-# (docs/kafka.md, "The optimisations, and the switch that turns them off").
 test: plan $(STAMP) services lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider
-	CASEWATCH_KAFKA_OPTIMISATIONS=off $(PY) -m pytest -q -p no:cacheprovider -m contract
 	CASEWATCH_KAFKA_OPTIMISATIONS=off $(PY) -m pytest -q -p no:cacheprovider -m contract
 
 bench: $(STAMP) services
