@@ -18,6 +18,7 @@ import click
 
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
+from monitor.program import casewatch_program
 from monitor.settings import Settings, load_settings
 from monitor.storage.engine import redact_url
 from monitor.storage.location import missing_database_message
@@ -102,7 +103,8 @@ def open_store(db: str | None, config_file: Path | None, *, need_turns: bool) ->
     except CasewatchError as exc:
         fail(str(exc))
     point = "pass --db FILE or URL (the demo prints its path), or set storage.url"
-    with stored(url, need_turns=need_turns, point=point) as store:
+    args = store_args(db, config_file)
+    with stored(url, need_turns=need_turns, point=point, args=args) as store:
         yield store
 
 
@@ -114,11 +116,13 @@ def stored(
     need_schema: bool = True,
     need_turns: bool = False,
     point: str | None = None,
+    args: str = "",
 ) -> Iterator[Store]:
     """The one way a command opens the store. Unless ``create``, a SQLite file that does not
     exist is refused (opening it would create an empty one); ``need_schema``: migrated;
     ``need_turns``: holding a verdict. Any problem, then or while the command uses it, ends the
-    command with one line on stderr and exit 2; the store is closed either way."""
+    command with one line on stderr and exit 2; the store is closed either way. ``args``: the
+    ``--db``/``--config`` the command was given, for the commands the message suggests."""
     try:
         missing = None if create else missing_database_message(url, *([point] if point else []))
         if missing is not None:
@@ -127,12 +131,13 @@ def stored(
     except CasewatchError as exc:
         fail(str(exc))
     try:
+        program = casewatch_program()
         if need_schema and store.revision() is None:
-            fail(f"{redact_url(store.url)} has no casewatch schema: run "
-                 "`casewatch db upgrade` (then the daemon, `casewatch run`)")  # fmt: skip
+            fail(f"{redact_url(store.url)} has no casewatch schema: run `{program} db upgrade"
+                 f"{args}` (then the daemon, `{program} run{args}`)")  # fmt: skip
         if need_turns and count_verdicts(store) == 0:
             fail(f"{redact_url(store.url)} holds no judged turn yet: run the daemon "
-                 "(`casewatch run`) or `casewatch demo` first")  # fmt: skip
+                 f"(`{program} run{args}`) or `{program} demo` first")  # fmt: skip
         yield store
     except CasewatchError as exc:
         fail(str(exc))

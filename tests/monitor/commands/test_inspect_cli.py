@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def test_empty_and_unmigrated_databases_say_what_to_run(
     empty.close()
     result = runner.invoke(main, ["inspect", "turns", "--db", db_url])
     assert result.exit_code == 2
-    assert "run `casewatch db upgrade`" in result.output
+    assert f"casewatch db upgrade --db {shlex.quote(db_url)}`" in result.output
     store = Store(db_url)
     store.migrate()
     store.close()

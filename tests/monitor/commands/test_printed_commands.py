@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -59,6 +60,21 @@ def test_the_details_hint_of_inspect_turns_runs_as_printed(
     done = _shell(line)
     assert done.returncode == 0, done.stderr
     assert "h-ok-1" in done.stdout
+
+
+def test_the_db_upgrade_an_unmigrated_database_asks_for_runs_as_printed(
+    runner: CliRunner, in_checkout: None, tmp_path: Path
+) -> None:
+    db = tmp_path / "new.db"
+    empty = Store(f"sqlite:///{db}")
+    assert empty.revision() is None  # connects: SQLite creates the file, without the schema
+    empty.close()
+    out = runner.invoke(main, ["inspect", "turns", "--db", str(db)]).output
+    (line,) = re.findall(r"run `([^`]+ db upgrade[^`]*)`", out)
+    done = _shell(line)
+    assert done.returncode == 0, done.stderr
+    after = runner.invoke(main, ["inspect", "turns", "--db", str(db)])
+    assert "holds no judged turn yet" in after.output  # migrated: the next step is the daemon
 
 
 def test_labels_export_says_how_to_import_into_the_same_database(
