@@ -187,6 +187,12 @@ class AssembleStep:
         self._partitions = partitions
         self._unkeyed: set[Hashable] = set()
         self._whole_topic: dict[str, bool] = {}
+        self._topics_checked = not self._repartition
+        if self._repartition:
+            log.info(
+                "re-publishing OTLP spans keyed by trace id",
+                topics={src: dst for src, dst in sorted(self._repartition.items())},
+            )
         # The intake clock: real time less the time the step spent refusing messages.
         self._stalled_since: float | None = None
         self._stalled_total = 0.0
@@ -274,6 +280,26 @@ class AssembleStep:
                 log.warning("re-publishing spans failed; will retry", error=str(err))
                 self._retry_at = self._clock.monotonic() + REPUBLISH_RETRY_S
                 return
+
+    def _check_topics(self) -> None:
+        """Once: each repartition topic exists with at least its source topic's partitions
+        (fewer, and fewer replicas share the assembly; missing, and sends fail or the broker
+        creates it with its own default)."""
+        if self._topics_checked or self._partitions is None:
+            return
+        self._topics_checked = True
+        for source, internal in sorted(self._repartition.items()):
+            want = self._partitions.partition_count(source)
+            have = self._partitions.partition_count(internal)
+            if have is None or (want is not None and have < want):
+                log.warning(
+                    "repartition topic missing or smaller than its source",
+                    topic=internal,
+                    partitions=have,
+                    source=source,
+                    source_partitions=want,
+                    fix=f"create {internal} with as many partitions as {source}",
+                )
 
     def _republished(self) -> None:
         """Mark done the source messages whose parts are all acknowledged; retry failures."""
@@ -418,6 +444,7 @@ class AssembleStep:
 
     def poll(self) -> None:
         self._whole_topic.clear()  # the assignment may have changed since the last poll
+        self._check_topics()
         self._flush(self._flush_timeout)
         self._republished()
         self._complete()

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from consumers.dlq import KafkaDeadLetterQueue
 from consumers.kafka_source import KafkaTurnSource
@@ -226,3 +227,29 @@ def test_two_replicas_judge_no_trace_half_built(
         assert counted["trace_incomplete"] == TRACES
         assert counted["trace_not_keyed"] == TRACES
         assert counted["no_inference_span"] == 0 and counted["no_genai_span"] == 0
+
+
+def test_a_repartition_topic_smaller_than_its_source_is_warned_about(
+    kafka_broker: ContractBroker, tmp_path: Path
+) -> None:
+    topic = f"test.split.{uuid.uuid4().hex[:8]}"
+    create_topics(kafka_broker.bootstrap, [topic], partitions=2, dlq_suffix=DLQ_SUFFIX)
+    create_topics(kafka_broker.bootstrap, [f"{topic}{SUFFIX}"], partitions=1, dlq_suffix=DLQ_SUFFIX)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    store = Store(url)
+    store.migrate()
+    settings = _settings(kafka_broker, topic, url, repartition=True)
+    with capture_logs() as logs:
+        source = KafkaTurnSource(settings.kafka)
+        with running(settings, source, KafkaDeadLetterQueue(settings.kafka), store):
+
+            def warned() -> list[Any]:
+                return [
+                    e
+                    for e in logs
+                    if e["event"] == "repartition topic missing or smaller than its source"
+                ]
+
+            wait_for(lambda: len(warned()) == 1, what="the smaller repartition topic warned about")
+    (warning,) = warned()
+    assert (warning["partitions"], warning["source_partitions"]) == (1, 2)
