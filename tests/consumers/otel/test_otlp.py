@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from consumers.otel.otlp import decode_spans
+from consumers.otel.otlp import decode_spans, split_by_trace
 from monitor.errors import InvalidEvent
 from tests.consumers.otel.otlp_messages import encode
 
@@ -93,3 +93,15 @@ def test_otlp_json_on_a_protobuf_topic_is_poison_that_says_it_looks_like_json() 
     with pytest.raises(InvalidEvent) as other:
         decode_spans(b"\xff\xff\xff", "otlp_proto", 1 << 20)
     assert "JSON" not in str(other.value)  # no hint for bytes that are not JSON
+
+
+@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
+def test_a_batch_splits_into_one_protobuf_request_per_trace_decoding_to_the_same_spans(
+    encoding: str,
+) -> None:
+    value = encode(_recorded() + _recorded(), encoding)  # two traces in one batch
+    spans = decode_spans(value, encoding, 1_000_000)
+    parts = split_by_trace(value, encoding)
+    assert len(parts) == 2 and set(parts) == {s.trace_id for s in spans}
+    again = [s for part in parts.values() for s in decode_spans(part, "otlp_proto", 1_000_000)]
+    assert sorted(again, key=lambda s: s.span_id) == sorted(spans, key=lambda s: s.span_id)
