@@ -14,6 +14,8 @@ from monitor.config.section import Section
 from monitor.errors import ConfigError
 from monitor.secrets import read_secret
 
+MAX_TOPIC_NAME = 249
+
 CaseField = Literal["subject", "description", "product", "environment"]
 
 
@@ -94,11 +96,18 @@ class AssemblyConfig(Section):
         """Each OTLP topic of ``formats`` → its repartition topic (none when off)."""
         if not self.repartition:
             return {}
-        return {
+        topics = {
             t: f"{t}{self.repartition_suffix}"
             for t, f in formats.items()
             if f in ("otlp_proto", "otlp_json") and not t.endswith(self.repartition_suffix)
         }
+        for internal in topics.values():
+            if len(internal) > MAX_TOPIC_NAME:  # Kafka's limit; the producer would refuse it
+                raise ValueError(
+                    f"assembly.repartition_suffix: the repartition topic {internal[:40]}... is "
+                    f"{len(internal)} characters, more than Kafka's {MAX_TOPIC_NAME}"
+                )
+        return topics
 
 
 class OtelExportConfig(Section):

@@ -162,3 +162,32 @@ def test_bad_drift_config_is_refused_with_a_clear_message(
 ) -> None:
     with pytest.raises(ConfigError, match=needle):
         load_settings(drift=drift)
+
+
+def test_repartition_adds_each_otlp_topics_repartition_topic_to_the_group() -> None:
+    settings = load_settings(
+        None,
+        kafka={"topics": ["turns", {"name": "spans", "format": "otlp_json"}]},
+        assembly={"repartition": True},
+    )
+    assert settings.kafka.topic_formats == {
+        "turns": "casewatch",
+        "spans": "otlp_json",
+        "spans.casewatch-by-trace": "otlp_proto",
+    }
+    off = load_settings(None, kafka={"topics": [{"name": "spans", "format": "otlp_json"}]})
+    assert off.kafka.topic_names == ["spans"]
+
+
+def test_a_repartition_topic_name_past_kafkas_limit_is_refused() -> None:
+    with pytest.raises(ConfigError, match="repartition_suffix"):
+        load_settings(
+            None,
+            kafka={"topics": [{"name": "s" * 240, "format": "otlp_proto"}]},
+            assembly={"repartition": True},
+        )
+
+
+def test_settle_seconds_must_be_below_idle_seconds() -> None:
+    with pytest.raises(ConfigError, match="settle_seconds"):
+        load_settings(None, assembly={"settle_seconds": 30, "idle_seconds": 30})
