@@ -15,6 +15,10 @@ threads, ``psutil``) over a window of wall seconds are measured. The sources:
 - ``kafka_idle`` (the baseline): the same daemon on an empty topic, nothing to judge: what its
   background threads (probe server, jobs, consumer heartbeats) cost anyway.
 
+With more turns than judge calls at once (``--turns 400``: 8 calls at the judge, the other
+turns queued in the steps up to ``daemon.max_in_flight`` and the rest held back by
+backpressure) the same is measured with the pipeline full.
+
 Target: <= 0.02 CPU s per wall s in every mode (a loop that polls a file read to its end again
 at once spins a core: 0.999 before the loop slept on the judge). Reported: the median of
 ``--runs`` runs of each mode, each run a fresh process.
@@ -67,6 +71,7 @@ from tests.fake_judge_server import FakeJudgeServer  # noqa: E402
 TARGET = 0.02
 MODES = ("file", "follow", "stdin", "otlp_file", "kafka", "otlp_kafka", "kafka_idle")
 JUDGE_HOLD_S = 3600.0  # the judge answers nothing within a run
+CONCURRENCY = 8  # judge calls at once (the default): more turns wait in the daemon, held
 START_TIMEOUT_S = 90.0
 JUDGE_KEY_ENV = "CASEWATCH_BENCH_JUDGE_KEY"  # the fake judge takes any key
 JOIN_S = 5.0  # kafka_idle: what the group join and the jobs' first runs take, not measured
@@ -115,7 +120,7 @@ def _config(workdir: Path, judge: FakeJudgeServer, kafka: dict[str, Any] | None)
             }
         },
         "judge": "slow",
-        "daemon": {"drain_timeout_seconds": 1},
+        "daemon": {"concurrency": CONCURRENCY, "drain_timeout_seconds": 1},
     }
     if kafka is not None:
         doc["kafka"] = kafka
@@ -209,11 +214,11 @@ def measure(
     stdin: bytes | None = None
     if mode in ("kafka", "otlp_kafka", "kafka_idle"):
         assert broker is not None
-        expected = 0 if mode == "kafka_idle" else len(turns)
+        expected = 0 if mode == "kafka_idle" else min(len(turns), CONCURRENCY)
         fmt = "otlp_proto" if otlp else "casewatch"
         args = _kafka_args(workdir, judge, broker, values if expected else [], fmt)
     else:
-        expected = len(turns)
+        expected = min(len(turns), CONCURRENCY)
         body = b"".join((_otlp_json(v) if otlp else v) + b"\n" for v in values)
         args = ["--config", str(_config(workdir, judge, None))]
         if mode == "stdin":
