@@ -5,7 +5,10 @@ says of a judge that never answers (each turn ends failed with its reason, the r
 
 from __future__ import annotations
 
+import threading
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -21,9 +24,10 @@ from monitor.stream.file_state import file_sidecars
 from monitor.stream.recorder import RunTally
 from monitor.stream.run_summary import RunSummary, nothing_judged
 from monitor.stream.runner import DaemonRunner
-from tests.fake_judge_server import FakeJudgeServer, slow
+from tests.fake_judge_server import FakeJudgeServer, Reply, scores, slow
 from tests.fixtures.judge_server import fake_judge_config
 from tests.support.daemon import turn_values
+from tests.support.waiting import wait_for
 
 PASSWORD = "pw-4f1c9a7e"
 
@@ -198,3 +202,45 @@ def test_a_judge_that_never_answers_ends_the_turn_failed_counted_logged_and_summ
         ("evt-0", "judge_failed"),
         ("evt-1", "judge_failed"),
     ]
+
+
+@pytest.mark.integration
+def test_a_summary_line_comes_while_the_turns_wait_on_the_judge(tmp_path: Path) -> None:
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(turn_values(2)) + b"\n")
+    gate = threading.Event()
+
+    def held(_request: dict[str, Any]) -> Reply:
+        gate.wait(120)  # until the test has seen the line (a hang guard past that)
+        return scores(0.9)
+
+    with FakeJudgeServer(responder=held) as judge:
+        settings = load_settings(
+            None,
+            storage={"url": f"sqlite:///{tmp_path / 'db.sqlite'}"},
+            server={"port": 0},
+            judges={"remote": fake_judge_config(judge, timeout_seconds=600)},
+            judge="remote",
+            daemon={"summary_interval_seconds": 0.05},
+        )
+        with capture_logs() as logs:
+            runner = DaemonRunner(settings, CollectorRegistry(), file_path=data).start()
+            try:
+
+                def waiting() -> list[MutableMapping[str, Any]]:
+                    return [
+                        e
+                        for e in list(logs)
+                        if e["event"] == "run summary" and e["in_progress"] == 2
+                    ]
+
+                wait_for(lambda: waiting(), "a summary line while both turns are at the judge")
+            finally:
+                gate.set()
+            wait_for(lambda: not runner.alive, "the run's end")
+            runner.stop(30)
+    line = waiting()[0]
+    assert (line["read"], line["sampled"], line["judged"]) == (2, 2, 0)
+    assert line["dead_letters_to"] == str(file_sidecars(data, settings.storage.url)[0])
+    (finished,) = [e for e in logs if e["event"] == "run finished"]
+    assert finished["judged"] == 2
