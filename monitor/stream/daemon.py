@@ -17,10 +17,10 @@ revoked partitions' calls, forget what went elsewhere) is ``rebalances.py``'s.
 
 While it waits the loop sleeps: a Kafka poll waits for records (``POLL_TIMEOUT_S``); a source
 that has run out (a file read to its end without ``--follow``) is not polled again, and the loop
-blocks until a judge call (or a screening batch) finishes, or ``IDLE_WAIT_S`` for what runs on
-time (the heartbeat, traces finished by their idle timeout, a store retry, the summary line), or
-a stop request. Polling such a source again at once would spin a core for as long as the judge
-takes.
+blocks until a judge call (or a screening batch) finishes, at most ``IDLE_WAIT_S`` for what
+runs on time (the heartbeat, traces finished by their idle timeout, a store retry, the summary
+line, a stop request). Polling such a source again at once would spin a core for as long as
+the judge takes.
 
 ``stop()`` (SIGTERM) ends reading; ``run`` then drains in-flight work within
 ``drain_timeout_seconds``, commits, and returns. While it drains, every partition is paused and
@@ -83,7 +83,8 @@ LAG_INTERVAL_S = 1.0  # the source caches lag; this only bounds gauge churn
 HEARTBEAT_MAX_AGE_S = 60.0
 # The longest the loop sleeps on a source that has run out while the pipeline still holds turns:
 # what runs on time (the heartbeat, an OTLP trace's idle timeout, a store retry, the summary
-# line) runs at least this often. A finished judge call or a stop request wakes it sooner.
+# line, noticing a stop request) runs at least this often. A finished judge call wakes it
+# sooner, and so does a stop request while no call runs.
 IDLE_WAIT_S = 0.2
 
 
