@@ -80,6 +80,10 @@ class TraceRepublisher:
             acks="all",
             # Parts of one batch go out together; the step waits for them on its next poll.
             linger_ms=5,
+            # A part sent twice is one span to the assembler (or duplicate_span), so the
+            # idempotent producer buys nothing here; and its sequence state wedges a send for
+            # the whole delivery timeout (two minutes) against a broker that lost it.
+            enable_idempotence=False,
             # A missing repartition topic must surface as an error the step retries, not
             # block the loop for the library's minute.
             max_block_ms=int(send_timeout_s * 1000),
