@@ -21,6 +21,8 @@ import structlog
 from consumers.file_source import FILE_TOPIC
 from monitor.clock import Clock
 from monitor.config.sampling import SamplingConfig
+from monitor.sampling.budget import OVER_REQUESTS, OVER_USD
+from monitor.sampling.sampler import NOT_SAMPLED
 from monitor.settings import Settings
 from monitor.storage.engine import redact_url
 from monitor.stream.file_state import STDIN, STDIN_DLQ, file_sidecars
@@ -28,9 +30,8 @@ from monitor.stream.recorder import RunTally
 
 log = structlog.get_logger(__name__)
 
-NOT_SAMPLED = "not_sampled"
-OVER_CALLS = "budget_calls"
-OVER_USD = "budget_usd"
+# The skip reasons a setting can change (the sampler's and the budget's own values).
+NOT_SAMPLED_REASON = NOT_SAMPLED.reason
 
 
 def source_text(settings: Settings, file_path: Path | None, follow: bool) -> str:
@@ -108,7 +109,7 @@ def nothing_judged(
         return None
     parts = []
     skipped = tally.skipped
-    if skipped[NOT_SAMPLED]:
+    if skipped[NOT_SAMPLED_REASON]:
         if sampling is None:
             rate = "sampling.default_rate"
         else:
@@ -117,12 +118,12 @@ def nothing_judged(
                 per = ", ".join(f"{a} {_number(r)}" for a, r in sorted(sampling.rates.items()))
                 rate += f", sampling.rates: {per}"
         parts.append(
-            f"{skipped[NOT_SAMPLED]} turn(s) not sampled ({rate}): set sampling.default_rate "
-            "to 1.0 to judge every conversation (in the settings file, or "
+            f"{skipped[NOT_SAMPLED_REASON]} turn(s) not sampled ({rate}): set "
+            "sampling.default_rate to 1.0 to judge every conversation (in the settings file, or "
             "CASEWATCH_SAMPLING__DEFAULT_RATE=1.0)"
         )
     for reason, setting in (
-        (OVER_CALLS, "budget_calls_per_hour"),
+        (OVER_REQUESTS, "budget_calls_per_hour"),
         (OVER_USD, "budget_usd_per_hour"),
     ):
         if skipped[reason]:
