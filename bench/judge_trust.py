@@ -27,9 +27,10 @@ uncertain / uniform, and the coverage of both at that n.
 canary: a 24-turn canary set whose human severe share is 25 %; a stable judge calls each turn
 severe with a probability of its own (most turns always or never, a few near the edge), re-run
 hourly. The canary's detector (``monitor.stats.run_cusum.RunDetector``: one observation per
-run, the run's count of severe calls; calibrated like the job) is armed on the first runs. Reported: over 200 simulated judges, the runs after a
-change until a judge whose severe calls double is flagged (median, p90, max), and the flags of
-a stable judge over 30 days (720 runs) per judge.
+run, the run's count of severe calls; calibrated like the job) is armed on the first runs.
+Reported: over 200 simulated judges, the runs after a change until a judge whose severe calls
+double is flagged (median, p90, max), and the flags of a stable judge over 30 days (720 runs)
+per judge.
 
 The last line is one JSON object of the figures.
 """

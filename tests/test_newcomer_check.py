@@ -29,4 +29,3 @@ def test_the_quick_newcomer_check_passes() -> None:
     checks = [line for line in result.stdout.splitlines() if line.startswith("ok: ")]
     assert len(checks) == 6, result.stdout
     assert "FAIL" not in result.stdout + result.stderr
-
