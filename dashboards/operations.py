@@ -335,6 +335,33 @@ PIPELINE = DashboardSpec(
                 ),
                 PanelSpec(
                     "timeseries",
+                    "Judge budget",
+                    "The hourly judge budget summed over the replicas, per unit (calls, usd): "
+                    "reserved by turns sampled and not yet judged, spent in the last hour, and "
+                    "the limit. Reserved units return when a turn is judged, dropped at a "
+                    "rebalance or abandoned at a stop; reserved staying high while little is "
+                    "judged means turns are stuck behind the judge.",
+                    (
+                        Query(
+                            "sum by (unit) (casewatch_judge_budget_reserved)",
+                            "reserved {{unit}}",
+                        ),
+                        Query(
+                            "sum by (unit) (casewatch_judge_budget_spent)",
+                            "spent {{unit}}",
+                        ),
+                        Query(
+                            "sum by (unit) (casewatch_judge_budget_limit)",
+                            "limit {{unit}}",
+                        ),
+                        Query(
+                            "sum by (unit) (casewatch_judge_budget_available)",
+                            "available {{unit}}",
+                        ),
+                    ),
+                ),
+                PanelSpec(
+                    "timeseries",
                     "Dead letters by reason",
                     "Records sent to the dead-letter topic: a producer shipping a bad schema "
                     "shows up here first. Below them, failed reads of record batches the "
@@ -406,6 +433,21 @@ PIPELINE = DashboardSpec(
                         ),
                     ),
                     unit="reqps",
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Metrics exposition fallbacks",
+                    "Times /metrics switched from casewatch's fast renderer to the "
+                    "prometheus_client encoder because an internal of the library was missing "
+                    "(at start) or failed while rendering. Scrapes keep answering; a non-zero "
+                    "value means the installed prometheus-client differs from the one casewatch "
+                    "was written against.",
+                    (
+                        Query(
+                            "sum by (reason) (casewatch_exposition_fallback_total)",
+                            "{{reason}}",
+                        ),
+                    ),
                 ),
                 PanelSpec(
                     "timeseries",

@@ -41,6 +41,7 @@ ALLOWED_LABELS = {
     "alertname", "alertstate", "severity", "bound",
     "config_hash",  # one value per judge configuration a replica ran with
     "cause",  # what finished an assembled trace: root, idle, cap, too_many_spans
+    "unit",  # the judge budget's unit: calls or usd
 }  # fmt: skip
 FORBIDDEN = re.compile(r"event_id|conversation_id|turn_index", re.IGNORECASE)
 
