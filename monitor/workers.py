@@ -11,17 +11,23 @@ Abandoned calls are counted by the owner (``calls_running``).
 
 Futures behave as the executor's do: ``cancel()`` succeeds while the call has not started, and
 a cancelled or shut-down pool never starts it.
+
+``fan_out`` is the CLI's judging fan-out (``casewatch pairwise``, ``tournament``, ``rubric
+grade``): a ``with ThreadPoolExecutor`` would, on Ctrl-C, wait in ``__exit__`` for every queued
+call (N x the judge timeout); here the calls not started are cancelled and the running ones
+abandoned on their daemon threads, so the interrupt reaches the command at once.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 _Work = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
 
@@ -88,3 +94,19 @@ class DaemonThreadPool:
                 item[0].cancel()
         for _ in self._threads:
             self._queue.put(None)
+
+
+def fan_out(fn: Callable[[T], R], items: Iterable[T], workers: int, name: str) -> Iterator[R]:
+    """``fn`` over ``items`` on ``workers`` daemon threads; yields the results in input order.
+
+    However the caller stops reading (KeyboardInterrupt while waiting, an exception from
+    ``fn`` raised here, the generator closed), the calls not started are cancelled and the
+    ones running are abandoned: nothing waits for the queue to drain.
+    """
+    pool = DaemonThreadPool(workers, name)
+    try:
+        futures = [pool.submit(fn, item) for item in items]
+        for future in futures:
+            yield future.result()
+    finally:
+        pool.shutdown()

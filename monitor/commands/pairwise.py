@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from pydantic import ValidationError
@@ -38,6 +37,7 @@ from monitor.stats.tournament import (
     round_robin,
     swiss,
 )
+from monitor.workers import fan_out
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)
@@ -111,8 +111,12 @@ def judge_sets(
         )
         return PairwiseItem(f"{key[0]}#{key[1]}", judgment)
 
-    with ThreadPoolExecutor(concurrency, "pairwise") as pool:
-        return list(pool.map(one, keys))
+    # Ctrl-C cancels the comparisons not started (fan_out), so the command stops at once.
+    return list(fan_out(one, keys, concurrency, "pairwise"))
+
+
+def _interrupted(progress: str) -> NoReturn:
+    _fail(f"interrupted ({progress}): comparisons not started were cancelled; nothing written", 130)
 
 
 def _row(item: PairwiseItem) -> str:
@@ -160,6 +164,8 @@ def pairwise_command(
     judge = _judge(settings, judge_name, not no_swap)
     try:
         items = judge_sets(judge, a, b, keys, concurrency)
+    except KeyboardInterrupt:
+        _interrupted(f"{len(keys)} comparisons queued")
     finally:
         judge.close()
     summary = summarise(items)
@@ -266,6 +272,8 @@ def tournament_command(
             result = swiss(names, play, rounds=rounds or default_rounds(len(names)))
         else:
             result = round_robin(names, play)
+    except KeyboardInterrupt:
+        _interrupted(f"{calls['pairs']} comparisons finished")
     finally:
         judge.close()
     intervals = bootstrap_intervals(names, result.matches, resamples=resamples)

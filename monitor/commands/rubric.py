@@ -192,6 +192,9 @@ def grade_command(
         result = grade_responses(
             items, rubrics, grader.grade_passage, m=m, max_tokens=grader.max_passage_tokens
         )
+    except KeyboardInterrupt:
+        # close() (below) cancels the questions not asked yet: the command stops at once.
+        _fail("interrupted: gradings not started were cancelled; no file written", 130)
     finally:
         grader.close()
     counts = ", ".join(f"{p} {n}" for p, n in result.path_counts.items())
