@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -23,7 +22,7 @@ import structlog
 
 from consumers._kafka import KafkaAdminClient, broker_errors, kafka
 from monitor.errors import BrokerError, TansuNotInstalled
-from monitor.processes import spawn_logged, stop_process
+from monitor.processes import start_supervised, stop_process
 
 log = structlog.get_logger(__name__)
 
@@ -159,19 +158,18 @@ class EmbeddedBroker:
         ]
         self._log_file = log_path.open("ab")
         try:
-            self._proc = spawn_logged(cmd, self._log_file, env=self._env or {})
-        except BaseException:
-            self._terminate()  # closes the log file: no caller's stop() follows a failed start
-            raise
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                break
-            if _accepts(self._host, port) and self._proc.poll() is None:
-                return True
-            time.sleep(0.02)
-        self._terminate()
-        return False
+            self._proc = start_supervised(
+                cmd,
+                self._log_file,
+                lambda: _accepts(self._host, port),
+                timeout_s,
+                STOP_TIMEOUT_S,
+                env=self._env or {},
+            )
+        finally:
+            if self._proc is None:  # no caller's stop() follows a failed start
+                self._terminate()
+        return self._proc is not None
 
     def _terminate(self) -> None:
         proc, self._proc = self._proc, None

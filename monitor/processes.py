@@ -1,12 +1,44 @@
-"""Child processes casewatch starts itself: the embedded broker, Prometheus, Alertmanager."""
+"""Child processes casewatch starts itself: the embedded broker, Prometheus, Alertmanager (and,
+in the tests, the contract brokers and the model server).
+
+Each child dies with its parent whatever ends the parent, SIGKILL included: on Linux the child
+asks the kernel for SIGTERM when its parent goes (``prctl(PR_SET_PDEATHSIG)``), so no broker or
+Prometheus is left running with parent 1 after a killed ``casewatch demo`` or test run.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import signal
 import subprocess
-from collections.abc import Mapping
+import sys
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_POLL_S = 0.02
+
+
+def _parent_death_hook() -> Callable[[], None] | None:
+    """What the child runs between fork and exec: SIGTERM when the parent dies. Resolved here,
+    in the parent: between fork and exec only the call itself is safe."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    prctl = libc.prctl
+    parent = os.getpid()
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        # The parent may have died between fork and prctl: nobody would signal us then.
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return die_with_parent
 
 
 def spawn_logged(
@@ -19,7 +51,9 @@ def spawn_logged(
     """Start a child with stdout and stderr to ``log`` and no stdin, in a session of its own:
     Ctrl-C in the terminal signals the whole foreground process group, and these children must
     outlive the daemon's drain and final commit; their owner stops them in order
-    (``stop_process``)."""
+    (``stop_process``). The child gets SIGTERM when its parent dies (Linux). The kernel ties
+    that to the thread that started it: start children from a thread that lives as long as
+    they should (the main thread, in casewatch and the tests)."""
     return subprocess.Popen(  # noqa: S603 -- fixed argv, no shell
         argv,
         stdout=log,
@@ -28,7 +62,45 @@ def spawn_logged(
         cwd=cwd,
         env=None if env is None else {**os.environ, **env},
         start_new_session=True,
+        preexec_fn=_parent_death_hook(),  # one prctl call, resolved before the fork
     )
+
+
+def wait_ready(proc: subprocess.Popen[bytes], ready: Callable[[], bool], timeout_s: float) -> bool:
+    """Poll ``ready`` until it holds while ``proc`` runs (True), or ``proc`` exits or
+    ``timeout_s`` passes (False: ``proc.poll()`` says which). The caller stops a child that
+    never became ready."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        if ready() and proc.poll() is None:
+            return True
+        time.sleep(_POLL_S)
+    return False
+
+
+def start_supervised(
+    argv: list[str],
+    log: IO[bytes],
+    ready: Callable[[], bool],
+    timeout_s: float,
+    stop_timeout_s: float,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes] | None:
+    """``spawn_logged`` then ``wait_ready``: the running, ready child, or None once a child
+    that exited or never became ready was stopped and reaped (its log says why)."""
+    proc = spawn_logged(argv, log, cwd=cwd, env=env)
+    try:
+        if wait_ready(proc, ready, timeout_s):
+            return proc
+    except BaseException:
+        stop_process(proc, stop_timeout_s)
+        raise
+    stop_process(proc, stop_timeout_s)
+    return None
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout_s: float) -> None:

@@ -17,13 +17,13 @@ probes (``/-/ready``), queries (the HTTP API, stdlib only) and stops the process
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -42,7 +42,7 @@ from monitor.demo.prometheus_config import (
     prometheus_config,
 )
 from monitor.errors import ConfigError, PrometheusNotInstalled, PrometheusStackError
-from monitor.processes import spawn_logged, stop_process
+from monitor.processes import spawn_logged, stop_process, wait_ready
 from monitor.reports.alert_links import rebase_links
 
 log = structlog.get_logger(__name__)
@@ -139,12 +139,10 @@ class _Server:
                 self.stop()  # closes the log file: no caller's stop() follows a failed start
                 raise
             self.port = port
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline and self.running:
-                if _ready(self.url):
-                    log.info(f"{self.name} started", url=self.url, log=str(self.log_path))
-                    return
-                time.sleep(0.05)
+            url = self.url
+            if wait_ready(self._proc, functools.partial(_ready, url), timeout_s):
+                log.info(f"{self.name} started", url=url, log=str(self.log_path))
+                return
             exited = not self.running
             self.stop()
             if not exited:  # alive but never ready: another port will not help
