@@ -31,13 +31,13 @@ from monitor.config.otel import AssemblyConfig
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
-from monitor.models import TurnEvent
 from monitor.otel_export.sender import EvaluationSender
 from monitor.settings import Settings
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep, TicketGate
 from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
+from monitor.stream.steps.decisions import Decoder
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S
 from monitor.stream.steps.export import ExportStep
 from monitor.stream.steps.judge import JudgeStep
@@ -51,6 +51,7 @@ from monitor.stream.turn_steps import (
     TurnStepsConfig,
     VerdictStore,
     build_turn_steps,
+    turn_decisions,
 )
 from monitor.turn_mapping import TurnMapping
 
@@ -158,7 +159,7 @@ class PipelineConfig:
     turn: TurnStepsConfig
     commit_interval_s: float
     screen_processes: int
-    sampling: SamplingConfig  # what a screening process decides by
+    sampling: SamplingConfig  # the sampler's rules and rates, for the chain's decisions
     topic_formats: Mapping[str, TopicFormat] = field(default_factory=dict)
     mapping: Mapping[str, str] = field(default_factory=dict)
     assembly: AssemblyConfig = field(default_factory=AssemblyConfig)
@@ -210,10 +211,13 @@ def build_pipeline(
     if evaluation_sender is not None:
         after_store = partial(ExportStep, done, evaluation_sender)
     mapped = [t for t, f in formats.items() if f == "mapped"]
-    decoders: dict[str, Callable[[bytes | None, int], TurnEvent]] = {}
+    decoders: dict[str, Decoder] = {}
     if mapped:
         mapping = TurnMapping.compile(config.mapping)
         decoders = {t: mapping.decode for t in mapped}
+    # Built once: the decode, redact and sample steps and the screening processes decide by
+    # the same decisions, so screening never changes an outcome, on any topic.
+    decisions = turn_decisions(config.turn, decoders=decoders, sampling=config.sampling)
     steps = build_turn_steps(
         config.turn,
         done,
@@ -224,7 +228,7 @@ def build_pipeline(
         sampler,
         clock,
         after_store=after_store,
-        decoders=decoders,
+        decisions=decisions,
     )
     first: ProcessingStep[RawMessage] = steps.first
     # The sample step holds at most one decision, kept for a record the loop may drop.
@@ -236,9 +240,7 @@ def build_pipeline(
             done,
             metrics,
             processes=config.screen_processes,
-            max_bytes=config.turn.max_bytes,
-            sampling=config.sampling,
-            redaction=config.turn.redaction,
+            decisions=decisions,
             clock=clock,
         )
         first = screen

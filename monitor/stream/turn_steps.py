@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from monitor.clock import Clock
+from monitor.config.sampling import SamplingConfig
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.models import TurnEvent
@@ -29,6 +30,7 @@ from monitor.stream.steps.base import (
     VerdictWriter,
 )
 from monitor.stream.steps.commit import CommitMetrics
+from monitor.stream.steps.decisions import Decoder, TurnDecisions
 from monitor.stream.steps.decode import DecodeMetrics, DecodeStep
 from monitor.stream.steps.judge import JudgeMetrics, JudgeStep
 from monitor.stream.steps.lookup import JudgedLookup, LookupMetrics, LookupStep
@@ -108,6 +110,29 @@ class TurnSteps(NamedTuple):
     judge: JudgeStep
     store: StoreStep
     dlq: DeadLetterSink  # the sink as the steps use it (redacting, when configured)
+    decisions: TurnDecisions  # what decode, redact and sample decided by
+
+
+def turn_decisions(
+    config: TurnStepsConfig,
+    *,
+    decoders: Mapping[str, Decoder] | None = None,
+    sampling: SamplingConfig | None = None,
+) -> TurnDecisions:
+    """The decisions the steps of ``config`` take, built once for the chain and its screening
+    processes: ``decoders`` per topic (``format: mapped``), the redact step's redactor (when
+    ``config.redaction`` redacts turns), the identifier tripwire, and ``sampling``'s rules and
+    rates (the sampler's: ``Sampler.reason_for``; None when the chain's sampling gives no
+    reasons)."""
+    red = config.redaction
+    return TurnDecisions(
+        config.max_bytes,
+        decoders=decoders,
+        redactor=Redactor(red.policy()) if red.active else None,
+        forward_redacted=red.before_judging,
+        tripwire=identifier_tripwire if config.identifier_tripwire else None,
+        sampling=sampling,
+    )
 
 
 def build_turn_steps(
@@ -121,18 +146,25 @@ def build_turn_steps(
     clock: Clock,
     *,
     after_store: AfterStore | None = None,
-    decoders: Mapping[str, Callable[[bytes | None, int], TurnEvent]] | None = None,
+    decisions: TurnDecisions | None = None,
 ) -> TurnSteps:
     """decode → [redact →] sample → look-up → judge → store → ``after_store`` (or ``done``).
 
-    One redactor (``config.redaction``; none when off) serves the redact step, the stored
-    turns, the dead-letter sink and ``after_store``'s free text. Every step that finishes a
+    ``decisions`` (``turn_decisions(config)`` when None) are what decode, redact and sample
+    decide by: the pipeline builds them once and gives them to its screening processes too.
+    One redactor (``config.redaction``; none when off), the decisions' when they redact turns,
+    serves the redact step, the stored turns, the dead-letter sink and ``after_store``'s free
+    text. Every step that finishes a
     message early (dead-lettered, skipped, already judged) hands it to ``done``. With
     ``config.write_through`` the judge threads store each verdict as they make it
     (``StoreStep.write_now``); the store step writes the rest in batches.
     """
+    if decisions is None:
+        decisions = turn_decisions(config)
     red = config.redaction
-    redactor = Redactor(red.policy()) if red.enabled else None
+    redactor = decisions.redactor
+    if redactor is None and red.enabled:  # no turn is redacted: dead letters, exported text
+        redactor = Redactor(red.policy())
     if redactor is not None:
         metrics.prime_redactions(redactor.policy.kinds())
     writer: VerdictWriter = store
@@ -174,16 +206,15 @@ def build_turn_steps(
         done,
         sampling,
         metrics,
-        tripwire=identifier_tripwire if config.identifier_tripwire else None,
+        tripwire=decisions.tripwire,
     )
     after_decode: ProcessingStep[TurnEvent] = sample
-    if redactor is not None and red.active:
+    if decisions.redactor is not None:
         after_decode = RedactStep(
             sample,
             done,
-            redactor,
+            decisions,
             metrics,
-            forward_redacted=red.before_judging,
             dlq=dlq if config.dead_letter_unredactable else None,
         )
     first = DecodeStep(
@@ -194,9 +225,9 @@ def build_turn_steps(
         config.max_bytes,
         flush_timeout_s=config.flush_timeout_s,
         clock=clock,
-        decoders=decoders,
+        decisions=decisions,
     )
-    return TurnSteps(first, after_decode, sample, lookup, judge, store_step, dlq)
+    return TurnSteps(first, after_decode, sample, lookup, judge, store_step, dlq, decisions)
 
 
 def _as_is(text: str) -> str:

@@ -1,24 +1,37 @@
-"""What the redact and sample steps decide about one turn, as pure functions (no metrics, no
-budget, no I/O): the steps apply them on the consumer's thread, and the screening processes
-(``screen.py``) apply the very same ones ahead of them, so screening can never decide
-otherwise. Decoding needs no entry here: both call ``consumers.decode.decode_value``.
+"""What the decode, redact and sample steps decide about one turn, as pure functions and one
+picklable object (no metrics, no budget, no I/O).
+
+``TurnDecisions`` holds them for one chain: which decoder reads a topic's records (casewatch's
+own turn event, or a ``format: mapped`` topic's mapping), the redactor and what it forwards,
+the identifier tripwire, and the sampling rules and rates (``Sampler.reason_for``). It is built
+once (``turn_steps.turn_decisions``) and given to the steps, which call its parts on the
+consumer's thread, to the screening processes (``screen.py``), which get it pickled and run
+``finishes_unjudged`` ahead of the steps. So screening can never decide otherwise than the
+steps, on any topic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from consumers.decode import decode_value
+from monitor.clock import SystemClock
+from monitor.config.sampling import SamplingConfig
+from monitor.errors import InvalidEvent
 from monitor.models import TurnEvent
 from monitor.redaction import Redactor, TooLargeToRedact, TurnRedaction
 from monitor.redaction.redactor import NONE_REPLACED
-from monitor.sampling.sampler import SampleDecision
+from monitor.sampling.sampler import SampleDecision, Sampler
 
 # Why a turn that cannot be redacted is neither judged nor stored (bounded label values).
 TOO_LARGE = SampleDecision(False, "redaction_too_large")
 FAILED = SampleDecision(False, "redaction_failed")
 
 TRIPWIRE_REASON = "rule:identifier_tripwire"
+
+# One raw record value (and the size bound) -> its turn, or ``InvalidEvent`` with the reason.
+Decoder = Callable[[bytes | None, int], TurnEvent]
 
 
 # The turn to pass on, and the values replaced in it per kind: the redactor's own result,
@@ -70,3 +83,112 @@ Tripwire = Callable[[TurnEvent], TripwireResult]
 def tripwire_rule(result: TripwireResult) -> str | None:
     """The always-judge rule a tripwire result makes: a tripped turn is sampled."""
     return TRIPWIRE_REASON if result.kinds else None
+
+
+class TurnDecisions:
+    """The decisions of one chain about one record, from its bytes to its sampling reason.
+
+    Picklable (the screening processes get it as their initializer's argument): a mapped
+    topic's decoder is the compiled ``TurnMapping``'s ``decode``, the redactor carries its
+    policy and key, the tripwire is a module-level function, and the rules' ``Sampler`` is
+    rebuilt from ``sampling`` where it is unpickled (its budget, a lock and a clock, is no
+    decision and is never used here).
+    """
+
+    def __init__(
+        self,
+        max_bytes: int,
+        *,
+        decoders: Mapping[str, Decoder] | None = None,
+        redactor: Redactor | None = None,
+        forward_redacted: bool = True,
+        tripwire: Tripwire | None = None,
+        sampling: SamplingConfig | None = None,
+    ) -> None:
+        """``decoders``: per topic, a decoder other than casewatch's own turn event.
+        ``redactor``: the redact step's (None: the chain has no redact step).
+        ``sampling``: the rules and rates ``reason_for`` applies (None: this chain's sampling
+        has no reasons to give, e.g. ``casewatch judge``, which judges every turn)."""
+        self.max_bytes = max_bytes
+        self.decoders: Mapping[str, Decoder] = dict(decoders or {})
+        self.redactor = redactor
+        self.forward_redacted = forward_redacted
+        self.tripwire = tripwire
+        self.sampling = sampling
+        self._sampler = Sampler(sampling, SystemClock()) if sampling is not None else None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The arguments, not the state: the sampler is rebuilt from its configuration.
+        return (
+            _rebuild,
+            (
+                self.max_bytes,
+                self.decoders,
+                self.redactor,
+                self.forward_redacted,
+                self.tripwire,
+                self.sampling,
+            ),
+        )
+
+    def decoder(self, topic: str) -> Decoder:
+        """What reads ``topic``'s records: its own decoder, else casewatch's turn event."""
+        decoders = self.decoders
+        return decoders.get(topic, decode_value) if decoders else decode_value
+
+    def decode(self, topic: str, value: bytes | None) -> TurnEvent:
+        """``value`` as ``topic``'s turn; ``InvalidEvent`` with the reason."""
+        return self.decoder(topic)(value, self.max_bytes)
+
+    def redact(self, turn: TurnEvent) -> Redacted | Unredactable:
+        """What the redact step makes of ``turn`` (unchanged when the chain has none)."""
+        if self.redactor is None:
+            return Redacted(turn, NONE_REPLACED)
+        return redact_for_judging(self.redactor, turn, forward_redacted=self.forward_redacted)
+
+    def reason_for(self, turn: TurnEvent, *, rule: str | None = None) -> str | None:
+        """Why ``turn`` would be sampled if the budget allows (``Sampler.reason_for``); None
+        also when this chain's sampling gives no reasons."""
+        if self._sampler is None:
+            return None
+        return self._sampler.reason_for(turn, rule=rule)
+
+    def finishes_unjudged(self, topic: str, value: bytes | None) -> str | None:
+        """The assistant of a record the steps would finish as ``not_sampled`` with a clean
+        tripwire check, deciding as they do in their order (decode, redact, tripwire, the
+        sampling reason); None for any other record, which the steps then decide themselves:
+        invalid, unredactable, a tripwire hit or a truncated check, a rule or the rate."""
+        try:
+            turn = self.decode(topic, value)
+        except InvalidEvent:
+            return None  # dead-lettered with its reason by the decode step
+        if self.redactor is not None:
+            redacted = self.redact(turn)
+            if isinstance(redacted, Unredactable):
+                return None  # skipped with its reason by the redact step
+            turn = redacted.turn
+        if self.tripwire is not None:
+            hit = self.tripwire(turn)
+            if hit.kinds or hit.truncated:  # counted (kinds, truncation) by the sample step
+                return None
+        if self._sampler is None or self._sampler.reason_for(turn) is not None:
+            return None
+        return turn.assistant.name
+
+
+def _rebuild(
+    max_bytes: int,
+    decoders: Mapping[str, Decoder],
+    redactor: Redactor | None,
+    forward_redacted: bool,
+    tripwire: Tripwire | None,
+    sampling: SamplingConfig | None,
+) -> TurnDecisions:
+    return TurnDecisions(
+        max_bytes,
+        decoders=decoders,
+        redactor=redactor,
+        forward_redacted=forward_redacted,
+        tripwire=tripwire,
+        sampling=sampling,
+    )

@@ -8,17 +8,16 @@ data loss: the record is rejected and offered again later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from consumers.decode import decode_value
 from consumers.records import RawMessage
 from monitor.clock import Clock, Deadline, SystemClock
 from monitor.errors import InvalidEvent, TransportError
 from monitor.models import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, dead_letter
+from monitor.stream.steps.decisions import TurnDecisions
 
 if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
     from consumers.dlq import DeadLetterSink
@@ -42,24 +41,26 @@ class DecodeStep:
         max_bytes: int,
         flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
         clock: Clock | None = None,
-        decoders: Mapping[str, Callable[[bytes | None, int], TurnEvent]] | None = None,
+        decisions: TurnDecisions | None = None,
     ) -> None:
+        """``decisions``: the chain's, which say how each topic's records are read (a
+        ``format: mapped`` topic's mapping; None: every topic is casewatch's own turn event)."""
+        if decisions is None:
+            decisions = TurnDecisions(max_bytes)
+        elif decisions.max_bytes != max_bytes:
+            raise ValueError(f"max_bytes {max_bytes} is not the decisions' {decisions.max_bytes}")
         self._clock = clock or SystemClock()
-        # Per topic, a decoder other than casewatch's own turn event (``format: mapped``).
-        self._decoders = dict(decoders or {})
+        self._decode = decisions.decode
         self._next = next_step
         self._done = done
         self._dlq = dlq
         self._metrics = metrics
-        self._max_bytes = max_bytes
         self._flush_timeout = flush_timeout_s
         self._unflushed: list[Envelope[RawMessage]] = []
 
     def submit(self, message: Envelope[RawMessage]) -> None:
         try:
-            decoders = self._decoders
-            decoder = decoders.get(message.tp.topic, decode_value) if decoders else decode_value
-            turn = decoder(message.payload.value, self._max_bytes)
+            turn = self._decode(message.tp.topic, message.payload.value)
         except InvalidEvent as exc:
             self._dead_letter(message, exc)
             return

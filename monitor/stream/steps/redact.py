@@ -41,7 +41,7 @@ from monitor.stream.steps.base import (
     dead_letter,
     turn_record,
 )
-from monitor.stream.steps.decisions import Unredactable, redact_for_judging
+from monitor.stream.steps.decisions import TurnDecisions, Unredactable
 
 if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
     from consumers.dlq import DeadLetterSink
@@ -82,18 +82,20 @@ class RedactStep:
         self,
         next_step: ProcessingStep[TurnEvent],
         done: DoneStep,
-        redactor: Redactor,
+        decisions: TurnDecisions,
         metrics: RedactionMetrics,
         *,
-        forward_redacted: bool = True,
         dlq: DeadLetterSink | None = None,
     ) -> None:
+        """``decisions``: the chain's (its redactor, and whether the judges get the redacted
+        turn: ``redaction.before_judging``), the ones screening decides by too."""
+        if decisions.redactor is None:
+            raise ValueError("a redact step needs decisions with a redactor")
         self._next = next_step
         self._dlq = dlq
         self._done = done
-        self._redactor = redactor
+        self._redact = decisions.redact
         self._metrics = metrics
-        self._forward_redacted = forward_redacted
         self._tally = _Tally(metrics)
         # The redacted turn of a record the next step refused (and its counts): offered
         # again, not redone.
@@ -106,9 +108,7 @@ class RedactStep:
             self._held = None
             self._tally.add(held[1])
             return
-        outcome = redact_for_judging(
-            self._redactor, message.payload, forward_redacted=self._forward_redacted
-        )
+        outcome = self._redact(message.payload)
         if isinstance(outcome, Unredactable):
             self._skip(message, outcome)
             return

@@ -5,7 +5,10 @@ Most consumed turns are valid and not sampled. On the consumer's thread each cos
 parse + validation (half of casewatch's own per-message CPU, ``bench/README.md``) and the
 identifier tripwire; both hold the GIL, so another thread cannot take them off the consumer.
 Here they run in ``screen_processes`` processes (``ProcessPoolExecutor``, forkserver): a batch
-of record values goes out, one mark per record comes back:
+of record values (with their topics) goes out, one mark per record comes back. Each process
+runs the chain's own ``TurnDecisions`` (``decisions.py``), pickled to it once: the object the
+decode, redact and sample steps decide with, the topic's decoder (a ``format: mapped`` topic's
+mapping too) and redactor included, so no decision is rebuilt here.
 
 - the assistant's name: a valid turn that no configured rule selects, whose tripwire is clean
   and that the rate does not sample. It is finished here and counted exactly as the sample
@@ -36,17 +39,12 @@ from concurrent.futures.process import BrokenProcessPool
 
 import structlog
 
-from consumers.decode import decode_value
 from consumers.records import RawMessage, TopicPartition
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.config.sampling import SamplingConfig
-from monitor.errors import InvalidEvent, MessageRejected, ScreeningOff
-from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.redaction import Redactor
-from monitor.redaction.config import RedactionConfig
-from monitor.sampling.sampler import NOT_SAMPLED, Sampler
+from monitor.errors import MessageRejected, ScreeningOff
+from monitor.sampling.sampler import NOT_SAMPLED
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics, forward
-from monitor.stream.steps.decisions import Unredactable, redact_for_judging
+from monitor.stream.steps.decisions import TurnDecisions
 
 log = structlog.get_logger(__name__)
 
@@ -67,61 +65,21 @@ Mark = str | None  # the assistant of a turn finished by screening; None: goes o
 _Flight = tuple[list[Envelope[RawMessage]], "cf.Future[list[Mark]]", int]
 
 
-class Screener:
-    """What a screening process runs on each value: the decode, redact and sample steps' own
-    decisions (``consumers.decode``, ``steps.decisions``, ``Sampler.reason_for``), without
-    their budget, metrics or I/O."""
-
-    def __init__(
-        self, max_bytes: int, sampling: SamplingConfig, redaction: RedactionConfig | None = None
-    ) -> None:
-        self._max_bytes = max_bytes
-        self._sampler = Sampler(sampling, SystemClock())
-        self._tripwire = sampling.identifier_tripwire
-        # The redact step's: rules and tripwire read the turn it forwards.
-        self._redactor = (
-            Redactor(redaction.policy()) if redaction is not None and redaction.active else None
-        )
-        self._forward_redacted = redaction is not None and redaction.before_judging
-
-    def mark(self, value: bytes | None) -> Mark:
-        try:
-            turn = decode_value(value, self._max_bytes)
-        except InvalidEvent:
-            return None  # dead-lettered with its reason by the decode step
-        if self._redactor is not None:
-            redacted = redact_for_judging(
-                self._redactor, turn, forward_redacted=self._forward_redacted
-            )
-            if isinstance(redacted, Unredactable):
-                return None  # skipped with its reason by the redact step
-            turn = redacted.turn
-        if self._tripwire:
-            hit = identifier_tripwire(turn)
-            if hit.kinds or hit.truncated:  # counted (kinds, truncation) by the sample step
-                return None
-        if self._sampler.reason_for(turn) is not None:
-            return None
-        return turn.assistant.name
-
-    def marks(self, values: list[bytes | None]) -> list[Mark]:
-        return [self.mark(v) for v in values]
+_decisions: TurnDecisions | None = None
 
 
-_screener: Screener | None = None
+def _start_process(decisions: TurnDecisions) -> None:
+    global _decisions
+    _decisions = decisions
 
 
-def _start_process(
-    max_bytes: int, sampling: SamplingConfig, redaction: RedactionConfig | None = None
-) -> None:
-    global _screener
-    _screener = Screener(max_bytes, sampling, redaction)
-
-
-def _screen(values: list[bytes | None]) -> list[Mark]:
-    if _screener is None:  # pragma: no cover - the pool's initializer always ran
+def _screen(records: list[tuple[str, bytes | None]]) -> list[Mark]:
+    """One mark per (topic, value): ``TurnDecisions.finishes_unjudged``."""
+    decisions = _decisions
+    if decisions is None:  # pragma: no cover - the pool's initializer always ran
         raise ScreeningOff("the screening process was not initialised")
-    return _screener.marks(values)
+    finishes = decisions.finishes_unjudged
+    return [finishes(topic, value) for topic, value in records]
 
 
 class ScreenStep:
@@ -132,9 +90,7 @@ class ScreenStep:
         metrics: SamplingMetrics,
         *,
         processes: int,
-        max_bytes: int,
-        sampling: SamplingConfig,
-        redaction: RedactionConfig | None = None,
+        decisions: TurnDecisions,
         batch_size: int = DEFAULT_BATCH,
         batch_max_bytes: int = BATCH_MAX_BYTES,
         clock: Clock | None = None,
@@ -145,8 +101,9 @@ class ScreenStep:
         self._done = done
         self._metrics = metrics
         self._processes = processes
-        self._init_args = (max_bytes, sampling, redaction)
-        self._tripwire = sampling.identifier_tripwire
+        # Pickled once per process (the initializer's argument), not per batch.
+        self._init_args = (decisions,)
+        self._tripwire = decisions.tripwire is not None
         self._batch_size = batch_size
         self._batch_max_bytes = batch_max_bytes
         self._batch_bytes = 0
@@ -194,7 +151,7 @@ class ScreenStep:
     def _dispatch(self) -> None:
         batch, self._batch = self._batch, []
         self._batch_bytes = 0
-        values = [m.payload.value for m in batch]
+        values = [(m.tp.topic, m.payload.value) for m in batch]
         future: cf.Future[list[Mark]]
         if self.disabled:
             future = cf.Future()

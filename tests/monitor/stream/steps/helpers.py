@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from consumers.records import RawMessage, TopicPartition
+from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
 from monitor.models import TurnEvent, Verdict
+from monitor.redaction.config import RedactionConfig
 from monitor.sampling.budget import Reservation
 from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.decisions import Decoder, TurnDecisions
+from monitor.stream.turn_steps import TurnStepsConfig, turn_decisions
 from tests.fixtures.databases import make_verdict
 
 T = TypeVar("T")
@@ -104,3 +109,23 @@ class CostLog:
         self.reserved.append(reserved)
         self.costs.append(usd)
         self.calls.append(requests)
+
+
+def chain_decisions(
+    sampling: SamplingConfig,
+    redaction: RedactionConfig | None = None,
+    *,
+    max_bytes: int = 1 << 20,
+    decoders: Mapping[str, Decoder] | None = None,
+) -> TurnDecisions:
+    """The decisions the daemon's chain would take with these sections (no redaction when
+    ``redaction`` is None), built as the pipeline builds them."""
+    config = TurnStepsConfig(
+        concurrency=1,
+        max_in_flight=1,
+        max_bytes=max_bytes,
+        flush_timeout_s=1.0,
+        redaction=redaction or RedactionConfig(enabled=False),
+        identifier_tripwire=sampling.identifier_tripwire,
+    )
+    return turn_decisions(config, decoders=decoders, sampling=sampling)

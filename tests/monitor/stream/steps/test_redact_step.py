@@ -16,18 +16,22 @@ from monitor.redaction import RedactionPolicy, Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.storage.store import SaveResult
 from monitor.stream.recorder import StreamRecorder
+from monitor.stream.steps.decisions import TurnDecisions
 from monitor.stream.steps.decode import DecodeStep
 from monitor.stream.steps.redact import (
     RedactingDeadLetterSink,
     RedactingWriter,
     RedactStep,
 )
-from monitor.stream.steps.screen import Screener
 from tests.fixtures.databases import make_turn, make_verdict
-from tests.monitor.stream.steps.helpers import Recorder, env, raw
+from tests.monitor.stream.steps.helpers import TP, Recorder, chain_decisions, env, raw
 
 EMAIL = "jane.doe@example.com"
 CARD = "4111 1111 1111 1111"
+
+
+def _redacting(redactor: Redactor, *, forward_redacted: bool = True) -> TurnDecisions:
+    return TurnDecisions(100_000, redactor=redactor, forward_redacted=forward_redacted)
 
 
 def _pii(event_id: str = "e1", **extra: object) -> TurnEvent:
@@ -42,7 +46,9 @@ def _pii(event_id: str = "e1", **extra: object) -> TurnEvent:
 def test_the_next_step_sees_only_placeholders_and_kinds_are_counted() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
-    step = RedactStep(nxt, done, Redactor(RedactionPolicy()), StreamRecorder(Metrics(registry)))
+    step = RedactStep(
+        nxt, done, _redacting(Redactor(RedactionPolicy())), StreamRecorder(Metrics(registry))
+    )
     step.submit(env(_pii(), offset=3))
     out: TurnEvent = nxt.items[0].payload
     assert nxt.offsets == [3] and done.items == []
@@ -60,7 +66,10 @@ def test_a_turn_too_large_is_skipped_with_its_own_reason_never_passed_on() -> No
     registry = CollectorRegistry()
     nxt, done = Recorder(), Recorder()
     step = RedactStep(
-        nxt, done, Redactor(RedactionPolicy(max_chars=200)), StreamRecorder(Metrics(registry))
+        nxt,
+        done,
+        _redacting(Redactor(RedactionPolicy(max_chars=200))),
+        StreamRecorder(Metrics(registry)),
     )
     step.submit(env(_pii(reference="x" * 500), offset=4))
     assert nxt.items == [] and done.offsets == [4]
@@ -72,7 +81,10 @@ def test_the_bound_holds_also_when_only_storage_is_redacted() -> None:
     nxt, done = Recorder(), Recorder()
     redactor = Redactor(RedactionPolicy(max_chars=200))
     step = RedactStep(
-        nxt, done, redactor, StreamRecorder(Metrics(CollectorRegistry())), forward_redacted=False
+        nxt,
+        done,
+        _redacting(redactor, forward_redacted=False),
+        StreamRecorder(Metrics(CollectorRegistry())),
     )
     step.submit(env(_pii(), offset=1))
     step.submit(env(_pii("e2", reference="x" * 500), offset=2))
@@ -83,7 +95,9 @@ def test_the_bound_holds_also_when_only_storage_is_redacted() -> None:
 def test_a_refused_turn_is_offered_again_without_redacting_twice() -> None:
     registry = CollectorRegistry()
     nxt, done = Recorder(capacity=0), Recorder()
-    step = RedactStep(nxt, done, Redactor(RedactionPolicy()), StreamRecorder(Metrics(registry)))
+    step = RedactStep(
+        nxt, done, _redacting(Redactor(RedactionPolicy())), StreamRecorder(Metrics(registry))
+    )
     message = env(_pii(), offset=5)
     with pytest.raises(MessageRejected):
         step.submit(message)
@@ -161,6 +175,7 @@ def test_screening_decides_on_the_redacted_turn_as_the_sample_step_does() -> Non
         .encode()
     )
     sampling = SamplingConfig(default_rate=0.0)
-    assert Screener(100_000, sampling).mark(raw) == "helpdesk"
-    assert Screener(100_000, sampling, RedactionConfig()).mark(raw) is None
-    assert Screener(100_000, sampling, RedactionConfig(enabled=False)).mark(raw) == "helpdesk"
+    assert chain_decisions(sampling).finishes_unjudged(TP.topic, raw) == "helpdesk"
+    assert chain_decisions(sampling, RedactionConfig()).finishes_unjudged(TP.topic, raw) is None
+    off = chain_decisions(sampling, RedactionConfig(enabled=False))
+    assert off.finishes_unjudged(TP.topic, raw) == "helpdesk"

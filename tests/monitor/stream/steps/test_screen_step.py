@@ -25,10 +25,10 @@ from monitor.exporter import Metrics
 from monitor.redaction.config import RedactionConfig
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope
-from monitor.stream.steps.screen import Screener, ScreenStep
+from monitor.stream.steps.screen import ScreenStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.judging.heuristic.tripwire_corpus import turn as tripwire_turn
-from tests.monitor.stream.steps.helpers import TP, Recorder, env, raw
+from tests.monitor.stream.steps.helpers import TP, Recorder, chain_decisions, env, raw
 from tests.support.waiting import DEADLINE_S, wait_for
 
 MAX_BYTES = 1 << 20
@@ -72,14 +72,19 @@ KINDS: list[tuple[bytes | None, bool]] = [
 
 
 def test_the_screener_finishes_only_valid_unsampled_clean_turns() -> None:
-    screener = Screener(MAX_BYTES, SAMPLING)
-    marks = screener.marks([v for v, _ in KINDS])
+    screener = chain_decisions(SAMPLING)
+    marks = [screener.finishes_unjudged(TP.topic, v) for v, _ in KINDS]
     assert [m is not None for m in marks] == [out for _, out in KINDS]
     assert marks[0] == "helpdesk" and marks[-1] == "billing"
     # A sampling rate of 1 selects everything; no tripwire means a near miss is not looked for.
-    assert Screener(MAX_BYTES, SamplingConfig(default_rate=1.0)).mark(value("plain")) is None
+    assert (
+        chain_decisions(SamplingConfig(default_rate=1.0)).finishes_unjudged(
+            TP.topic, value("plain")
+        )
+        is None
+    )
     off = SamplingConfig(default_rate=0.0, identifier_tripwire=False)
-    assert Screener(MAX_BYTES, off).mark(TRIPPED.encode()) == "a"
+    assert chain_decisions(off).finishes_unjudged(TP.topic, TRIPPED.encode()) == "a"
 
 
 def test_the_screener_hands_on_what_the_redact_step_would_skip() -> None:
@@ -89,10 +94,10 @@ def test_the_screener_hands_on_what_the_redact_step_would_skip() -> None:
     big = value("big", answer="Open UDP 500. " * 20)
     sampling = SamplingConfig(default_rate=0.0)
     small_bound = RedactionConfig(before_judging=False, max_chars=200)
-    assert Screener(MAX_BYTES, sampling, small_bound).mark(big) is None
-    assert Screener(MAX_BYTES, sampling, RedactionConfig(before_judging=False)).mark(big) == (
-        "helpdesk"
-    )
+    assert chain_decisions(sampling, small_bound).finishes_unjudged(TP.topic, big) is None
+    assert chain_decisions(sampling, RedactionConfig(before_judging=False)).finishes_unjudged(
+        TP.topic, big
+    ) == ("helpdesk")
 
 
 @pytest.fixture
@@ -109,8 +114,7 @@ def make_step() -> Iterator[Callable[..., tuple[ScreenStep, Recorder, Recorder, 
             done,
             metrics,
             processes=1,
-            max_bytes=MAX_BYTES,
-            sampling=SAMPLING,
+            decisions=chain_decisions(SAMPLING),
             batch_size=batch_size,
             batch_max_bytes=batch_max_bytes,
         )
@@ -177,8 +181,7 @@ def test_counts_are_those_of_the_sample_step() -> None:
         done,
         StreamRecorder(Metrics(registry)),
         processes=1,
-        max_bytes=MAX_BYTES,
-        sampling=SAMPLING,
+        decisions=chain_decisions(SAMPLING),
     )
     try:
         for m in records([value("a1"), value("a2"), value("b1", assistant="billing")]):
