@@ -69,8 +69,12 @@ class JudgeStep:
         self._clock = clock or SystemClock()
         self._pool = DaemonThreadPool(concurrency, "judge")
         # Run on the judge thread with each verdict before the thread takes the next turn (the
-        # store step's write-through, ``StoreStep.write_now``).
+        # store step's write-through, ``StoreStep.write_now``). ``close`` detaches it and waits
+        # for the calls under way: an abandoned call ending later writes nothing into a store
+        # its owner has closed.
         self._on_judged = on_judged
+        self._judged_calls = 0  # on_judged calls under way
+        self._judged_idle = threading.Condition()
         self._running: dict[Future[Verdict], Envelope[TurnEvent]] = {}
         # Filled by the judge threads as calls end, so waiting and collecting cost the same
         # with 256 turns in flight as with one (no scan of every future, no waiter on each).
@@ -118,8 +122,17 @@ class JudgeStep:
                 reservation.settle(requests, cost)
             else:
                 reservation.keep()
-        if self._on_judged is not None:
-            self._on_judged(turn, verdict)
+        with self._judged_idle:
+            on_judged = self._on_judged
+            if on_judged is None:
+                return verdict
+            self._judged_calls += 1
+        try:
+            on_judged(turn, verdict)
+        finally:
+            with self._judged_idle:
+                self._judged_calls -= 1
+                self._judged_idle.notify_all()
         return verdict
 
     def _finish(self, future: Future[Verdict]) -> None:
@@ -210,7 +223,11 @@ class JudgeStep:
         # Queued calls are cancelled; running ones finish in their daemon threads (judge
         # timeouts bound them; process exit does not wait for them) and their results are
         # dropped: those offsets were never committed. A cancelled call spent nothing; a
-        # running one settles its reservation on its thread as it ends.
+        # running one settles its reservation on its thread as it ends. Its verdict is not
+        # written through: ``on_judged`` is detached first, once the writes under way ended.
+        with self._judged_idle:
+            self._on_judged = None
+            self._judged_idle.wait_for(lambda: self._judged_calls == 0)
         self._pool.shutdown()
         release_all(m for f, m in self._running.items() if f.cancelled())
         release_all(self._held)

@@ -263,3 +263,24 @@ def test_every_turn_dropped_or_abandoned_here_settles_its_reservation_once(
     finally:
         evaluator.gate.set()
         step.close()
+
+
+def test_a_judge_call_finishing_after_close_writes_nothing_through(
+    registry: CollectorRegistry,
+) -> None:
+    written: list[str] = []
+    evaluator = GatedEvaluator(open_gate=False)
+    step = JudgeStep(
+        Recorder(),
+        evaluator,
+        StreamRecorder(Metrics(registry)),
+        concurrency=1,
+        max_in_flight=2,
+        on_judged=lambda turn, _verdict: written.append(turn.event_id),
+    )
+    step.submit(env(make_turn("abandoned"), offset=0))
+    wait_for(lambda: evaluator.calls == 1, "the judge call to start")
+    step.close()
+    evaluator.gate.set()  # the abandoned call ends after its owner closed the step
+    wait_for(lambda: step.calls_running == 0, "the abandoned call to end")
+    assert written == []
