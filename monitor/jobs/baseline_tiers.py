@@ -131,11 +131,16 @@ class BaselineTiersJob:
         self._calls_per_pair = 4 if config.swap else 2
         make = client_factory or _client
         self._clients = {a.name: make(a) for a in config.assistants if a.endpoint is not None}
+        # The job's own, for every run: ``close`` cancels the comparisons a stopped run still
+        # queues. Daemon threads, started on the first run: a run abandoned at a stop never
+        # holds the process (workers.py).
+        self._pool = DaemonThreadPool(config.concurrency, "baseline-judge")
         self.last_run: list[AssistantSummary] = []
         for assistant in config.assistants:
             self._metrics.prime(assistant.name)
 
     def close(self) -> None:
+        self._pool.shutdown()
         for client in self._clients.values():
             client.close()
         self._judge.close()
@@ -158,12 +163,7 @@ class BaselineTiersJob:
     def run_assistant(self, run_id: str, assistant: BaselineAssistantConfig) -> AssistantSummary:
         answers, failures = self._answers(assistant)
         tasks = [(answer, tier) for answer in answers for tier in TIERS]
-        # Daemon threads: a run abandoned at a stop never holds the process (workers.py).
-        pool = DaemonThreadPool(self._config.concurrency, "baseline-judge")
-        try:
-            judged = [f.result() for f in [pool.submit(self._compare, *task) for task in tasks]]
-        finally:
-            pool.shutdown()
+        judged = [f.result() for f in [self._pool.submit(self._compare, *task) for task in tasks]]
         refused = sum(1 for r in judged if r is None)
         if refused:
             log.info("baseline.budget_refused", assistant=assistant.name, pairs=refused)

@@ -1,6 +1,11 @@
-"""The daemon's scheduled jobs, built from the settings (each feature adds its block here)."""
+"""The daemon's scheduled jobs, built from the settings (each feature adds its block here).
+
+Each job's ``close`` is registered as it is built: a job failing to build closes the ones built
+before it (and a canary failing to build, the judges it was given)."""
 
 from __future__ import annotations
+
+from contextlib import ExitStack
 
 from monitor.clock import Clock
 from monitor.exporter import Metrics
@@ -25,8 +30,37 @@ def build_jobs(
 ) -> list[Job]:
     """``budget``: the daemon's hourly judge budget (its sampler's), which jobs calling a judge
     charge; without one they get their own buckets from ``settings.sampling``.
-    ``lease_owner``: the scheduler's owner id, on which jobs that save state fence their saves."""
-    jobs: list[Job] = []
+    ``lease_owner``: the scheduler's owner id, on which jobs that save state fence their saves.
+    The jobs returned are the caller's to close; if building one fails, those built are closed
+    here before the error propagates."""
+    with ExitStack() as built:
+        jobs = _build_jobs(settings, store, metrics, clock, budget, lease_owner, built)
+        built.pop_all()  # built whole: the caller closes them now
+    return jobs
+
+
+class _Jobs(list[Job]):
+    """The jobs built so far, each registered on ``built`` to be closed if a later one fails."""
+
+    def __init__(self, built: ExitStack) -> None:
+        super().__init__()
+        self._built = built
+
+    def append(self, job: Job) -> None:
+        self._built.callback(job.close)
+        super().append(job)
+
+
+def _build_jobs(
+    settings: Settings,
+    store: Store,
+    metrics: Metrics,
+    clock: Clock,
+    budget: Budget | None,
+    lease_owner: str | None,
+    built: ExitStack,
+) -> list[Job]:
+    jobs = _Jobs(built)
     storage = settings.storage
     if storage.retention_days is not None:
         jobs.append(
@@ -111,24 +145,25 @@ def _judge_canary(
     from monitor.judging.config_hash import judge_config_hash, single_judge_hash
     from monitor.judging.factory import build_judge
 
-    judges = [
-        CanaryJudge(
-            name,
-            single_judge_hash(settings, name),
-            build_judge(name, settings.judge_config(name), role),
+    # The job closes its judges; until it is built, they are closed here if building fails.
+    with ExitStack() as built:
+        judges = []
+        for name, role in settings.effective_panel().roles():
+            judge = build_judge(name, settings.judge_config(name), role)
+            built.callback(judge.close)
+            judges.append(CanaryJudge(name, single_judge_hash(settings, name), judge))
+        job = JudgeCanaryJob(
+            settings.judge_canary,
+            judges,
+            store,
+            JudgeCanaryRecorder(metrics),
+            budget or Sampler(settings.sampling, clock).budget,
+            weights=settings.weights(),
+            critical=settings.critical_metrics,
+            live_config_hash=judge_config_hash(settings),
+            redaction=settings.redaction,
+            clock=clock,
+            lease_owner=lease_owner,
         )
-        for name, role in settings.effective_panel().roles()
-    ]
-    return JudgeCanaryJob(
-        settings.judge_canary,
-        judges,
-        store,
-        JudgeCanaryRecorder(metrics),
-        budget or Sampler(settings.sampling, clock).budget,
-        weights=settings.weights(),
-        critical=settings.critical_metrics,
-        live_config_hash=judge_config_hash(settings),
-        redaction=settings.redaction,
-        clock=clock,
-        lease_owner=lease_owner,
-    )
+        built.pop_all()
+    return job

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,7 +52,7 @@ def _source_and_dlq(
     settings: Settings,
     file_path: Path | None,
     follow: bool,
-    closers: list[tuple[str, Callable[[], None]]],
+    opened: Callable[[str, Callable[[], None]], None],
 ) -> tuple[TurnSource, DeadLetterSink]:
     from consumers.dlq import FileDeadLetterSink, KafkaDeadLetterQueue
     from consumers.file_source import FILE_TOPIC, FileTurnSource
@@ -65,14 +65,14 @@ def _source_and_dlq(
     if file_path == STDIN:
         # A pipe cannot be re-read: no offsets file; dead letters in the working directory.
         source = FileTurnSource(None, base64_lines=base64_lines)
-        closers.append(("source", source.close))
+        opened("source", source.close)
         dlq = FileDeadLetterSink(STDIN_DLQ)
     elif file_path is not None:
         dlq_path, offsets_path = file_sidecars(file_path, settings.storage.url)
         source = FileTurnSource(
             file_path, follow=follow, offsets_path=offsets_path, base64_lines=base64_lines
         )
-        closers.append(("source", source.close))
+        opened("source", source.close)
         note = source.resume_note()
         if note is not None:
             log.warning(note)
@@ -82,13 +82,13 @@ def _source_and_dlq(
         kafka_source = KafkaTurnSource(
             settings.kafka, commit_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
         )
-        closers.append(("source", kafka_source.close))
+        opened("source", kafka_source.close)
         kafka_source.start_join()
         source = kafka_source
         dlq = KafkaDeadLetterQueue(
             settings.kafka, send_timeout_s=call_s, close_timeout_s=KAFKA_CLOSE_TIMEOUT_S
         )
-    closers.append(("dead-letter sink", dlq.close))
+    opened("dead-letter sink", dlq.close)
     return source, dlq
 
 
@@ -208,9 +208,10 @@ class DaemonRunner:
     port; anything failing closes what was opened and raises (``ListenError`` for the port,
     another ``CasewatchError`` for operator errors). Then either ``start()`` (a
     thread; ``stop()`` drains and closes) or ``run_foreground()`` (blocks; closes when done).
-    What the runner opened (source, dead-letter sink, store, evaluator, judge watch, the
-    daemon) it closes itself, last first, once the daemon's run has returned (closing the
-    pipeline and sender it opened).
+    Each resource registers its close on the runner's exit stack as it is opened (source,
+    dead-letter sink, store, evaluator, judge watch, scheduled jobs, the daemon, the probe
+    server): whatever fails, at building, starting or running, closes exactly what was
+    opened, last first.
     """
 
     def __init__(
@@ -232,7 +233,7 @@ class DaemonRunner:
         self._thread: threading.Thread | None = None
         self._stopped = False
         # What this runner opened, closed in reverse order once the daemon has stopped.
-        self._opened: list[tuple[str, Callable[[], None]]] = []
+        self._opened = ExitStack()
         self._shutdown_budget_s = shutdown_budget_s(settings)
         # Everything that can be checked without I/O, before the group is joined or the
         # database migrated.
@@ -248,11 +249,11 @@ class DaemonRunner:
         sampler = prepare(settings, SystemClock())
         read_from = source_text(settings, file_path, follow)
         dead_letters_to = dead_letters_text(settings, file_path)
-        closers = self._opened
+        opened = self._open
         try:
             # The source first: a Kafka consumer joins its group on a thread while the rest is
             # imported and opened (the join round is mostly the broker's waiting).
-            source, dlq = _source_and_dlq(settings, file_path, follow, closers)
+            source, dlq = _source_and_dlq(settings, file_path, follow, opened)
             log.info("startup: source and dead-letter sink ready")
             from monitor.exporter import Metrics, disable_created_series
             from monitor.jobs.build import build_jobs
@@ -265,7 +266,7 @@ class DaemonRunner:
             from monitor.stream.recorder import StreamRecorder
 
             store = Store.from_config(settings.storage)
-            closers.append(("store", store.close))
+            opened("store", store.close)
             store.migrate()
             log.info("startup: store ready")
             # Metrics first: a panel evaluator reports every outcome to them. The daemon is an
@@ -278,16 +279,18 @@ class DaemonRunner:
                 concurrency=settings.daemon.concurrency,
                 on_panel_result=panel.record_panel,
             )
-            closers.append(("evaluator", evaluator.close))
+            opened("evaluator", evaluator.close)
             # One request per judge endpoint, as `casewatch judge` does first; a judge that is
             # down is logged and reported on /readyz, but the daemon starts (it may come back).
             judges = JudgeWatch(judges_to_probe(settings))
-            closers.append(("judge watch", judges.close))
+            opened("judge watch", judges.close)
             judges.start()
             log.info("startup: judge ready")
             self.store = store
             # One hourly budget for the stream and the jobs that call judges (rubric grading).
             jobs = JobScheduler(store, self.metrics)
+            # Stops scheduling, closes every job added and releases their leases.
+            opened("scheduled jobs", lambda: jobs.shutdown(JOBS_STOP_S))
             for job in build_jobs(
                 settings,
                 store,
@@ -312,7 +315,7 @@ class DaemonRunner:
             )
             # Its pipeline and sender are closed as its run returns; this is for a run that
             # never starts (the port below taken).
-            closers.append(("daemon", self.daemon.close))
+            opened("daemon", self.daemon.close)
             daemon = self.daemon
 
             def details() -> dict[str, list[str]]:
@@ -331,6 +334,7 @@ class DaemonRunner:
                 self.server = ProbeServer(app, host, port)
             except OSError as exc:
                 raise ListenError(host, port, exc) from exc
+            opened("probe server", self.server.close)
             # What this run reads, judges and writes where, before anything is read.
             log.info(
                 "run starting",
@@ -355,12 +359,26 @@ class DaemonRunner:
         """Whether the daemon thread of ``start()`` is still running."""
         return self._thread is not None and self._thread.is_alive()
 
+    def _open(self, name: str, close: Callable[[], None]) -> None:
+        """Register ``close`` as the resource just opened is: one failing close must not
+        leak the others, so its failure is logged and the closing goes on."""
+
+        def closing() -> None:
+            try:
+                close()
+            except Exception:
+                log.warning("closing failed", component=name, exc_info=True)
+
+        self._opened.callback(closing)
+
     def _start_services(self) -> None:
         self.server.start()
         if self._jobs is not None:
             self._jobs.start()
 
     def _stop_services(self) -> None:
+        """For a daemon thread that did not finish: what serves and schedules stops, what it
+        still uses stays open (both closes are idempotent; the exit stack repeats them)."""
         if self._jobs is not None:
             self._jobs.shutdown(JOBS_STOP_S)
         self.server.close()
@@ -368,18 +386,18 @@ class DaemonRunner:
     def _close_opened(self) -> None:
         # Last opened, first closed: the source last, as its revocation commit (a Kafka
         # consumer leaving its group) goes through the stopped daemon's commit step.
-        while self._opened:
-            name, close = self._opened.pop()
-            try:
-                close()
-            except Exception:  # one failing close must not leak the others
-                log.warning("closing failed", component=name, exc_info=True)
+        self._opened.close()
 
     def start(self) -> DaemonRunner:
         """Serve the probes and run the daemon on a thread; a failure lands in ``error``."""
-        self._start_services()
-        self._thread = threading.Thread(target=self._run, name="daemon", daemon=True)
-        self._thread.start()
+        try:
+            self._start_services()
+            self._thread = threading.Thread(target=self._run, name="daemon", daemon=True)
+            self._thread.start()
+        except BaseException:
+            self._stopped = True
+            self._close_opened()
+            raise
         return self
 
     def _run(self) -> None:
@@ -394,7 +412,6 @@ class DaemonRunner:
         with ``install_signals``, ``daemon.stop()``, or an exhausted file); then close all and
         put back the signal handlers it replaced. Raises ``OffsetsNotCommitted`` (after
         closing) when the final commit failed."""
-        self._start_services()
         # The stop bound holds whatever a client library does (stream/watchdog.py).
         from monitor.stream.watchdog import StopWatchdog
 
@@ -407,12 +424,12 @@ class DaemonRunner:
         # Left only once all is closed: a signal while closing still stops, or ends, the process.
         with drain_signals(stop) if install_signals else nullcontext():
             try:
+                self._start_services()
                 if install_signals:
                     log.info("SIGTERM/SIGINT drain and stop; a second one stops at once")
                 self.daemon.run()
             finally:
                 self._stopped = True
-                self._stop_services()
                 self._close_opened()
                 watchdog.done()
         if (error := self.commit_error) is not None:
@@ -427,7 +444,8 @@ class DaemonRunner:
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout_s)
         finished = not self.alive
-        self._stop_services()
-        if finished:  # a thread still draining keeps its resources; the process exits anyway
+        if finished:
             self._close_opened()
+        else:  # a thread still draining keeps its resources; the process exits anyway
+            self._stop_services()
         return finished
