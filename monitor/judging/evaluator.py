@@ -7,6 +7,7 @@ judge, with two primaries (and an arbiter) it is the seed-003 panel. It is threa
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -71,18 +72,26 @@ def build_evaluator(
     from monitor.judging.panel import JudgePanel
 
     panel = settings.effective_panel()
-    built = [(build_judge(n, settings.judge_config(n), r), r) for n, r in panel.roles()]
-    primaries = [judge for judge, role in built if role != "arbiter"]
-    arbiter = next((judge for judge, role in built if role == "arbiter"), None)
-    return JudgePanel(
-        primaries,
-        arbiter,
-        panel,
-        weights=settings.weights(),
-        weight_profile=settings.weight_profile,
-        critical=settings.critical_metrics,
-        config_hash=judge_config_hash(settings),
-        # One pool thread per concurrent caller, so second primaries never queue.
-        executor_threads=max(2, concurrency),
-        on_result=on_panel_result,
-    )
+    # A judge failing to build closes those built before it; once built, the panel owns them.
+    with ExitStack() as opened:
+        built = []
+        for name, role in panel.roles():
+            judge = build_judge(name, settings.judge_config(name), role)
+            opened.callback(judge.close)
+            built.append((judge, role))
+        primaries = [judge for judge, role in built if role != "arbiter"]
+        arbiter = next((judge for judge, role in built if role == "arbiter"), None)
+        evaluator = JudgePanel(
+            primaries,
+            arbiter,
+            panel,
+            weights=settings.weights(),
+            weight_profile=settings.weight_profile,
+            critical=settings.critical_metrics,
+            config_hash=judge_config_hash(settings),
+            # One pool thread per concurrent caller, so second primaries never queue.
+            executor_threads=max(2, concurrency),
+            on_result=on_panel_result,
+        )
+        opened.pop_all()
+    return evaluator

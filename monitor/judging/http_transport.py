@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import email.utils
 import threading
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -92,12 +91,11 @@ class HttpTransport:
             {"headers": {"Authorization": openai.omit}} if key is None and config.anonymous else {}
         )
         self._local = threading.local()
+        # The openai client leaves the HTTP client passed in (ours, for the shared TLS
+        # context) open when collected: whoever builds a transport closes it (the judges, the
+        # assistant client, and in turn the evaluator, the jobs and the commands owning them).
         self._clients: dict[threading.Thread, openai.OpenAI] = {}
-        # The openai client closes its own default HTTP client when collected; one passed in
-        # (ours, for the shared TLS context) it leaves open. Owners that never call close()
-        # (a scheduled job's judge lives as long as the process) would then leak sockets.
         self._clients_lock = threading.Lock()
-        weakref.finalize(self, _close_all, self._clients, self._clients_lock)
         self._closed = False
         # Building a client loads the CA certificates (~80 ms of CPU here); one TLS context is
         # built once and shared, so a client per thread costs a fraction of a millisecond.

@@ -183,13 +183,18 @@ def test_a_closed_endpoint_refuses_new_calls(fake_judge: FakeJudgeServer) -> Non
     assert endpoint.clients == 0
 
 
-def test_an_endpoint_dropped_without_close_closes_its_clients(fake_judge: FakeJudgeServer) -> None:
-    # Scheduled jobs never close their judges; their sockets must not outlive the endpoint.
+def test_an_endpoint_dropped_without_close_leaves_its_clients_to_its_owner(
+    fake_judge: FakeJudgeServer,
+) -> None:
+    # No finalizer closes for an owner that forgot: whoever builds an endpoint closes it
+    # (the judges, the evaluator, the jobs and the commands that own them do).
     endpoint = ChatEndpoint("primary", fake_judge_config(fake_judge))
     fake_judge.script([scores()])
     endpoint.send(CONVERSATION, CallStats())
     client = endpoint.transport.client()
-    assert not client.is_closed()
+    transport = endpoint.transport
     del endpoint
     gc.collect()
+    assert not client.is_closed()
+    transport.close()
     assert client.is_closed()
