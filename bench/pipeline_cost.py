@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -102,7 +102,7 @@ class _MemorySource:
 
 
 class _NoDeadLetters:
-    def send(self, msg: RawMessage, reason: str, detail: str) -> None:
+    def send(self, msg: RawMessage, reason: str, detail: str) -> NoReturn:
         raise AssertionError(f"every record is valid, got {reason}: {detail}")
 
     def flush(self, timeout_s: float) -> None:

@@ -1,9 +1,15 @@
 """Dead-letter sinks: where poison records go, with the reason they could not be processed.
 
-The pipeline commits past a dead-lettered record only once the sink has it durably, so both
-sinks make ``send`` durable before returning (``flush`` then has nothing left to wait for and
-is kept for the protocol). A sink that cannot write raises ``TransportError``: the pipeline treats
-that as backpressure and offers the record again later.
+The pipeline commits past a dead-lettered record only once the sink has it durably. ``send``
+hands the record over and returns its ``Delivery``; the sender keeps it and asks it, without
+waiting, whether the record is written yet (``DecodeStep`` finishes the record then, and sends
+it again when the write failed). The Kafka sink writes in the background, so a burst of
+poison is many records in flight together, not one broker round trip per record on the
+consumer's thread; the file sink writes before returning. ``flush`` waits for everything sent
+so far and raises ``TransportError`` when any of it failed, for senders that need a record
+durable at once (a turn the database refuses). A sink that cannot take a record at all raises
+``TransportError`` from ``send``: the pipeline treats that as backpressure and offers the
+record again later.
 """
 
 from __future__ import annotations
@@ -18,9 +24,9 @@ from typing import IO, Any, Protocol
 
 from consumers._kafka import broker_errors, close_producer
 from consumers.producer import open_producer
-from consumers.records import RawMessage
+from consumers.records import WRITTEN, Delivery, RawMessage
 from monitor.config.kafka import KafkaConfig
-from monitor.errors import TurnFileError, truncate
+from monitor.errors import BrokerError, TurnFileError, truncate
 
 HEADER_REASON = "casewatch-dlq-reason"
 HEADER_DETAIL = "casewatch-dlq-detail"
@@ -32,15 +38,19 @@ _OURS = (HEADER_REASON, HEADER_DETAIL, HEADER_TOPIC, HEADER_PARTITION, HEADER_OF
 
 # A detail is a diagnostic, not a payload; the record itself carries the evidence.
 MAX_DETAIL_CHARS = 500
+# Deliveries the Kafka sink remembers for its next flush before it forgets the acknowledged.
+_PRUNE_AT = 1024
 
 
 class DeadLetterSink(Protocol):
-    def send(self, msg: RawMessage, reason: str, detail: str) -> None:
-        """Store ``msg`` with why it failed; durable on return. Raises ``TransportError``."""
+    def send(self, msg: RawMessage, reason: str, detail: str) -> Delivery:
+        """Hand ``msg`` over with why it failed, without waiting for the write; the delivery
+        says when it is durable. Raises ``TransportError`` when the sink cannot take it."""
         ...
 
     def flush(self, timeout_s: float) -> None:
-        """Wait until everything sent is durable. Raises ``TransportError``."""
+        """Wait until everything sent is written. Raises ``TransportError`` when that takes
+        longer than ``timeout_s`` or a record sent since the last flush was not written."""
         ...
 
     def close(self) -> None:
@@ -52,11 +62,41 @@ def _detail(detail: str) -> str:
     return truncate(detail, MAX_DETAIL_CHARS)
 
 
+class _KafkaDelivery:
+    """One dead letter in the producer's hands (kafka-python's future, read without waiting)."""
+
+    __slots__ = ("_future", "_servers")
+
+    def __init__(self, future: Any, servers: list[str]) -> None:
+        self._future = future
+        self._servers = servers
+
+    @property
+    def failed(self) -> bool:
+        return bool(self._future.failed())
+
+    @property
+    def written(self) -> bool:
+        return bool(self._future.succeeded())
+
+    def acknowledged(self) -> bool:
+        future = self._future
+        if not future.is_done:
+            return False
+        if future.exception is not None:
+            with broker_errors("writing to the dead-letter topic", self._servers):
+                raise future.exception
+        return True
+
+
 class KafkaDeadLetterQueue:
     """Produces poison records to ``<original topic><dlq_suffix>`` (acks=all).
 
     The value and key are the original bytes, so the record can be fixed and replayed as is;
     values larger than ``max_message_bytes`` are cut to that size and marked truncated.
+    A record the cluster has not acknowledged within ``send_timeout_s`` (plus a second) fails
+    its delivery, so the sender sends it again rather than waiting on the producer's two
+    minutes.
     """
 
     def __init__(
@@ -70,9 +110,12 @@ class KafkaDeadLetterQueue:
         self._servers = list(config.bootstrap_servers)
         self._suffix = config.dlq_suffix
         self._max_value = config.max_message_bytes
-        self._timeout_s = send_timeout_s
         self._close_timeout_s = close_timeout_s
         self._closed = False
+        self._lock = threading.Lock()
+        self._sent: list[_KafkaDelivery] = []  # since the last flush, for it to check
+        self._prune_at = _PRUNE_AT
+        send_ms = int(send_timeout_s * 1000)
         self._producer = open_producer(
             "the dead-letter producer",
             self._servers,
@@ -80,14 +123,17 @@ class KafkaDeadLetterQueue:
             connect_timeout_s=connect_timeout_s,
             acks="all",
             # A missing DLQ topic must surface as an error, not block the pipeline for 60 s.
-            max_block_ms=int(send_timeout_s * 1000),
+            max_block_ms=send_ms,
+            request_timeout_ms=send_ms,
+            # The producer's floor for it: linger (0) + one request.
+            delivery_timeout_ms=send_ms + 1000,
             bootstrap_timeout_ms=int(connect_timeout_s * 1000),
         )
 
     def topic_for(self, topic: str) -> str:
         return f"{topic}{self._suffix}"
 
-    def send(self, msg: RawMessage, reason: str, detail: str) -> None:
+    def send(self, msg: RawMessage, reason: str, detail: str) -> Delivery:
         value = msg.value
         headers: list[tuple[str, bytes]] = [(k, v) for k, v in msg.headers if k not in _OURS]
         headers += [
@@ -100,23 +146,48 @@ class KafkaDeadLetterQueue:
         if value is not None and len(value) > self._max_value:
             value = value[: self._max_value]
             headers.append((HEADER_TRUNCATED, b"true"))
+        # Waits only for what the producer cannot do without the broker: the topic's metadata
+        # (once per topic) or room in its buffer; the write itself goes on in its thread.
         with broker_errors("writing to the dead-letter topic", self._servers):
             future = self._producer.send(
                 self.topic_for(msg.topic), value=value, key=msg.key, headers=headers
             )
-            # Waiting per record keeps the guarantee simple; poison records are rare.
-            future.get(timeout=self._timeout_s)
+        delivery = _KafkaDelivery(future, self._servers)
+        with self._lock:
+            self._sent.append(delivery)
+            if len(self._sent) >= self._prune_at:
+                # A sender that does not flush asks its own deliveries; what is written is
+                # forgotten here, then what failed, and the list stays bounded by what is in
+                # flight (the producer's buffer).
+                self._sent = [d for d in self._sent if not d.written]
+                if len(self._sent) >= _PRUNE_AT:
+                    self._sent = [d for d in self._sent if not d.failed]
+                self._prune_at = max(_PRUNE_AT, 2 * len(self._sent))
+        return delivery
 
     def flush(self, timeout_s: float) -> None:
-        with broker_errors("flushing the dead-letter topic", self._servers):
-            self._producer.flush(timeout=timeout_s)
+        with self._lock:
+            sent, self._sent = self._sent, []
+        try:
+            with broker_errors("flushing the dead-letter topic", self._servers):
+                self._producer.flush(timeout=timeout_s)
+        except BrokerError:
+            with self._lock:  # not settled yet: the next flush checks them again
+                self._sent[:0] = [d for d in sent if not d.written]
+            raise
+        failed = [d for d in sent if d.failed]
+        if failed:
+            try:
+                failed[0].acknowledged()
+            except BrokerError as exc:
+                raise BrokerError(f"{len(failed)} dead letter(s) not written: {exc}") from exc
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        # Every send was awaited, so only a send that timed out can still be pending: it was
-        # reported then (its record stays uncommitted) and is dropped here.
+        # Records still in flight are dropped: their offsets were never committed (the sender
+        # finishes a record only once its delivery is acknowledged), so they are read again.
         with broker_errors("closing the dead-letter producer", self._servers):
             close_producer(self._producer, self._close_timeout_s)
 
@@ -141,7 +212,7 @@ class FileDeadLetterSink:
     def path(self) -> Path:
         return self._path
 
-    def send(self, msg: RawMessage, reason: str, detail: str) -> None:
+    def send(self, msg: RawMessage, reason: str, detail: str) -> Delivery:
         record: dict[str, Any] = {
             "topic": msg.topic,
             "partition": msg.partition,
@@ -162,6 +233,7 @@ class FileDeadLetterSink:
                 os.fsync(self._file.fileno())
             except OSError as exc:
                 raise TurnFileError(f"cannot write dead-letter file {self._path}: {exc}") from exc
+        return WRITTEN  # fsynced above
 
     def flush(self, timeout_s: float) -> None:
         return None  # send() already fsynced

@@ -7,7 +7,7 @@ import a client library.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 
 class TopicPartition(NamedTuple):
@@ -39,3 +39,25 @@ class RawMessage(NamedTuple):
     @property
     def tp(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+
+class Delivery(Protocol):
+    """A record handed to a sink that writes in the background (the dead-letter topic): the
+    sender keeps it and asks, without waiting, whether the sink has the record yet."""
+
+    def acknowledged(self) -> bool:
+        """True once the record is durably written, False while it is in flight. Raises
+        ``monitor.errors.TransportError`` when the write failed: send the record again."""
+        ...
+
+
+class Written:
+    """The delivery of a sink that writes before ``send`` returns (a file)."""
+
+    __slots__ = ()
+
+    def acknowledged(self) -> bool:
+        return True
+
+
+WRITTEN = Written()

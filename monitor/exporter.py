@@ -254,6 +254,16 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        # Dead letters not (yet) durable hold their records uncommitted: why=refused (the write
+        # failed, sent again), unavailable (the sink took nothing), unacknowledged (in flight
+        # when a drain's flush ended), backlog (the bound of dead letters in flight: intake
+        # waits). A rising rate means the dead-letter topic cannot be written.
+        self.dead_letters_held = Counter(
+            "casewatch_dead_letters_held",
+            "Dead-lettered records held uncommitted because their dead letter is not durable",
+            ["why"],
+            registry=r,
+        )
         # OpenTelemetry intake: traces being assembled (bounded by assembly.max_open_traces and
         # max_open_spans) and why each finished (root, idle, cap, too_many_spans). A rising
         # `cap` rate means traces are cut short: raise the caps or lower idle_seconds.

@@ -36,6 +36,9 @@ class BatchRecorder:
         self._summary.rejected += 1
         self._progress.update(1)
 
+    def record_dead_letter_held(self, why: str) -> None:
+        return None  # the rejects file is written before send returns: nothing is ever held
+
     def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None:
         if decision == DUPLICATE:  # a replayed event: judged once
             self._summary.duplicates += count

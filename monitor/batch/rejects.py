@@ -16,7 +16,7 @@ from typing import IO
 
 from tqdm import tqdm
 
-from consumers.records import RawMessage
+from consumers.records import WRITTEN, Delivery, RawMessage
 
 REJECT_RAW_CHARS = 500  # enough to recognise the line, not a copy of a huge record
 STDERR_REJECTS = 20  # a wholly broken input should not flood the terminal
@@ -34,7 +34,7 @@ class RejectsFile:
         self.count = 0
         self._file: IO[str] = path.open("w", encoding="utf-8")
 
-    def send(self, msg: RawMessage, reason: str, detail: str) -> None:
+    def send(self, msg: RawMessage, reason: str, detail: str) -> Delivery:
         self.count += 1
         line = msg.offset + 1
         if self.count <= STDERR_REJECTS:
@@ -51,6 +51,7 @@ class RejectsFile:
         }
         self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._file.flush()
+        return WRITTEN
 
     def flush(self, timeout_s: float) -> None:
         return None  # every send is flushed

@@ -155,6 +155,9 @@ class StreamRecorder:
         self._m.dead_letter.labels(reason=reason).inc()
         self.tally.dead_lettered[reason] += 1
 
+    def record_dead_letter_held(self, why: str) -> None:
+        self._m.dead_letters_held.labels(why=why).inc()
+
     def record_traces(self, open_traces: int, open_spans: int, finished: Mapping[str, int]) -> None:
         """Traces being assembled, and how many finished since the last call, by cause."""
         self._m.open_traces.set(open_traces)

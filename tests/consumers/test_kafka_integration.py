@@ -378,8 +378,10 @@ def test_with_the_broker_gone_commit_send_and_close_give_up_in_time(
     own_broker.stop()
     with pytest.raises(BrokerError, match="committing offsets: "):
         source.commit({tp: 2})
-    with pytest.raises(BrokerError, match="writing to the dead-letter topic"):
-        dlq.send(RawMessage(topic, 0, 1, b"poison"), "not_json", "during the outage")
+    # The send hands the record over; the flush finds it was not written.
+    dlq.send(RawMessage(topic, 0, 1, b"poison"), "not_json", "during the outage")
+    with pytest.raises(BrokerError, match="dead-letter topic"):
+        dlq.flush(limit_s)
     closer = threading.Thread(target=lambda: (source.close(), dlq.close()))
     closer.start()
     closer.join(3 * limit_s + 10.0)  # the close limits, + slack: a liveness bound

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 import structlog
 
 from consumers.file_source import FILE_TP
-from consumers.records import RawMessage, TopicPartition
+from consumers.records import Delivery, RawMessage, TopicPartition
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent, Verdict
 from monitor.sampling.budget import Reservation
@@ -146,17 +146,27 @@ def forward(ready: deque[Envelope[T]], next_step: ProcessingStep[T]) -> None:
         ready.popleft()
 
 
+# How long a sender that needs its dead letter durable at once waits for it (``dead_letter``).
+DEAD_LETTER_WAIT_S = 10.0
+
+
 def dead_letter(
     dlq: DeadLetterSink,
     record: Callable[[str], None],
     message: Envelope[RawMessage],
     exc: InvalidEvent,
     what: str = "record",
-) -> None:
-    """Send ``message`` to the dead-letter sink with the reason, count it and log it. A sink
-    that refuses it raises MessageRejected: the record stays offered and is retried."""
+    *,
+    wait_s: float | None = DEAD_LETTER_WAIT_S,
+) -> Delivery:
+    """Send ``message`` to the dead-letter sink with the reason, count it and log it. With
+    ``wait_s`` the record is durable on return (the sink flushed); None returns at once, and
+    the caller finishes the record once its delivery is acknowledged (``PendingDeadLetters``).
+    A sink that refuses it raises MessageRejected: the record stays offered and is retried."""
     try:
-        dlq.send(message.payload, exc.reason, exc.detail)
+        delivery = dlq.send(message.payload, exc.reason, exc.detail)
+        if wait_s is not None:
+            dlq.flush(wait_s)
     except TransportError as err:
         _log.warning("dead-letter queue refused a record; will retry", error=str(err))
         raise MessageRejected("dead-letter queue unavailable") from err
@@ -168,6 +178,123 @@ def dead_letter(
         else {"partition": message.tp.partition, "offset": message.offset}
     )
     _log.info(f"{what} dead-lettered", topic=message.tp.topic, reason=exc.reason, **where)
+    return delivery
+
+
+# Why a dead-lettered record is held uncommitted (casewatch_dead_letters_held_total{why}).
+HELD_REFUSED = "refused"  # the sink failed the write: the record is sent again
+HELD_UNAVAILABLE = "unavailable"  # the sink did not take the record: offered again later
+HELD_UNACKNOWLEDGED = "unacknowledged"  # still in flight when the join's flush ended
+HELD_BACKLOG = "backlog"  # the bound of dead letters awaiting acknowledgement is reached
+
+
+class _Pending(NamedTuple):
+    message: Envelope[RawMessage]
+    exc: InvalidEvent
+    delivery: Delivery | None  # None: to be sent again
+
+
+class PendingDeadLetters:
+    """Dead letters sent and not yet acknowledged, each with the message it finishes.
+
+    The sink writes in the background; ``settle`` (each poll, never waiting) hands the
+    messages whose dead letter is acknowledged to ``done`` and sends again those whose write
+    failed, so a dead-lettered offset is committable only once its dead letter is durable.
+    ``full`` is the bound past which the step takes no more poison (backpressure); ``flush``
+    (the join) waits once for everything in flight. ``held(why)`` counts what stays held.
+    """
+
+    def __init__(
+        self,
+        dlq: DeadLetterSink,
+        done: DoneStep,
+        held: Callable[[str], None],
+        limit: int,
+    ) -> None:
+        if limit < 1:
+            raise ValueError(f"the dead letters awaiting acknowledgement must be >= 1: {limit}")
+        self._dlq = dlq
+        self._done = done
+        self._held = held
+        self._limit = limit
+        self._pending: list[_Pending] = []
+        self._backlogged = False
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, message: Envelope[RawMessage], exc: InvalidEvent, delivery: Delivery) -> None:
+        self._pending.append(_Pending(message, exc, delivery))
+
+    def make_room(self) -> None:
+        """Raise MessageRejected while ``limit`` dead letters await acknowledgement."""
+        if len(self._pending) >= self._limit:
+            self.settle()
+        if len(self._pending) < self._limit:
+            self._backlogged = False
+            return
+        if not self._backlogged:  # counted and said once per episode, not per offer
+            self._backlogged = True
+            self._held(HELD_BACKLOG)
+            _log.warning(
+                "dead letters await acknowledgement; intake waits",
+                pending=len(self._pending),
+                limit=self._limit,
+            )
+        raise MessageRejected("dead letters await acknowledgement")
+
+    def settle(self) -> None:
+        still: list[_Pending] = []
+        for entry in self._pending:
+            if entry.delivery is not None:
+                try:
+                    if not entry.delivery.acknowledged():
+                        still.append(entry)
+                        continue
+                except TransportError as err:
+                    self._held(HELD_REFUSED)
+                    _log.warning(
+                        "dead letter not written; sending it again",
+                        topic=entry.message.tp.topic,
+                        partition=entry.message.tp.partition,
+                        offset=entry.message.offset,
+                        error=str(err),
+                    )
+                    entry = entry._replace(delivery=None)
+                else:
+                    self._done.submit(entry.message)
+                    continue
+            still.append(self._resend(entry))
+        self._pending = still
+
+    def _resend(self, entry: _Pending) -> _Pending:
+        try:
+            delivery = self._dlq.send(entry.message.payload, entry.exc.reason, entry.exc.detail)
+        except TransportError as err:
+            self._held(HELD_UNAVAILABLE)
+            _log.warning("dead-letter queue refused a record; will retry", error=str(err))
+            return entry
+        return entry._replace(delivery=delivery)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait (once, at most ``timeout``) for the dead letters in flight; True when none is
+        left awaiting acknowledgement."""
+        if not self._pending:
+            return True
+        error: str | None = None
+        try:
+            self._dlq.flush(timeout)
+        except TransportError as err:  # which writes failed is settled below, per record
+            error = str(err)
+        self.settle()
+        if self._pending:
+            self._held(HELD_UNACKNOWLEDGED)
+            _log.warning(
+                "dead letters not acknowledged; their records stay uncommitted",
+                pending=len(self._pending),
+                error=error,
+            )
+        return not self._pending
 
 
 def turn_record(message: Envelope[TurnEvent] | Envelope[JudgedTurn]) -> RawMessage:

@@ -1,9 +1,13 @@
 """Decode + validate raw records; poison goes to the dead-letter queue with its reason.
 
-A dead-lettered record is finished only once the DLQ write is durable: its offset is marked
-done after ``flush`` succeeds (batched once per ``poll``), so a crash between the send and the
-flush re-reads the record instead of losing it. A DLQ that refuses writes is backpressure, not
-data loss: the record is rejected and offered again later.
+A dead-lettered record is finished only once its dead letter is durable: the sink writes in
+the background (a burst of poison is many records in flight together, not one broker round
+trip each on the loop's thread), ``PendingDeadLetters`` keeps each delivery with its record,
+and each ``poll`` marks done, without waiting, the records whose dead letter is acknowledged
+and sends again those whose write failed; ``join`` waits once for the rest. A crash before
+the acknowledgement re-reads the record instead of losing it. Past ``max_pending`` dead
+letters awaiting acknowledgement, and while the sink refuses records, poison is rejected
+(backpressure, not data loss): the record is offered again later.
 """
 
 from __future__ import annotations
@@ -14,9 +18,16 @@ import structlog
 
 from consumers.records import RawMessage
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import InvalidEvent, TransportError
+from monitor.errors import InvalidEvent, MessageRejected
 from monitor.models import TurnEvent
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, dead_letter
+from monitor.stream.steps.base import (
+    HELD_UNAVAILABLE,
+    DoneStep,
+    Envelope,
+    PendingDeadLetters,
+    ProcessingStep,
+    dead_letter,
+)
 from monitor.stream.steps.decisions import TurnDecisions
 
 if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
@@ -25,10 +36,15 @@ if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
 log = structlog.get_logger(__name__)
 
 DEFAULT_FLUSH_TIMEOUT_S = 10.0
+# Dead letters in flight before poison is rejected: a burst goes out together, memory stays
+# bounded (each holds its record) while the dead-letter topic does not answer.
+DEFAULT_MAX_PENDING = 1000
 
 
 class DecodeMetrics(Protocol):
     def record_dead_letter(self, reason: str) -> None: ...
+
+    def record_dead_letter_held(self, why: str) -> None: ...
 
 
 class DecodeStep:
@@ -42,6 +58,7 @@ class DecodeStep:
         flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
         clock: Clock | None = None,
         decisions: TurnDecisions | None = None,
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
         """``decisions``: the chain's, which say how each topic's records are read (a
         ``format: mapped`` topic's mapping; None: every topic is casewatch's own turn event)."""
@@ -56,7 +73,7 @@ class DecodeStep:
         self._dlq = dlq
         self._metrics = metrics
         self._flush_timeout = flush_timeout_s
-        self._unflushed: list[Envelope[RawMessage]] = []
+        self._pending = PendingDeadLetters(dlq, done, metrics.record_dead_letter_held, max_pending)
 
     def submit(self, message: Envelope[RawMessage]) -> None:
         try:
@@ -67,30 +84,29 @@ class DecodeStep:
         self._next.submit(message.replace(turn))
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
-        dead_letter(self._dlq, self._metrics.record_dead_letter, message, exc)
-        self._unflushed.append(message)
-
-    def _flush(self, timeout: float) -> bool:
-        if not self._unflushed:
-            return True
+        self._pending.make_room()
         try:
-            self._dlq.flush(timeout)
-        except TransportError as err:
-            log.warning("dead-letter flush failed; will retry", error=str(err))
-            return False
-        for message in self._unflushed:
-            self._done.submit(message)
-        self._unflushed.clear()
-        return True
+            delivery = dead_letter(
+                self._dlq, self._metrics.record_dead_letter, message, exc, wait_s=None
+            )
+        except MessageRejected:
+            self._metrics.record_dead_letter_held(HELD_UNAVAILABLE)
+            raise
+        self._pending.add(message, exc, delivery)
+
+    @property
+    def dead_letters_pending(self) -> int:
+        """Dead-lettered records whose dead letter is not acknowledged yet."""
+        return len(self._pending)
 
     def poll(self) -> None:
-        self._flush(self._flush_timeout)
+        self._pending.settle()
         self._next.poll()
 
     def join(self, timeout: float | None = None) -> None:
         deadline = Deadline(timeout, self._clock)
         remaining = deadline.remaining()
-        self._flush(self._flush_timeout if remaining is None else remaining)
+        self._pending.flush(self._flush_timeout if remaining is None else remaining)
         self._next.join(deadline.remaining())
 
     def close(self) -> None:

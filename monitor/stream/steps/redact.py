@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from consumers.records import RawMessage
+from consumers.records import Delivery, RawMessage
 from monitor.errors import InvalidEvent, MessageRejected
 from monitor.models import TurnEvent, Verdict
 from monitor.redaction import Redactor, TooLargeToRedact
@@ -197,7 +197,7 @@ class RedactingDeadLetterSink:
         out = self._redactor.redact_loose(text, counts)
         return out.encode("utf-8", errors="surrogateescape")
 
-    def send(self, msg: RawMessage, reason: str, detail: str) -> None:
+    def send(self, msg: RawMessage, reason: str, detail: str) -> Delivery:
         counts: dict[str, int] = {}
         try:
             value = self._text(msg.value, counts)
@@ -209,9 +209,12 @@ class RedactingDeadLetterSink:
             detail = self._redactor.redact_loose(detail, counts)
         except TooLargeToRedact:
             key, headers, detail = None, (), WITHHELD
-        self._sink.send(msg._replace(value=value, key=key, headers=headers), reason, detail)
+        delivery = self._sink.send(
+            msg._replace(value=value, key=key, headers=headers), reason, detail
+        )
         if counts:
             self._metrics.record_redactions(counts)
+        return delivery
 
     def flush(self, timeout_s: float) -> None:
         self._sink.flush(timeout_s)

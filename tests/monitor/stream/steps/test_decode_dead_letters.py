@@ -1,0 +1,188 @@
+"""The decode step with the Kafka dead-letter queue on a real broker: a burst of poison goes
+out together (no broker round trip per record on the loop's thread), a dead-lettered offset
+is done only once its dead letter is acknowledged, a dead letter that is not written holds its
+record and is counted, and past the bound of dead letters in flight poison is rejected."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from consumers.dlq import KafkaDeadLetterQueue
+from consumers.records import Delivery, RawMessage, TopicPartition
+from consumers.tansu import EmbeddedBroker, create_topics
+from monitor.errors import MessageRejected
+from monitor.exporter import Metrics
+from monitor.stream.recorder import StreamRecorder
+from monitor.stream.steps.decode import DecodeStep
+from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker
+from tests.monitor.stream.steps.helpers import Recorder, env, raw
+from tests.support.kafka import read_topic, source_config
+from tests.support.waiting import DEADLINE_S, wait_for
+
+pytestmark = pytest.mark.integration
+
+BURST = 50
+
+
+class CountingSink:
+    """The real Kafka dead-letter queue, with the calls that can wait for the broker counted
+    and each delivery kept: what the step asks of its sink, seen from outside."""
+
+    def __init__(self, inner: KafkaDeadLetterQueue) -> None:
+        self.inner = inner
+        self.flushes = 0
+        self.deliveries: list[Delivery] = []
+
+    def send(self, msg: RawMessage, reason: str, detail: str) -> Delivery:
+        delivery = self.inner.send(msg, reason, detail)
+        self.deliveries.append(delivery)
+        return delivery
+
+    def flush(self, timeout_s: float) -> None:
+        self.flushes += 1
+        self.inner.flush(timeout_s)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _step(sink: CountingSink, registry: CollectorRegistry, done: Recorder, **kw: int) -> DecodeStep:
+    metrics = StreamRecorder(Metrics(registry))
+    return DecodeStep(Recorder(), done, sink, metrics, max_bytes=100_000, **kw)
+
+
+def _held(registry: CollectorRegistry, why: str) -> float:
+    return registry.get_sample_value("casewatch_dead_letters_held_total", {"why": why}) or 0.0
+
+
+def _poison(topic: str, offset: int) -> RawMessage:
+    return raw(b"{not json", offset=offset, tp=TopicPartition(topic, 0))
+
+
+@pytest.fixture
+def gone_broker_sink(own_broker: EmbeddedBroker) -> Iterator[CountingSink]:
+    """A dead-letter queue whose broker stopped after it learned the topic (so ``send`` has
+    nothing to ask the cluster first): every write from then on fails after the send limit."""
+    topic = "outage.turns"
+    create_topics(own_broker.bootstrap, [topic], dlq_suffix=DLQ_SUFFIX)
+    dlq = KafkaDeadLetterQueue(
+        source_config(own_broker, topic), send_timeout_s=1.0, close_timeout_s=1.0
+    )
+    sink = CountingSink(dlq)
+    try:
+        sink.send(_poison(topic, 0), "not_json", "before the outage")
+        sink.flush(DEADLINE_S)
+        sink.deliveries.clear()
+        sink.flushes = 0
+        own_broker.stop()
+        yield sink
+    finally:
+        sink.close()
+
+
+def test_a_burst_of_poison_is_in_flight_together_and_done_once_acknowledged(
+    kafka_broker: ContractBroker, contract_topic: str
+) -> None:
+    sink = CountingSink(KafkaDeadLetterQueue(source_config(kafka_broker, contract_topic)))
+    registry, done = CollectorRegistry(), Recorder()
+    step = _step(sink, registry, done)
+    tp = TopicPartition(contract_topic, 0)
+    try:
+        for offset in range(BURST):
+            step.submit(env(_poison(contract_topic, offset), offset=offset, tp=tp))
+        # Every record handed over, none waited for: no flush, a delivery each (the former
+        # sink waited for each record's acknowledgement inside send).
+        assert sink.flushes == 0
+        assert len(sink.deliveries) == BURST
+
+        def all_done() -> bool:
+            step.poll()  # never waits: marks done what the cluster acknowledged
+            return len(done.items) == BURST
+
+        wait_for(all_done, "every dead letter acknowledged")
+        assert sink.flushes == 0
+        assert sorted(done.offsets) == list(range(BURST))
+        step.join(timeout=DEADLINE_S)  # nothing left in flight: nothing to wait for
+        assert sink.flushes == 0
+    finally:
+        step.close()
+        sink.close()
+    records = read_topic(kafka_broker.bootstrap, f"{contract_topic}{DLQ_SUFFIX}", BURST)
+    assert sorted(int(dict(r.headers)["casewatch-original-offset"]) for r in records) == list(
+        range(BURST)
+    )
+    assert registry.get_sample_value("casewatch_dead_letter_total", {"reason": "not_json"}) == BURST
+    assert _held(registry, "refused") == 0 and _held(registry, "backlog") == 0
+
+
+def test_the_join_waits_once_for_the_dead_letters_in_flight(
+    kafka_broker: ContractBroker, contract_topic: str
+) -> None:
+    sink = CountingSink(KafkaDeadLetterQueue(source_config(kafka_broker, contract_topic)))
+    done = Recorder()
+    step = _step(sink, CollectorRegistry(), done)
+    tp = TopicPartition(contract_topic, 0)
+    try:
+        for offset in range(BURST):
+            step.submit(env(_poison(contract_topic, offset), offset=offset, tp=tp))
+        step.join(timeout=DEADLINE_S)
+    finally:
+        step.close()
+        sink.close()
+    assert sink.flushes <= 1  # one flush for the whole burst (none if all were acknowledged)
+    assert sorted(done.offsets) == list(range(BURST))
+
+
+def test_with_the_dead_letter_topic_unwritable_the_offsets_stay_uncommitted_and_counted(
+    gone_broker_sink: CountingSink,
+) -> None:
+    sink = gone_broker_sink
+    registry, done = CollectorRegistry(), Recorder()
+    step = _step(sink, registry, done)
+    tp = TopicPartition("outage.turns", 0)
+    n = 5
+    # The broker is gone, yet each record is taken at once: nothing waits per record.
+    for offset in range(1, n + 1):
+        step.submit(env(_poison("outage.turns", offset), offset=offset, tp=tp))
+    assert sink.flushes == 0 and len(sink.deliveries) == n
+
+    def every_write_failed_and_was_sent_again() -> bool:
+        step.poll()
+        return _held(registry, "refused") >= n
+
+    wait_for(every_write_failed_and_was_sent_again, "the failed dead letters counted")
+    assert done.items == []  # a dead letter not written keeps its record uncommitted
+    assert len(sink.deliveries) >= 2 * n  # each sent again after its write failed
+    assert step.dead_letters_pending == n
+    step.join(timeout=0.5)
+    assert done.items == []
+    assert _held(registry, "unacknowledged") == 1
+    step.close()
+
+
+def test_past_the_bound_of_dead_letters_in_flight_poison_is_rejected(
+    gone_broker_sink: CountingSink,
+) -> None:
+    registry, done = CollectorRegistry(), Recorder()
+    bound = 3
+    step = _step(gone_broker_sink, registry, done, max_pending=bound)
+    tp = TopicPartition("outage.turns", 0)
+    for offset in range(1, bound + 1):
+        step.submit(env(_poison("outage.turns", offset), offset=offset, tp=tp))
+    for _ in range(2):  # offered again: rejected again, counted once
+        with pytest.raises(MessageRejected, match="dead letters await acknowledgement"):
+            step.submit(env(_poison("outage.turns", bound + 1), offset=bound + 1, tp=tp))
+    assert _held(registry, "backlog") == 1
+    assert step.dead_letters_pending == bound and done.items == []
+    # A valid record is not held back by the poison's backlog.
+    step.submit(env(raw(_valid_turn(), offset=bound + 2, tp=tp), offset=bound + 2, tp=tp))
+    step.close()
+
+
+def _valid_turn() -> bytes:
+    from tests.fixtures.databases import make_turn
+
+    return make_turn("ok-1").model_dump_json().encode()
