@@ -152,7 +152,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("audit", "leases", "labels", "retention", "turn_queries"),
         ("canary_runs", "detection_queries", "drift_queries", "matches", "rubric_gradings"),
     ),
-    "monitor.sampling": (("__init__", "budget"), ("sampler",)),
+    "monitor.sampling": (("__init__", "budget"), ("sampler",), ("judging_redaction",)),
     "monitor.stats": (
         (
             "__init__",

@@ -22,6 +22,7 @@ from monitor.models import TurnEvent
 from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.sampling.budget import HourlyBudget
+from monitor.sampling.judging_redaction import JudgingRedaction
 from monitor.stream.steps.base import (
     DoneStep,
     JudgedTurn,
@@ -124,12 +125,10 @@ def turn_decisions(
     ``config.redaction`` redacts turns), the identifier tripwire, and ``sampling``'s rules and
     rates (the sampler's: ``Sampler.reason_for``; None when the chain's sampling gives no
     reasons)."""
-    red = config.redaction
     return TurnDecisions(
         config.max_bytes,
         decoders=decoders,
-        redactor=Redactor(red.policy()) if red.active else None,
-        forward_redacted=red.before_judging,
+        redaction=JudgingRedaction.from_config(config.redaction),
         tripwire=identifier_tripwire if config.identifier_tripwire else None,
         sampling=sampling,
     )

@@ -7,62 +7,36 @@ the identifier tripwire, and the sampling rules and rates (``Sampler.reason_for`
 once (``turn_steps.turn_decisions``) and given to the steps, which call its parts on the
 consumer's thread, to the screening processes (``screen.py``), which get it pickled and run
 ``finishes_unjudged`` ahead of the steps. So screening can never decide otherwise than the
-steps, on any topic.
+steps, on any topic. What redaction decides (``JudgingRedaction``) lives below, in
+``sampling/judging_redaction.py``, where the judge canary reaches it too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from consumers.decode import decode_value
 from monitor.clock import SystemClock
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import InvalidEvent
 from monitor.models import TurnEvent
-from monitor.redaction import Redactor, TooLargeToRedact, TurnRedaction
+from monitor.redaction import Redactor
 from monitor.redaction.redactor import NONE_REPLACED
-from monitor.sampling.sampler import SampleDecision, Sampler
-
-# Why a turn that cannot be redacted is neither judged nor stored (bounded label values).
-TOO_LARGE = SampleDecision(False, "redaction_too_large")
-FAILED = SampleDecision(False, "redaction_failed")
+from monitor.sampling.judging_redaction import (
+    FAILED,
+    TOO_LARGE,
+    JudgingRedaction,
+    Redacted,
+    Unredactable,
+    redact_for_judging,
+)
+from monitor.sampling.sampler import Sampler
 
 TRIPWIRE_REASON = "rule:identifier_tripwire"
 
 # One raw record value (and the size bound) -> its turn, or ``InvalidEvent`` with the reason.
 Decoder = Callable[[bytes | None, int], TurnEvent]
-
-
-# The turn to pass on, and the values replaced in it per kind: the redactor's own result,
-# passed on as it is (a second tuple per consumed turn cost more than the clean path's look-ups).
-Redacted = TurnRedaction
-
-
-class Unredactable(NamedTuple):
-    """A turn to finish unjudged: why (a skip decision) and what to log about it."""
-
-    decision: SampleDecision
-    detail: str
-    why: Mapping[str, object]
-
-
-def redact_for_judging(
-    redactor: Redactor, turn: TurnEvent, *, forward_redacted: bool
-) -> Redacted | Unredactable:
-    """The redacted turn (``forward_redacted``: what the judges see), or the unchanged turn
-    once its size is checked (only the store redacts it); ``Unredactable`` when the turn is
-    too large to redact or a detector fails on it (raw text must not go on)."""
-    try:
-        if forward_redacted:
-            return redactor.redact_turn(turn)
-        redactor.check_size(turn)
-        return Redacted(turn, NONE_REPLACED)
-    except TooLargeToRedact as exc:
-        return Unredactable(TOO_LARGE, str(exc), {"chars": exc.chars, "limit": exc.limit})
-    except Exception as exc:  # a detector bug must not let raw text through
-        name = type(exc).__name__
-        return Unredactable(FAILED, f"a detector failed: {name}", {"error": name})
 
 
 class TripwireResult(Protocol):
@@ -100,19 +74,18 @@ class TurnDecisions:
         max_bytes: int,
         *,
         decoders: Mapping[str, Decoder] | None = None,
-        redactor: Redactor | None = None,
-        forward_redacted: bool = True,
+        redaction: JudgingRedaction | None = None,
         tripwire: Tripwire | None = None,
         sampling: SamplingConfig | None = None,
     ) -> None:
         """``decoders``: per topic, a decoder other than casewatch's own turn event.
-        ``redactor``: the redact step's (None: the chain has no redact step).
+        ``redaction``: the redact step's (None: the chain has no redact step), as the judge
+        canary builds it too (``JudgingRedaction.from_config``).
         ``sampling``: the rules and rates ``reason_for`` applies (None: this chain's sampling
         has no reasons to give, e.g. ``casewatch judge``, which judges every turn)."""
         self.max_bytes = max_bytes
         self.decoders: Mapping[str, Decoder] = dict(decoders or {})
-        self.redactor = redactor
-        self.forward_redacted = forward_redacted
+        self.redaction = redaction
         self.tripwire = tripwire
         self.sampling = sampling
         self._sampler = Sampler(sampling, SystemClock()) if sampling is not None else None
@@ -121,15 +94,13 @@ class TurnDecisions:
         # The arguments, not the state: the sampler is rebuilt from its configuration.
         return (
             _rebuild,
-            (
-                self.max_bytes,
-                self.decoders,
-                self.redactor,
-                self.forward_redacted,
-                self.tripwire,
-                self.sampling,
-            ),
+            (self.max_bytes, self.decoders, self.redaction, self.tripwire, self.sampling),
         )
+
+    @property
+    def redactor(self) -> Redactor | None:
+        """The redact step's redactor (None: the chain redacts no turn)."""
+        return None if self.redaction is None else self.redaction.redactor
 
     def decoder(self, topic: str) -> Decoder:
         """What reads ``topic``'s records: its own decoder, else casewatch's turn event."""
@@ -142,9 +113,9 @@ class TurnDecisions:
 
     def redact(self, turn: TurnEvent) -> Redacted | Unredactable:
         """What the redact step makes of ``turn`` (unchanged when the chain has none)."""
-        if self.redactor is None:
+        if self.redaction is None:
             return Redacted(turn, NONE_REPLACED)
-        return redact_for_judging(self.redactor, turn, forward_redacted=self.forward_redacted)
+        return self.redaction.redact(turn)
 
     def reason_for(self, turn: TurnEvent, *, rule: str | None = None) -> str | None:
         """Why ``turn`` would be sampled if the budget allows (``Sampler.reason_for``); None
@@ -162,8 +133,8 @@ class TurnDecisions:
             turn = self.decode(topic, value)
         except InvalidEvent:
             return None  # dead-lettered with its reason by the decode step
-        if self.redactor is not None:
-            redacted = self.redact(turn)
+        if self.redaction is not None:
+            redacted = self.redaction.redact(turn)
             if isinstance(redacted, Unredactable):
                 return None  # skipped with its reason by the redact step
             turn = redacted.turn
@@ -179,16 +150,28 @@ class TurnDecisions:
 def _rebuild(
     max_bytes: int,
     decoders: Mapping[str, Decoder],
-    redactor: Redactor | None,
-    forward_redacted: bool,
+    redaction: JudgingRedaction | None,
     tripwire: Tripwire | None,
     sampling: SamplingConfig | None,
 ) -> TurnDecisions:
     return TurnDecisions(
         max_bytes,
         decoders=decoders,
-        redactor=redactor,
-        forward_redacted=forward_redacted,
+        redaction=redaction,
         tripwire=tripwire,
         sampling=sampling,
     )
+
+
+__all__ = [
+    "FAILED",
+    "TOO_LARGE",
+    "Decoder",
+    "Redacted",
+    "Tripwire",
+    "TripwireResult",
+    "TurnDecisions",
+    "Unredactable",
+    "redact_for_judging",
+    "tripwire_rule",
+]

@@ -14,6 +14,7 @@ from monitor.exporter import Metrics
 from monitor.models import TurnEvent, Verdict
 from monitor.redaction import RedactionPolicy, Redactor
 from monitor.redaction.config import RedactionConfig
+from monitor.sampling.judging_redaction import JudgingRedaction
 from monitor.storage.store import SaveResult
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.decisions import TurnDecisions
@@ -31,7 +32,7 @@ CARD = "4111 1111 1111 1111"
 
 
 def _redacting(redactor: Redactor, *, forward_redacted: bool = True) -> TurnDecisions:
-    return TurnDecisions(100_000, redactor=redactor, forward_redacted=forward_redacted)
+    return TurnDecisions(100_000, redaction=JudgingRedaction(redactor, forward_redacted))
 
 
 def _pii(event_id: str = "e1", **extra: object) -> TurnEvent:
