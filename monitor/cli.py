@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from typing import Any, TextIO
 
 import click
 
@@ -36,10 +38,59 @@ class IndexedGroup(click.Group):
             formatter.write_dl(rows)
 
 
+class PipeSafe:
+    """A standard stream flushed at each line, through which a reader that went away (``tee``
+    killed by the same Ctrl-C) is no error: a run's closing lines reach a pipe while it is
+    there, and a stop never fails on EPIPE half-way through closing. Once the reader is gone
+    the stream writes to /dev/null."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            written = self._stream.write(text)
+            if "\n" in text:
+                self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+        return written
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _pipe_safe_std_streams() -> None:
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(stream, PipeSafe):
+            continue
+        try:
+            stream.fileno()
+        except (AttributeError, OSError, ValueError):  # captured (tests): no descriptor
+            continue
+        setattr(sys, name, PipeSafe(stream))
+
+
 @click.group(cls=IndexedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="casewatch")
 def main() -> None:
     """casewatch: case-aware quality monitoring for RAG support assistants."""
+    _pipe_safe_std_streams()
 
 
 @main.command()
