@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from monitor.clock import ManualClock  # noqa: E402
 from monitor.exporter import Metrics  # noqa: E402
 from monitor.jobs.build import build_jobs  # noqa: E402
+from monitor.jobs.inputs import read_job_inputs  # noqa: E402
 from monitor.jobs.judge_canary import JudgeCanaryJob  # noqa: E402
 from monitor.reports.judge_canary import DEFAULT_SHIFTS, CanaryRun, baseline_of  # noqa: E402
 from monitor.settings import Settings  # noqa: E402
@@ -99,9 +100,10 @@ def _one_order(server: FakeJudgeServer, path: Path, db: Path, max_runs: int) -> 
     store = Store(settings.storage.url)
     store.migrate()
     clock = ManualClock()
+    inputs = read_job_inputs(settings)
     [job] = [
         j
-        for j in build_jobs(settings, store, Metrics(CollectorRegistry()), clock)
+        for j in build_jobs(settings, store, Metrics(CollectorRegistry()), clock, inputs=inputs)
         if isinstance(j, JudgeCanaryJob)
     ]
     calls: list[tuple[bool, ...]] = []

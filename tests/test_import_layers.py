@@ -186,7 +186,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "monitor.jobs": (
         ("__init__", "assistant_template", "recorders"),
-        ("assistant_client",),
+        ("assistant_client", "inputs"),
         # the jobs themselves and their scheduler: siblings, none imports another
         (
             "baseline_tiers",

@@ -49,7 +49,7 @@ from monitor.judging.pairwise_heuristic import HeuristicPairwiseJudge
 from monitor.judging.pairwise_judge import PairwiseJudge, PairwiseJudgment, PairwiseOptions
 from monitor.judging.pairwise_prompt import PairwiseAnswer
 from monitor.judging.pairwise_scoring import OUTCOMES
-from monitor.judging.probes import TIERS, Probe, Tier, load_probes, normalise_query
+from monitor.judging.probes import TIERS, Probe, Tier, normalise_query
 from monitor.models import Context
 from monitor.sampling.budget import Budget
 from monitor.stats.elo import MatchResult, replay
@@ -314,17 +314,16 @@ def _client(assistant: BaselineAssistantConfig) -> AssistantClient:
 
 def build_baseline_job(
     config: BaselineConfig,
+    probes: Sequence[Probe],
     judge_config: JudgeConfig,
     store: Store,
     metrics: Metrics,
     clock: Clock,
     budget: Budget | None = None,
 ) -> BaselineTiersJob:
-    """The job as configured in the ``baseline:`` section, its pairwise judge configured by
-    ``judge_config`` (ConfigError on a bad probe set)."""
-    if config.probes is None:
-        raise ConfigError("baseline.probes: the probe set file is required")
-    probes = load_probes(config.probes)
+    """The job as configured in the ``baseline:`` section on ``probes`` (the set of
+    ``config.probes``, read and checked at the entrypoint by ``jobs/inputs.probe_set``), its
+    pairwise judge configured by ``judge_config``."""
     options = PairwiseOptions(
         swap=config.swap,
         threshold=config.confidence_threshold,

@@ -6,10 +6,12 @@ before it (and a canary failing to build, the judges it was given)."""
 from __future__ import annotations
 
 from contextlib import ExitStack
+from typing import TypeVar
 
 from monitor.clock import Clock
 from monitor.exporter import Metrics
 from monitor.jobs.drift import DriftJob
+from monitor.jobs.inputs import JobInputs
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.rubric import RubricJob
 from monitor.jobs.scheduler import Job
@@ -18,6 +20,8 @@ from monitor.sampling.sampler import Sampler
 from monitor.settings import Settings
 from monitor.storage.store import Store
 
+T = TypeVar("T")
+
 
 def build_jobs(
     settings: Settings,
@@ -25,16 +29,19 @@ def build_jobs(
     metrics: Metrics,
     clock: Clock,
     *,
+    inputs: JobInputs,
     budget: Budget | None = None,
     lease_owner: str | None = None,
 ) -> list[Job]:
-    """``budget``: the daemon's hourly judge budget (its sampler's), which jobs calling a judge
+    """``inputs``: the files the jobs are given, read at the entrypoint
+    (``read_job_inputs(settings)``, which ``stream/prepare.py`` calls): building reads no file.
+    ``budget``: the daemon's hourly judge budget (its sampler's), which jobs calling a judge
     charge; without one they get their own buckets from ``settings.sampling``.
     ``lease_owner``: the scheduler's owner id, on which jobs that save state fence their saves.
     The jobs returned are the caller's to close; if building one fails, those built are closed
     here before the error propagates."""
     with ExitStack() as built:
-        jobs = _build_jobs(settings, store, metrics, clock, budget, lease_owner, built)
+        jobs = _build_jobs(settings, inputs, store, metrics, clock, budget, lease_owner, built)
         built.pop_all()  # built whole: the caller closes them now
     return jobs
 
@@ -53,6 +60,7 @@ class _Jobs(list[Job]):
 
 def _build_jobs(
     settings: Settings,
+    inputs: JobInputs,
     store: Store,
     metrics: Metrics,
     clock: Clock,
@@ -82,6 +90,7 @@ def _build_jobs(
                 store,
                 metrics,
                 budget or Sampler(settings.sampling, clock).budget,
+                rubrics=_read(inputs.rubrics, "rubric.rubric_file"),
                 clock=clock,
             )
         )
@@ -100,7 +109,7 @@ def _build_jobs(
 
         jobs.append(QualityEstimateJob(settings.quality_estimate, store, metrics, clock=clock))
     if settings.judge_canary.enabled:
-        jobs.append(_judge_canary(settings, store, metrics, clock, budget, lease_owner))
+        jobs.append(_judge_canary(settings, inputs, store, metrics, clock, budget, lease_owner))
     if settings.detection.enabled:  # Sequential detection of quality regressions
         from monitor.jobs.detection import DetectionJob
         from monitor.jobs.recorders import DetectionRecorder
@@ -121,6 +130,7 @@ def _build_jobs(
         jobs.append(
             build_baseline_job(
                 settings.baseline,
+                _read(inputs.probes, "baseline.probes"),
                 settings.judge_config(settings.baseline.judge),
                 store,
                 metrics,
@@ -131,8 +141,15 @@ def _build_jobs(
     return jobs
 
 
+def _read(parsed: T | None, setting: str) -> T:
+    if parsed is None:  # a caller's mistake, not the operator's
+        raise ValueError(f"build_jobs: {setting} was not read (pass read_job_inputs(settings))")
+    return parsed
+
+
 def _judge_canary(
     settings: Settings,
+    inputs: JobInputs,
     store: Store,
     metrics: Metrics,
     clock: Clock,
@@ -162,6 +179,7 @@ def _judge_canary(
             critical=settings.critical_metrics,
             live_config_hash=judge_config_hash(settings),
             redaction=settings.redaction,
+            file_turns=inputs.canary_turns,
             clock=clock,
             lease_owner=lease_owner,
         )

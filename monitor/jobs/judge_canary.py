@@ -17,13 +17,13 @@ Each run, for each judge of the live configuration (the panel's primaries and ar
   depends on the order of the canary's turns. Exported as
   ``casewatch_judge_canary_{agreement,score_shift,alarm}{judge}``.
 
-The canary set is the file ``judge_canary.file`` (read and checked when the daemon starts: a
-bad file stops it, naming the line) or, without one, the first-labelled turns in the store
-(``casewatch labels import``), up to ``max_turns``; fewer than ``min_turns`` there and the run
-judges nothing, counted as ``outcome="waiting"`` and logged when it starts waiting. The
-baseline and the detector belong to one judge configuration hash and one canary set: change
-either and the canary starts a new baseline (the configuration change itself is what
-``casewatch_judge_config_info`` shows).
+The canary set is the file ``judge_canary.file`` (read, checked and redacted at the
+entrypoint by ``jobs/inputs.py``, before the daemon opens anything: a bad file stops it, naming
+the line) or, without one, the first-labelled turns in the store (``casewatch labels import``),
+up to ``max_turns``; fewer than ``min_turns`` there and the run judges nothing, counted as
+``outcome="waiting"`` and logged when it starts waiting. The baseline and the detector belong
+to one judge configuration hash and one canary set: change either and the canary starts a new
+baseline (the configuration change itself is what ``casewatch_judge_config_info`` shows).
 Runs and the detector state are stored (``judge_canary_runs``): a restart or a lease moving
 elsewhere continues the test. A run's row is made from the previous state and saved in one
 transaction, fenced on the job's lease: a replica whose lease lapsed mid-run saves nothing
@@ -42,11 +42,10 @@ import structlog
 
 from monitor.clock import Clock, SystemClock
 from monitor.config.judge_canary import JudgeCanaryConfig
-from monitor.errors import CanarySetError, ConfigError
+from monitor.jobs.inputs import canary_redactor, redact_canary_turns
 from monitor.jobs.recorders import JudgeCanaryRecorder
 from monitor.judging.judge import Judge
 from monitor.models import Judgment, TurnEvent
-from monitor.redaction import Redactor, TooLargeToRedact
 from monitor.redaction.config import RedactionConfig
 from monitor.reports.judge_canary import (
     Baseline,
@@ -55,7 +54,6 @@ from monitor.reports.judge_canary import (
     arm,
     calibration_doc,
     calibration_from,
-    load_canary_file,
     observe,
     score_run,
 )
@@ -96,20 +94,20 @@ class JudgeCanaryJob:
         critical: Sequence[str],
         live_config_hash: str,
         redaction: RedactionConfig | None,
+        file_turns: Sequence[CanaryTurn] | None = None,
         clock: Clock | None = None,
         lease_owner: str | None = None,
     ) -> None:
         """``redaction``: the daemon's section (None: no redaction); with ``before_judging``
-        the judges get canary turns redacted as they get live ones. ``lease_owner``: the
+        the judges get canary turns redacted as they get live ones. ``file_turns``: with
+        ``config.file``, its turns as ``jobs/inputs.canary_file_turns`` read them at the
+        entrypoint (redacted already); the job reads no file. ``lease_owner``: the
         scheduler's owner id; a run is then saved only while this replica holds the job's lease
         (None: unfenced, for a run outside the scheduler)."""
+        if (config.file is None) != (file_turns is None):
+            raise ValueError("file_turns are judge_canary.file's turns (canary_file_turns)")
         self._cfg = config
-        red = redaction
-        self._redactor = (
-            Redactor(red.policy())
-            if red is not None and red.enabled and red.before_judging
-            else None
-        )
+        self._redactor = canary_redactor(redaction)
         self._lease_owner = lease_owner
         self._judges = list(judges)
         self._store = store
@@ -119,16 +117,7 @@ class JudgeCanaryJob:
         self._critical = list(critical)
         self._clock = clock or SystemClock()
         self.interval_seconds = config.interval_seconds
-        self._file_turns: list[CanaryTurn] | None = None
-        if config.file is not None:
-            try:  # a bad file stops the daemon at start, naming the line
-                turns = load_canary_file(config.file, min_turns=config.min_turns)
-            except CanarySetError as exc:
-                raise ConfigError(f"judge_canary.file: {exc.detail}") from exc
-            redacted, refused = self._redacted(turns[: config.max_turns])
-            if refused:
-                raise ConfigError(f"judge_canary.file: {config.file}: {refused[0]}")
-            self._file_turns = redacted
+        self._file_turns = None if file_turns is None else list(file_turns)
         recorder.record_config(live_config_hash)
         for j in self._judges:
             recorder.prime(j.name)
@@ -145,25 +134,6 @@ class JudgeCanaryJob:
 
     # ------------------------------------------------------------------ one run
 
-    def _redacted(self, turns: Sequence[CanaryTurn]) -> tuple[list[CanaryTurn], list[str]]:
-        """The turns as the judges may see them (what the stream's redact step forwards), and
-        why any other could not be redacted (its raw text must not reach a judge)."""
-        if self._redactor is None:
-            return list(turns), []
-        out, refused = [], []
-        for turn in turns:
-            try:
-                event = self._redactor.redact_turn(turn.event).turn
-            except TooLargeToRedact as exc:
-                refused.append(f"event {turn.event.event_id!r} is too large to redact ({exc})")
-                continue
-            except Exception as exc:  # a detector bug must not let raw text through
-                name = type(exc).__name__
-                refused.append(f"event {turn.event.event_id!r}: a detector failed: {name}")
-                continue
-            out.append(CanaryTurn(event, turn.human))
-        return out, refused
-
     def canary_set(self) -> list[CanaryTurn]:
         """The canary turns, redacted for judging as live turns are."""
         if self._file_turns is not None:
@@ -177,7 +147,9 @@ class JudgeCanaryJob:
                 out.append(CanaryTurn(TurnEvent.model_validate(doc), labels))
         # Stored turns passed the stream's redaction already; one that no longer does (a
         # smaller redaction.max_chars since) is left out of the set, never sent raw.
-        redacted, refused = self._redacted(sorted(out, key=lambda t: t.event.event_id))
+        redacted, refused = redact_canary_turns(
+            self._redactor, sorted(out, key=lambda t: t.event.event_id)
+        )
         for why in refused:
             log.warning("judge canary turn left out: it cannot be redacted", detail=why)
         return redacted

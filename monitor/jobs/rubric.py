@@ -34,14 +34,14 @@ from pydantic import ValidationError
 from monitor.clock import Clock, SystemClock
 from monitor.config.judges import JudgeConfig
 from monitor.config.rubric import RubricConfig
-from monitor.errors import ConfigError, RubricGradingFailed, RubricSetError
+from monitor.errors import ConfigError, RubricGradingFailed
 from monitor.exporter import Metrics
 from monitor.jobs.recorders import RubricRecorder
 from monitor.judging.passages import split_passages
 from monitor.judging.rubric_grader import RubricGrader, TextGrading
 from monitor.judging.rubric_match import RubricMatcher
 from monitor.judging.rubric_prompt import PARSE_PATHS
-from monitor.judging.rubric_set import RubricEntry, RubricSet, load_rubric_set
+from monitor.judging.rubric_set import RubricEntry, RubricSet
 from monitor.models import TurnEvent
 from monitor.sampling.budget import Budget
 from monitor.storage.rubric_gradings import RubricGradings
@@ -75,20 +75,15 @@ class RubricJob:
         metrics: Metrics,
         budget: Budget,
         *,
+        rubrics: RubricSet,
         clock: Clock | None = None,
-        rubrics: RubricSet | None = None,
     ) -> None:
+        """``rubrics``: the set of ``config.rubric_file``, read and checked at the entrypoint
+        (``jobs/inputs.rubric_set``); the job reads no file."""
         if judge_config.kind != "openai":
             raise ConfigError(
                 f"rubric.judge {judge_name!r} must be an 'openai' judge (an endpoint)"
             )
-        if rubrics is None:
-            if config.rubric_file is None:
-                raise ConfigError("rubric.enabled needs rubric.rubric_file")
-            try:
-                rubrics = load_rubric_set(config.rubric_file)  # a bad file fails at startup
-            except RubricSetError as exc:
-                raise ConfigError(f"rubric.rubric_file: {exc.detail}") from exc
         self.interval_seconds = config.interval_seconds
         self._config = config
         self._judge_name = judge_name

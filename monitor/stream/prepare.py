@@ -1,4 +1,4 @@
-"""The daemon's configuration, checked whole before any I/O.
+"""The daemon's configuration, checked whole before the first connection.
 
 ``prepare`` runs at the entrypoint, before the runner opens anything: before a Kafka consumer
 joins its group (a member that joins and then exits on a bad key makes the group rebalance
@@ -8,15 +8,20 @@ assistant tokens, the redaction key: read once, when the settings were built; as
 and checks every judge the stream, the rubric job and the baseline job will call, and that
 ``storage.url`` names a database casewatch supports whose driver is installed (a PostgreSQL URL
 in an environment without the ``postgres`` extra would otherwise fail after the consumer
-joined its group, as an ImportError). A problem is a ``ConfigError`` naming the setting; the
-command exits 2 with it.
+joined its group, as an ImportError). It reads and parses the files the jobs are given (the
+rubric set, the probe set, the judge canary's turns: ``jobs/inputs.py``) and hands them on, so
+building the jobs reads no file. A problem is a ``ConfigError`` naming the setting; the command
+exits 2 with it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from monitor.clock import Clock
 from monitor.errors import ConfigError
 from monitor.jobs.assistant_client import check_endpoint
+from monitor.jobs.inputs import JobInputs, read_job_inputs
 from monitor.judging.rubric_grader import require_llm_judge
 from monitor.sampling.sampler import Sampler
 from monitor.settings import Settings
@@ -33,10 +38,17 @@ def judges_in_use(settings: Settings) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def prepare(settings: Settings, clock: Clock) -> Sampler:
-    """Checks ``settings`` without I/O (ConfigError on the first problem; see the module);
-    the sampler, its rules compiled, with the hourly budget the stream and the judging jobs
-    share."""
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` checked and built, for the runner to hand on."""
+
+    sampler: Sampler  # its rules compiled; its hourly budget the stream and the jobs share
+    job_inputs: JobInputs  # the jobs' files, parsed (``build_jobs(inputs=...)``)
+
+
+def prepare(settings: Settings, clock: Clock) -> Prepared:
+    """Checks ``settings`` before any connection (ConfigError on the first problem; see the
+    module): the sampler of the stream and the parsed files of the jobs."""
     problem = url_problem(settings.storage.url)
     if problem is not None:
         raise ConfigError(problem)
@@ -51,7 +63,9 @@ def prepare(settings: Settings, clock: Clock) -> Sampler:
                 check_endpoint(assistant.endpoint)
     if settings.redaction.active:
         settings.redaction.policy()  # its patterns compile, its key is long enough
-    return stream_sampler(settings, clock)
+    # After the redaction policy: the canary's file turns are redacted as they are read.
+    job_inputs = read_job_inputs(settings)
+    return Prepared(stream_sampler(settings, clock), job_inputs)
 
 
 def stream_sampler(settings: Settings, clock: Clock) -> Sampler:
@@ -63,4 +77,4 @@ def stream_sampler(settings: Settings, clock: Clock) -> Sampler:
     )
 
 
-__all__ = ["judges_in_use", "prepare", "stream_sampler"]
+__all__ = ["Prepared", "judges_in_use", "prepare", "stream_sampler"]

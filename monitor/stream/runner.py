@@ -246,7 +246,8 @@ class DaemonRunner:
             start_fields,
         )
 
-        sampler = prepare(settings, SystemClock())
+        prepared = prepare(settings, SystemClock())
+        sampler = prepared.sampler
         read_from = source_text(settings, file_path, follow)
         dead_letters_to = dead_letters_text(settings, file_path)
         opened = self._open
@@ -296,6 +297,7 @@ class DaemonRunner:
                 store,
                 self.metrics,
                 SystemClock(),
+                inputs=prepared.job_inputs,
                 budget=sampler.budget,
                 lease_owner=jobs.owner,
             ):

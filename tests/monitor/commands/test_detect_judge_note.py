@@ -19,6 +19,7 @@ from monitor.clock import ManualClock
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.detection import DetectionJob
+from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.judge_canary import JudgeCanaryJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.judging.evaluator import build_evaluator
@@ -72,7 +73,8 @@ def _scenario(tmp_path: Path, harsher_judge: bool) -> Path:
             storage={"url": url, "retention_days": None},
         )
         evaluator = build_evaluator(settings, concurrency=1)
-        jobs = build_jobs(settings, store, Metrics(CollectorRegistry()), clock)
+        inputs = read_job_inputs(settings)
+        jobs = build_jobs(settings, store, Metrics(CollectorRegistry()), clock, inputs=inputs)
         [canary] = [j for j in jobs if isinstance(j, JudgeCanaryJob)]
         detection = DetectionJob(
             config(),

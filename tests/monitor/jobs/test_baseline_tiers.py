@@ -16,10 +16,11 @@ from prometheus_client import CollectorRegistry
 
 from monitor.clock import ManualClock
 from monitor.config.baseline import BaselineConfig
-from monitor.errors import CasewatchError
+from monitor.errors import CasewatchError, ConfigError
 from monitor.exporter import Metrics
 from monitor.jobs.baseline_tiers import JOB_NAME, BaselineTiersJob, build_baseline_job
 from monitor.jobs.build import build_jobs
+from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.scheduler import JobScheduler
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseOptions
 from monitor.judging.probes import Probe, load_probes
@@ -319,22 +320,30 @@ def test_build_jobs_registers_the_job_from_the_baseline_section(
         },
         storage={"url": store.url, "retention_days": None},
     )
-    jobs = build_jobs(settings, store, Metrics(CollectorRegistry()), ManualClock())
+    inputs = read_job_inputs(settings)
+    jobs = build_jobs(settings, store, Metrics(CollectorRegistry()), ManualClock(), inputs=inputs)
     (job,) = [j for j in jobs if j.name == JOB_NAME]  # other jobs may be registered too
     assert isinstance(job, BaselineTiersJob) and job.interval_seconds == 3600
     bad = tmp_path / "probes.jsonl"
-    bad.write_text('{"id": "x"}\n')
     broken = settings.model_copy(
         update={"baseline": settings.baseline.model_copy(update={"probes": bad})}
     )
-    with pytest.raises(Exception, match=r"probes.jsonl:1"):
-        build_baseline_job(
-            broken.baseline,
-            broken.judge_config(broken.baseline.judge),
-            store,
-            Metrics(CollectorRegistry()),
-            ManualClock(),
-        )
+    with pytest.raises(ConfigError, match=r"baseline\.probes: cannot read the probe set"):
+        read_job_inputs(broken)
+    bad.write_text('{"id": "x"}\n')
+    with pytest.raises(ConfigError, match=r"baseline\.probes: .*probes.jsonl:1"):
+        read_job_inputs(broken)
+    # Built from the probes read at the entrypoint: the bad file configured is not read again.
+    built = build_baseline_job(
+        broken.baseline,
+        PROBES,
+        broken.judge_config(broken.baseline.judge),
+        store,
+        Metrics(CollectorRegistry()),
+        ManualClock(),
+    )
+    assert built.interval_seconds == 3600
+    built.close()
 
 
 def test_failed_judgments_are_stored_counted_and_clear_the_gauges(

@@ -13,6 +13,7 @@ from monitor.config.drift import DriftConfig
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.drift import DriftJob, windows
+from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.scheduler import JobScheduler
 from monitor.settings import load_settings
 from monitor.stats.drift import signal_names
@@ -122,7 +123,8 @@ def test_the_scheduler_runs_the_job_under_its_lease(store: Store) -> None:
     clock = ManualClock(start=NOW.timestamp())
     metrics = Metrics(CollectorRegistry())
     settings = load_settings(storage={"url": store.url, "retention_days": None})
-    jobs = {j.name: j for j in build_jobs(settings, store, metrics, clock)}
+    inputs = read_job_inputs(settings)
+    jobs = {j.name: j for j in build_jobs(settings, store, metrics, clock, inputs=inputs)}
     assert jobs["drift"].interval_seconds == settings.drift.interval_seconds
     scheduler = JobScheduler(store, metrics, clock=clock)
     scheduler.add(jobs["drift"])
@@ -131,7 +133,10 @@ def test_the_scheduler_runs_the_job_under_its_lease(store: Store) -> None:
     assert len(latest_results(store)) == SIGNALS
 
     disabled = load_settings(storage={"url": store.url}, drift={"enabled": False})
-    assert "drift" not in {j.name for j in build_jobs(disabled, store, metrics, clock)}
+    inputs = read_job_inputs(disabled)
+    assert "drift" not in {
+        j.name for j in build_jobs(disabled, store, metrics, clock, inputs=inputs)
+    }
 
 
 def test_a_pinned_reference_period_is_cut_at_the_recent_window() -> None:

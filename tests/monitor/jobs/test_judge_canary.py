@@ -28,6 +28,7 @@ from monitor.config.sampling import SamplingConfig
 from monitor.errors import ConfigError, LeaseLost
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
+from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.judge_canary import JudgeCanaryJob
 from monitor.jobs.scheduler import JobScheduler
 from monitor.redaction.config import RedactionConfig
@@ -72,7 +73,7 @@ def _settings(server: FakeJudgeServer, canary: Path = CANARY, **canary_cfg: Any)
 def _job(
     settings: Settings, store: Store, registry: CollectorRegistry, clock: ManualClock
 ) -> JudgeCanaryJob:
-    jobs = build_jobs(settings, store, Metrics(registry), clock)
+    jobs = build_jobs(settings, store, Metrics(registry), clock, inputs=read_job_inputs(settings))
     [job] = [j for j in jobs if isinstance(j, JudgeCanaryJob)]
     return job
 
@@ -285,8 +286,10 @@ def test_the_alarm_reaches_the_store_the_gauge_the_alert_reads_and_detect(
     try:
         with FakeJudgeServer() as server:
             server.responder = judge
+            settings = _settings(server, path)
+            inputs = read_job_inputs(settings)
             for job in build_jobs(
-                _settings(server, path), store, metrics, clock, lease_owner=scheduler.owner
+                settings, store, metrics, clock, inputs=inputs, lease_owner=scheduler.owner
             ):
                 scheduler.add(job)
             for _ in range(3):
@@ -353,7 +356,9 @@ def test_a_replica_whose_lease_was_lost_saves_no_canary_run(store: Store) -> Non
     clock = ManualClock()
     now = datetime.fromtimestamp(clock.time(), tz=UTC)
     with FakeJudgeServer() as server:
-        jobs = build_jobs(_settings(server), store, Metrics(registry), clock, lease_owner="a")
+        settings = _settings(server)
+        inputs = read_job_inputs(settings)
+        jobs = build_jobs(settings, store, Metrics(registry), clock, inputs=inputs, lease_owner="a")
         [job] = [j for j in jobs if isinstance(j, JudgeCanaryJob)]
         try:
             assert Leases(store).acquire("judge_canary", "b", now, HOUR)  # taken by b

@@ -18,6 +18,7 @@ from monitor.config.sampling import SamplingConfig
 from monitor.errors import ConfigError
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
+from monitor.jobs.inputs import JobInputs, read_job_inputs
 from monitor.jobs.rubric import RubricJob
 from monitor.judging.rubric_set import parse_rubric_set
 from monitor.sampling.budget import HourlyBudget
@@ -264,24 +265,34 @@ def test_build_jobs_adds_the_rubric_job_when_enabled(
     store: Store, tmp_path: Any, fake_judge: FakeJudgeServer, clock: ManualClock
 ) -> None:
     rubrics = tmp_path / "rubrics.yaml"
-    rubrics.write_text("- id: a\n  query: q\n  reviewed: true\n  questions: [x]\n")
+    good = "- id: a\n  query: q\n  reviewed: true\n  questions: [x]\n"
+    rubrics.write_text(good)
     judges = {"grader": fake_judge_config(fake_judge)}
     settings = load_settings(
         None, judges=judges, rubric={"enabled": True, "rubric_file": rubrics, "judge": "grader"}
     )
     metrics = Metrics(CollectorRegistry())
-    jobs = build_jobs(settings, store, metrics, clock)
+    inputs = read_job_inputs(settings)
+    rubrics.unlink()  # read once, at the entrypoint: building the job reads no file
+    jobs = build_jobs(settings, store, metrics, clock, inputs=inputs)
     by_name = {j.name: j for j in jobs}
     assert by_name["rubric"].interval_seconds == 300
     off = load_settings(None, judges=judges)
-    assert "rubric" not in [j.name for j in build_jobs(off, store, metrics, clock)]
+    assert "rubric" not in [
+        j.name for j in build_jobs(off, store, metrics, clock, inputs=read_job_inputs(off))
+    ]
 
+    with pytest.raises(ConfigError, match=r"rubric\.rubric_file: .*cannot read the file"):
+        read_job_inputs(settings)
     rubrics.write_text("- id: a\n")  # a bad file fails at startup, naming the line
     with pytest.raises(ConfigError, match="line 1: query: Field required"):
-        build_jobs(settings, store, metrics, clock)
+        read_job_inputs(settings)
+    with pytest.raises(ValueError, match=r"rubric\.rubric_file was not read"):
+        build_jobs(settings, store, metrics, clock, inputs=JobInputs())
+    rubrics.write_text(good)
     heuristic = load_settings(None, rubric={"enabled": True, "rubric_file": rubrics})
     with pytest.raises(ConfigError, match="must be an 'openai' judge"):
-        build_jobs(heuristic, store, metrics, clock)
+        build_jobs(heuristic, store, metrics, clock, inputs=read_job_inputs(heuristic))
 
 
 def test_retention_deletes_gradings_with_their_turn(
