@@ -72,7 +72,15 @@ from monitor.clock import Clock
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent
 from monitor.sampling.sampler import SampleDecision
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, dead_letter, forward
+from monitor.stream.steps.base import (
+    HELD_UNAVAILABLE,
+    DoneStep,
+    Envelope,
+    PendingDeadLetters,
+    ProcessingStep,
+    dead_letter,
+    forward,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -106,6 +114,8 @@ MAX_READY = 1024
 
 class AssemblyMetrics(Protocol):
     def record_dead_letter(self, reason: str) -> None: ...
+
+    def record_dead_letter_held(self, why: str) -> None: ...
 
     def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None: ...
 
@@ -173,7 +183,7 @@ class AssembleStep:
         self._tickets: dict[int, tuple[TopicPartition, frozenset[Hashable]]] = {}
         self._next_ticket = itertools.count(1)
         self._ready: deque[Envelope[TurnEvent]] = deque()
-        self._unflushed: list[Envelope[RawMessage]] = []
+        self._dead_letters = PendingDeadLetters(dlq, done, metrics.record_dead_letter_held)
         self._finished: dict[str, int] = {}
         self._warned: set[str] = set()
         # Source topic → its repartition topic; only with a producer (a file has one
@@ -320,8 +330,21 @@ class AssembleStep:
         self._republishing = waiting
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
-        dead_letter(self._dlq, self._metrics.record_dead_letter, message, exc, "OTLP record")
-        self._unflushed.append(message)
+        # As in the decode step: handed over without waiting, done once acknowledged.
+        self._dead_letters.make_room()
+        try:
+            delivery = dead_letter(
+                self._dlq,
+                self._metrics.record_dead_letter,
+                message,
+                exc,
+                "OTLP record",
+                wait_s=None,
+            )
+        except MessageRejected:
+            self._metrics.record_dead_letter_held(HELD_UNAVAILABLE)
+            raise
+        self._dead_letters.add(message, exc, delivery)
 
     # ------------------------------------------------------------------ traces → turns
 
@@ -430,22 +453,10 @@ class AssembleStep:
 
     # ------------------------------------------------------------------ step protocol
 
-    def _flush(self, timeout: float) -> None:
-        if not self._unflushed:
-            return
-        try:
-            self._dlq.flush(timeout)
-        except TransportError as err:
-            log.warning("dead-letter flush failed; will retry", error=str(err))
-            return
-        for message in self._unflushed:
-            self._done.submit(message)
-        self._unflushed.clear()
-
     def poll(self) -> None:
         self._whole_topic.clear()  # the assignment may have changed since the last poll
         self._check_topics()
-        self._flush(self._flush_timeout)
+        self._dead_letters.settle()
         self._republished()
         self._complete()
         forward(self._ready, self._next)
@@ -458,7 +469,7 @@ class AssembleStep:
     def join(self, timeout: float | None = None) -> None:
         # Open traces stay open: their messages are not committed and are read again.
         bound = self._flush_timeout if timeout is None else min(timeout, self._flush_timeout)
-        self._flush(bound)
+        self._dead_letters.flush(bound)
         if self._republishing and self._republisher is not None:
             try:
                 self._republisher.flush(bound)

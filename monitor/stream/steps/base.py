@@ -188,6 +188,18 @@ HELD_UNACKNOWLEDGED = "unacknowledged"  # still in flight when the join's flush 
 HELD_BACKLOG = "backlog"  # the bound of dead letters awaiting acknowledgement is reached
 
 
+# Past either, the step rejects poison until dead letters are acknowledged: a burst goes out
+# together, and the records kept to be sent again (up to max_message_bytes each) stay bounded
+# while the dead-letter topic does not answer.
+MAX_PENDING_DEAD_LETTERS = 1000
+MAX_PENDING_DEAD_LETTER_BYTES = 32 << 20
+
+
+def _size(message: Envelope[RawMessage]) -> int:
+    raw = message.payload
+    return len(raw.value or b"") + len(raw.key or b"")
+
+
 class _Pending(NamedTuple):
     message: Envelope[RawMessage]
     exc: InvalidEvent
@@ -209,15 +221,18 @@ class PendingDeadLetters:
         dlq: DeadLetterSink,
         done: DoneStep,
         held: Callable[[str], None],
-        limit: int,
+        limit: int = MAX_PENDING_DEAD_LETTERS,
+        byte_limit: int = MAX_PENDING_DEAD_LETTER_BYTES,
     ) -> None:
-        if limit < 1:
-            raise ValueError(f"the dead letters awaiting acknowledgement must be >= 1: {limit}")
+        if limit < 1 or byte_limit < 1:
+            raise ValueError(f"dead letters awaiting acknowledgement: {limit}, {byte_limit} B")
         self._dlq = dlq
         self._done = done
         self._held = held
         self._limit = limit
+        self._byte_limit = byte_limit
         self._pending: list[_Pending] = []
+        self._bytes = 0  # of the records held (each is kept to be sent again)
         self._backlogged = False
 
     def __len__(self) -> int:
@@ -225,12 +240,20 @@ class PendingDeadLetters:
 
     def add(self, message: Envelope[RawMessage], exc: InvalidEvent, delivery: Delivery) -> None:
         self._pending.append(_Pending(message, exc, delivery))
+        self._bytes += _size(message)
+
+    def _full(self) -> bool:
+        # One record is always taken, however large: it is at most max_message_bytes.
+        return bool(self._pending) and (
+            len(self._pending) >= self._limit or self._bytes >= self._byte_limit
+        )
 
     def make_room(self) -> None:
-        """Raise MessageRejected while ``limit`` dead letters await acknowledgement."""
-        if len(self._pending) >= self._limit:
+        """Raise MessageRejected while ``limit`` dead letters (or ``byte_limit`` bytes of their
+        records) await acknowledgement."""
+        if self._full():
             self.settle()
-        if len(self._pending) < self._limit:
+        if not self._full():
             self._backlogged = False
             return
         if not self._backlogged:  # counted and said once per episode, not per offer
@@ -263,6 +286,7 @@ class PendingDeadLetters:
                     entry = entry._replace(delivery=None)
                 else:
                     self._done.submit(entry.message)
+                    self._bytes -= _size(entry.message)
                     continue
             still.append(self._resend(entry))
         self._pending = still

@@ -6,8 +6,8 @@ trip each on the loop's thread), ``PendingDeadLetters`` keeps each delivery with
 and each ``poll`` marks done, without waiting, the records whose dead letter is acknowledged
 and sends again those whose write failed; ``join`` waits once for the rest. A crash before
 the acknowledgement re-reads the record instead of losing it. Past ``max_pending`` dead
-letters awaiting acknowledgement, and while the sink refuses records, poison is rejected
-(backpressure, not data loss): the record is offered again later.
+letters (or 32 MB of their records) awaiting acknowledgement, and while the sink refuses
+records, poison is rejected (backpressure, not data loss): the record is offered again later.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from monitor.errors import InvalidEvent, MessageRejected
 from monitor.models import TurnEvent
 from monitor.stream.steps.base import (
     HELD_UNAVAILABLE,
+    MAX_PENDING_DEAD_LETTERS,
     DoneStep,
     Envelope,
     PendingDeadLetters,
@@ -36,9 +37,6 @@ if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
 log = structlog.get_logger(__name__)
 
 DEFAULT_FLUSH_TIMEOUT_S = 10.0
-# Dead letters in flight before poison is rejected: a burst goes out together, memory stays
-# bounded (each holds its record) while the dead-letter topic does not answer.
-DEFAULT_MAX_PENDING = 1000
 
 
 class DecodeMetrics(Protocol):
@@ -58,7 +56,7 @@ class DecodeStep:
         flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
         clock: Clock | None = None,
         decisions: TurnDecisions | None = None,
-        max_pending: int = DEFAULT_MAX_PENDING,
+        max_pending: int = MAX_PENDING_DEAD_LETTERS,
     ) -> None:
         """``decisions``: the chain's, which say how each topic's records are read (a
         ``format: mapped`` topic's mapping; None: every topic is casewatch's own turn event)."""

@@ -13,9 +13,10 @@ from prometheus_client import CollectorRegistry
 from consumers.dlq import KafkaDeadLetterQueue
 from consumers.records import Delivery, RawMessage, TopicPartition
 from consumers.tansu import EmbeddedBroker, create_topics
-from monitor.errors import MessageRejected
+from monitor.errors import InvalidEvent, MessageRejected
 from monitor.exporter import Metrics
 from monitor.stream.recorder import StreamRecorder
+from monitor.stream.steps.base import PendingDeadLetters
 from monitor.stream.steps.decode import DecodeStep
 from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker
 from tests.monitor.stream.steps.helpers import Recorder, env, raw
@@ -186,3 +187,20 @@ def _valid_turn() -> bytes:
     from tests.fixtures.databases import make_turn
 
     return make_turn("ok-1").model_dump_json().encode()
+
+
+def test_the_bytes_of_the_records_held_are_bounded_too(gone_broker_sink: CountingSink) -> None:
+    """Each record is kept to be sent again: a burst of large poison is bounded in bytes,
+    and one record is always taken, however large."""
+    held: list[str] = []
+    done = Recorder()
+    pending = PendingDeadLetters(gone_broker_sink, done, held.append, limit=100, byte_limit=1000)
+    tp = TopicPartition("outage.turns", 0)
+    for offset in (1, 2):
+        pending.make_room()
+        message = env(raw(b"x" * 600, offset=offset, tp=tp), offset=offset, tp=tp)
+        exc = InvalidEvent("too_large", "600 bytes")
+        pending.add(message, exc, gone_broker_sink.send(message.payload, exc.reason, exc.detail))
+    with pytest.raises(MessageRejected):
+        pending.make_room()
+    assert held == ["backlog"] and len(pending) == 2 and done.items == []
