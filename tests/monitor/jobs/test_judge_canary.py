@@ -28,7 +28,7 @@ from monitor.config.sampling import SamplingConfig
 from monitor.errors import ConfigError, LeaseLost
 from monitor.exporter import Metrics
 from monitor.jobs.build import build_jobs
-from monitor.jobs.inputs import read_job_inputs
+from monitor.jobs.inputs import JobInputs, read_job_inputs
 from monitor.jobs.judge_canary import JudgeCanaryJob
 from monitor.jobs.scheduler import JobScheduler
 from monitor.redaction.config import RedactionConfig
@@ -386,6 +386,29 @@ def test_a_one_turn_canary_is_refused_at_start_saying_why(tmp_path: Path, store:
         with pytest.raises(ValidationError, match="min_turns must be at least 2"):
             _settings(server, one, min_turns=1)
         assert server.request_count == 0
+
+
+def test_the_job_judges_the_turns_read_at_the_entrypoint_and_reads_no_file(
+    tmp_path: Path, store: Store
+) -> None:
+    path = _write(tmp_path / "canary.jsonl", _canary_lines())
+    with FakeJudgeServer() as server:
+        settings = _settings(server, path)
+        inputs = read_job_inputs(settings)
+        path.unlink()  # gone before the jobs are built: they are given the parsed turns
+        jobs = build_jobs(
+            settings, store, Metrics(CollectorRegistry()), ManualClock(), inputs=inputs
+        )
+        [job] = [j for j in jobs if isinstance(j, JudgeCanaryJob)]
+        try:
+            assert job.run_once()["llm"].turns == len(_canary_lines())
+        finally:
+            job.close()
+        with pytest.raises(ValueError, match="canary_file_turns"):
+            build_jobs(
+                settings, store, Metrics(CollectorRegistry()), ManualClock(), inputs=JobInputs()
+            )
+        assert server.request_count == len(_canary_lines())
 
 
 def test_runs_that_judge_nothing_are_counted_and_logged_once(tmp_path: Path, store: Store) -> None:
