@@ -19,9 +19,9 @@ from monitor.config.rubric import RubricConfig
 from monitor.errors import CanarySetError, ConfigError, RubricSetError
 from monitor.judging.probes import Probe, load_probes
 from monitor.judging.rubric_set import RubricSet, load_rubric_set
-from monitor.redaction import Redactor, TooLargeToRedact
 from monitor.redaction.config import RedactionConfig
 from monitor.reports.judge_canary import CanaryTurn, load_canary_file
+from monitor.sampling.judging_redaction import TOO_LARGE, JudgingRedaction, Unredactable
 from monitor.settings import Settings
 
 
@@ -80,46 +80,43 @@ def canary_file_turns(
         turns = load_canary_file(config.file, min_turns=config.min_turns)
     except CanarySetError as exc:
         raise ConfigError(f"judge_canary.file: {exc.detail}") from None
-    redacted, refused = redact_canary_turns(canary_redactor(redaction), turns[: config.max_turns])
+    redacted, refused = redact_canary_turns(canary_redaction(redaction), turns[: config.max_turns])
     if refused:
         raise ConfigError(f"judge_canary.file: {config.file}: {refused[0]}")
     return tuple(redacted)
 
 
-def canary_redactor(redaction: RedactionConfig | None) -> Redactor | None:
-    """The redactor of canary turns: the stream's for the judges (None: judges see raw turns)."""
-    red = redaction
-    if red is not None and red.enabled and red.before_judging:
-        return Redactor(red.policy())
-    return None
+def canary_redaction(redaction: RedactionConfig | None) -> JudgingRedaction | None:
+    """The redaction of canary turns: the stream's decision before judging, built as the
+    stream's ``TurnDecisions`` build it (None: no turn is redacted, the judges see raw turns)."""
+    return JudgingRedaction.from_config(redaction)
 
 
 def redact_canary_turns(
-    redactor: Redactor | None, turns: Sequence[CanaryTurn]
+    redaction: JudgingRedaction | None, turns: Sequence[CanaryTurn]
 ) -> tuple[list[CanaryTurn], list[str]]:
     """The turns as the judges may see them (what the stream's redact step forwards), and why
-    any other could not be redacted."""
-    if redactor is None:
+    any other could not be redacted or would not be judged live (too large to redact)."""
+    if redaction is None:
         return list(turns), []
     out, refused = [], []
     for turn in turns:
-        try:
-            event = redactor.redact_turn(turn.event).turn
-        except TooLargeToRedact as exc:
-            refused.append(f"event {turn.event.event_id!r} is too large to redact ({exc})")
+        outcome = redaction.redact(turn.event)
+        if isinstance(outcome, Unredactable):
+            event_id = turn.event.event_id
+            if outcome.decision == TOO_LARGE:
+                refused.append(f"event {event_id!r} is too large to redact ({outcome.detail})")
+            else:
+                refused.append(f"event {event_id!r}: {outcome.detail}")
             continue
-        except Exception as exc:  # a detector bug must not let raw text through
-            name = type(exc).__name__
-            refused.append(f"event {turn.event.event_id!r}: a detector failed: {name}")
-            continue
-        out.append(CanaryTurn(event, turn.human))
+        out.append(CanaryTurn(outcome.turn, turn.human))
     return out, refused
 
 
 __all__ = [
     "JobInputs",
     "canary_file_turns",
-    "canary_redactor",
+    "canary_redaction",
     "probe_set",
     "read_job_inputs",
     "redact_canary_turns",

@@ -42,7 +42,7 @@ import structlog
 
 from monitor.clock import Clock, SystemClock
 from monitor.config.judge_canary import JudgeCanaryConfig
-from monitor.jobs.inputs import canary_redactor, redact_canary_turns
+from monitor.jobs.inputs import canary_redaction, redact_canary_turns
 from monitor.jobs.recorders import JudgeCanaryRecorder
 from monitor.judging.judge import Judge
 from monitor.models import Judgment, TurnEvent
@@ -107,7 +107,7 @@ class JudgeCanaryJob:
         if (config.file is None) != (file_turns is None):
             raise ValueError("file_turns are judge_canary.file's turns (canary_file_turns)")
         self._cfg = config
-        self._redactor = canary_redactor(redaction)
+        self._redaction = canary_redaction(redaction)
         self._lease_owner = lease_owner
         self._judges = list(judges)
         self._store = store
@@ -148,7 +148,7 @@ class JudgeCanaryJob:
         # Stored turns passed the stream's redaction already; one that no longer does (a
         # smaller redaction.max_chars since) is left out of the set, never sent raw.
         redacted, refused = redact_canary_turns(
-            self._redactor, sorted(out, key=lambda t: t.event.event_id)
+            self._redaction, sorted(out, key=lambda t: t.event.event_id)
         )
         for why in refused:
             log.warning("judge canary turn left out: it cannot be redacted", detail=why)
