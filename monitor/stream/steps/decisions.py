@@ -109,7 +109,10 @@ class TurnDecisions:
 
     def decode(self, topic: str, value: bytes | None) -> TurnEvent:
         """``value`` as ``topic``'s turn; ``InvalidEvent`` with the reason."""
-        return self.decoder(topic)(value, self.max_bytes)
+        decoders = self.decoders  # ``decoder``, without a call per consumed record
+        if decoders:
+            return decoders.get(topic, decode_value)(value, self.max_bytes)
+        return decode_value(value, self.max_bytes)
 
     def redact(self, turn: TurnEvent) -> Redacted | Unredactable:
         """What the redact step makes of ``turn`` (unchanged when the chain has none)."""
