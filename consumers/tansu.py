@@ -184,8 +184,9 @@ class EmbeddedBroker:
         self._port = None
 
     def kill(self) -> None:
-        """End the broker at once (SIGKILL) without waiting: for a process about to die, whose
-        broker (in a session of its own) would otherwise outlive it. Safe in a signal handler."""
+        """End the broker at once (SIGKILL) without waiting: for a process about to exit
+        without its ordered stop (the broker would get SIGTERM as its parent dies, but only
+        then). Safe in a signal handler."""
         proc = self._proc
         if proc is not None:
             with contextlib.suppress(OSError):
