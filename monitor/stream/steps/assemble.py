@@ -73,12 +73,10 @@ from monitor.errors import InvalidEvent, MessageRejected, TransportError
 from monitor.models import TurnEvent
 from monitor.sampling.sampler import SampleDecision
 from monitor.stream.steps.base import (
-    HELD_UNAVAILABLE,
     DoneStep,
     Envelope,
     PendingDeadLetters,
     ProcessingStep,
-    dead_letter,
     forward,
 )
 
@@ -331,20 +329,7 @@ class AssembleStep:
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
         # As in the decode step: handed over without waiting, done once acknowledged.
-        self._dead_letters.make_room()
-        try:
-            delivery = dead_letter(
-                self._dlq,
-                self._metrics.record_dead_letter,
-                message,
-                exc,
-                "OTLP record",
-                wait_s=None,
-            )
-        except MessageRejected:
-            self._metrics.record_dead_letter_held(HELD_UNAVAILABLE)
-            raise
-        self._dead_letters.add(message, exc, delivery)
+        self._dead_letters.send(message, exc, self._metrics.record_dead_letter, "OTLP record")
 
     # ------------------------------------------------------------------ traces → turns
 

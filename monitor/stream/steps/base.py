@@ -238,6 +238,23 @@ class PendingDeadLetters:
     def __len__(self) -> int:
         return len(self._pending)
 
+    def send(
+        self,
+        message: Envelope[RawMessage],
+        exc: InvalidEvent,
+        record: Callable[[str], None],
+        what: str = "record",
+    ) -> None:
+        """Dead-letter ``message`` (``dead_letter``) without waiting, to be finished once
+        acknowledged. MessageRejected when full or when the sink refuses it."""
+        self.make_room()
+        try:
+            delivery = dead_letter(self._dlq, record, message, exc, what, wait_s=None)
+        except MessageRejected:
+            self._held(HELD_UNAVAILABLE)
+            raise
+        self.add(message, exc, delivery)
+
     def add(self, message: Envelope[RawMessage], exc: InvalidEvent, delivery: Delivery) -> None:
         self._pending.append(_Pending(message, exc, delivery))
         self._bytes += _size(message)

@@ -18,16 +18,14 @@ import structlog
 
 from consumers.records import RawMessage
 from monitor.clock import Clock, Deadline, SystemClock
-from monitor.errors import InvalidEvent, MessageRejected
+from monitor.errors import InvalidEvent
 from monitor.models import TurnEvent
 from monitor.stream.steps.base import (
-    HELD_UNAVAILABLE,
     MAX_PENDING_DEAD_LETTERS,
     DoneStep,
     Envelope,
     PendingDeadLetters,
     ProcessingStep,
-    dead_letter,
 )
 from monitor.stream.steps.decisions import TurnDecisions
 
@@ -82,15 +80,7 @@ class DecodeStep:
         self._next.submit(message.replace(turn))
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
-        self._pending.make_room()
-        try:
-            delivery = dead_letter(
-                self._dlq, self._metrics.record_dead_letter, message, exc, wait_s=None
-            )
-        except MessageRejected:
-            self._metrics.record_dead_letter_held(HELD_UNAVAILABLE)
-            raise
-        self._pending.add(message, exc, delivery)
+        self._pending.send(message, exc, self._metrics.record_dead_letter)
 
     @property
     def dead_letters_pending(self) -> int:
