@@ -97,7 +97,11 @@ CANARY_SERIES = ("casewatch_judge_canary_agreement", "casewatch_judge_canary_sco
 CANARY_EXCLUSION = "needs a judge canary set (labelled turns or judge_canary.file): none here"
 # Traces finished and evaluation records written back need an OpenTelemetry topic and an
 # otel_export endpoint; tests/monitor/stream/test_daemon_otel.py exports and reads them.
-OTEL_SERIES = ("casewatch_traces_finished_total", "casewatch_evaluation_records_total")
+OTEL_SERIES = (
+    "casewatch_traces_finished_total",
+    "casewatch_spans_repartitioned_total",
+    "casewatch_evaluation_records_total",
+)
 OTEL_EXCLUSION = "needs an OTLP topic and otel_export, which the live daemon has none of"
 # Queries run with every variable at "All", and those using $assistant again with this one
 # picked (an assistant of examples/ whose flawed answers make the judges disagree).
