@@ -366,7 +366,10 @@ PIPELINE = DashboardSpec(
                     "Records sent to the dead-letter topic: a producer shipping a bad schema "
                     "shows up here first. Below them, failed reads of record batches the "
                     "consumer cannot decompress or check (their partition is held, not "
-                    "dead-lettered; runbook: CasewatchUnreadableBatches).",
+                    "dead-lettered; runbook: CasewatchUnreadableBatches), and dead letters not "
+                    "yet durable whose records are held uncommitted (refused, unavailable, "
+                    "unacknowledged, backlog): a rising rate means the dead-letter topic cannot "
+                    "be written.",
                     (
                         Query(
                             f"sum by (reason) (rate(casewatch_dead_letter_total{RI}))", "{{reason}}"
@@ -375,6 +378,10 @@ PIPELINE = DashboardSpec(
                             "sum by (topic, reason) "
                             f"(rate(casewatch_unreadable_batches_total{RI}))",
                             "unreadable {{topic}} {{reason}}",
+                        ),
+                        Query(
+                            f"sum by (why) (rate(casewatch_dead_letters_held_total{RI}))",
+                            "held {{why}}",
                         ),
                     ),
                     unit="reqps",

@@ -42,6 +42,10 @@ from monitor import __version__
 from monitor.exposition import FALLBACK_REASONS
 from monitor.scoring import BAND_BUCKET_BOUNDS
 
+# Why a dead-lettered record is held uncommitted (the stream's steps name these: steps/base.py's
+# HELD_* constants, checked equal by tests/monitor/stream/steps/test_decode_dead_letters.py).
+DEAD_LETTER_HELD_WHY: tuple[str, ...] = ("refused", "unavailable", "unacknowledged", "backlog")
+
 # Score buckets include the band bounds of seed 004 appendix B (scoring.BAND_BUCKET_BOUNDS: the
 # top of severe, moderate and minor, just below 0.31 / 0.61 / 0.86), so a bucket ratio reads
 # directly as a band share: a score of 0.305 is severe and counted in the severe bucket.
@@ -264,6 +268,8 @@ class Metrics:
             ["why"],
             registry=r,
         )
+        for why in DEAD_LETTER_HELD_WHY:  # exported at 0 from the start: rate() sees the first
+            self.dead_letters_held.labels(why=why)
         # OpenTelemetry intake: traces being assembled (bounded by assembly.max_open_traces and
         # max_open_spans) and why each finished (root, idle, cap, too_many_spans). A rising
         # `cap` rate means traces are cut short: raise the caps or lower idle_seconds.

@@ -42,6 +42,7 @@ ALLOWED_LABELS = {
     "config_hash",  # one value per judge configuration a replica ran with
     "cause",  # what finished an assembled trace: root, idle, cap, too_many_spans
     "unit",  # the judge budget's unit: calls or usd
+    "why",  # why a dead letter holds its record: refused, unavailable, unacknowledged, backlog
 }  # fmt: skip
 FORBIDDEN = re.compile(r"event_id|conversation_id|turn_index", re.IGNORECASE)
 

@@ -204,3 +204,11 @@ def test_the_bytes_of_the_records_held_are_bounded_too(gone_broker_sink: Countin
     with pytest.raises(MessageRejected):
         pending.make_room()
     assert held == ["backlog"] and len(pending) == 2 and done.items == []
+
+
+def test_the_held_reasons_are_the_ones_the_exporter_exports_at_zero() -> None:
+    from monitor.exporter import DEAD_LETTER_HELD_WHY
+    from monitor.stream.steps import base
+
+    held = {base.HELD_REFUSED, base.HELD_UNAVAILABLE, base.HELD_UNACKNOWLEDGED, base.HELD_BACKLOG}
+    assert held == set(DEAD_LETTER_HELD_WHY)
