@@ -251,3 +251,15 @@ class TurnSample:
     contexts_count: int
     retrieval_score: float | None
     answer_length: int
+
+
+# What says how sure the judge was of one stored turn; the store reads it
+# (storage/labels.py), stats/active_sampling.py weighs it, so statistics import no store.
+@dataclass(frozen=True)
+class TurnSignals:
+    """What says how sure the judge was of one turn (its newest ok verdict)."""
+
+    s_final: float | None
+    metric_scores: dict[str, float]
+    arbitration_trigger: str | None
+    judgments: list[tuple[str, dict[str, float]]]  # (judge kind, scores) of each judge answering

@@ -43,6 +43,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("monitor.exporter", "monitor.redaction", "monitor.config"),
     ("monitor.settings",),
+    # Pure statistics sit under every group that does I/O (store, judges, intake), so an
+    # import of one from stats/ fails here.
+    ("monitor.stats",),
     (
         "monitor.judging",
         "monitor.storage",
@@ -50,7 +53,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "monitor.otel_export",
         "monitor.sampling",
     ),
-    ("monitor.stats",),
     ("monitor.reports",),
     ("monitor.jobs",),
     ("monitor.stream",),

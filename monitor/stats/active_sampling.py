@@ -25,9 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from monitor.models import METRICS, Band
+from monitor.models import METRICS, Band, TurnSignals
 from monitor.scoring import turn_band
-from monitor.storage.labels import TurnSignals
 
 SEVERE_EDGE = 0.31  # the lowest score that is not severe (seed 004 appendix B)
 EDGE_SPAN = 0.30  # a judge reading a score 0.1-0.2 off still flips the call at 0.2 away

@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.models import METRICS
+from monitor.models import METRICS, TurnSignals
 from monitor.storage.store import Store
 from monitor.storage.tables import (
     human_labels,
@@ -179,16 +179,6 @@ def item_probabilities(
     ).where(label_batch_items.c.batch_id.in_(list(batch_ids)))
     with store.transaction(write=False) as conn:
         return {(str(b), str(e)): p for b, e, p in conn.execute(query)}
-
-
-@dataclass(frozen=True)
-class TurnSignals:
-    """What says how sure the judge was of one turn (its newest ok verdict)."""
-
-    s_final: float | None
-    metric_scores: dict[str, float]
-    arbitration_trigger: str | None
-    judgments: list[tuple[str, dict[str, float]]]  # (judge kind, scores) of each judge answering
 
 
 def turn_signals(store: Store, event_ids: Sequence[str]) -> dict[str, TurnSignals]:
