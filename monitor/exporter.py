@@ -46,9 +46,10 @@ from monitor.scoring import BAND_BUCKET_BOUNDS
 # HELD_* constants, checked equal by tests/monitor/stream/steps/test_decode_dead_letters.py).
 DEAD_LETTER_HELD_WHY: tuple[str, ...] = ("refused", "unavailable", "unacknowledged", "backlog")
 
-# Score buckets include the band bounds of seed 004 appendix B (scoring.BAND_BUCKET_BOUNDS: the
-# top of severe, moderate and minor, just below 0.31 / 0.61 / 0.86), so a bucket ratio reads
-# directly as a band share: a score of 0.305 is severe and counted in the severe bucket.
+# Score buckets include the band bounds of the Case-Aware paper's appendix B
+# (scoring.BAND_BUCKET_BOUNDS: the top of severe, moderate and minor, just below 0.31 / 0.61 /
+# 0.86), so a bucket ratio reads directly as a band share: a score of 0.305 is severe and counted
+# in the severe bucket.
 SCORE_BUCKETS: tuple[float, ...] = tuple(
     sorted({0.1, 0.2, 0.4, 0.5, 0.7, 0.8, 0.9, 1.0, *BAND_BUCKET_BOUNDS})
 )
@@ -341,7 +342,7 @@ class Metrics:
             "casewatch_storage_errors", "Failed verdict writes (retried)", registry=r
         )
 
-        # Judge panel (seed 003). Per-turn agreement: the disagreement rate is
+        # Judge panel (DAFE). Per-turn agreement: the disagreement rate is
         # disagreed / all, and the arbiter budget is arbiter_calls / all.
         self.panel_turns = Counter(
             "casewatch_panel_turns",
@@ -419,7 +420,7 @@ class Metrics:
             registry=r,
         )
 
-        # Baseline tiers (seed 000): is the assistant still better than High, never worse than Low?
+        # Baseline tiers (DICE): is the assistant still better than High, never worse than Low?
         self.baseline_win_rate = Gauge(
             "casewatch_baseline_win_rate",
             "Assistant's pairwise score share against a baseline tier (ties count half)",
@@ -447,7 +448,7 @@ class Metrics:
             ["assistant"],
             registry=r,
         )
-        # Rubric grading (seed 001): per graded live answer, the share of its rubric entry's
+        # Rubric grading (Pencils Down): per graded live answer, the share of its rubric entry's
         # questions answered with grade >= rubric.covered_grade (4); a falling median or a
         # growing 0 bucket says answers stopped covering what the known issue needs.
         self.rubric_coverage = Histogram(

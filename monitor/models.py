@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-# The eight case-aware metrics of seed 004, in the paper's order.
+# The eight case-aware metrics of the case-aware judging paper, in the paper's order.
 METRICS: tuple[str, ...] = (
     "hallucination",
     "retrieval_correctness",
@@ -48,7 +48,7 @@ JudgeRole = Literal["single", "primary", "arbiter"]
 
 
 class Band(enum.StrEnum):
-    """Severity bands of seed 004 appendix B, worst first."""
+    """Severity bands of the case-aware judging paper's appendix B, worst first."""
 
     SEVERE = "severe"
     MODERATE = "moderate"
@@ -215,7 +215,8 @@ class Verdict(BaseModel):
     judge_config_hash: str = ""
 
     def compact(self, turn: TurnEvent) -> dict[str, Any]:
-        """The compact row of seed 004 A.2: case, response, contexts and the aggregate."""
+        """The compact row of the Case-Aware paper's A.2: case, response, contexts and the
+        aggregate."""
         return {
             "event_id": self.event_id,
             "conversation_id": self.conversation_id,

@@ -45,9 +45,9 @@ DEFAULT_CRITICAL_METRICS: tuple[str, ...] = (
     "resolution_alignment",
 )
 
-# Lower edges of the bands of seed 004 appendix B (severe 0.00–0.30, moderate 0.31–0.60,
-# minor 0.61–0.85, none 0.86–1.00), read as half-open intervals so continuous scores between
-# the printed two-decimal edges (e.g. 0.305) fall in exactly one band.
+# Lower edges of the bands of the Case-Aware paper's appendix B (severe 0.00–0.30, moderate
+# 0.31–0.60, minor 0.61–0.85, none 0.86–1.00), read as half-open intervals so continuous scores
+# between the printed two-decimal edges (e.g. 0.305) fall in exactly one band.
 _BAND_EDGES: tuple[tuple[float, Band], ...] = (
     (0.86, Band.NONE),
     (0.61, Band.MINOR),
@@ -98,7 +98,7 @@ def worst(bands: Sequence[Band]) -> Band:
 
 
 def s_final(scores: Mapping[str, float], weights: Mapping[str, float]) -> float:
-    """S_final = Σ w_i s_i over the eight metrics (seed 004 Eq. 1)."""
+    """S_final = Σ w_i s_i over the eight metrics (the case-aware judging paper's Eq. 1)."""
     missing = [m for m in METRICS if m not in scores]
     if missing:
         raise ValueError(f"scores missing metric(s): {', '.join(missing)}")

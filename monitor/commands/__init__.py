@@ -73,7 +73,7 @@ INDEX: dict[str, tuple[str, str]] = {
     ),
     "rubric": (
         "rubric",
-        "Rubric grading (seed 001): question generation, grading to qrels/runs, trec_eval.",
+        "Rubric grading (Pencils Down): question generation, grading to qrels/runs, trec_eval.",
     ),
     "run": ("daemon", "Run the streaming daemon: consume, sample, judge, store, export metrics."),
     "tournament": (

@@ -272,7 +272,7 @@ def agreement_command(
             fail(f"cannot read {labels_path}: {exc}")
         human = agreement(judged, labels)
         doc["human"] = human.to_dict()
-        # Verdicts of a two-judge panel also get seed 003's before/after-arbitration view.
+        # Verdicts of a two-judge panel also get DAFE's before/after-arbitration view.
         if any(j.role == "primary" for v in judged for j in v.judgments):
             panel = panel_report(judged, labels)
             doc["panel"] = panel.to_dict()

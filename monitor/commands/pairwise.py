@@ -1,4 +1,4 @@
-"""``casewatch pairwise`` and ``casewatch tournament``: seed 000's pairwise comparisons offline.
+"""``casewatch pairwise`` and ``casewatch tournament``: DICE's pairwise comparisons offline.
 
 Both read turn events (JSON Lines, schema v1) and pair them by (conversation_id, turn_index):
 the same question answered by different systems. The question (case, history, query,

@@ -1,4 +1,4 @@
-"""``casewatch rubric generate | grade | evaluate``: rubric grading offline (seed 001).
+"""``casewatch rubric generate | grade | evaluate``: rubric grading offline (Pencils Down).
 
 Operator errors (bad config, bad files) print one clear message and exit 2; a grading that
 could not finish (endpoint failures after retries) exits 1 and writes no qrels or run file.
@@ -63,7 +63,7 @@ def _grader(settings: Settings, judge: str | None, concurrency: int | None) -> R
 
 @click.group("rubric")
 def rubric_group() -> None:
-    """Rubric grading (seed 001): question generation, grading to qrels/runs, trec_eval."""
+    """Rubric grading (Pencils Down): question generation, grading to qrels/runs, trec_eval."""
 
 
 # ---------------------------------------------------------------- generate

@@ -69,7 +69,7 @@ class BaselineAssistantConfig(Section):
 
 
 class BaselineConfig(Section):
-    """Scheduled pairwise checks against High/Medium/Low baseline answers (seed 000)."""
+    """Scheduled pairwise checks against High/Medium/Low baseline answers (DICE)."""
 
     enabled: bool = False
     probes: Path | None = Field(default=None, description="Probe set (JSON Lines).")

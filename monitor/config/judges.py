@@ -82,7 +82,7 @@ class JudgeConfig(Section):
 
 
 class PanelConfig(Section):
-    """Which judges score a turn (seed 003). One primary = single-judge mode."""
+    """Which judges score a turn (the DAFE panel). One primary = single-judge mode."""
 
     primaries: list[str] = Field(
         default_factory=lambda: [HEURISTIC],

@@ -12,7 +12,7 @@ from monitor.config.section import Section
 
 
 class RubricConfig(Section):
-    """Rubric grading of live turns (seed 001): the scheduled job ``rubric``."""
+    """Rubric grading of live turns (Pencils Down): the scheduled job ``rubric``."""
 
     enabled: bool = False
     rubric_file: Path | None = Field(default=None, description="Rubric set (YAML or JSONL).")

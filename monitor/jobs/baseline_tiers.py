@@ -1,4 +1,4 @@
-"""The scheduled baseline-tier check (seed 000 §3.3, "single-system baseline evaluation").
+"""The scheduled baseline-tier check (DICE §3.3, "single-system baseline evaluation").
 
 Every ``baseline.interval_seconds``, on the one replica holding the job's lease, for each
 configured assistant:
@@ -14,7 +14,7 @@ configured assistant:
    ``casewatch_pairwise_confidence_total{kind}`` (one per judged order),
    ``casewatch_pairwise_position_disagreement`` (mean |score A-first − score B-first|) and
    ``casewatch_elo_rating``: the assistant and the three tiers start at 1500 each run and
-   play the three matches low, medium, high in that order (seed 000 eq. 5 with the
+   play the three matches low, medium, high in that order (DICE eq. 5 with the
    upset-amplified K), so runs compare with each other.
 
 Judge requests are charged to the daemon's hourly judge budget (``sampling.budget_*``, the

@@ -1,4 +1,4 @@
-"""The ``rubric`` job: grade recently stored live answers against their rubric entry (seed 001).
+"""The ``rubric`` job: grade recently stored live answers against their rubric entry (Pencils Down).
 
 Why a scheduled job and not a pipeline step: rubric grading costs up to 10 calls per answer
 passage, is not needed to commit an offset, and must run on one replica (each turn graded

@@ -1,7 +1,7 @@
 """The Evaluator: one turn in, one Verdict out. What the batch CLI and the daemon call.
 
 There is one implementation, ``monitor.judging.panel.JudgePanel``: with one primary it is a single
-judge, with two primaries (and an arbiter) it is the seed-003 panel. It is thread-safe.
+judge, with two primaries (and an arbiter) it is the DAFE panel. It is thread-safe.
 """
 
 from __future__ import annotations

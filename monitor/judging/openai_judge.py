@@ -86,7 +86,7 @@ class Completion:
 
 
 class OpenAIJudge:
-    """Scores turns with an OpenAI-compatible chat model (seed 004 prompt, strict JSON)."""
+    """Scores turns with an OpenAI-compatible chat model (the Case-Aware prompt, strict JSON)."""
 
     def __init__(
         self,

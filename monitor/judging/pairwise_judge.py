@@ -1,4 +1,4 @@
-"""The pairwise {A, B, Tie} judge of seed 000 over an OpenAI-compatible endpoint.
+"""The pairwise {A, B, Tie} judge of DICE over an OpenAI-compatible endpoint.
 
 ``compare(question, first, second)`` judges the pair in the given order and, unless
 ``swap=False``, again with the answers swapped; ``monitor.judging.pairwise_scoring`` turns

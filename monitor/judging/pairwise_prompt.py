@@ -1,4 +1,4 @@
-"""The two-stage pairwise prompt of seed 000 (DICE §3.1-3.2 and appendix A), pure: no I/O.
+"""The two-stage pairwise prompt of DICE (§3.1-3.2 and appendix A), pure: no I/O.
 
 Stage 1 asks for an analysis of answers A and B against the query, the case, the evidence and
 the reference, classifying each on the hierarchy fully correct > partially correct >

@@ -1,4 +1,4 @@
-"""Confidence-aware {A, B, Tie} scoring of seed 000 (DICE §3.2), pure: no I/O.
+"""Confidence-aware {A, B, Tie} scoring of DICE (§3.2), pure: no I/O.
 
 Stage 2 of a pairwise judgment is one token from {A, B, Tie}. With the endpoint's
 ``top_logprobs`` of that token:

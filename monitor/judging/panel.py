@@ -1,4 +1,4 @@
-"""The judge panel (seed 003, DAFE): two primaries on every turn, an arbiter only on dispute.
+"""The judge panel (DAFE): two primaries on every turn, an arbiter only on dispute.
 
 Decision table for one turn (``arbitrated`` means "the arbiter was asked"; its Judgment is then
 in the Verdict, whatever it answered):

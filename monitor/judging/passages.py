@@ -1,4 +1,4 @@
-"""Passages of at most 400 tokens (seed 001 §4.2), counted with an offline tokenizer (pure).
+"""Passages of at most 400 tokens (Pencils Down §4.2), counted with an offline tokenizer (pure).
 
 The tokenizer is a regular expression: a token is a run of word characters (``\\w+``, Unicode
 aware) or a single other non-space character. It needs no download and no model files, is

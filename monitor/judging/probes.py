@@ -1,4 +1,4 @@
-"""The probe set of the baseline-tier check (seed 000 §3.3, "single-system baseline").
+"""The probe set of the baseline-tier check (DICE §3.3, "single-system baseline").
 
 A probe is one question (case, history, query, contexts and an optional reference, exactly
 what the pairwise judge sees) with pre-generated answers of a High, a Medium and a Low

@@ -1,8 +1,8 @@
-"""The case-aware judge prompt of seed 004 (pure; no I/O).
+"""The case-aware judge prompt of the Case-Aware paper (pure; no I/O).
 
 The judge sees only {history, query, case subject/description (+ product/environment),
-contexts, answer, reference?} (seed 004 §4): never ids, labels, feedback or fields a producer
-added. All of it is untrusted, so it travels as ONE JSON document inside
+contexts, answer, reference?} (the Case-Aware paper's §4): never ids, labels, feedback or fields
+a producer added. All of it is untrusted, so it travels as ONE JSON document inside
 ``<untrusted_case_data>`` with ``<``, ``>`` and ``&`` escaped as JSON unicode escapes: no
 string in the event can close the fence or open a tag of its own, and ``json.loads`` of the
 fenced text gives back exactly what the event held.

@@ -1,4 +1,4 @@
-"""Rubric grading over an OpenAI-compatible endpoint (seed 001 phases 1 and 2).
+"""Rubric grading over an OpenAI-compatible endpoint (Pencils Down phases 1 and 2).
 
 The HTTP side is the case-aware judge's: an ``OpenAIJudge`` built from the same
 ``JudgeConfig`` sends every request through ``OpenAIJudge.complete``, so client construction,

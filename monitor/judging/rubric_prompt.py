@@ -1,4 +1,4 @@
-"""The prompts of seed 001 (Table 1 question generation, Table 2 self-rating) and the parsing
+"""The prompts of Pencils Down (Table 1 question generation, Table 2 self-rating) and the parsing
 of their replies (pure; no I/O).
 
 Queries, questions and passages are untrusted (customers, documents, the assistant under

@@ -1,4 +1,4 @@
-"""From grades to relevance labels and coverage (seed 001 §4.3; pure).
+"""From grades to relevance labels and coverage (Pencils Down §4.3; pure).
 
 - ``relevance(grades, m)``: the passage's label. With ``m = 1`` the best grade over the rubric
   questions (Eq. 1); with ``m > 1`` the best grade reached by at least ``m`` questions (the
@@ -6,7 +6,7 @@
 - ``answer_grades``: a generated answer split into several passages answers a question as
   well as its best passage does.
 - ``coverage``: the share of rubric questions answered with at least ``threshold`` (4 by
-  default: seed 001 §6.5 maps grades 4–5 to relevant), the live signal per answer.
+  default: Pencils Down §6.5 maps grades 4–5 to relevant), the live signal per answer.
 """
 
 from __future__ import annotations

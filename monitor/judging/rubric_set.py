@@ -1,4 +1,4 @@
-"""Rubric sets (seed 001): per query or known issue, up to 10 questions a good answer covers.
+"""Rubric sets (Pencils Down): per query or known issue, up to 10 questions a good answer covers.
 
 People edit these files by hand, so a bad file is reported with the file, the line and the
 field (``rubrics.yaml:14: questions.2.question: String should have at least 1 character``),

@@ -1,4 +1,4 @@
-"""Grading system responses against a rubric set into qrels and TREC runs (seed 001 phase 3).
+"""Grading system responses against a rubric set into qrels and TREC runs (Pencils Down phase 3).
 
 Responses are JSONL, one line per (system, query)::
 

@@ -2,7 +2,7 @@
 
 File formats (whitespace-separated, one line per judgment / retrieved document):
 
-- qrels: ``query 0 doc relevance`` (relevance an integer; seed 001's RUBRIC label 0–5);
+- qrels: ``query 0 doc relevance`` (relevance an integer; Pencils Down's RUBRIC label 0–5);
 - run: ``query Q0 doc rank score system``.
 
 Writers refuse ids holding whitespace (trec_eval would split them) and write documents in

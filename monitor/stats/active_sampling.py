@@ -28,7 +28,7 @@ import numpy as np
 from monitor.models import METRICS, Band, TurnSignals
 from monitor.scoring import turn_band
 
-SEVERE_EDGE = 0.31  # the lowest score that is not severe (seed 004 appendix B)
+SEVERE_EDGE = 0.31  # the lowest score that is not severe (the Case-Aware paper's appendix B)
 EDGE_SPAN = 0.30  # a judge reading a score 0.1-0.2 off still flips the call at 0.2 away
 DEFAULT_FLOOR = 0.2
 

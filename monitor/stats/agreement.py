@@ -1,11 +1,11 @@
 """How far a judge can be trusted (pure; no I/O).
 
-Against people (seed 004 §8.7): per metric, the judge's severity band vs the human band on
-the same turns: accuracy, Cohen's kappa, macro-F1 and the 4×4 confusion matrix (rows human,
-columns judge, bands worst first), plus the binary "problem" agreement the seed reports
-(severe/moderate vs minor/none). Against another judge (seed 004 §8.4, K.2): Spearman ρ and
-Kendall τ per metric and on S_final over the turns both judges scored, and on S_final per
-conversation.
+Against people (the Case-Aware paper's §8.7): per metric, the judge's severity band vs the human
+band on the same turns: accuracy, Cohen's kappa, macro-F1 and the 4×4 confusion matrix (rows
+human, columns judge, bands worst first), plus the binary "problem" agreement the paper reports
+(severe/moderate vs minor/none). Against another judge (the Case-Aware paper's §8.4, K.2):
+Spearman ρ and Kendall τ per metric and on S_final over the turns both judges scored, and on
+S_final per conversation.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Compare two assistants judged on the same conversations (seed 004 §8.3; pure, no I/O).
+"""Compare two assistants judged on the same conversations (the Case-Aware paper's §8.3; pure,
+no I/O).
 
 Unit of analysis: the conversation (mean S_final over its scored turns), paired by
 ``conversation_id``, only conversations both sides scored. Primary test: paired two-sided

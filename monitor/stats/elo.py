@@ -1,4 +1,4 @@
-"""Elo ratings of seed 000 (DICE §3.3, eqs. 5-6), pure.
+"""Elo ratings of DICE (§3.3, eqs. 5-6), pure.
 
 One update per match (a set of questions both systems answered):
 

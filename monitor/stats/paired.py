@@ -4,8 +4,8 @@ scipy does the tests (Wilcoxon signed-rank, paired t, bootstrap, Spearman, Kenda
 module only guards them. Degenerate inputs (too few pairs, all differences zero, a constant
 series) give ``None`` plus a note saying why, never a crash, a NaN or a stray warning.
 
-Aggregation follows seed 004 §8.3: the unit of analysis is the conversation, whose score is
-the mean over its scored turns; ``judge_failed`` turns are excluded and counted.
+Aggregation follows the Case-Aware paper's §8.3: the unit of analysis is the conversation,
+whose score is the mean over its scored turns; ``judge_failed`` turns are excluded and counted.
 """
 
 from __future__ import annotations

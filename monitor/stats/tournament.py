@@ -43,7 +43,7 @@ class Round:
 
 @dataclass
 class TournamentResult:
-    """``ratings``: the Bradley-Terry fit to every match (the ranking); ``elo``: seed 000's
+    """``ratings``: the Bradley-Terry fit to every match (the ranking); ``elo``: DICE's
     sequential Elo after the last match (what the rounds paired by)."""
 
     systems: tuple[str, ...]
@@ -67,7 +67,7 @@ class TournamentResult:
 
 
 def default_rounds(n_systems: int) -> int:
-    """⌈log2 n⌉ + 1 (seed 000: 8 systems → 4 rounds), capped at a round-robin's n − 1."""
+    """⌈log2 n⌉ + 1 (DICE: 8 systems → 4 rounds), capped at a round-robin's n − 1."""
     if n_systems < 2:
         return 0
     return min(math.ceil(math.log2(n_systems)) + 1, max_rounds(n_systems))

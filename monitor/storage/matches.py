@@ -1,4 +1,4 @@
-"""SQL of the baseline-tier job (seed 000): pairwise match rows, and recent stored turns.
+"""SQL of the baseline-tier job (DICE): pairwise match rows, and recent stored turns.
 
 Rows are built by the job (``monitor.jobs.baseline_tiers``): this module only writes and
 reads them, so storage knows nothing of judging.

@@ -155,7 +155,7 @@ job_leases = sa.Table(
     sa.Column("expires_at", UTCDateTime, nullable=False),
 )
 
-# Rubric grading of live answers (seed 001): one row per (turn, rubric entry, grader
+# Rubric grading of live answers (Pencils Down): one row per (turn, rubric entry, grader
 # configuration), with every question's grade and the extracted answer for audit. Deleted with
 # its turn (retention).
 rubric_gradings = sa.Table(
@@ -190,7 +190,7 @@ rubric_gradings = sa.Table(
 )
 
 # The audit trail that `casewatch db` counts and retention purges.
-# Pairwise matches of an assistant against a baseline tier (seed 000), one row per probe and
+# Pairwise matches of an assistant against a baseline tier (DICE), one row per probe and
 # tier per run, with both judged orders' raw outputs (analysis, decision, top logprobs).
 matches = sa.Table(
     "matches",

@@ -1,6 +1,6 @@
 """Workflow constraints: steps the conversation rules out, and answers that ignore them.
 
-Two kinds of constraint, both read from text (seed 004 M8, resolution alignment):
+Two kinds of constraint, both read from text (the Case-Aware paper's M8, resolution alignment):
 
 - what the user says was already done or failed ("purged it exactly like that, same error"),
   or cannot or may not be done ("restarting the controller is not an option", "finance will not

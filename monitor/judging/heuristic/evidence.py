@@ -191,7 +191,8 @@ def need_key(kind: IdKind, norm: str) -> str:
 
 
 def infer_intent(query: str, query_ids: Sequence[Identifier] | None = None) -> Intent:
-    """What kind of answer the query asks for (seed 004 M5: instruct, explain or clarify)."""
+    """What kind of answer the query asks for (the Case-Aware paper's M5: instruct, explain or
+    clarify)."""
     has_ids = bool(extract(query) if query_ids is None else query_ids)
     if WHY.search(query) and not re.search(r"\bwhat (?:should|else|next)\b", query, re.I):
         return "explain"

@@ -3,8 +3,8 @@
 It is the embedded default when no judge endpoint is configured, so it must be honest about
 what it is: every justification starts with ``heuristic:`` and names the evidence behind the
 score, and every Judgment says ``kind="heuristic"``. It reads only what an LLM judge may read
-(case, history, query, contexts, answer) and lands the flaws seed 004 cares most about in the
-bands of appendix B:
+(case, history, query, contexts, answer) and lands the flaws the Case-Aware paper cares most
+about in the bands of appendix B:
 
 - identifier_integrity: a near-miss of an evidence identifier of the same kind (E4012 for
   E4021, 4.12.3 for 4.12.0, a misspelled configuration key, two swapped URL path segments, a
@@ -60,7 +60,7 @@ PROMPT_HASH = hashlib.sha256(ALGORITHM_VERSION.encode()).hexdigest()
 _log = structlog.get_logger(__name__)
 
 
-# Below this a metric is at best moderate (seed 004 appendix B).
+# Below this a metric is at best moderate (the case-aware judging paper's appendix B).
 _MINOR_EDGE = 0.61
 # A context covering this share of the key terms counts as relevant to the query.
 _RELEVANT = 0.25
@@ -223,7 +223,7 @@ def _identifier_integrity(ev: TurnEvidence) -> MetricScore:
 
 
 def _case_issue(ev: TurnEvidence, relevant_terms: frozenset[str], cs: float) -> MetricScore:
-    """Does the answer stay on the case's issue (seed 004 M7)?
+    """Does the answer stay on the case's issue (the case-aware judging paper's M7)?
 
     Focus is the share of the answer's key terms found in the conversation itself or in the
     contexts that are about it; an answer built from an unrelated article scores low even when

@@ -1,4 +1,4 @@
-"""Pairwise matches against baseline tiers (seed 000), with both orders' raw outputs.
+"""Pairwise matches against baseline tiers (DICE), with both orders' raw outputs.
 
 Revision ID: 0004
 Revises: 0003

@@ -1,4 +1,4 @@
-"""Rubric gradings of live answers (seed 001): grades and extracted answers per turn and entry.
+"""Rubric gradings of live answers (Pencils Down): grades and extracted answers per turn and entry.
 
 Revision ID: 0005
 Revises: 0004
