@@ -1,0 +1,316 @@
+"""The claims of ARCHITECTURE.md that a machine can check, checked against the code.
+
+The layers themselves are ``tests/test_import_layers.py``'s; kafka-python's private names
+(every one the ``consumers/_kafka*.py`` modules use is listed, and each resolves on the pinned
+library) are ``tests/consumers/test_kafka_workarounds.py``'s. This module checks the rest: the
+modules and names the document cites exist, its layer table is the test's, who builds the
+stream's steps, that ``stats/`` is pure, which modules speak HTTP or import OpenTelemetry's
+underscore modules, which functions still read ``Settings``, and which test module imports
+another. A claim changed in the code fails here until the document says it too (or back).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = (ROOT / "ARCHITECTURE.md").read_text()
+PRODUCT = ("monitor", "consumers")
+
+
+def _modules(*packages: str) -> Iterator[tuple[str, ast.Module]]:
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text())
+
+
+def _imports(tree: ast.Module) -> Iterator[str]:
+    """Every module an import statement names (lazy and ``TYPE_CHECKING`` ones included)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _repository_files() -> list[str]:
+    skip = {".venv", ".git", "node_modules", "site", "__pycache__"}
+    return [
+        p.relative_to(ROOT).as_posix()
+        for p in ROOT.rglob("*")
+        if not skip & set(p.relative_to(ROOT).parts)
+    ]
+
+
+def _cited_paths() -> set[str]:
+    """Paths in backticks: ``stream/runner.py``, ``tests/fixtures/``, ``rules/x.yml``."""
+    found = set()
+    for token in re.findall(r"`([^`\s]+)`", DOC):
+        path = token.split("::")[0]
+        placeholder = re.search(r"NAME|NNNN", path)
+        if not placeholder and re.fullmatch(
+            r"[\w./-]+\.(py|md|yml|yaml|toml|json)|[\w./-]+/", path
+        ):
+            found.add(path)
+    return found
+
+
+def _resolve(path: str, files: list[str]) -> bool:
+    """The document names a path from the repository root, from ``monitor/`` or
+    ``consumers/``, or by its last parts (``group_consumer.py``, ``config/kafka.py``)."""
+    path = path.rstrip("/")
+    return any(f == path or f.endswith("/" + path) for f in files)
+
+
+def test_every_path_the_document_names_exists() -> None:
+    files = _repository_files()
+    missing = sorted(p for p in _cited_paths() if not _resolve(p, files))
+    assert len(_cited_paths()) > 100  # the scan reads the document
+    assert missing == []
+
+
+def _top_level_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom):
+            names |= {alias.asname or alias.name for alias in node.names}
+    return names
+
+
+def test_every_module_attribute_the_document_names_is_defined_there() -> None:
+    """``stats/detector_state.DetectorState``, ``consumers/_kafka.PRIVATE_ATTRIBUTES``,
+    ``tests/support/waiting.wait_for``: the module exists and defines the name."""
+    files = [f for f in _repository_files() if f.endswith(".py")]
+    cited = {
+        (module, name)
+        for module, name in re.findall(r"`((?:\w+/)+\w+)\.([A-Za-z_]\w*)`", DOC)
+        if name not in {"py", "md", "yml", "yaml", "toml", "json"}
+    }
+    assert len(cited) > 10
+    wrong = []
+    for module, name in sorted(cited):
+        paths = [f for f in files if f == f"{module}.py" or f.endswith(f"/{module}.py")]
+        if not paths:
+            wrong.append(f"{module}.py does not exist")
+        elif not any(name in _top_level_names(ROOT / p) for p in paths):
+            wrong.append(f"{module}.py defines no {name}")
+    assert wrong == []
+
+
+def _test_layers() -> list[set[str]]:
+    tree = ast.parse((ROOT / "tests" / "test_import_layers.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "LAYERS":
+            assert node.value is not None
+            return [set(groups) for groups in ast.literal_eval(node.value)]
+    raise AssertionError("tests/test_import_layers.py has no LAYERS")
+
+
+def _doc_layers() -> list[set[str]]:
+    section = DOC.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", section, re.MULTILINE)
+    assert [int(n) for n, _ in rows] == list(range(len(rows)))
+    return [
+        {g if g in PRODUCT else f"monitor.{g}" for g in re.findall(r"`([\w.]+)`", groups)}
+        for _, groups in rows
+    ]
+
+
+def test_the_layer_table_is_the_layer_test() -> None:
+    assert _doc_layers() == _test_layers()
+
+
+def test_stats_sits_under_every_group_that_does_io() -> None:
+    layers = _test_layers()
+    stats = next(i for i, groups in enumerate(layers) if "monitor.stats" in groups)
+    for group in ("monitor.storage", "monitor.judging", "consumers", "monitor.otel_export"):
+        assert next(i for i, groups in enumerate(layers) if group in groups) > stats, group
+
+
+# What a pure statistic may import: the standard library's computing modules, the numeric
+# libraries, and of casewatch the models, the scoring, the exception tree and a section's
+# settings (pure pydantic).
+STATS_MAY_IMPORT = re.compile(
+    r"(__future__|array|bisect|collections|dataclasses|datetime|enum|fractions|functools"
+    r"|heapq|importlib|itertools|math|random|statistics|types|typing|warnings"
+    r"|numpy|scipy|sklearn"
+    r"|monitor|monitor\.(models|scoring|errors|config|stats))(\..*)?"
+)
+
+
+def test_stats_imports_no_store_judge_report_or_io() -> None:
+    """ "``stats/`` is numbers in, numbers out": no store, judge, intake, report, file or
+    network module, and no ``open``."""
+    wrong = []
+    for path, tree in _modules("monitor/stats"):
+        wrong += [
+            f"{path} imports {m}" for m in _imports(tree) if not STATS_MAY_IMPORT.fullmatch(m)
+        ]
+        wrong += [
+            f"{path}:{node.lineno} calls open"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "open"
+        ]
+    assert wrong == []
+
+
+def _step_classes() -> set[str]:
+    """The stream's steps: the classes of ``stream/steps/`` with the four calls of
+    ``ProcessingStep``."""
+    steps = set()
+    for _, tree in _modules("monitor/stream/steps"):
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+                protocol = any(ast.unparse(b).startswith("Protocol") for b in node.bases)
+                if {"submit", "poll", "join", "close"} <= methods and not protocol:
+                    steps.add(node.name)
+    return steps
+
+
+def _called_name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+
+
+def _step_constructions(steps: set[str]) -> dict[str, set[str]]:
+    """Per product module, the step classes it builds: called, or handed to ``partial``."""
+    built: dict[str, set[str]] = {}
+    for path, tree in _modules(*PRODUCT):
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _called_name(node.func)
+            if name == "partial" and node.args:
+                name = _called_name(node.args[0])
+            if name in steps:
+                built.setdefault(path, set()).add(name)
+    return built
+
+
+def test_only_the_two_builders_and_the_batch_runner_build_steps() -> None:
+    """``build_turn_steps`` and ``build_pipeline`` are the only places that know the concrete
+    steps; ``casewatch judge``'s runner adds only a commit step of its own; the screening
+    processes compose none."""
+    steps = _step_classes()
+    assert {"DecodeStep", "JudgeStep", "CommitStep", "ScreenStep"} <= steps
+    built = _step_constructions(steps)
+    assert set(built) == {
+        "monitor/stream/turn_steps.py",
+        "monitor/stream/pipeline.py",
+        "monitor/batch/runner.py",
+    }
+    assert built["monitor/batch/runner.py"] == {"CommitStep"}
+    assert set().union(*built.values()) == steps  # every step is built by one of them
+
+
+# Who may import an HTTP client library (ARCHITECTURE.md, "Judge"): the transport of judges
+# and assistants, the OTLP log export, the demo's local Prometheus stack.
+HTTP_CLIENTS = {
+    "openai": {
+        "monitor/judging/http_transport.py",
+        # types and exception classes only; the client is built by the transport
+        "monitor/judging/chat_endpoint.py",
+        "monitor/judging/chat_options.py",
+        "monitor/judging/openai_judge.py",
+    },
+    "httpx": set(),  # the transport builds openai's own httpx client
+    "requests": {"monitor/otel_export/sender.py"},
+    "urllib.request": {"monitor/demo/prometheus_stack.py"},
+    "urllib3": set(),
+    "http.client": set(),
+    "aiohttp": set(),
+}
+
+
+def test_http_is_spoken_where_the_document_says() -> None:
+    found: dict[str, set[str]] = {lib: set() for lib in HTTP_CLIENTS}
+    clients: set[str] = set()
+    for path, tree in _modules(*PRODUCT):
+        for module in _imports(tree):
+            for lib in HTTP_CLIENTS:
+                if module == lib or module.startswith(lib + "."):
+                    found[lib].add(path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _called_name(node.func) in {"OpenAI", "Client"}:
+                clients.add(path)
+    assert found == HTTP_CLIENTS
+    assert clients == {"monitor/judging/http_transport.py"}
+
+
+def test_opentelemetry_underscore_modules_only_in_the_evaluation_sender() -> None:
+    users = {
+        path
+        for path, tree in _modules(*PRODUCT)
+        for module in _imports(tree)
+        if module.startswith("opentelemetry") and any(p.startswith("_") for p in module.split("."))
+    }
+    assert users == {"monitor/otel_export/sender.py"}
+
+
+# Where Settings is read by design: the commands and the entry point load it, the settings
+# module defines it, and the demo rewrites it for its own stack.
+SETTINGS_READERS_BY_DESIGN = (
+    "monitor/commands/",
+    "monitor/cli.py",
+    "monitor/settings.py",
+    "monitor/demo/",
+)
+
+
+def test_every_function_taking_settings_is_named_in_the_document() -> None:
+    """ "What still reads ``Settings``": the list is whole. A function taking ``Settings`` is
+    named there, or its module is (``stream/run_summary.py``), or it is a private piece or the
+    constructor of a module whose public reader is named (``_build_jobs`` of ``build_jobs``)."""
+    section = DOC.split("What still reads `Settings`", 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`(?:\w+\.)?(\w+)`", section))
+    takers: list[tuple[str, str]] = []
+    for path, tree in _modules(*PRODUCT):
+        if path.startswith(SETTINGS_READERS_BY_DESIGN):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                if any(
+                    a.annotation is not None and ast.unparse(a.annotation) == "Settings"
+                    for a in args
+                ):
+                    takers.append((path, node.name))
+    assert ("monitor/jobs/build.py", "build_jobs") in takers
+    modules_named = {
+        p for p, n in takers if n in named or f"`{p.removeprefix('monitor/')}`" in section
+    }
+    unnamed = [
+        f"{path}: {name}"
+        for path, name in takers
+        if name not in named
+        and f"`{path.removeprefix('monitor/')}`" not in section
+        and not (name.startswith("_") and path in modules_named)
+    ]
+    assert unnamed == []
+
+
+# The one test module that imports others (the document names it).
+TEST_MODULES_IMPORTING_TEST_MODULES = {"tests/monitor/commands/test_judging_interrupt.py"}
+
+
+def test_test_modules_import_no_other_test_module_but_the_one_named() -> None:
+    importers = set()
+    for path, tree in _modules("tests"):
+        for module in _imports(tree):
+            if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith("test_"):
+                importers.add(path)
+            parts = module.split(".")
+            if module.startswith("tests.") and any(p.startswith("test_") for p in parts[:-1]):
+                importers.add(path)
+    assert importers == TEST_MODULES_IMPORTING_TEST_MODULES
+    assert all(p in DOC for p in TEST_MODULES_IMPORTING_TEST_MODULES)
