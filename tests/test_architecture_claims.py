@@ -5,8 +5,9 @@ The layers themselves are ``tests/test_import_layers.py``'s; kafka-python's priv
 library) are ``tests/consumers/test_kafka_workarounds.py``'s. This module checks the rest: the
 modules and names the document cites exist, its layer table is the test's, who builds the
 stream's steps, that ``stats/`` is pure, which modules speak HTTP or import OpenTelemetry's
-underscore modules, which functions still read ``Settings``, and which test module imports
-another. A claim changed in the code fails here until the document says it too (or back).
+underscore modules, which functions still read ``Settings``, which test module imports
+another, that only ``consumers/_kafka.py`` imports kafka-python, that the commit step alone
+marks offsets done, and that child processes start through ``monitor/processes.py``. A claim changed in the code fails here until the document says it too (or back).
 """
 
 from __future__ import annotations
@@ -314,3 +315,44 @@ def test_test_modules_import_no_other_test_module_but_the_one_named() -> None:
                 importers.add(path)
     assert importers == TEST_MODULES_IMPORTING_TEST_MODULES
     assert all(p in DOC for p in TEST_MODULES_IMPORTING_TEST_MODULES)
+
+
+def test_only_the_kafka_wrapper_imports_kafka_python() -> None:
+    """ "The only modules reaching into kafka-python are ``consumers/_kafka*.py``": the library
+    is imported by ``_kafka.py`` alone, which re-exports what the others use."""
+    users = {
+        path
+        for path, tree in _modules(*PRODUCT)
+        for module in _imports(tree)
+        if module == "kafka" or module.startswith("kafka.")
+    }
+    assert users == {"consumers/_kafka.py"}
+
+
+def test_the_commit_step_alone_marks_offsets_done() -> None:
+    """ "The commit step is the only place offsets are marked done": ``OffsetTracker.done`` is
+    called from ``stream/steps/commit.py`` only."""
+    callers = {
+        path
+        for path, tree in _modules(*PRODUCT)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "done"
+        and "tracker" in ast.unparse(node.func.value)
+    }
+    assert callers == {"monitor/stream/steps/commit.py"}
+
+
+def test_child_processes_start_through_monitor_processes() -> None:
+    """Child processes start through ``monitor/processes.py`` (which ties them to their
+    parent); the screening workers are ``multiprocessing``'s own, not programs."""
+    spawners = {
+        path
+        for path, tree in _modules(*PRODUCT)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func)
+        in {"subprocess.Popen", "subprocess.run", "subprocess.call", "os.fork", "os.execv"}
+    }
+    assert spawners == {"monitor/processes.py"}
