@@ -208,7 +208,7 @@ OVERVIEW = DashboardSpec(
             ),
         ),
         RowSpec(
-            "Baseline tiers (seed 000)",
+            "Baseline tiers (DICE)",
             (
                 PanelSpec(
                     "timeseries",
@@ -281,7 +281,7 @@ METRIC_BAD = f'casewatch_metric_band_total{{{A}, {M}, band=~"severe|moderate"}}'
 METRICS = DashboardSpec(
     uid="casewatch-metrics",
     title="casewatch / Metric drill-down",
-    description="The eight case-aware metrics of seed 004 one by one: band rates, scores, and "
+    description="The eight metrics of the Case-Aware paper one by one: band rates, scores, and "
     "which metric drives a regression.",
     variables=(ASSISTANT, METRIC),
     rows=(

@@ -7,7 +7,7 @@ Run from the repository root with the project's interpreter:
 
 One probe per conversation: its first turn whose retrieval was complete (the question the
 stable assistant was asked, with the same case, history and contexts). The three baseline
-answers follow seed 000's hierarchy:
+answers follow DICE's hierarchy:
 
 - high:   fully correct: the reference answer of the turn (the stable voice, every step);
 - medium: partially correct: the same answer cut after its first step (or first sentence);
