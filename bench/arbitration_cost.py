@@ -1,4 +1,4 @@
-"""What dynamic arbitration (seed 003) costs and buys, with scripted judges.
+"""What dynamic arbitration (DAFE) costs and buys, with scripted judges.
 
 Three judges ("judge-a", "judge-b", "judge-arbiter") share an in-process fake
 OpenAI-compatible server (tests/fake_judge_server.py) with equal prices, and score the turns
@@ -46,7 +46,7 @@ from monitor.stats.agreement import TURN_KEY  # noqa: E402
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores  # noqa: E402
 
 A, B, ARB = "judge-a", "judge-b", "judge-arbiter"
-# Inner part of each band of seed 004 appendix B, so jitter never crosses an edge.
+# Inner part of each band of the Case-Aware paper's appendix B, so jitter never crosses an edge.
 BAND_RANGES = {
     Band.SEVERE: (0.03, 0.28),
     Band.MODERATE: (0.33, 0.58),

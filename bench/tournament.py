@@ -1,4 +1,4 @@
-"""How well a Swiss tournament with Elo (seed 000) ranks systems, against round-robin.
+"""How well a Swiss tournament with Elo (DICE) ranks systems, against round-robin.
 
 Simulated systems with known strengths play matches of ``--questions`` questions each; every
 question is one Bradley-Terry outcome with ties (Davidson's model): with strengths
@@ -12,7 +12,7 @@ For 8, 16 and 32 systems and ``--seeds`` seeds, the same simulated judge plays a
 tournament (``monitor.stats.tournament.swiss``, default ⌈log2 n⌉ + 1 rounds unless
 ``--rounds``) and a round-robin (every pair once). Both rank by the Bradley-Terry fit to all
 their matches (``monitor.stats.bradley_terry``); the Swiss tournament pairs each round by
-seed 000's sequential Elo, whose final ranking is reported too (it falls short).
+DICE's sequential Elo, whose final ranking is reported too (it falls short).
 Reported over seeds: Spearman of the Swiss ranking vs the true ranking (median and 10th
 percentile), of its Elo trajectory's end, vs the round-robin ranking, of round-robin vs
 truth, and the share of round-robin's matches the Swiss tournament used. Seed 000 reports 16

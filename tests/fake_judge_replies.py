@@ -8,7 +8,7 @@ Factories: ``scores`` (valid), ``content`` (any text), ``malformed``, ``missing_
 (the 500 llama-cpp-python's server answers instead), ``reject_inline_schema``,
 ``loading_model`` (503), ``truncated`` (cut at max_tokens) and ``with_logprobs``.
 
-Pairwise (seed 000): ``pairwise(decide)`` answers stage-1 requests with an analysis and
+Pairwise (DICE): ``pairwise(decide)`` answers stage-1 requests with an analysis and
 stage-2 requests (those asking for logprobs or carrying the single-token instruction) with
 whatever ``decide(pair)`` returns: a ``{token: logprob}`` map (a logprob reply), a bare label
 (no logprobs) or a whole ``Reply``. ``pair`` is the fenced pair data of the request
@@ -309,7 +309,7 @@ def render_completion(request: Mapping[str, Any], reply: Reply, n: int) -> dict[
     }
 
 
-# ---------------------------------------------------------------- rubric grading (seed 001)
+# ---------------------------------------------------------------- rubric grading (Pencils Down)
 
 
 def rubric_grade(grade: int | str, answer: str = "", **kwargs: Any) -> Reply:

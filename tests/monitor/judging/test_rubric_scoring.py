@@ -8,7 +8,7 @@ from monitor.judging.rubric_scoring import answer_grades, coverage, relevance
 
 
 def test_relevance_is_the_best_grade_with_m_1() -> None:
-    # Figure 1 of seed 001, passage p1: grades 4, 4, 0, 0, 4 -> label 4.
+    # Figure 1 of Pencils Down, passage p1: grades 4, 4, 0, 0, 4 -> label 4.
     assert relevance([4, 4, 0, 0, 4]) == 4
     assert relevance([0, 5, 1]) == 5
 

@@ -60,7 +60,7 @@ def test_an_unbeaten_system_gets_a_finite_rating_and_an_unplayed_one_the_initial
 
 
 def test_a_swiss_tournament_ranks_32_noisy_systems_as_the_issue_asks() -> None:
-    # With seed 000's sequential Elo the median Spearman fell short of 0.95 at the
+    # With DICE's sequential Elo the median Spearman fell short of 0.95 at the
     # default 6 rounds (96 of round-robin's 496 matches). The fit to all matches reaches it.
     n = 32
     values = []

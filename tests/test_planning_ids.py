@@ -1,0 +1,34 @@
+"""The methods casewatch implements are named by what they are (the papers' names, as
+docs/index.md lists them: Case-Aware, DAFE, DICE, Pencils Down), never by the planning ids
+they were once filed under, which no operator or newcomer can resolve."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANNING_ID = re.compile(r"\bseed[ -]0{2}\d\b")
+
+
+def test_no_planning_id_in_a_tracked_file() -> None:
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
+    assert len(tracked) > 100
+    found = []
+    for name in tracked:
+        path = ROOT / name
+        if not name or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # binary
+        found += [
+            f"{name}:{n}" for n, line in enumerate(text.splitlines(), 1) if PLANNING_ID.search(line)
+        ]
+    assert found == []
