@@ -99,9 +99,5 @@ class OffsetTracker:
         """Messages tracked and not yet finished, over all partitions."""
         return sum(len(s.in_flight) for s in self._parts.values())
 
-    def pending_in(self, tps: Iterable[TopicPartition]) -> int:
-        """Messages tracked and not yet finished in these partitions."""
-        return sum(len(s.in_flight) for tp in tps if (s := self._parts.get(tp)) is not None)
-
     def partitions(self) -> set[TopicPartition]:
         return set(self._parts)

@@ -1,5 +1,5 @@
-"""The streaming daemon: source → [screen →] decode → redact → sample → look-up → judge → store →
-commit.
+"""The streaming daemon: source → [assemble →] [screen →] decode → [redact →] sample → look-up →
+judge → store → [export →] commit.
 
 One thread runs the loop (the Kafka consumer is not thread-safe): poll the source, offer each
 record to the first step, poll the steps. Backpressure follows arroyo's processor: a step that
@@ -9,7 +9,10 @@ means the pipeline is saturated, not just busy: every assigned partition is then
 polling resumes (it returns nothing, but keeps the consumer in its group) until the backlog is
 handed over; then the partitions resume. Pausing only after a delay matters: a resumed
 partition costs a fetch round trip, so pausing at every full poll would throttle throughput.
-Memory is bounded by ``max_in_flight`` + the store batch + two polls' worth of records.
+Memory is bounded by what each step may hold: ``max_in_flight`` turns in the look-up step and
+as many in the judge step, the store batch, with screening ``4 × processes`` batches (each at
+most 1,024 records and 1 MiB), with OTLP topics the assembler's caps in traces and spans, and
+two polls' worth of records.
 
 Offsets are tracked when read and marked done by the last step; only offsets below which
 everything is finished are committed. What a rebalance or a rewinding source changes (finish the

@@ -1,5 +1,6 @@
 """The one place the streaming daemon is assembled: store, source and dead-letter sink (Kafka,
-or a JSONL file), metrics, evaluator, daemon, probe server and retention job.
+or a JSONL file), metrics, evaluator, judge watch, the scheduled jobs (``jobs/build.py``),
+daemon and probe server.
 
 ``casewatch run`` runs it in the foreground (signals drain it); ``casewatch demo`` and the
 benchmarks run it on a thread. Either way the pieces and their wiring are the same, so what a
