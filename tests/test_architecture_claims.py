@@ -7,8 +7,9 @@ modules and names the document cites exist, its layer table is the test's, who b
 stream's steps, that ``stats/`` is pure, which modules speak HTTP or import OpenTelemetry's
 underscore modules, which functions still read ``Settings``, which test module imports
 another, that only ``consumers/_kafka.py`` imports kafka-python, that the commit step alone
-marks offsets done, and that child processes start through ``monitor/processes.py``. A claim
-changed in the code fails here until the document says it too (or back).
+marks offsets done, that child processes start through ``monitor/processes.py``, and that no
+finalizer closes a resource. A claim changed in the code fails here until the document says it
+too (or back).
 """
 
 from __future__ import annotations
@@ -357,3 +358,16 @@ def test_child_processes_start_through_monitor_processes() -> None:
         in {"subprocess.Popen", "subprocess.run", "subprocess.call", "os.fork", "os.execv"}
     }
     assert spawners == {"monitor/processes.py"}
+
+
+def test_no_finalizer_closes_for_a_forgetful_owner() -> None:
+    """ "No finalizer closes for a forgetful owner": whoever opens a resource closes it, so no
+    ``weakref.finalize`` and no ``__del__`` in the product."""
+    found = [
+        f"{path}:{node.lineno}"
+        for path, tree in _modules(*PRODUCT)
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.FunctionDef) and node.name == "__del__")
+        or (isinstance(node, ast.Call) and _called_name(node.func) == "finalize")
+    ]
+    assert found == []
