@@ -371,3 +371,23 @@ def test_no_finalizer_closes_for_a_forgetful_owner() -> None:
         or (isinstance(node, ast.Call) and _called_name(node.func) == "finalize")
     ]
     assert found == []
+
+
+def test_every_class_member_the_document_names_exists() -> None:
+    """``Pipeline.wait_progress``, ``KafkaTurnSource.poll``, ``Daemon._tick``: a class of that
+    name in the product defines the member."""
+    members: dict[str, set[str]] = {}
+    for _, tree in _modules(*PRODUCT):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                own = members.setdefault(node.name, set())
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                        own.add(item.name)
+                    elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                        own.add(item.target.id)
+                    elif isinstance(item, ast.Assign):
+                        own |= {t.id for t in item.targets if isinstance(t, ast.Name)}
+    cited = set(re.findall(r"`([A-Z]\w*)\.([a-z_]\w*)`", DOC))
+    assert len(cited) > 10
+    assert sorted(f"{c}.{m}" for c, m in cited if m not in members.get(c, set())) == []
