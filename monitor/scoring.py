@@ -81,6 +81,11 @@ def validate_weights(weights: Mapping[str, float]) -> dict[str, float]:
     return {m: float(weights[m]) for m in METRICS}
 
 
+def lower_edge(b: Band) -> float:
+    """The lowest score in band ``b`` (0.0 for severe): the one place the edges are written."""
+    return next((edge for edge, named in _BAND_EDGES if named is b), 0.0)
+
+
 def band(score: float) -> Band:
     """Severity band of a score in [0, 1]."""
     if not 0.0 <= score <= 1.0 or math.isnan(score):

@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from monitor.models import METRICS, Band, TurnSignals
-from monitor.scoring import turn_band
+from monitor.scoring import lower_edge, turn_band
 
-SEVERE_EDGE = 0.31  # the lowest score that is not severe (the Case-Aware paper's appendix B)
+SEVERE_EDGE = lower_edge(Band.MODERATE)  # the lowest score that is not severe
 EDGE_SPAN = 0.30  # a judge reading a score 0.1-0.2 off still flips the call at 0.2 away
 DEFAULT_FLOOR = 0.2
 

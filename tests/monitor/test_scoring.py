@@ -98,3 +98,15 @@ def test_raising_a_metric_never_lowers_s_final_or_the_turn_band(
 def test_turn_band_is_never_better_than_the_s_final_band(scores: dict[str, float]) -> None:
     w = scoring.DEFAULT_PROFILE
     assert scoring.turn_band(scores, w).rank <= scoring.band(scoring.s_final(scores, w)).rank
+
+
+@pytest.mark.parametrize(
+    ("b", "edge"),
+    [(Band.SEVERE, 0.0), (Band.MODERATE, 0.31), (Band.MINOR, 0.61), (Band.NONE, 0.86)],
+)
+def test_lower_edge_is_where_band_starts(b: Band, edge: float) -> None:
+    """The edges other modules use (active sampling, the heuristic judge) are the bands'."""
+    assert scoring.lower_edge(b) == edge
+    assert scoring.band(edge) is b
+    if edge > 0:
+        assert scoring.band(math.nextafter(edge, 0.0)).rank < b.rank

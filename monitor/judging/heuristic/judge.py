@@ -45,12 +45,14 @@ from monitor.judging.heuristic.evidence import (
 from monitor.judging.heuristic.identifiers import IdKind
 from monitor.models import (
     MAX_JUSTIFICATION_CHARS,
+    Band,
     JudgeRole,
     JudgeScores,
     Judgment,
     MetricScore,
     TurnEvent,
 )
+from monitor.scoring import lower_edge
 
 __all__ = ["ALGORITHM_VERSION", "PROMPT_HASH", "HeuristicJudge", "score_turn"]
 
@@ -60,8 +62,8 @@ PROMPT_HASH = hashlib.sha256(ALGORITHM_VERSION.encode()).hexdigest()
 _log = structlog.get_logger(__name__)
 
 
-# Below this a metric is at best moderate (the case-aware judging paper's appendix B).
-_MINOR_EDGE = 0.61
+# Below this a metric is at best moderate.
+_MINOR_EDGE = lower_edge(Band.MINOR)
 # A context covering this share of the key terms counts as relevant to the query.
 _RELEVANT = 0.25
 _FULL = 0.45
