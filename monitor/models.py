@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-# The eight case-aware metrics of the case-aware judging paper, in the paper's order.
+# The eight case-aware metrics of the Case-Aware paper, in the paper's order.
 METRICS: tuple[str, ...] = (
     "hallucination",
     "retrieval_correctness",
@@ -48,7 +48,7 @@ JudgeRole = Literal["single", "primary", "arbiter"]
 
 
 class Band(enum.StrEnum):
-    """Severity bands of the case-aware judging paper's appendix B, worst first."""
+    """Severity bands of the Case-Aware paper's appendix B, worst first."""
 
     SEVERE = "severe"
     MODERATE = "moderate"

@@ -103,7 +103,7 @@ def worst(bands: Sequence[Band]) -> Band:
 
 
 def s_final(scores: Mapping[str, float], weights: Mapping[str, float]) -> float:
-    """S_final = Σ w_i s_i over the eight metrics (the case-aware judging paper's Eq. 1)."""
+    """S_final = Σ w_i s_i over the eight metrics (the Case-Aware paper's Eq. 1)."""
     missing = [m for m in METRICS if m not in scores]
     if missing:
         raise ValueError(f"scores missing metric(s): {', '.join(missing)}")

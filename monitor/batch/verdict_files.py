@@ -1,6 +1,6 @@
 """The files ``casewatch judge`` writes and reads back: the granular file (one ``Verdict`` per
 line with raw judge output, attempts, tokens, cost, latency) and the compact file (case,
-answer, context ids, S_final, bands), the case-aware judging paper's A.2.
+answer, context ids, S_final, bands), the Case-Aware paper's A.2.
 
 ``VerdictFiles`` is the batch's store, for the pipeline's look-up and store steps: ``existing``
 answers from the verdicts the granular file held when the run started (same judge

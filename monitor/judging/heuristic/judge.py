@@ -225,7 +225,7 @@ def _identifier_integrity(ev: TurnEvidence) -> MetricScore:
 
 
 def _case_issue(ev: TurnEvidence, relevant_terms: frozenset[str], cs: float) -> MetricScore:
-    """Does the answer stay on the case's issue (the case-aware judging paper's M7)?
+    """Does the answer stay on the case's issue (the Case-Aware paper's M7)?
 
     Focus is the share of the answer's key terms found in the conversation itself or in the
     contexts that are about it; an answer built from an unrelated article scores low even when
