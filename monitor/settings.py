@@ -202,8 +202,12 @@ class Settings(BaseSettings):
             if key:
                 values.append(key)
         for assistant in self.baseline.assistants:  # assistant tokens too
-            endpoint = assistant.endpoint
-            token = endpoint._key.value if endpoint is not None else None
+            if assistant.endpoint is None:
+                continue
+            try:
+                token = assistant.endpoint.resolve_api_key()
+            except ConfigError:
+                token = None
             if token:
                 values.append(token)
         if self.kafka.sasl_password is not None:
