@@ -55,6 +55,15 @@ def runbook_base(rules: Path) -> str:
     return directory.as_uri()
 
 
+def dashboards_base(rules: Path) -> str:
+    """Where the demo's alerts link their dashboard: the JSON files in the dashboards/
+    directory beside the rules' directory (else the checkout's), as a ``file://`` URL, since
+    the demo starts no Grafana to open a dashboard link in."""
+    here = rules.resolve().parent.parent / "dashboards"
+    directory = here if here.is_dir() else Path(__file__).resolve().parents[2] / "dashboards"
+    return directory.as_uri()
+
+
 class DemoAlerts:
     """``start(target)`` ... ``summary()`` every interval ... ``stop()``."""
 
@@ -83,6 +92,7 @@ class DemoAlerts:
             [target],
             rule_files=[self._rules],
             runbook_base=runbook_base(self._rules),
+            dashboards_base=dashboards_base(self._rules),
             prometheus_bin=self._prometheus_bin,
             alertmanager_bin=self._alertmanager_bin,
         )

@@ -43,7 +43,7 @@ from monitor.demo.prometheus_config import (
 )
 from monitor.errors import ConfigError, PrometheusNotInstalled, PrometheusStackError
 from monitor.processes import spawn_logged, stop_process, wait_ready
-from monitor.reports.alert_links import rebase_links
+from monitor.reports.alert_links import dashboards_as_files, rebase_links
 
 log = structlog.get_logger(__name__)
 
@@ -213,6 +213,8 @@ class PrometheusStack:
     ``/-/ready``; ``stop()`` ends both and removes their directory (kept with ``keep_dir``).
     ``runbook_base``: the rules are loaded with their ``runbook_url`` annotations moved there
     (``monitor.reports.alert_links``; the demo points them at the checkout's own runbook).
+    ``dashboards_base``: their Grafana ``dashboard_url`` annotations name the dashboard JSON
+    files there instead (the demo runs no Grafana).
     """
 
     def __init__(
@@ -222,6 +224,7 @@ class PrometheusStack:
         rule_files: Sequence[Path] = (),
         webhook_url: str | None = None,
         runbook_base: str | None = None,
+        dashboards_base: str | None = None,
         scrape_interval_s: float = 1.0,
         evaluation_interval_s: float = 1.0,
         host: str = "127.0.0.1",
@@ -239,6 +242,7 @@ class PrometheusStack:
                 raise ConfigError(f"rule file {path} does not exist")
         self._webhook_url = webhook_url
         self._runbook_base = runbook_base
+        self._dashboards_base = dashboards_base
         self._scrape_s = scrape_interval_s
         self._eval_s = evaluation_interval_s
         self._host = host
@@ -347,14 +351,16 @@ class PrometheusStack:
         )
 
     def _loaded_rules(self, directory: Path) -> list[Path]:
-        """The rule files as given, or copies in ``directory`` with their runbook links
-        rebased (one per file, numbered: two files may share a name)."""
-        if self._runbook_base is None:
+        """The rule files as given, or copies in ``directory`` with their runbook and
+        dashboard links moved (one per file, numbered: two files may share a name)."""
+        if self._runbook_base is None and self._dashboards_base is None:
             return self._rule_files
         directory.mkdir(parents=True, exist_ok=True)
         copies = []
         for i, path in enumerate(self._rule_files):
             doc = rebase_links(yaml.safe_load(path.read_text()), runbook_base=self._runbook_base)
+            if self._dashboards_base is not None:
+                doc = dashboards_as_files(doc, self._dashboards_base)
             copy = directory / f"{i}-{path.name}"
             copy.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
             copies.append(copy)

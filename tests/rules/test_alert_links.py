@@ -10,7 +10,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from monitor.reports.alert_links import GRAFANA_URL, RUNBOOK_BASE, rebase_links
+from monitor.reports.alert_links import (
+    GRAFANA_URL,
+    RUNBOOK_BASE,
+    dashboards_as_files,
+    rebase_links,
+)
 from tests.rules.markdown import anchors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +76,18 @@ def test_rebase_links_moves_both_bases_and_nothing_else() -> None:
         u.startswith("https://grafana.acme.test/d/casewatch-turns/") for u in dashboards
     )
     assert rebase_links(doc) == doc
+
+
+def test_dashboards_as_files_names_each_dashboards_json_file_with_a_note() -> None:
+    """Without a Grafana (the demo) the dashboard link is the dashboard's file, which exists."""
+    doc = yaml.safe_load(RULE_FILES[0].read_text())
+    moved = dashboards_as_files(doc, (ROOT / "dashboards").as_uri() + "/")
+    notes = [r["annotations"] for g in moved["groups"] for r in g["rules"] if "alert" in r]
+    linked = [n for n in notes if "dashboard_url" in n]
+    assert linked
+    for n in linked:
+        path = Path(urlsplit(n["dashboard_url"]).path)
+        assert path == ROOT / "dashboards" / "casewatch-turns.json", n["dashboard_url"]
+        assert "no Grafana" in n["dashboard_note"]
+    assert all(n["runbook_url"].startswith(RUNBOOK_BASE) for n in notes)  # untouched
+    assert not any("dashboard_note" in n for n in notes if "dashboard_url" not in n)

@@ -102,6 +102,25 @@ def test_every_link_the_demo_prints_for_its_prometheus_answers(
             assert url.startswith((ROOT / "rules" / "RUNBOOK.md").as_uri() + "#"), url
             path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
             assert path.read_text() == runbook
+        # Every link any loaded rule carries answers on this machine: a file that exists in
+        # the checkout (the demo runs no Grafana, so dashboards are their JSON files) or a page.
+        notes = [r.get("annotations", {}) for g in rules["data"]["groups"] for r in g["rules"]]
+        urls = [v for n in notes for v in n.values() if re.match(r"[a-z]+://", v)]
+        dashboards = [n["dashboard_url"] for n in notes if "dashboard_url" in n]
+        assert dashboards and len(urls) > len(runbooks)
+        for url in urls:
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme == "file":
+                path = Path(urllib.request.url2pathname(parts.path))
+                assert path.is_file() and path.is_relative_to(ROOT), url
+            else:
+                status, body = _get(url)
+                assert status == 200 and body, url
+        for url in dashboards:
+            path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path))
+            assert path.parent == ROOT / "dashboards", url
+            assert json.loads(path.read_text())["uid"] == path.stem
+        assert all("Import" in n["dashboard_note"] for n in notes if "dashboard_url" in n)
     finally:
         alerts.stop()
 
