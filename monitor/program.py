@@ -52,6 +52,18 @@ def casewatch_program(cwd: Path | None = None) -> str:
     return _runnable("casewatch", cwd)
 
 
+def python_program(cwd: Path | None = None) -> str:
+    """This environment's Python as printed lines should run it from ``cwd`` (for the
+    repository's example scripts): ``python`` only when that name on PATH is this very
+    environment's, else its path (``.venv/bin/python``). Compared unresolved: a venv's python
+    is a symlink to the system's, which lacks casewatch's dependencies."""
+    script = _script("python")
+    on_path = shutil.which("python")
+    if on_path is not None and Path(on_path).absolute() == script.absolute():
+        return "python"
+    return _relative(script, cwd)
+
+
 def install_extra(extra: str, cwd: Path | None = None) -> str:
     """The command that installs casewatch's ``extra`` into this environment: the
     environment's own pip (``.venv/bin/pip``), with ``-e`` on the checkout when casewatch runs
@@ -63,4 +75,4 @@ def install_extra(extra: str, cwd: Path | None = None) -> str:
     return f"{pip} 'casewatch[{extra}]'"
 
 
-__all__ = ["casewatch_program", "install_extra"]
+__all__ = ["casewatch_program", "install_extra", "python_program"]
