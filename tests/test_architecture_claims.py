@@ -302,23 +302,6 @@ def test_every_function_taking_settings_is_named_in_the_document() -> None:
     assert unnamed == []
 
 
-# The one test module that imports others (the document names it).
-TEST_MODULES_IMPORTING_TEST_MODULES = {"tests/monitor/commands/test_judging_interrupt.py"}
-
-
-def test_test_modules_import_no_other_test_module_but_the_one_named() -> None:
-    importers = set()
-    for path, tree in _modules("tests"):
-        for module in _imports(tree):
-            if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith("test_"):
-                importers.add(path)
-            parts = module.split(".")
-            if module.startswith("tests.") and any(p.startswith("test_") for p in parts[:-1]):
-                importers.add(path)
-    assert importers == TEST_MODULES_IMPORTING_TEST_MODULES
-    assert all(p in DOC for p in TEST_MODULES_IMPORTING_TEST_MODULES)
-
-
 def test_only_the_kafka_wrapper_imports_kafka_python() -> None:
     """ "The only modules reaching into kafka-python are ``consumers/_kafka*.py``": the library
     is imported by ``_kafka.py`` alone, which re-exports what the others use."""

@@ -18,6 +18,7 @@ from monitor.commands.batch import judge_command
 from tests.fake_judge_replies import scores, slow
 from tests.fake_judge_server import FakeJudgeServer, malformed
 from tests.fixtures.judge_server import FAKE_JUDGE_MODEL
+from tests.support.cli_judging import sigint_as_from_a_terminal
 from tests.support.turn_lines import stable_and_canary
 from tests.support.waiting import wait_for
 
@@ -69,15 +70,6 @@ def test_a_run_where_every_turn_failed_exits_non_zero_with_a_summary(tmp_path: P
     assert "all 4 turn(s) judged in this run ended judge_failed" in result.output
 
 
-def _sigint_as_from_a_terminal() -> None:
-    """In the child before exec: SIGINT unblocked and at its default action, as a command
-    started from a terminal has it. A child inherits an ignored or blocked SIGINT from
-    whatever started the suite (a CI runner, a background job), and would then never see
-    the interrupt this test sends; Python turns the default action into KeyboardInterrupt."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_turn(
     tmp_path: Path,
 ) -> None:
@@ -96,7 +88,7 @@ def test_ctrl_c_keeps_what_was_judged_and_the_rerun_resumes_and_counts_every_tur
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
-            preexec_fn=_sigint_as_from_a_terminal,
+            preexec_fn=sigint_as_from_a_terminal,
         )
         try:
 

@@ -14,10 +14,14 @@ from pathlib import Path
 import yaml
 
 from tests.fake_judge_server import FakeJudgeServer, keyword_grader, pairwise
-from tests.monitor.commands.test_batch_judge_down import _sigint_as_from_a_terminal
-from tests.monitor.commands.test_pairwise_cli import TIE, system_file
-from tests.monitor.commands.test_rubric_cli import KEYWORDS, RUBRICS
-from tests.monitor.commands.test_rubric_cli import _config as rubric_config
+from tests.support.cli_judging import (
+    KEYWORDS,
+    RUBRICS,
+    TIE,
+    rubric_config,
+    sigint_as_from_a_terminal,
+    system_file,
+)
 from tests.support.waiting import DEADLINE_S, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,7 +37,7 @@ def _interrupt_once_judging(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=_sigint_as_from_a_terminal,
+        preexec_fn=sigint_as_from_a_terminal,
     )
     try:
 

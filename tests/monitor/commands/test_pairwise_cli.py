@@ -13,11 +13,10 @@ from click.testing import CliRunner, Result
 
 from monitor.commands.pairwise import pairwise_command, tournament_command
 from tests.fake_judge_server import FakeJudgeServer, pairwise
+from tests.support.cli_judging import EXAMPLES, TIE, system_file
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 HARD_A = {"A": math.log(0.83), "Tie": math.log(0.16), "B": math.log(1e-6)}
 HARD_B = {"B": math.log(0.83), "Tie": math.log(0.16), "A": math.log(1e-6)}
-TIE = {"Tie": math.log(0.9), "A": math.log(0.05), "B": math.log(0.05)}
 
 
 def run(command: Any, *args: object) -> Result:
@@ -28,19 +27,6 @@ def config_for(server: FakeJudgeServer, tmp_path: Path) -> Path:
     path = tmp_path / "casewatch.yaml"
     judge = {"base_url": server.base_url, "model": "fake-judge", "transport_retries": 0}
     path.write_text(yaml.safe_dump({"judges": {"pw": judge}}))
-    return path
-
-
-def system_file(tmp_path: Path, name: str, quality: int, turns: int = 3) -> Path:
-    """``turns`` stable turns answered by assistant ``name`` with a quality marker."""
-    rows = []
-    for line in (EXAMPLES / "turns-stable.jsonl").read_text().splitlines()[:turns]:
-        doc = json.loads(line)
-        doc["assistant"]["name"] = name
-        doc["answer"] = f"[quality {quality}] {doc['answer']}"
-        rows.append(json.dumps(doc))
-    path = tmp_path / f"{name}.jsonl"
-    path.write_text("\n".join(rows) + "\n")
     return path
 
 

@@ -18,43 +18,8 @@ from tests.fake_judge_server import (
     keyword_grader,
     rubric_questions,
 )
-from tests.fixtures.judge_server import FAKE_JUDGE_KEY, FAKE_JUDGE_MODEL
-
-RUBRICS = """\
-- id: lock
-  query: Backup fails with E4021
-  reviewed: true
-  questions:
-    - What causes E4021?
-    - Which command releases the lock?
-- id: vpn
-  query: VPN drops
-  questions:
-    - Which MTU is recommended?
-"""
-KEYWORDS = {
-    "What causes E4021?": "stale catalog lock",
-    "Which command releases the lock?": "unlock --force",
-    "Which MTU is recommended?": "MTU 1400",
-}
-
-
-def _config(tmp_path: Path, server: FakeJudgeServer) -> Path:
-    path = tmp_path / "casewatch.yaml"
-    key = tmp_path / "judge-key"  # keys come from files or the environment, never the config
-    key.write_text(FAKE_JUDGE_KEY)
-    path.write_text(
-        "judges:\n"
-        "  grader:\n"
-        "    kind: openai\n"
-        f"    base_url: {server.base_url}\n"
-        f"    model: {FAKE_JUDGE_MODEL}\n"
-        f"    api_key_file: {key}\n"
-        "    transport_retries: 0\n"
-        "rubric:\n"
-        "  judge: grader\n"
-    )
-    return path
+from tests.support.cli_judging import KEYWORDS, RUBRICS
+from tests.support.cli_judging import rubric_config as _config
 
 
 def _run(args: list[Any]) -> Result:
