@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from monitor.stats.cusum_calibration import Calibration, increments, shifted_rate, target_arl0
-from monitor.stats.detection import Alarm
+from monitor.stats.detection import Alarm, ShiftState
 
 # The chain's transition matrix holds (states x (n + 1)) entries: bounded so one solve stays
 # around 0.1 s; past it the lattice is coarsened, and past the coarsest lattice the threshold
@@ -207,39 +207,18 @@ def calibrate_runs(
 
 
 @dataclass
-class RunShift:
-    """One CUSUM of the grid: its statistic, when its current excursion started (the run after
-    which it was last zero) and the calls and severe calls since."""
-
-    shift: float
-    s: float = 0.0
-    zero_at: float | None = None
-    n_since: int = 0
-    x_since: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "shift": self.shift,
-            "s": self.s,
-            "zero_at": self.zero_at,
-            "n_since": self.n_since,
-            "x_since": self.x_since,
-        }
-
-
-@dataclass
 class RunDetector:
     """Per-run CUSUMs over a grid of shifts for one judge's canary (stored in the shape of
     ``monitor.stats.detection.Detector``'s state, counts in calls)."""
 
     shifts: tuple[float, ...]
-    states: list[RunShift] = field(default_factory=list)
+    states: list[ShiftState] = field(default_factory=list)
     latched: Alarm | None = None
     recovery: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.states:
-            self.states = [RunShift(c) for c in self.shifts]
+            self.states = [ShiftState(c) for c in self.shifts]
         if [s.shift for s in self.states] != list(self.shifts):
             raise ValueError("detector state does not match the configured shifts")
 
@@ -250,7 +229,7 @@ class RunDetector:
     def update(self, severe: int, turns: int, at: float, cal: Calibration) -> bool:
         """Feed one run (``severe`` of ``turns`` calls); True when it raised the alarm (an
         alarm while latched is not a new one)."""
-        fired: RunShift | None = None
+        fired: ShiftState | None = None
         best = 0.0
         for st, p1, h in zip(self.states, cal.rates, cal.thresholds, strict=True):
             if st.s == 0.0:
@@ -313,16 +292,7 @@ class RunDetector:
             )
         if d.get("per") != "run":
             return cls(shifts, latched=latched)
-        states = [
-            RunShift(
-                float(s["shift"]),
-                float(s["s"]),
-                None if s.get("zero_at") is None else float(s["zero_at"]),
-                int(s.get("n_since", 0)),
-                int(s.get("x_since", 0)),
-            )
-            for s in d.get("states", [])
-        ]
+        states = [ShiftState.from_dict(s) for s in d.get("states", [])]
         if [s.shift for s in states] != list(shifts):
             return cls(shifts, latched=latched)
         return cls(shifts, states, latched, float(d.get("recovery", 0.0)))
