@@ -11,15 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-from prometheus_client import CollectorRegistry
-
 from monitor.settings import load_settings
-from monitor.storage.store import Store
-from monitor.storage.tables import verdicts
-from monitor.stream.file_state import file_sidecars
-from monitor.stream.runner import DaemonRunner
 from tests.fixtures.databases import make_turn
+from tests.support.file_runs import outcome_of_a_file_run
 
 # The file source reads its lines as the records of topic ``file``.
 MAPPING = {
@@ -48,7 +42,6 @@ def _record(i: int, *, negative: bool, native: bool = True) -> bytes:
 
 def _run(tmp_path: Path, data: Path, name: str, screen_processes: int) -> dict[str, object]:
     url = f"sqlite:///{tmp_path / f'{name}.sqlite'}"
-    registry = CollectorRegistry()
     settings = load_settings(
         None,
         storage={"url": url},
@@ -58,26 +51,7 @@ def _run(tmp_path: Path, data: Path, name: str, screen_processes: int) -> dict[s
         sampling={"default_rate": 0.0, "always_judge": [NEGATIVE]},
         daemon={"screen_processes": screen_processes},
     )
-    copy = tmp_path / f"{name}.jsonl"  # its own offsets and dead-letter sidecars
-    copy.write_bytes(data.read_bytes())
-    DaemonRunner(settings, registry, file_path=copy).run_foreground(install_signals=False)
-    counters = {
-        (family.name, tuple(sorted(s.labels.items()))): s.value
-        for family in registry.collect()
-        if family.name.startswith(("casewatch_turns_", "casewatch_dead_letter", "casewatch_trip"))
-        and family.type == "counter"
-        for s in family.samples
-        if s.name.endswith("_total")
-    }
-    store = Store(url)
-    try:
-        with store.transaction(write=False) as conn:
-            stored = sorted(conn.execute(sa.select(verdicts.c.event_id)).scalars())
-    finally:
-        store.close()
-    dlq_path, _ = file_sidecars(copy, url)
-    dead = sorted(json.loads(line)["reason"] for line in dlq_path.read_text().splitlines())
-    return {"counters": counters, "stored": stored, "dead": dead}
+    return outcome_of_a_file_run(settings, data, tmp_path / f"{name}.jsonl")
 
 
 def test_screening_changes_no_outcome_on_a_mapped_topic(tmp_path: Path) -> None:

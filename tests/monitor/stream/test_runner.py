@@ -28,6 +28,7 @@ from tests.fixtures.databases import make_turn, make_verdict
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
 from tests.support.daemon import rows_per_event, turn_values
 from tests.support.daemon_process import EXIT_SLACK_S
+from tests.support.file_runs import outcome_of_a_file_run
 from tests.support.http import http_get
 from tests.support.waiting import wait_for
 
@@ -264,7 +265,6 @@ def test_the_whole_stop_stays_within_its_bound_while_a_scheduled_job_is_mid_run(
 
 def _run_file(tmp_path: Path, data: Path, name: str, screen_processes: int) -> dict[str, object]:
     url = f"sqlite:///{tmp_path / f'{name}.sqlite'}"
-    registry = CollectorRegistry()
     rule = {"name": "negative", "field": "feedback", "equals": "negative"}
     settings = load_settings(
         None,
@@ -273,26 +273,7 @@ def _run_file(tmp_path: Path, data: Path, name: str, screen_processes: int) -> d
         sampling={"default_rate": 0.3, "always_judge": [rule]},
         daemon={"screen_processes": screen_processes},
     )
-    copy = tmp_path / f"{name}.jsonl"  # its own offsets and dead-letter sidecars
-    copy.write_bytes(data.read_bytes())
-    DaemonRunner(settings, registry, file_path=copy).run_foreground(install_signals=False)
-    counters = {
-        (family.name, tuple(sorted(s.labels.items()))): s.value
-        for family in registry.collect()
-        if family.name.startswith(("casewatch_turns_", "casewatch_dead_letter", "casewatch_trip"))
-        and family.type == "counter"
-        for s in family.samples
-        if s.name.endswith("_total")
-    }
-    store = Store(url)
-    try:
-        with store.transaction(write=False) as conn:
-            stored = sorted(conn.execute(sa.select(verdicts.c.event_id)).scalars())
-    finally:
-        store.close()
-    dlq_path, _ = file_sidecars(copy, url)
-    dead = sorted(json.loads(line)["reason"] for line in dlq_path.read_text().splitlines())
-    return {"counters": counters, "stored": stored, "dead": dead}
+    return outcome_of_a_file_run(settings, data, tmp_path / f"{name}.jsonl")
 
 
 def test_screening_processes_change_no_outcome(tmp_path: Path) -> None:
