@@ -70,6 +70,28 @@ class Alarm:
             return None
         return self.severe_since / self.observations_since
 
+    @classmethod
+    def fired_by(cls, state: ShiftState) -> Alarm:
+        """The alarm a CUSUM of the grid raises: its excursion's start and counts since."""
+        return cls(state.shift, state.zero_at, state.n_since, state.x_since)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shift": self.shift,
+            "change_point": self.change_point,
+            "observations_since": self.observations_since,
+            "severe_since": self.severe_since,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Alarm:
+        return cls(
+            float(d["shift"]),
+            None if d.get("change_point") is None else float(d["change_point"]),
+            int(d["observations_since"]),
+            int(d["severe_since"]),
+        )
+
 
 @dataclass
 class Detector:
@@ -144,7 +166,7 @@ class Detector:
                 fired = self.states[max(range(len(ratios)), key=ratios.__getitem__)]
                 if self.latched is None:
                     raised += 1
-                    self.latched = Alarm(fired.shift, fired.zero_at, fired.n_since, fired.x_since)
+                    self.latched = Alarm.fired_by(fired)
                 self.recovery = 0.0
                 for st in self.states:
                     st.s, st.zero_at, st.n_since, st.x_since = 0.0, float(t[e]), 0, 0
@@ -177,7 +199,7 @@ class Detector:
             if fired is not None:
                 if self.latched is None:
                     raised += 1
-                    self.latched = Alarm(fired.shift, fired.zero_at, fired.n_since, fired.x_since)
+                    self.latched = Alarm.fired_by(fired)
                 self.recovery = 0.0
                 for st in self.states:
                     st.s, st.zero_at, st.n_since, st.x_since = 0.0, t, 0, 0
@@ -197,14 +219,7 @@ class Detector:
         return {
             "states": [s.to_dict() for s in self.states],
             "recovery": self.recovery,
-            "latched": None
-            if latched is None
-            else {
-                "shift": latched.shift,
-                "change_point": latched.change_point,
-                "observations_since": latched.observations_since,
-                "severe_since": latched.severe_since,
-            },
+            "latched": None if latched is None else latched.to_dict(),
         }
 
     @classmethod
@@ -219,12 +234,7 @@ class Detector:
         raw = d.get("latched")
         latched = None
         if raw is not None and float(raw["shift"]) in shifts:
-            latched = Alarm(
-                float(raw["shift"]),
-                None if raw.get("change_point") is None else float(raw["change_point"]),
-                int(raw["observations_since"]),
-                int(raw["severe_since"]),
-            )
+            latched = Alarm.from_dict(raw)
         return cls(shifts, states, latched, float(d.get("recovery", 0.0)))
 
 

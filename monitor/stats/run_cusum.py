@@ -253,7 +253,7 @@ class RunDetector:
         if fired is not None:
             if self.latched is None:
                 raised = True
-                self.latched = Alarm(fired.shift, fired.zero_at, fired.n_since, fired.x_since)
+                self.latched = Alarm.fired_by(fired)
             self.recovery = 0.0
             for st in self.states:
                 st.s, st.zero_at, st.n_since, st.x_since = 0.0, at, 0, 0
@@ -265,14 +265,7 @@ class RunDetector:
             "per": "run",
             "states": [s.to_dict() for s in self.states],
             "recovery": self.recovery,
-            "latched": None
-            if latched is None
-            else {
-                "shift": latched.shift,
-                "change_point": latched.change_point,
-                "observations_since": latched.observations_since,
-                "severe_since": latched.severe_since,
-            },
+            "latched": None if latched is None else latched.to_dict(),
         }
 
     @classmethod
@@ -284,12 +277,7 @@ class RunDetector:
         raw = d.get("latched")
         latched = None
         if raw is not None and float(raw["shift"]) in shifts:
-            latched = Alarm(
-                float(raw["shift"]),
-                None if raw.get("change_point") is None else float(raw["change_point"]),
-                int(raw["observations_since"]),
-                int(raw["severe_since"]),
-            )
+            latched = Alarm.from_dict(raw)
         if d.get("per") != "run":
             return cls(shifts, latched=latched)
         states = [ShiftState.from_dict(s) for s in d.get("states", [])]
