@@ -615,6 +615,63 @@ class Metrics:
             registry=r,
         )
 
+        # Cases (jobs/cases.py, docs/cases.md): conversations judged as a whole once quiet.
+        # The case-level headline: case verdicts stored, by case band ('judge_failed' when no
+        # case judge could score it).
+        self.cases_judged = Counter(
+            "casewatch_cases_judged",
+            "Case verdicts stored, by case band ('judge_failed' when no judge could score)",
+            ["assistant", "band"],
+            registry=r,
+        )
+        # How cases ended as the case judge read them: the resolution rate is resolved over
+        # all of them.
+        self.case_resolution = Counter(
+            "casewatch_case_resolution",
+            "Judged cases by outcome (resolved|partial|unresolved|handed_off)",
+            ["assistant", "outcome"],
+            registry=r,
+        )
+        # Which case metric drives a case regression: per-metric band counts.
+        self.case_metric_band = Counter(
+            "casewatch_case_metric_band",
+            "Per-metric severity bands of judged cases",
+            ["assistant", "metric", "band"],
+            registry=r,
+        )
+        # Case score distribution (weighted over the case metrics).
+        self.case_score = Histogram(
+            "casewatch_case_score",
+            "Weighted case score of judged cases",
+            ["assistant"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
+        )
+        # Why a case judge failed (monitor.judging.judge.FAILURE_REASONS, panel_insufficient).
+        self.case_judge_failed = Counter(
+            "casewatch_case_judge_failed",
+            "Case verdicts stored judge_failed, by reason (retried at the next run)",
+            ["reason"],
+            registry=r,
+        )
+        # Cases found closed but not judged by this run, by why: budget (the hourly judge
+        # budget refused), duplicate (another run wrote that version first), lease_lost (this
+        # replica lost the job's lease: nothing saved), gave_up (max_failures judge_failed in
+        # a row: waits for a new turn), vanished (its turns were purged before it was read).
+        self.cases_skipped = Counter(
+            "casewatch_cases_skipped",
+            "Closed cases not judged by a run, by reason",
+            ["reason"],
+            registry=r,
+        )
+        # Closed cases still waiting after the last run (more than max_cases_per_run, or the
+        # budget ran out): a backlog that only grows means cases are closing faster than judged.
+        self.cases_pending = Gauge(
+            "casewatch_cases_pending",
+            "Closed cases left unjudged after the case job's last run",
+            registry=r,
+        )
+
         # Unreadable record batches: each failed read attempt of a partition held
         # back on a batch it cannot read (reason=codec_unavailable|corrupt; retried with a
         # backoff of at most 30 s, so increase() over a few minutes is > 0 while it is stuck).

@@ -122,6 +122,13 @@ class TurnEvent(_Open):
     reference: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     feedback: Feedback | None = None
+    ends_case: bool = Field(
+        default=False,
+        description="True on the conversation's last turn when the producer knows the case "
+        "ended (the customer closed the chat, an agent took it over): its case is judged at "
+        "the next run of the case job instead of after cases.idle_seconds of quiet. A later "
+        "turn of the same conversation resumes the case (judged again as a new version).",
+    )
     # The span that produced the answer, when the turn was read from OpenTelemetry traces (or a
     # producer knows it): kept with the stored turn and on the evaluation records written back.
     trace_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{32}$")

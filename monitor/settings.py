@@ -28,6 +28,7 @@ from pydantic_settings import (
 )
 
 from monitor.config.baseline import BaselineConfig
+from monitor.config.cases import CasesConfig
 from monitor.config.daemon import DaemonConfig, ServerConfig
 from monitor.config.detection import DetectionConfig
 from monitor.config.drift import DriftConfig
@@ -85,6 +86,8 @@ class Settings(BaseSettings):
     quality_estimate: QualityEstimateConfig = Field(default_factory=QualityEstimateConfig)
     judge_canary: JudgeCanaryConfig = Field(default_factory=JudgeCanaryConfig)
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
+    # Conversations judged as a whole when they go quiet.
+    cases: CasesConfig = Field(default_factory=CasesConfig)
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="JSON logs on stderr from this level up."
     )

@@ -36,12 +36,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     (
         "monitor.scoring",
+        "monitor.case_models",
         "monitor.logs",
         "monitor.secrets",
         "monitor.settings_errors",
         "monitor.turn_mapping",
     ),
-    ("monitor.exporter", "monitor.redaction", "monitor.config"),
+    ("monitor.exporter", "monitor.redaction", "monitor.config", "monitor.case_scoring"),
     ("monitor.settings",),
     # Pure statistics sit under every group that does I/O (store, judges, intake), so an
     # import of one from stats/ fails here.
@@ -106,20 +107,29 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "heuristic.kinds",
             "heuristic.lexicon",
         ),
-        ("chat_options", "http_transport"),
+        ("case_schema", "chat_options", "http_transport"),
         ("chat_endpoint", "prompt", "recorder", "rubric_match", "heuristic.tokens"),
         (
+            "case_prompt",
             "openai_judge",
             "preflight",
             "pairwise_prompt",
             "rubric_prompt",
             "heuristic.identifiers",
         ),
-        ("pairwise_judge", "probes", "rubric_grader", "heuristic.evidence", "heuristic.tripwire"),
+        (
+            "case_judge",
+            "pairwise_judge",
+            "probes",
+            "rubric_grader",
+            "heuristic.case_judge",
+            "heuristic.evidence",
+            "heuristic.tripwire",
+        ),
         ("heuristic.constraints",),
         ("heuristic.judge",),
         # composition: which judge a setting names, the panel, the evaluator
-        ("config_hash", "factory", "pairwise_heuristic"),
+        ("case_panel", "config_hash", "factory", "pairwise_heuristic"),
         ("pairwise_factory", "panel"),
         ("evaluator",),
     ),
@@ -127,6 +137,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "section"),
         # one section per concept; the baseline's names a judge, so it sits above judges
         (
+            "cases",
             "daemon",
             "detection",
             "drift",
@@ -152,7 +163,14 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("schema",),
         ("store",),
         ("audit", "leases", "labels", "retention", "turn_queries"),
-        ("canary_runs", "detection_queries", "drift_queries", "matches", "rubric_gradings"),
+        (
+            "canary_runs",
+            "case_queries",
+            "detection_queries",
+            "drift_queries",
+            "matches",
+            "rubric_gradings",
+        ),
     ),
     "monitor.sampling": (("__init__", "budget"), ("sampler",), ("judging_redaction",)),
     "monitor.stats": (
@@ -193,6 +211,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         # the jobs themselves and their scheduler: siblings, none imports another
         (
             "baseline_tiers",
+            "cases",
             "detection",
             "drift",
             "judge_canary",

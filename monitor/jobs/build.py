@@ -124,6 +124,8 @@ def _build_jobs(
                 lease_owner=lease_owner,
             )
         )
+    if settings.cases.enabled:  # Conversations judged as a whole when they go quiet
+        jobs.append(_cases(settings, store, metrics, clock, budget, lease_owner))
     if settings.baseline.enabled:
         from monitor.jobs.baseline_tiers import build_baseline_job
 
@@ -180,6 +182,51 @@ def _judge_canary(
             live_config_hash=judge_config_hash(settings),
             redaction=settings.redaction,
             file_turns=inputs.canary_turns,
+            clock=clock,
+            lease_owner=lease_owner,
+        )
+        built.pop_all()
+    return job
+
+
+def _cases(
+    settings: Settings,
+    store: Store,
+    metrics: Metrics,
+    clock: Clock,
+    budget: Budget | None,
+    lease_owner: str | None,
+) -> Job:
+    """The case job, judging with the case judges of the live panel's judges."""
+    from monitor.jobs.cases import CaseJob
+    from monitor.jobs.recorders import CaseRecorder
+    from monitor.judging.case_panel import (
+        CasePanel,
+        NamedJudge,
+        build_case_judge,
+        case_config_hash,
+    )
+
+    cfg = settings.cases
+    panel_cfg = settings.effective_panel()
+    named = [
+        NamedJudge(name, settings.judge_config(name), role) for name, role in panel_cfg.roles()
+    ]
+    with ExitStack() as built:
+        judges = []
+        for judge in named:
+            case_judge = build_case_judge(judge, max_prompt_chars=cfg.max_prompt_chars)
+            built.callback(case_judge.close)
+            judges.append(case_judge)
+        arbiter = judges[-1] if panel_cfg.arbiter else None
+        primaries = judges[:-1] if arbiter is not None else judges
+        job = CaseJob(
+            cfg,
+            CasePanel(primaries, arbiter),
+            case_config_hash(named, cfg.max_prompt_chars),
+            store,
+            CaseRecorder(metrics),
+            budget or Sampler(settings.sampling, clock).budget,
             clock=clock,
             lease_owner=lease_owner,
         )

@@ -285,3 +285,77 @@ __all__ = [
     "PairwiseRequest",
     "RubricRecorder",
 ]
+
+
+# Reasons a closed case is not judged by a run (casewatch_cases_skipped_total).
+CASE_SKIP_REASONS: tuple[str, ...] = ("budget", "duplicate", "lease_lost", "gave_up", "vanished")
+
+
+class CaseRecorder:
+    """The case job's series: verdicts by band, outcome and metric, failures, skips, backlog;
+    each case judge's requests also count as judge requests (tokens, cost, latency), like the
+    turn judges'."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+        self._judging = JudgingRecorder(metrics)
+        for reason in CASE_SKIP_REASONS:  # exported at 0: increase() sees the first
+            metrics.cases_skipped.labels(reason=reason)
+        metrics.cases_pending.set(0)
+
+    def prime(self, reasons: Iterable[str]) -> None:
+        for reason in reasons:
+            self._m.case_judge_failed.labels(reason=reason)
+
+    def record_verdict(
+        self,
+        assistant: str,
+        *,
+        band: str | None,
+        outcome: str | None,
+        case_score: float | None,
+        metric_bands: Mapping[str, str],
+        failure_reason: str | None,
+    ) -> None:
+        m = self._m
+        name = self._assistant(assistant)
+        m.cases_judged.labels(assistant=name, band=band or "judge_failed").inc()
+        if band is None:
+            m.case_judge_failed.labels(reason=failure_reason or "internal").inc()
+            return
+        if outcome is not None:
+            m.case_resolution.labels(assistant=name, outcome=outcome).inc()
+        if case_score is not None:
+            m.case_score.labels(assistant=name).observe(case_score)
+        for metric, metric_band in metric_bands.items():
+            m.case_metric_band.labels(assistant=name, metric=metric, band=metric_band).inc()
+
+    def record_judge_request(
+        self,
+        judge: str,
+        *,
+        ok: bool,
+        failure_reason: str | None,
+        attempts: int,
+        latency_seconds: float,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+    ) -> None:
+        self._judging.record_judge_request(
+            judge,
+            ok=ok,
+            failure_reason=failure_reason,
+            attempts=attempts,
+            latency_seconds=latency_seconds,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=cost_usd,
+        )
+
+    def record_skipped(self, reason: str, count: int = 1) -> None:
+        self._m.cases_skipped.labels(reason=reason).inc(count)
+
+    def record_pending(self, pending: int) -> None:
+        self._m.cases_pending.set(pending)

@@ -439,3 +439,76 @@ detector_cursor = sa.Table(
 
 TABLES = (*TABLES, detector_states, detector_cursor)
 # --- end detection ---
+
+# --- cases (migration 0011): conversations judged as a whole ---
+# One row per case verdict. A case is one assistant's side of one conversation (two assistants
+# answering the same conversation id, as an A/B pair does, are two cases). (assistant_name,
+# conversation_id, version) is unique, so a second write of a
+# version, by a replica whose lease lapsed or a run replayed after a SIGKILL, is refused by
+# the database whatever the code above it did. The newest version is the current verdict; a
+# case that resumes (or whose judge failed) is judged again as the next version, and every
+# earlier one is kept. No foreign key to turns: a case verdict outlives retention's purge.
+case_verdicts = sa.Table(
+    "case_verdicts",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("conversation_id", sa.String(256), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("assistant_name", sa.String(256), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("failure_reason", sa.Text),
+    sa.Column("failures_in_row", sa.Integer, nullable=False),
+    sa.Column("close_reason", sa.String(16), nullable=False),
+    sa.Column("judge_config_hash", sa.String(128), nullable=False),
+    sa.Column("turns", sa.Integer, nullable=False),
+    sa.Column("turns_cut", sa.Integer, nullable=False),
+    # The newest stored_at of the turns it covered: a turn stored later resumes the case.
+    sa.Column("covered_until", UTCDateTime, nullable=False),
+    sa.Column("case_score", sa.Float),
+    sa.Column("case_band", sa.String(16)),
+    sa.Column("resolution_outcome", sa.String(16)),
+    sa.Column("metric_scores", JSONDoc, nullable=False),
+    sa.Column("metric_bands", JSONDoc, nullable=False),
+    sa.Column("turn_mean_s_final", sa.Float),
+    sa.Column("arbitrated", sa.Boolean, nullable=False),
+    sa.Column("arbitration_trigger", sa.Text),
+    sa.Column("judged_at", UTCDateTime, nullable=False, index=True),
+    sa.UniqueConstraint("assistant_name", "conversation_id", "version"),
+    sa.Index(None, "conversation_id"),
+    sa.Index(None, "assistant_name", "judged_at"),
+    sa.CheckConstraint("status IN ('ok', 'judge_failed')", name="status"),
+    sa.CheckConstraint("close_reason IN ('idle', 'ended')", name="close_reason"),
+)
+
+# Each case judge's answer behind a case verdict, for audit (as ``judgments`` for turns).
+case_judgments = sa.Table(
+    "case_judgments",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column(
+        "case_verdict_id",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        sa.ForeignKey("case_verdicts.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("judge", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("failure_reason", sa.Text),
+    sa.Column("failure_detail", sa.Text),
+    # {resolution_outcome, metric: {score, justification}}; NULL when the judge failed.
+    sa.Column("scores", JSONDoc),
+    sa.Column("raw_output", sa.Text),
+    sa.Column("prompt_version", sa.Text, nullable=False),
+    sa.Column("prompt_hash", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False),
+    sa.Column("output_tokens", sa.Integer, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False),
+    sa.Column("latency_seconds", sa.Float, nullable=False),
+)
+TABLES = (*TABLES, case_verdicts, case_judgments)
+# --- end cases ---
