@@ -175,6 +175,82 @@ OVERVIEW = DashboardSpec(
             ),
         ),
         # --- end detection ---
+        # --- outcomes ---
+        RowSpec(
+            "What customers said",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Negative feedback share",
+                    "Share of the feedback users gave that was negative (thumbs down, or a "
+                    "rating below the middle of its scale), on all traffic, sampled or not.",
+                    (
+                        Query(
+                            share(
+                                f'casewatch_outcomes_total{{{A}, kind="feedback_negative"}}',
+                                f'casewatch_outcomes_total{{{A}, kind=~"feedback_.*"}}',
+                                "assistant",
+                                "[1h]",
+                            ),
+                            "{{assistant}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    width=8,
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Case outcomes per hour",
+                    "Cases handed to a person, resolved and reopened, per hour.",
+                    (
+                        Query(
+                            "sum by (assistant, kind) (increase(casewatch_outcomes_total"
+                            f'{{{A}, kind=~"handed_off|resolved|reopened"}}[1h]))',
+                            "{{assistant}} {{kind}}",
+                        ),
+                    ),
+                    width=8,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "The judge against the users",
+                    "Of the judged turns users were unhappy with, the share the judge passed "
+                    "(minor or none: judge blind); and the share of all feedback-verdict pairs "
+                    "where judge and user agree. The CasewatchJudgeBlind alert watches the "
+                    "first over 6 h.",
+                    (
+                        Query(
+                            share(
+                                f'casewatch_judge_user_pairs_total{{{A}, agreement="judge_blind"}}',
+                                f"casewatch_judge_user_pairs_total{{{A}, "
+                                'agreement=~"judge_blind|agree_unhappy"}',
+                                "assistant",
+                                "[6h]",
+                            ),
+                            "{{assistant}} judge blind",
+                        ),
+                        Query(
+                            share(
+                                f"casewatch_judge_user_pairs_total{{{A}, "
+                                'agreement=~"agree_unhappy|agree_happy"}',
+                                f"casewatch_judge_user_pairs_total{{{A}, "
+                                'agreement!="user_neutral"}',
+                                "assistant",
+                                "[6h]",
+                            ),
+                            "{{assistant}} agreement",
+                        ),
+                    ),
+                    unit="percentunit",
+                    width=8,
+                    min=0,
+                    max=1,
+                ),
+            ),
+        ),
+        # --- end outcomes ---
         RowSpec(
             "Alerts",
             (

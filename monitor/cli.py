@@ -94,13 +94,26 @@ def main() -> None:
 
 
 @main.command()
-def schema() -> None:
+@click.option(
+    "--event",
+    type=click.Choice(["turn", "outcome"]),
+    default="turn",
+    show_default=True,
+    help="Which event: a turn, or an outcome (feedback on a turn, or a case outcome).",
+)
+def schema(event: str) -> None:
     """Print the JSON Schema of the turn event (v1) for producers to validate against."""
-    from monitor.models import TurnEvent  # here: `casewatch run` needs it only once started
+    # Imported here: `casewatch run` needs them only once started.
+    if event == "outcome":
+        from monitor.outcome_events import outcome_schema
 
-    doc = TurnEvent.model_json_schema()
-    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    doc["title"] = "casewatch TurnEvent v1"
+        doc = outcome_schema()
+    else:
+        from monitor.models import TurnEvent
+
+        doc = TurnEvent.model_json_schema()
+        doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        doc["title"] = "casewatch TurnEvent v1"
     json.dump(doc, sys.stdout, indent=2)
     sys.stdout.write("\n")
 

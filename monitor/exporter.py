@@ -86,6 +86,10 @@ def disable_created_series() -> None:
     disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
+# Failure modes exported per assistant: the largest, by rank (jobs/failure_modes.py).
+FAILURE_MODE_RANKS: int = 5
+
+
 class LabelGuard:
     """Caps the distinct values of one untrusted label (thread-safe)."""
 
@@ -417,6 +421,42 @@ class Metrics:
             "casewatch_drift_window_turns",
             "Judged turns in each drift window (window=recent|reference)",
             ["assistant", "window"],
+            registry=r,
+        )
+
+        # Failure modes (jobs/failure_modes.py, docs/failure-modes.md): each assistant's failed
+        # turns of the window grouped into recurring causes. rank: a mode's place by size in the
+        # newest run, "1".."5" (FAILURE_MODE_RANKS): mode ids stay in the store and in
+        # `casewatch inspect failures`, never in labels.
+        self.failure_mode_turns = Gauge(
+            "casewatch_failure_mode_turns",
+            "Failed turns in each of the largest failure modes of the newest run (rank=1..5)",
+            ["assistant", "rank"],
+            registry=r,
+        )
+        self.failure_modes = Gauge(
+            "casewatch_failure_modes",
+            "Failure modes the newest grouping run found",
+            ["assistant"],
+            registry=r,
+        )
+        self.failure_modes_emerging = Gauge(
+            "casewatch_failure_modes_emerging",
+            "Failure modes of the newest run that are new or grow faster than their history allows",
+            ["assistant"],
+            registry=r,
+        )
+        self.failure_mode_window_turns = Gauge(
+            "casewatch_failure_mode_window_turns",
+            "Failed turns of the newest run's window (outcome=grouped | unsorted: in no mode | "
+            "over_cap: past failure_modes.max_turns, not read)",
+            ["assistant", "outcome"],
+            registry=r,
+        )
+        self.failure_mode_runs = Counter(
+            "casewatch_failure_mode_runs",
+            "Grouping runs per assistant (outcome=grouped | too_few_turns: nothing grouped)",
+            ["assistant", "outcome"],
             registry=r,
         )
 

@@ -32,6 +32,7 @@ from monitor.config.cases import CasesConfig
 from monitor.config.daemon import DaemonConfig, ServerConfig
 from monitor.config.detection import DetectionConfig
 from monitor.config.drift import DriftConfig
+from monitor.config.failure_modes import FailureModesConfig
 from monitor.config.judge_canary import JudgeCanaryConfig
 from monitor.config.judges import HEURISTIC, JudgeConfig, PanelConfig
 from monitor.config.kafka import KafkaConfig, TopicConfig, TopicFormat
@@ -83,6 +84,8 @@ class Settings(BaseSettings):
     baseline: BaselineConfig = Field(default_factory=BaselineConfig)
     rubric: RubricConfig = Field(default_factory=RubricConfig)
     drift: DriftConfig = Field(default_factory=DriftConfig)
+    # Failed turns grouped into recurring causes (failure modes).
+    failure_modes: FailureModesConfig = Field(default_factory=FailureModesConfig)
     quality_estimate: QualityEstimateConfig = Field(default_factory=QualityEstimateConfig)
     judge_canary: JudgeCanaryConfig = Field(default_factory=JudgeCanaryConfig)
     detection: DetectionConfig = Field(default_factory=DetectionConfig)

@@ -62,6 +62,7 @@ INDEX: dict[str, tuple[str, str]] = {
         "map_check",
         "Show the turn each JSON event of EVENTS.jsonl becomes under `mapping`, or why not.",
     ),
+    "outcomes": ("outcomes", "End-user feedback and case outcomes: import them from a file."),
     "pairwise": (
         "pairwise",
         "Compare two answer sets to the same questions: per question A/B/Tie with confidence, "

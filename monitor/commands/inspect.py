@@ -3,7 +3,9 @@
 Read-only. ``inspect turns`` lists judged turns newest first with their worst metrics and the
 first line of each justification; ``inspect turn EVENT_ID`` shows the case, history, query,
 contexts, answer, every judge's scores and reasons, the arbitration, tripwire findings, cost
-and latency. ``--json`` prints stable documents for scripts. Bad input exits 2.
+and latency. ``inspect failures`` and ``inspect failure MODE_ID``
+(``inspect_failures.py``) show the failure modes of the failed turns. ``--json`` prints stable
+documents for scripts. Bad input exits 2.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import click
 
+from monitor.commands.inspect_failures import failure_command, failures_command
 from monitor.commands.store_access import (
     check_assistant,
     db_options,
@@ -110,5 +113,8 @@ def turn_command(db: str | None, config_file: Path | None, event_id: str, as_jso
     else:
         click.echo(render_detail(doc, width=_width(), color=sys.stdout.isatty()))
 
+
+inspect.add_command(failures_command)
+inspect.add_command(failure_command)
 
 COMMANDS: list[click.Command] = [inspect]

@@ -17,11 +17,27 @@ from monitor.config.section import Section
 TopicFormat = Literal["casewatch", "otlp_proto", "otlp_json", "mapped"]
 
 
+# What a topic carries: assistant turns (or the spans they come from), or outcome events
+# (end-user feedback and case outcomes, ``monitor/outcome_events.py``).
+TopicKind = Literal["turns", "outcomes"]
+
+
 class TopicConfig(Section):
-    """A topic with the format of its records (a plain name means format ``casewatch``)."""
+    """A topic with the format of its records (a plain name means format ``casewatch``) and
+    what it carries (``kind``; a plain name carries turns)."""
 
     name: str = Field(min_length=1, max_length=249)
     format: TopicFormat = "casewatch"
+    kind: TopicKind = "turns"
+
+    @model_validator(mode="after")
+    def _outcomes_format(self) -> TopicConfig:
+        if self.kind == "outcomes" and self.format not in ("casewatch", "mapped"):
+            raise ValueError(
+                f"topic {self.name!r}: an outcomes topic has format casewatch or mapped, "
+                f"not {self.format}"
+            )
+        return self
 
 
 class KafkaConfig(Section):
@@ -34,8 +50,8 @@ class KafkaConfig(Section):
         default_factory=lambda: list[str | TopicConfig](["support.turns"]),
         min_length=1,
         description=(
-            "Topics to read: a name (casewatch turn events) or {name, format} with format "
-            "casewatch, otlp_proto, otlp_json or mapped."
+            "Topics to read: a name (casewatch turn events) or {name, format, kind} with "
+            "format casewatch, otlp_proto, otlp_json or mapped and kind turns or outcomes."
         ),
     )
     group_id: str = Field(default="casewatch", description="Every replica joins this group.")
@@ -93,14 +109,23 @@ class KafkaConfig(Section):
 
     @property
     def topic_formats(self) -> dict[str, TopicFormat]:
-        """Each topic's record format."""
+        """Each turns topic's record format (outcomes topics: ``outcome_topics``)."""
         formats: dict[str, TopicFormat] = {}
         for topic in self.topics:
             if isinstance(topic, str):
                 formats[topic] = "casewatch"
-            else:
+            elif topic.kind == "turns":
                 formats[topic.name] = topic.format
         return formats
+
+    @property
+    def outcome_topics(self) -> dict[str, TopicFormat]:
+        """The topics of kind ``outcomes``, with their format (casewatch or mapped)."""
+        return {
+            t.name: t.format
+            for t in self.topics
+            if not isinstance(t, str) and t.kind == "outcomes"
+        }
 
     @property
     def join_timeout_ms(self) -> int:

@@ -104,6 +104,19 @@ def _build_jobs(
                 retention_days=storage.retention_days,
             )
         )
+    if settings.failure_modes.enabled:  # Failed turns grouped into recurring causes
+        from monitor.jobs.failure_modes import FailureModesJob
+
+        jobs.append(
+            FailureModesJob(
+                settings.failure_modes,
+                store,
+                metrics,
+                clock=clock,
+                lease_owner=lease_owner,
+                retention_days=storage.retention_days,
+            )
+        )
     if settings.quality_estimate.enabled:  # The label-corrected severe rate
         from monitor.jobs.quality_estimate import QualityEstimateJob
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from prometheus_client import Gauge
 
-from monitor.exporter import Metrics
+from monitor.exporter import FAILURE_MODE_RANKS, Metrics
 from monitor.judging.pairwise_scoring import KINDS, OUTCOMES
 from monitor.judging.probes import TIERS
 from monitor.judging.recorder import JudgingRecorder
@@ -100,6 +100,57 @@ class RubricRecorder:
         for path, n in (paths or {}).items():
             if n:
                 self._m.rubric_replies.labels(path=path).inc(n)
+
+
+class FailureModeRecorder:
+    """Each assistant's failure modes of the newest run: the largest by rank (no mode id in a
+    label), how many there are and how many emerge, and where the window's turns went."""
+
+    OUTCOMES: tuple[str, ...] = ("grouped", "too_few_turns")
+    WINDOW: tuple[str, ...] = ("grouped", "unsorted", "over_cap")
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+
+    def record_run(
+        self,
+        assistant: str,
+        *,
+        outcome: str,
+        sizes: Iterable[int],
+        emerging: int,
+        grouped: int,
+        unsorted: int,
+        over_cap: int,
+    ) -> None:
+        label = self._assistant(assistant)
+        m = self._m
+        for o in self.OUTCOMES:  # both outcomes exported from the first run: increase() sees 1
+            m.failure_mode_runs.labels(label, o)
+        m.failure_mode_runs.labels(label, outcome).inc()
+        ranked = sorted(sizes, reverse=True)
+        m.failure_modes.labels(label).set(len(ranked))
+        m.failure_modes_emerging.labels(label).set(emerging)
+        for rank in range(1, FAILURE_MODE_RANKS + 1):
+            size = ranked[rank - 1] if rank <= len(ranked) else 0
+            m.failure_mode_turns.labels(label, str(rank)).set(size)
+        for window, n in zip(self.WINDOW, (grouped, unsorted, over_cap), strict=True):
+            m.failure_mode_window_turns.labels(label, window).set(n)
+
+    def forget(self, assistant: str) -> None:
+        """An assistant with no failed turn in the window any more: no frozen last values."""
+        label = self._assistant(assistant)
+        m = self._m
+        for gauge in (m.failure_modes, m.failure_modes_emerging):
+            with contextlib.suppress(KeyError):
+                gauge.remove(label)
+        for rank in range(1, FAILURE_MODE_RANKS + 1):
+            with contextlib.suppress(KeyError):
+                m.failure_mode_turns.remove(label, str(rank))
+        for window in self.WINDOW:
+            with contextlib.suppress(KeyError):
+                m.failure_mode_window_turns.remove(label, window)
 
 
 class DetectionRecorder:

@@ -8,7 +8,7 @@ wrapped to the terminal's width, bands coloured only when the caller says the ou
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -257,6 +257,8 @@ def render_detail(doc: dict[str, Any], *, width: int, color: bool) -> str:
             if entry:
                 b = band(float(entry["score"])).value
                 out.para(f"{m} {entry['score']:.2f} {b}: {entry['justification']}", "  ")
+    if doc.get("outcomes") is not None:
+        _render_outcomes(out, doc["outcomes"], v)
     arb = doc["arbitration"]
     out.fence("arbitration")
     if not arb["arbitrated"]:
@@ -279,6 +281,39 @@ def render_detail(doc: dict[str, Any], *, width: int, color: bool) -> str:
         )
     )
     return out.text()
+
+
+def outcome_docs(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The stored outcome events of a turn and its case, as ``inspect turn`` shows them."""
+    keep = ("outcome_id", "kind", "polarity", "thumbs", "rating", "scale_min", "scale_max",
+            "comment", "agreement")  # fmt: skip
+    docs = []
+    for row in rows:
+        doc = {k: row.get(k) for k in keep}
+        doc["time"] = _iso(row["event_timestamp"])
+        doc["joined"] = row.get("joined_at") is not None
+        docs.append(doc)
+    return docs
+
+
+def _render_outcomes(out: _Text, outcomes: list[dict[str, Any]], verdict: Any) -> None:
+    out.fence(f"what the customer said ({len(outcomes)})")
+    if not outcomes:
+        out.para("no feedback or case outcome stored for this turn or its case")
+        return
+    for o in outcomes:
+        said = o["kind"]
+        if o["thumbs"]:
+            said += f" thumbs {o['thumbs']}"
+        if o["rating"] is not None:
+            said += f" rating {o['rating']:g} on {o['scale_min']:g}..{o['scale_max']:g}"
+        if o["polarity"]:
+            said += f" ({o['polarity']})"
+        if o["agreement"]:
+            said += f"; against the judge: {o['agreement']}"
+        out.para(f"{o['time']}  {said}")
+        if o["comment"]:
+            out.para(o["comment"], "      ")
 
 
 def inspect_hint(

@@ -440,6 +440,63 @@ detector_cursor = sa.Table(
 TABLES = (*TABLES, detector_states, detector_cursor)
 # --- end detection ---
 
+# --- failure modes (migration 0013): failed turns grouped into recurring causes ---
+# One row per (assistant, mode): its signature (distinctive terms, failing metrics) that the next
+# run recognises it by, and the figures of the newest run that found it (``present``).
+failure_modes = sa.Table(
+    "failure_modes",
+    metadata,
+    sa.Column("assistant", sa.String(256), primary_key=True),
+    sa.Column("mode_id", sa.String(32), primary_key=True),
+    sa.Column("label", sa.Text, nullable=False),
+    sa.Column("terms", JSONDoc, nullable=False),  # {term: mean weight}
+    sa.Column("metrics", JSONDoc, nullable=False),  # [metric], most frequent first
+    sa.Column("first_seen", UTCDateTime, nullable=False),
+    sa.Column("last_seen", UTCDateTime, nullable=False),  # its newest turn
+    sa.Column("updated_at", UTCDateTime, nullable=False),  # the newest run that found it
+    sa.Column("present", sa.Boolean, nullable=False),  # found by the assistant's newest run
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("share", sa.Float, nullable=False),
+    sa.Column("recent", sa.Integer, nullable=False),
+    sa.Column("earlier", sa.Integer, nullable=False),
+    sa.Column("trend", sa.Float),  # recent share minus earlier share
+    sa.Column("new", sa.Boolean, nullable=False),
+    sa.Column("growing", sa.Boolean, nullable=False),
+    sa.Column("examples", JSONDoc, nullable=False),  # [event_id], newest first
+)
+# Which turn the newest run put in which mode; replaced whole per assistant by each run (no
+# foreign key: a purged turn simply drops out of the join that reads it).
+failure_mode_members = sa.Table(
+    "failure_mode_members",
+    metadata,
+    sa.Column("assistant", sa.String(256), primary_key=True),
+    sa.Column("event_id", sa.String(256), primary_key=True),
+    sa.Column("mode_id", sa.String(32), nullable=False),
+    sa.Column("event_timestamp", UTCDateTime, nullable=False),
+    sa.Index(None, "assistant", "mode_id", "event_timestamp"),
+)
+# One row per run and assistant, the runs with too few failed turns to group included.
+failure_mode_runs = sa.Table(
+    "failure_mode_runs",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("run_at", UTCDateTime, nullable=False),
+    sa.Column("assistant", sa.String(256), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("turns", sa.Integer, nullable=False),
+    sa.Column("recent_turns", sa.Integer, nullable=False),
+    sa.Column("grouped", sa.Integer, nullable=False),
+    sa.Column("unsorted", sa.Integer, nullable=False),
+    sa.Column("over_cap", sa.Integer, nullable=False),  # newest turns past the cap, not read
+    sa.Column("modes", sa.Integer, nullable=False),
+    sa.Column("emerging", sa.Integer, nullable=False),
+    sa.Column("note", sa.Text, nullable=False),
+    sa.Index(None, "assistant", "run_at"),
+    sa.CheckConstraint("status IN ('grouped', 'too_few_turns')", name="status"),
+)
+TABLES = (*TABLES, failure_modes, failure_mode_members, failure_mode_runs)
+# --- end failure modes ---
+
 # --- cases (migration 0011): conversations judged as a whole ---
 # One row per case verdict. A case is one assistant's side of one conversation (two assistants
 # answering the same conversation id, as an A/B pair does, are two cases). (assistant_name,

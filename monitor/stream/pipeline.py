@@ -32,6 +32,7 @@ from monitor.config.sampling import SamplingConfig
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
 from monitor.otel_export.sender import EvaluationSender
+from monitor.outcome_events import OutcomeMapping, decode_outcome
 from monitor.settings import Settings
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep, TicketGate
@@ -42,7 +43,14 @@ from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S
 from monitor.stream.steps.export import ExportStep
 from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.steps.lookup import LookupStep
+from monitor.stream.steps.outcomes import (
+    OutcomeDecoder,
+    OutcomeMetrics,
+    OutcomeStep,
+    OutcomeWriter,
+)
 from monitor.stream.steps.rebalance import Rebalancing
+from monitor.stream.steps.retain import RetainingDone, RetainMetrics, RetainWriter
 from monitor.stream.steps.screen import ScreenStep
 from monitor.stream.steps.store import StoreStep
 from monitor.stream.turn_steps import (
@@ -70,8 +78,12 @@ class Pipeline:
         commit: CommitStep,
         screen: ScreenStep | None = None,
         report_budget: Callable[[], None] | None = None,
+        closers: Sequence[Callable[[], None]] = (),
     ) -> None:
+        """``closers``: what else the pipeline owns (the unsampled turns' writer), closed
+        after the chain."""
         self._first = first
+        self._closers = tuple(closers)
         # Sets the hourly judge budget's gauges, after each poll and once closed (what the
         # close gave back shows).
         self._report_budget = report_budget
@@ -96,6 +108,8 @@ class Pipeline:
 
     def close(self) -> None:
         self._first.close()
+        for close in self._closers:
+            close()
         if self._report_budget is not None:
             self._report_budget()
 
@@ -153,6 +167,17 @@ class Pipeline:
 
 
 @dataclass(frozen=True)
+class OutcomeIntake:
+    """Where the outcome step stores outcome events and what it records of them, and, with
+    ``retain``, where unsampled turns are kept for their feedback."""
+
+    writer: OutcomeWriter
+    metrics: OutcomeMetrics
+    retain: RetainWriter | None = None
+    retain_metrics: RetainMetrics | None = None
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """The daemon's pipeline: the steps of one turn and what comes before and after them."""
 
@@ -163,6 +188,10 @@ class PipelineConfig:
     topic_formats: Mapping[str, TopicFormat] = field(default_factory=dict)
     mapping: Mapping[str, str] = field(default_factory=dict)
     assembly: AssemblyConfig = field(default_factory=AssemblyConfig)
+    # Topics of kind outcomes, with their format (casewatch or mapped), read by the outcome step.
+    outcome_topics: Mapping[str, TopicFormat] = field(default_factory=dict)
+    outcome_mapping: Mapping[str, str] = field(default_factory=dict)
+    outcome_max_buffered: int = 5000
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PipelineConfig:
@@ -183,7 +212,22 @@ class PipelineConfig:
             topic_formats=dict(settings.kafka.topic_formats),
             mapping=dict(settings.mapping),
             assembly=settings.assembly,
+            outcome_topics=dict(settings.kafka.outcome_topics),
+            outcome_mapping=dict(settings.outcomes.mapping),
+            outcome_max_buffered=settings.outcomes.max_buffered,
         )
+
+
+def outcome_decoders(
+    topics: Mapping[str, TopicFormat], mapping: Mapping[str, str]
+) -> dict[str, OutcomeDecoder]:
+    """How each outcomes topic's records are read: casewatch's own outcome event, or the
+    settings' ``outcomes.mapping`` for a topic of format mapped."""
+    compiled = OutcomeMapping.compile(mapping) if "mapped" in topics.values() else None
+    return {
+        topic: compiled.decode if compiled is not None and fmt == "mapped" else decode_outcome
+        for topic, fmt in topics.items()
+    }
 
 
 def build_pipeline(
@@ -198,7 +242,10 @@ def build_pipeline(
     clock: Clock,
     evaluation_sender: EvaluationSender | None = None,
     republisher: TraceRepublisher | None = None,
+    outcomes: OutcomeIntake | None = None,
 ) -> Pipeline:
+    """``outcomes``: where the records of ``config.outcome_topics`` go (required when there
+    are such topics)."""
     commit = CommitStep(source, tracker, metrics, clock, config.commit_interval_s)
     formats = config.topic_formats
     encodings: dict[str, OtlpEncoding] = {
@@ -218,6 +265,14 @@ def build_pipeline(
     # Built once: the decode, redact and sample steps and the screening processes decide by
     # the same decisions, so screening never changes an outcome, on any topic.
     decisions = turn_decisions(config.turn, decoders=decoders, sampling=config.sampling)
+    unsampled: RetainingDone | None = None
+    if outcomes is not None and outcomes.retain is not None and outcomes.retain_metrics:
+        redactor = decisions.redactor
+        # Kept redacted: unless the chain already redacts before judging, here.
+        redact = None
+        if redactor is not None and not config.turn.redaction.before_judging:
+            redact = lambda turn: redactor.redact_turn(turn).turn  # noqa: E731
+        unsampled = RetainingDone(done, outcomes.retain, outcomes.retain_metrics, redact=redact)
     steps = build_turn_steps(
         config.turn,
         done,
@@ -229,6 +284,7 @@ def build_pipeline(
         clock,
         after_store=after_store,
         decisions=decisions,
+        unsampled=unsampled,
     )
     first: ProcessingStep[RawMessage] = steps.first
     # The sample step holds at most one decision, kept for a record the loop may drop.
@@ -273,6 +329,22 @@ def build_pipeline(
         done.attach(assemble)
         first = assemble
         rebalancing.insert(0, assemble)
+    if config.outcome_topics:
+        if outcomes is None:
+            raise ValueError("outcomes topics need an outcome writer (build_pipeline outcomes=)")
+        first = OutcomeStep(
+            first,
+            done,
+            steps.dlq,
+            outcomes.writer,
+            metrics,
+            outcomes.metrics,
+            outcome_decoders(config.outcome_topics, config.outcome_mapping),
+            max_bytes=config.turn.max_bytes,
+            max_buffered=config.outcome_max_buffered,
+            redactor=decisions.redactor,
+            clock=clock,
+        )
     return Pipeline(
         first,
         rebalancing,
@@ -282,4 +354,5 @@ def build_pipeline(
         commit=commit,
         screen=screen,
         report_budget=lambda: metrics.set_judge_budget(sampler.budget.state()),
+        closers=[unsampled.close] if unsampled is not None else [],
     )

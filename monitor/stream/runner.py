@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from monitor.storage.store import Store
     from monitor.stream.daemon import Daemon
     from monitor.stream.http import Heartbeat
-    from monitor.stream.pipeline import Pipeline
+    from monitor.stream.pipeline import OutcomeIntake, Pipeline
+    from monitor.stream.recorder import StreamRecorder
 
 log = structlog.get_logger(__name__)
 
@@ -91,6 +92,27 @@ def _source_and_dlq(
         )
     opened("dead-letter sink", dlq.close)
     return source, dlq
+
+
+def _outcome_intake(
+    settings: Settings, store: Store, metrics: Metrics, recorder: StreamRecorder, clock: Clock
+) -> OutcomeIntake | None:
+    """The outcome step's writer and recorder, when topics of kind outcomes are read."""
+    if not settings.kafka.outcome_topics and not settings.outcomes.retain_unsampled:
+        return None
+    from monitor.jobs.recorders import OutcomeRecorder
+    from monitor.outcome_events import OUTCOME_DLQ_REASONS
+    from monitor.storage.outcomes import OutcomeRecords
+    from monitor.stream.pipeline import OutcomeIntake
+    from monitor.stream.steps.outcomes import UNSTORABLE
+
+    outcome_recorder = OutcomeRecorder(metrics)
+    outcome_recorder.prime()
+    recorder.prime(dead_letter_reasons=(*OUTCOME_DLQ_REASONS, UNSTORABLE))
+    records = OutcomeRecords(store, clock)
+    if settings.outcomes.retain_unsampled:
+        return OutcomeIntake(records, outcome_recorder, records, outcome_recorder)
+    return OutcomeIntake(records, outcome_recorder)
 
 
 def stream_daemon(
@@ -141,6 +163,7 @@ def stream_daemon(
         recorder.prime_evaluation_export(OUTCOMES)
     pipeline: Pipeline | None = None
     republisher = None
+    outcomes = _outcome_intake(settings, store, metrics, recorder, clock)
     try:
         republisher = _republisher(settings, source)
         pipeline = build_pipeline(
@@ -155,6 +178,7 @@ def stream_daemon(
             clock,
             evaluation_sender=sender,
             republisher=republisher,
+            outcomes=outcomes,
         )
         return Daemon(
             settings.daemon,

@@ -146,6 +146,7 @@ def build_turn_steps(
     *,
     after_store: AfterStore | None = None,
     decisions: TurnDecisions | None = None,
+    unsampled: DoneStep | None = None,
 ) -> TurnSteps:
     """decode → [redact →] sample → look-up → judge → store → ``after_store`` (or ``done``).
 
@@ -156,7 +157,9 @@ def build_turn_steps(
     text. Every step that finishes a
     message early (dead-lettered, skipped, already judged) hands it to ``done``. With
     ``config.write_through`` the judge threads store each verdict as they make it
-    (``StoreStep.write_now``); the store step writes the rest in batches.
+    (``StoreStep.write_now``); the store step writes the rest in batches. ``unsampled``: where
+    the sample step finishes the turns it does not sample (``done`` when None; the pipeline's
+    ``RetainingDone`` keeps them for feedback).
     """
     if decisions is None:
         decisions = turn_decisions(config)
@@ -202,7 +205,7 @@ def build_turn_steps(
     )
     sample = SampleStep(
         lookup,
-        done,
+        unsampled or done,
         sampling,
         metrics,
         tripwire=decisions.tripwire,

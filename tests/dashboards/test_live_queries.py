@@ -103,6 +103,10 @@ OTEL_SERIES = (
     "casewatch_evaluation_records_total",
 )
 OTEL_EXCLUSION = "needs an OTLP topic and otel_export, which the live daemon has none of"
+# Outcome events need a topic of kind outcomes and a producer of feedback;
+# tests/monitor/stream/test_daemon_outcomes.py exports and reads them.
+OUTCOME_SERIES = ("casewatch_outcomes_total", "casewatch_judge_user_pairs_total")
+OUTCOME_EXCLUSION = "needs an outcomes topic with feedback, which the live daemon has none of"
 # Queries run with every variable at "All", and those using $assistant again with this one
 # picked (an assistant of examples/ whose flawed answers make the judges disagree).
 PICKED_ASSISTANT = "acme-support-canary"
@@ -221,6 +225,8 @@ def _excluded(query: PanelQuery, job_names: list[str]) -> str | None:
         return CANARY_EXCLUSION
     if any(name in query.expr for name in OTEL_SERIES):
         return OTEL_EXCLUSION
+    if any(name in query.expr for name in OUTCOME_SERIES):
+        return OUTCOME_EXCLUSION
     return None
 
 
@@ -294,7 +300,7 @@ def test_every_dashboard_query_returns_data_from_a_live_daemon(
     # Every exclusion is a job's (only while that job is not scheduled) or the OTLP intake's.
     assert set(excluded.values()) <= {
         DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION, CANARY_EXCLUSION,
-        OTEL_EXCLUSION,
+        OTEL_EXCLUSION, OUTCOME_EXCLUSION,
     }  # fmt: skip
     if "drift" in job_names:
         assert DRIFT_EXCLUSION not in excluded.values()

@@ -1,0 +1,112 @@
+"""The feedback judging job: an unsampled turn a user gave negative feedback on is judged
+once, charged to the hourly judge budget, with the sampling reason ``feedback``.
+
+Unsampled turns are kept for ``outcomes.retained_seconds`` (redacted, at most
+``outcomes.max_retained_turns``, pruned here each run) by the pipeline's ``RetainingDone``. Each
+run takes the kept turns with joined negative feedback, never judged (no verdict, and not judged
+for feedback before), reserves the panel's calls for each from the budget (a refusal ends the
+run, counted ``casewatch_turns_skipped_total{reason="budget_calls|budget_usd"}`` and retried next
+run), judges, stores the verdict as any verdict, and marks the turn judged.
+
+Such a verdict is not a draw of the random sample, so it is kept out of the random sample's
+rates: it is counted in ``casewatch_feedback_judged_total`` and ``casewatch_turns_sampled_total
+{reason="feedback"}``, never in ``casewatch_turns_judged_total`` (the severe share, its burn
+rates and alerts), and its row is marked observed as it is stored, so the sequential detectors
+(which read only unobserved verdicts) never see it. Judge requests, tokens and cost are counted
+as any judge call's.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from monitor.config.outcomes import OutcomesConfig
+from monitor.jobs.recorders import OutcomeRecorder
+from monitor.judging.evaluator import Evaluator, evaluate_guarded
+from monitor.judging.recorder import JudgingRecorder
+from monitor.models import TurnEvent
+from monitor.sampling.budget import Budget
+from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.store import Store
+
+log = structlog.get_logger(__name__)
+
+TURNS_PER_RUN = 20
+
+
+class FeedbackJudgingJob:
+    name = "feedback_judging"
+
+    def __init__(
+        self,
+        config: OutcomesConfig,
+        store: Store,
+        records: OutcomeRecords,
+        evaluator: Evaluator,
+        budget: Budget,
+        recorder: OutcomeRecorder,
+        judging: JudgingRecorder,
+        *,
+        calls_per_turn: int = 1,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._records = records
+        self._evaluator = evaluator
+        self._budget = budget
+        self._recorder = recorder
+        self._judging = judging
+        self._calls = calls_per_turn
+        self._refusing: str | None = None
+        self.interval_seconds = config.feedback_judging_interval_seconds
+        self.judged = 0
+
+    def close(self) -> None:
+        self._evaluator.close()
+
+    def run(self) -> None:
+        pruned = self._records.prune_retained(
+            self._config.retained_seconds, self._config.max_retained_turns
+        )
+        if pruned:
+            log.info("unsampled turns forgotten", pruned=pruned)
+        for event in self._records.feedback_to_judge(TURNS_PER_RUN):
+            turn = TurnEvent.model_validate(event)
+            refused = self._budget.reserve(self._calls)
+            if refused is not None:
+                self._recorder.record_feedback_skipped(turn.assistant.name, refused)
+                if self._refusing != refused:
+                    log.warning(
+                        "the hourly judge budget refuses feedback judging; retried next run",
+                        reason=refused,
+                    )
+                self._refusing = refused
+                return
+            self._refusing = None
+            verdict = None
+            try:
+                verdict = evaluate_guarded(self._evaluator, turn)
+            finally:
+                judgments = verdict.judgments if verdict is not None else []
+                self._budget.settle(
+                    self._calls,
+                    sum(max(1, j.attempts) for j in judgments),
+                    sum(j.cost_usd for j in judgments),
+                )
+            self._store.save(turn, verdict)
+            self._records.mark_feedback_judged(turn.event_id, verdict.judge_config_hash)
+            band = str(verdict.turn_band) if verdict.status == "ok" else "judge_failed"
+            self._recorder.record_feedback_judged(turn.assistant.name, band)
+            for j in verdict.judgments:
+                self._judging.record_judge_request(
+                    j.judge,
+                    ok=j.ok,
+                    failure_reason=j.failure_reason,
+                    attempts=j.attempts,
+                    latency_seconds=j.latency_seconds,
+                    input_tokens=j.input_tokens,
+                    output_tokens=j.output_tokens,
+                    cost_usd=j.cost_usd,
+                )
+            self.judged += 1
+            log.info("turn judged for its negative feedback", event_id=turn.event_id, band=band)

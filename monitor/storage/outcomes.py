@@ -1,0 +1,297 @@
+"""Outcome events in SQL: stored once per outcome id, joined to stored turns, paired with
+verdicts (the outcome step's writes, the outcome join job's reads and writes, ``inspect``).
+
+Either side may come first. ``save`` inserts (``ON CONFLICT DO NOTHING`` on ``outcome_id``: a
+replayed or duplicated event is a no-op, reported as a duplicate) and marks joined at once the
+new outcomes whose turn (feedback: ``turn_event_id``) or case (``conversation_id``) is stored,
+judged or retained unsampled. ``join_pending`` (the job) marks joined those whose turn came
+later, within the join window, and expired those the window passed. ``pair_feedback`` compares
+joined feedback with its turn's newest ok verdict, once per outcome (``paired_at``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from monitor.clock import Clock, SystemClock
+from monitor.outcome_events import OutcomeEvent
+from monitor.stats.judge_user_agreement import cell
+from monitor.storage.refusals import Refused, write_isolating
+from monitor.storage.store import IN_CHUNK, Store
+from monitor.storage.tables import outcome_events, retained_turns, turns, verdicts
+
+
+@dataclass(frozen=True)
+class SavedOutcome:
+    """One outcome new to the store, and whether its turn or case was already there."""
+
+    event: OutcomeEvent
+    joined: bool
+
+
+@dataclass(frozen=True)
+class SaveOutcomes:
+    inserted: list[SavedOutcome]
+    duplicates: int
+    refused: list[Refused[tuple[OutcomeEvent, str | None]]]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One feedback compared with the judge's band of its turn."""
+
+    assistant: str
+    agreement: str
+
+
+@dataclass(frozen=True)
+class Joins:
+    joined: int
+    expired: int
+
+
+def _row(event: OutcomeEvent, comment: str | None, now: datetime) -> dict[str, Any]:
+    rating = event.rating
+    return {
+        "outcome_id": event.outcome_id,
+        "kind": event.kind,
+        "signal_kind": event.signal_kind,
+        "assistant_name": event.assistant,
+        "turn_event_id": event.turn_event_id,
+        "conversation_id": event.conversation_id,
+        "polarity": event.polarity,
+        "thumbs": event.thumbs,
+        "rating": rating.value if rating else None,
+        "scale_min": rating.scale_min if rating else None,
+        "scale_max": rating.scale_max if rating else None,
+        "comment": comment,
+        "event_timestamp": event.timestamp,
+        "received_at": now,
+    }
+
+
+def _has_turn() -> Any:
+    """SQL: the outcome's turn (feedback) or a turn of its case is stored or retained."""
+    o = outcome_events.c
+    by_turn = sa.or_(
+        sa.exists().where(turns.c.event_id == o.turn_event_id),
+        sa.exists().where(retained_turns.c.event_id == o.turn_event_id),
+    )
+    by_case = sa.or_(
+        sa.exists().where(turns.c.conversation_id == o.conversation_id),
+        sa.exists().where(retained_turns.c.conversation_id == o.conversation_id),
+    )
+    return sa.case((o.kind == "feedback", by_turn), else_=by_case)
+
+
+class OutcomeRecords:
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self._store = store
+        self._clock = clock or SystemClock()
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock.time(), tz=UTC)
+
+    def save(self, items: Sequence[tuple[OutcomeEvent, str | None]]) -> SaveOutcomes:
+        """Store ``(event, redacted comment)`` pairs once per outcome id; the new ones come back
+        with whether their turn or case is already stored. A row the database refuses on its own
+        comes back in ``refused``; unavailability raises ``StorageError``."""
+        unique: dict[str, tuple[OutcomeEvent, str | None]] = {}
+        for event, comment in items:
+            unique.setdefault(event.outcome_id, (event, comment))
+        ordered = [unique[k] for k in sorted(unique)]
+        if not ordered:
+            return SaveOutcomes([], len(items), [])
+        results, refused = write_isolating(ordered, self._write)
+        inserted = [saved for part in results for saved in part]
+        duplicates = len(items) - len(inserted) - len(refused)
+        return SaveOutcomes(inserted, duplicates, refused)
+
+    def _write(self, batch: Sequence[tuple[OutcomeEvent, str | None]]) -> list[SavedOutcome]:
+        now = self._now()
+        rows = [_row(event, comment, now) for event, comment in batch]
+        by_id = {event.outcome_id: event for event, _ in batch}
+        o = outcome_events.c
+        with self._store.transaction(write=True, action="saving outcome events") as conn:
+            new = set(
+                conn.scalars(
+                    self._store.upsert(outcome_events, ["outcome_id"]).returning(o.outcome_id),
+                    rows,
+                )
+            )
+            joined: set[str] = set()
+            ids = sorted(new)
+            for start in range(0, len(ids), IN_CHUNK):
+                chunk = ids[start : start + IN_CHUNK]
+                joined.update(
+                    conn.scalars(
+                        sa.update(outcome_events)
+                        .where(o.outcome_id.in_(chunk), _has_turn())
+                        .values(joined_at=now)
+                        .returning(o.outcome_id)
+                    )
+                )
+        return [SavedOutcome(by_id[i], i in joined) for i in ids]
+
+    def join_pending(self, window_s: float) -> Joins:
+        """Join the outcomes whose turn or case was stored since they came (within the window);
+        expire those the window passed without one."""
+        now = self._now()
+        since = now - timedelta(seconds=window_s)
+        o = outcome_events.c
+        waiting = sa.and_(o.joined_at.is_(None), o.expired_at.is_(None))
+        with self._store.transaction(write=True, action="joining outcome events") as conn:
+            joined = conn.execute(
+                sa.update(outcome_events)
+                .where(waiting, o.received_at >= since, _has_turn())
+                .values(joined_at=now)
+            ).rowcount
+            expired = conn.execute(
+                sa.update(outcome_events)
+                .where(waiting, o.received_at < since)
+                .values(expired_at=now)
+            ).rowcount
+        return Joins(int(joined or 0), int(expired or 0))
+
+    def pending(self) -> int:
+        """Outcomes waiting for their turn or case within the window."""
+        o = outcome_events.c
+        query = sa.select(sa.func.count()).where(o.joined_at.is_(None), o.expired_at.is_(None))
+        with self._store.transaction(write=False, action="counting pending outcomes") as conn:
+            return int(conn.scalar(query) or 0)
+
+    def pair_feedback(self, limit: int = 1000) -> list[Pair]:
+        """Compare joined, unpaired feedback with its turn's newest ok verdict (oldest first, at
+        most ``limit``), marking each paired once; feedback whose turn has no ok verdict yet
+        stays unpaired."""
+        now = self._now()
+        o = outcome_events.c
+        v = verdicts.c
+        newest = (
+            sa.select(v.event_id, sa.func.max(v.id).label("id"))
+            .where(v.status == "ok", v.turn_band.is_not(None))
+            .group_by(v.event_id)
+            .subquery()
+        )
+        query = (
+            sa.select(o.outcome_id, o.assistant_name, o.polarity, v.turn_band)
+            .join(newest, newest.c.event_id == o.turn_event_id)
+            .join(verdicts, v.id == newest.c.id)
+            .where(
+                o.kind == "feedback",
+                o.joined_at.is_not(None),
+                o.paired_at.is_(None),
+                o.polarity.is_not(None),
+            )
+            .order_by(o.received_at, o.outcome_id)
+            .limit(limit)
+        )
+        pairs: list[Pair] = []
+        with self._store.transaction(write=True, action="pairing feedback with verdicts") as conn:
+            for row in conn.execute(query).all():
+                agreement = cell(row.turn_band, row.polarity)
+                conn.execute(
+                    sa.update(outcome_events)
+                    .where(o.outcome_id == row.outcome_id, o.paired_at.is_(None))
+                    .values(paired_at=now, agreement=agreement)
+                )
+                pairs.append(Pair(row.assistant_name, agreement))
+        return pairs
+
+    def for_turn(self, event_id: str, conversation_id: str | None = None) -> list[dict[str, Any]]:
+        """The outcomes of one turn (and of its case), oldest first, for ``inspect turn``."""
+        o = outcome_events.c
+        keyed = o.turn_event_id == event_id
+        if conversation_id is not None:
+            keyed = sa.or_(
+                keyed, sa.and_(o.kind != "feedback", o.conversation_id == conversation_id)
+            )
+        query = sa.select(outcome_events).where(keyed).order_by(o.event_timestamp, o.outcome_id)
+        with self._store.transaction(write=False, action="reading outcomes") as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]
+
+    # ------------------------------------------------------------ unsampled turns kept
+
+    def retain(self, items: Sequence[tuple[str, str, str, dict[str, Any]]]) -> int:
+        """Keep unsampled turns ``(event_id, conversation_id, assistant, redacted event)``
+        (a turn kept before is left alone); returns how many are new."""
+        if not items:
+            return 0
+        now = self._now()
+        rows = {
+            event_id: {
+                "event_id": event_id,
+                "conversation_id": conversation_id,
+                "assistant_name": assistant,
+                "event": event,
+                "retained_at": now,
+            }
+            for event_id, conversation_id, assistant, event in items
+        }
+        r = retained_turns.c
+        with self._store.transaction(write=True, action="keeping unsampled turns") as conn:
+            kept = conn.scalars(
+                self._store.upsert(retained_turns, ["event_id"]).returning(r.event_id),
+                list(rows.values()),
+            ).all()
+        return len(kept)
+
+    def prune_retained(self, max_age_s: float, max_rows: int) -> int:
+        """Forget kept turns older than ``max_age_s`` and, past ``max_rows``, the oldest."""
+        r = retained_turns.c
+        cutoff = self._now() - timedelta(seconds=max_age_s)
+        with self._store.transaction(write=True, action="pruning unsampled turns") as conn:
+            deleted = conn.execute(sa.delete(retained_turns).where(r.retained_at < cutoff)).rowcount
+            count = int(conn.scalar(sa.select(sa.func.count()).select_from(retained_turns)) or 0)
+            if count > max_rows:
+                oldest = (
+                    sa.select(r.event_id)
+                    .order_by(r.retained_at, r.event_id)
+                    .limit(count - max_rows)
+                    .scalar_subquery()
+                )
+                deleted += conn.execute(
+                    sa.delete(retained_turns).where(r.event_id.in_(oldest))
+                ).rowcount
+        return int(deleted or 0)
+
+    def feedback_to_judge(self, limit: int) -> list[dict[str, Any]]:
+        """Kept turns with negative feedback, never judged (neither sampled nor judged for
+        feedback), oldest feedback first: their redacted events."""
+        r = retained_turns.c
+        o = outcome_events.c
+        negative = sa.exists().where(
+            o.turn_event_id == r.event_id, o.kind == "feedback", o.polarity == "negative"
+        )
+        judged = sa.exists().where(verdicts.c.event_id == r.event_id)
+        query = (
+            sa.select(r.event)
+            .where(r.feedback_judged_at.is_(None), negative, ~judged)
+            .order_by(r.retained_at, r.event_id)
+            .limit(limit)
+        )
+        with self._store.transaction(write=False, action="reading turns to judge") as conn:
+            return [dict(event) for event in conn.scalars(query)]
+
+    def mark_feedback_judged(self, event_id: str, verdict_hash: str) -> None:
+        """The turn was judged for its feedback: never again, and its verdict is marked
+        observed so the sequential detectors (which read only unobserved verdicts) leave it
+        out of the random sample's rates."""
+        now = self._now()
+        v = verdicts.c
+        with self._store.transaction(write=True, action="marking a turn judged") as conn:
+            conn.execute(
+                sa.update(retained_turns)
+                .where(retained_turns.c.event_id == event_id)
+                .values(feedback_judged_at=now)
+            )
+            conn.execute(
+                sa.update(verdicts)
+                .where(v.event_id == event_id, v.judge_config_hash == verdict_hash)
+                .values(observed_at=now)
+            )

@@ -1,0 +1,212 @@
+"""Outcome events off the turn chain: records of an outcomes topic are decoded, their comment
+redacted, stored once per outcome id and counted; every other record goes on unchanged.
+
+First in the daemon's chain (``docs/outcomes.md``), so the turn steps never see an outcome.
+Records are held in a bounded buffer and written in one transaction per poll
+(``OutcomeRecords.save``); a record is finished (handed to the commit step) only once its
+outcome is stored, found stored before (a duplicate: counted, nothing else), or dead-lettered:
+a malformed event or a rating off its scale with its reason (``OUTCOME_DLQ_REASONS``), a row the
+database refuses as ``unstorable``. A database outage keeps the buffer and retries it with
+backoff; a full buffer rejects (intake waits). A comment is redacted as turns are
+(``Redactor.redact_loose``); one too large to redact is stored without it
+(``comment_dropped``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+
+from consumers.records import RawMessage
+from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
+from monitor.errors import InvalidEvent, MessageRejected, StorageError
+from monitor.outcome_events import OutcomeEvent
+from monitor.redaction import Redactor
+from monitor.stream.steps.base import (
+    HELD_UNAVAILABLE,
+    MAX_PENDING_DEAD_LETTERS,
+    DoneStep,
+    Envelope,
+    PendingDeadLetters,
+    ProcessingStep,
+    dead_letter,
+)
+
+if TYPE_CHECKING:
+    from consumers.dlq import DeadLetterSink
+    from monitor.storage.outcomes import SaveOutcomes
+
+log = structlog.get_logger(__name__)
+
+UNSTORABLE = "unstorable"  # the dead-letter reason of an outcome the database refuses
+# One raw record value (and the size bound) -> its outcome, or ``InvalidEvent`` with the reason.
+OutcomeDecoder = Callable[[bytes | None, int], OutcomeEvent]
+OutcomeItem = tuple[OutcomeEvent, str | None]
+
+
+class OutcomeWriter(Protocol):
+    def save(self, items: Sequence[OutcomeItem]) -> SaveOutcomes: ...
+
+
+class OutcomeMetrics(Protocol):
+    def record_outcome(self, assistant: str, kind: str, *, joined: bool) -> None: ...
+
+    def record_duplicates(self, count: int) -> None: ...
+
+    def record_comment_dropped(self) -> None: ...
+
+
+class IntakeMetrics(Protocol):
+    def record_dead_letter(self, reason: str) -> None: ...
+
+    def record_dead_letter_held(self, why: str) -> None: ...
+
+    def record_storage_error(self) -> None: ...
+
+
+class OutcomeStep:
+    def __init__(
+        self,
+        next_step: ProcessingStep[RawMessage],
+        done: DoneStep,
+        dlq: DeadLetterSink,
+        writer: OutcomeWriter,
+        metrics: IntakeMetrics,
+        outcomes: OutcomeMetrics,
+        decoders: Mapping[str, OutcomeDecoder],
+        *,
+        max_bytes: int,
+        max_buffered: int,
+        redactor: Redactor | None = None,
+        clock: Clock | None = None,
+        max_pending: int = MAX_PENDING_DEAD_LETTERS,
+    ) -> None:
+        """``decoders``: per outcomes topic, how its records are read; records of any other
+        topic go to ``next_step``."""
+        if max_buffered < 1:
+            raise ValueError(f"max_buffered must be >= 1, got {max_buffered}")
+        self._next = next_step
+        self._done = done
+        self._writer = writer
+        self._metrics = metrics
+        self._outcomes = outcomes
+        self._decoders = dict(decoders)
+        self._max_bytes = max_bytes
+        self._max_buffered = max_buffered
+        self._redactor = redactor
+        self._clock = clock or SystemClock()
+        self._retry = RetryState(Backoff(initial_s=0.5, max_s=30.0), self._clock)
+        self._pending = PendingDeadLetters(dlq, done, metrics.record_dead_letter_held, max_pending)
+        self._buffer: list[tuple[Envelope[RawMessage], OutcomeItem]] = []
+        self._refused: list[tuple[Envelope[RawMessage], InvalidEvent]] = []
+        self._dlq = dlq
+
+    @property
+    def buffered(self) -> int:
+        """Outcome records decoded and not stored yet."""
+        return len(self._buffer)
+
+    def submit(self, message: Envelope[RawMessage]) -> None:
+        decode = self._decoders.get(message.tp.topic)
+        if decode is None:
+            self._next.submit(message)
+            return
+        if len(self._buffer) + len(self._refused) >= self._max_buffered:
+            raise MessageRejected("outcome events await their database write")
+        try:
+            event = decode(message.payload.value, self._max_bytes)
+        except InvalidEvent as exc:
+            self._pending.send(message, exc, self._metrics.record_dead_letter, "outcome event")
+            return
+        self._buffer.append((message, (event, self._comment(event))))
+
+    def _comment(self, event: OutcomeEvent) -> str | None:
+        if event.comment is None or self._redactor is None:
+            return event.comment
+        try:
+            return self._redactor.redact_loose(event.comment)
+        except Exception as exc:  # too large, or a detector failed: never stored unredacted
+            self._outcomes.record_comment_dropped()
+            log.warning(
+                "outcome comment not redactable; stored without it",
+                outcome_id=event.outcome_id,
+                error=type(exc).__name__,
+            )
+            return None
+
+    def _write(self) -> bool:
+        """Store the buffer; True when it is empty afterwards."""
+        if not self._buffer:
+            return True
+        if not self._retry.due():
+            return False
+        try:
+            result = self._writer.save([item for _, item in self._buffer])
+        except StorageError as exc:
+            delay = self._retry.failed()
+            self._metrics.record_storage_error()
+            if self._retry.failures == 1:
+                log.warning("outcome events not stored; retrying", error=str(exc), retry_s=delay)
+            return False
+        if self._retry.succeeded():
+            log.info("outcome events stored again")
+        for saved in result.inserted:
+            event = saved.event
+            self._outcomes.record_outcome(event.assistant, event.signal_kind, joined=saved.joined)
+        self._outcomes.record_duplicates(result.duplicates)
+        refused = {r.item[0].outcome_id: r.message for r in result.refused}
+        for message, (event, _) in self._buffer:
+            why = refused.get(event.outcome_id)
+            if why is None:
+                self._done.submit(message)
+                continue
+            self._refused.append((message, InvalidEvent(UNSTORABLE, why)))
+        self._buffer = []
+        self._dead_letter_refused()
+        return True
+
+    def _dead_letter_refused(self) -> None:
+        """Dead-letter the outcomes the database refused; one the sink does not take now stays
+        to be sent on the next poll."""
+        while self._refused:
+            message, exc = self._refused[0]
+            try:
+                delivery = dead_letter(
+                    self._dlq,
+                    self._metrics.record_dead_letter,
+                    message,
+                    exc,
+                    "outcome event",
+                    wait_s=None,
+                )
+            except MessageRejected:
+                self._metrics.record_dead_letter_held(HELD_UNAVAILABLE)
+                return
+            self._pending.add(message, exc, delivery)
+            self._refused.pop(0)
+
+    def poll(self) -> None:
+        self._pending.settle()
+        self._dead_letter_refused()
+        self._write()
+        self._next.poll()
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = Deadline(timeout, self._clock)
+        while not self._write():
+            remaining = deadline.remaining()
+            if remaining is not None and remaining <= self._retry.remaining():
+                break  # left uncommitted: read again after a restart (stored once all the same)
+            self._retry.wait()
+        remaining = deadline.remaining()
+        self._pending.flush(10.0 if remaining is None else remaining)
+        self._next.join(deadline.remaining())
+
+    def close(self) -> None:
+        self._buffer = []
+        self._next.close()
+
+
+__all__ = ["UNSTORABLE", "OutcomeDecoder", "OutcomeStep", "OutcomeWriter"]

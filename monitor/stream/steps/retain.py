@@ -1,0 +1,133 @@
+"""Unsampled turns kept for their feedback: the sample step finishes an unsampled turn through
+this step, which hands it on to be committed at once and queues it, redacted, for a writer
+thread that keeps it in ``retained_turns`` (``OutcomeRecords.retain``).
+
+Keeping is best effort and never slows intake: the queue is bounded (``max_queued``), a turn
+that finds it full is not kept (``casewatch_turns_retained_total{outcome="dropped"}``), a batch
+the database does not take is not kept either (``outcome="failed"``, logged once per outage),
+and its offset is committed all the same: the turn was not sampled, and nothing about it is
+lost but the chance to judge it for feedback. The writer thread is the pipeline's to close.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from monitor.errors import CasewatchError
+from monitor.models import TurnEvent
+from monitor.stream.steps.base import DoneStep, Envelope
+
+log = structlog.get_logger(__name__)
+
+RetainedRow = tuple[str, str, str, dict[str, Any]]
+BATCH = 500
+FLUSH_INTERVAL_S = 0.5
+
+
+class RetainWriter(Protocol):
+    def retain(self, items: Sequence[RetainedRow]) -> int: ...
+
+
+class RetainMetrics(Protocol):
+    def record_retained(self, outcome: str, count: int) -> None: ...
+
+
+class RetainingDone:
+    """A done step for unsampled turns: commits them and keeps them for feedback."""
+
+    def __init__(
+        self,
+        done: DoneStep,
+        writer: RetainWriter,
+        metrics: RetainMetrics,
+        *,
+        redact: Callable[[TurnEvent], TurnEvent] | None = None,
+        max_queued: int = 10_000,
+    ) -> None:
+        self._done = done
+        self._writer = writer
+        self._metrics = metrics
+        self._redact = redact
+        self._max = max_queued
+        self._queue: deque[TurnEvent] = deque()
+        self._lock = threading.Condition()
+        self._stopping = False
+        self._failing = False
+        self._thread = threading.Thread(target=self._run, name="retain-unsampled", daemon=True)
+        self._thread.start()
+
+    def submit(self, message: Envelope[Any]) -> None:
+        turn = message.payload
+        if isinstance(turn, TurnEvent):
+            with self._lock:
+                if len(self._queue) < self._max:
+                    self._queue.append(turn)
+                    if len(self._queue) >= BATCH:
+                        self._lock.notify()
+                    turn = None
+            if turn is not None:
+                self._metrics.record_retained("dropped", 1)
+        self._done.submit(message)
+
+    def poll(self) -> None:
+        self._done.poll()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._done.join(timeout)
+
+    def close(self) -> None:
+        """Stop the writer after one last batch (what is still queued then is not kept)."""
+        with self._lock:
+            self._stopping = True
+            self._lock.notify()
+        self._thread.join(timeout=10.0)
+
+    def _take(self) -> list[TurnEvent]:
+        with self._lock:
+            if not self._queue and not self._stopping:
+                self._lock.wait(FLUSH_INTERVAL_S)
+            batch = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
+            return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch:
+                self._write(batch)
+            with self._lock:
+                if self._stopping:
+                    dropped = len(self._queue)
+                    self._queue.clear()
+                    break
+        if dropped:
+            self._metrics.record_retained("dropped", dropped)
+
+    def _write(self, batch: list[TurnEvent]) -> None:
+        rows: list[RetainedRow] = []
+        for turn in batch:
+            kept = turn
+            if self._redact is not None:
+                try:
+                    kept = self._redact(turn)
+                except Exception:  # too large or a detector failed: never kept unredacted
+                    self._metrics.record_retained("dropped", 1)
+                    continue
+            rows.append((kept.event_id, kept.conversation_id, kept.assistant.name,
+                         kept.model_dump(mode="json")))  # fmt: skip
+        try:
+            self._writer.retain(rows)
+        except CasewatchError as exc:
+            self._metrics.record_retained("failed", len(rows))
+            if not self._failing:
+                self._failing = True
+                log.warning("unsampled turns not kept for feedback", error=str(exc))
+            return
+        if self._failing:
+            self._failing = False
+            log.info("unsampled turns kept for feedback again")
+        self._metrics.record_retained("stored", len(rows))

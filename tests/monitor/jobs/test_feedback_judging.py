@@ -1,0 +1,157 @@
+"""Feedback-triggered judging on SQLite and PostgreSQL with the real heuristic judge: a kept
+unsampled turn with negative feedback is judged once, charged to the budget, counted under its
+own sampling reason and kept out of the random sample's rates; kept turns are bounded."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from monitor.clock import ManualClock
+from monitor.exporter import Metrics
+from monitor.jobs.feedback_judging import FeedbackJudgingJob
+from monitor.jobs.recorders import OutcomeRecorder
+from monitor.judging.evaluator import build_evaluator
+from monitor.judging.recorder import JudgingRecorder
+from monitor.models import TurnEvent
+from monitor.outcome_events import OutcomeEvent
+from monitor.sampling.sampler import Sampler
+from monitor.settings import Settings, load_settings
+from monitor.storage.detection_queries import read_new
+from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.store import Store
+from tests.fixtures.databases import make_turn, make_verdict
+
+CLOCK_START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC).timestamp()
+
+
+def negative(outcome_id: str, turn: str, thumbs: str = "down") -> tuple[OutcomeEvent, None]:
+    event = OutcomeEvent.model_validate(
+        {
+            "outcome_id": outcome_id,
+            "kind": "feedback",
+            "assistant": "helpdesk",
+            "timestamp": "2026-03-01T12:00:00Z",
+            "turn_event_id": turn,
+            "thumbs": thumbs,
+        }
+    )
+    return event, None
+
+
+def keep(records: OutcomeRecords, *turns: TurnEvent) -> None:
+    records.retain(
+        [
+            (t.event_id, t.conversation_id, t.assistant.name, t.model_dump(mode="json"))
+            for t in turns
+        ]
+    )
+
+
+def job_for(
+    settings: Settings, store: Store, clock: ManualClock, registry: CollectorRegistry
+) -> tuple[FeedbackJudgingJob, Metrics]:
+    metrics = Metrics(registry)
+    job = FeedbackJudgingJob(
+        settings.outcomes,
+        store,
+        OutcomeRecords(store, clock),
+        build_evaluator(settings, concurrency=1),
+        Sampler(settings.sampling, clock).budget,
+        OutcomeRecorder(metrics),
+        JudgingRecorder(metrics),
+    )
+    return job, metrics
+
+
+def value(registry: CollectorRegistry, name: str, **labels: Any) -> float:
+    return registry.get_sample_value(name, labels) or 0.0
+
+
+def test_a_kept_turn_with_negative_feedback_is_judged_once_outside_the_random_rates(
+    store: Store,
+) -> None:
+    clock = ManualClock(CLOCK_START)
+    settings = load_settings(None, outcomes={"retain_unsampled": True})
+    records = OutcomeRecords(store, clock)
+    sampled = make_turn("evt-sampled")
+    store.save(sampled, make_verdict(sampled))  # judged by the random sample already
+    keep(records, make_turn("evt-kept"), make_turn("evt-liked"), make_turn("evt-sampled"))
+    records.save(
+        [
+            negative("f-1", "evt-kept"),
+            negative("f-2", "evt-liked", "up"),
+            negative("f-3", "evt-sampled"),
+            negative("f-4", "evt-gone"),
+        ]
+    )
+    registry = CollectorRegistry()
+    job, _ = job_for(settings, store, clock, registry)
+    try:
+        job.run()
+        job.run()  # once: nothing left the second time
+    finally:
+        job.close()
+    assert job.judged == 1
+    assert (
+        value(registry, "casewatch_turns_sampled_total", assistant="helpdesk", reason="feedback")
+        == 1
+    )
+    bands = {
+        band: value(registry, "casewatch_feedback_judged_total", assistant="helpdesk", band=band)
+        for band in ("severe", "moderate", "minor", "none", "judge_failed")
+    }
+    assert sum(bands.values()) == 1
+    # Never in the random sample's series, and never seen by the detectors: of the two stored
+    # verdicts, only the sampled turn's is left for them to observe.
+    assert (
+        registry.get_sample_value(
+            "casewatch_turns_judged_total", {"assistant": "helpdesk", "band": "none"}
+        )
+        is None
+    )
+    assert len(read_new(store, ["hallucination"])) == 1
+    assert value(registry, "casewatch_judge_requests_total", judge="heuristic", outcome="ok") == 1
+
+
+def test_a_refusing_budget_judges_nothing_and_says_why(store: Store) -> None:
+    clock = ManualClock(CLOCK_START)
+    settings = load_settings(
+        None, outcomes={"retain_unsampled": True}, sampling={"budget_calls_per_hour": 0}
+    )
+    records = OutcomeRecords(store, clock)
+    keep(records, make_turn("evt-kept"))
+    records.save([negative("f-1", "evt-kept")])
+    registry = CollectorRegistry()
+    job, _ = job_for(settings, store, clock, registry)
+    try:
+        job.run()
+    finally:
+        job.close()
+    assert job.judged == 0
+    assert (
+        value(
+            registry, "casewatch_turns_skipped_total", assistant="helpdesk", reason="budget_calls"
+        )
+        == 1
+    )
+    assert len(records.feedback_to_judge(10)) == 1  # still waiting for the budget
+
+
+def test_kept_turns_are_bounded_in_age_and_count(store: Store) -> None:
+    clock = ManualClock(CLOCK_START)
+    records = OutcomeRecords(store, clock)
+    keep(records, make_turn("old-1"), make_turn("old-2"))
+    clock.advance(100)
+    keep(records, *(make_turn(f"new-{i}") for i in range(5)))
+    assert records.prune_retained(max_age_s=50, max_rows=1000) == 2
+    assert records.prune_retained(max_age_s=50, max_rows=3) == 2
+    for i in range(5):
+        records.save([negative(f"f-{i}", f"new-{i}")])
+    assert sorted(e["event_id"] for e in records.feedback_to_judge(10)) == [
+        "new-2",
+        "new-3",
+        "new-4",
+    ]

@@ -1,0 +1,70 @@
+"""Unsampled turns kept for feedback: committed at once, kept redacted by a writer thread on a
+real SQLite store, every turn not kept counted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from monitor.redaction import Redactor
+from monitor.redaction.config import RedactionConfig
+from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.store import Store
+from monitor.storage.tables import retained_turns
+from monitor.stream.steps.retain import RetainingDone
+from tests.fixtures.databases import make_turn
+from tests.monitor.stream.steps.helpers import Recorder, env
+from tests.support.waiting import wait_for
+
+
+class Counts:
+    def __init__(self) -> None:
+        self.by_outcome: dict[str, int] = {}
+
+    def record_retained(self, outcome: str, count: int) -> None:
+        self.by_outcome[outcome] = self.by_outcome.get(outcome, 0) + count
+
+
+def kept(store: Store) -> dict[str, Any]:
+    with store.transaction(write=False) as conn:
+        rows = conn.execute(sa.select(retained_turns.c.event_id, retained_turns.c.event)).all()
+    return {row.event_id: row.event for row in rows}
+
+
+def test_unsampled_turns_are_committed_at_once_and_kept_redacted(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
+    store.migrate()
+    done, counts = Recorder(), Counts()
+    redactor = Redactor(RedactionConfig().policy())
+    step = RetainingDone(
+        done, OutcomeRecords(store), counts, redact=lambda t: redactor.redact_turn(t).turn
+    )
+    try:
+        for i in range(3):
+            turn = make_turn(f"evt-{i}", answer=f"Write to jo{i}@example.com")
+            step.submit(env(turn, offset=i))
+        step.submit(env(b"not a turn", offset=3))  # any other message: committed, not kept
+        assert done.offsets == [0, 1, 2, 3]
+        wait_for(lambda: counts.by_outcome.get("stored") == 3, what="3 turns kept")
+    finally:
+        step.close()
+    rows = kept(store)
+    assert sorted(rows) == ["evt-0", "evt-1", "evt-2"]
+    assert all("@example.com" not in row["answer"] for row in rows.values())
+    store.close()
+
+
+def test_turns_the_database_does_not_take_are_counted() -> None:
+    # A PostgreSQL URL where no server listens: every write fails as in an outage.
+    down = Store("postgresql+psycopg://postgres@127.0.0.1:9/none?connect_timeout=2")
+    done, counts = Recorder(), Counts()
+    step = RetainingDone(done, OutcomeRecords(down), counts)
+    try:
+        step.submit(env(make_turn("evt-1")))
+        assert done.offsets == [0]  # committed without waiting for the database
+        wait_for(lambda: counts.by_outcome.get("failed") == 1, what="the failure counted")
+    finally:
+        step.close()
+        down.close()
