@@ -601,6 +601,47 @@ PIPELINE = DashboardSpec(
                         ),
                     ),
                 ),
+                PanelSpec(
+                    "timeseries",
+                    "Failure modes",
+                    "Per assistant, from the newest failure-modes run: failed turns in each of "
+                    "the five largest modes (#1 the largest; ids and labels: `casewatch inspect "
+                    "failures`), the modes found, and the emerging ones (new or growing: "
+                    "CasewatchNewFailureMode).",
+                    (
+                        Query(
+                            f"max by (assistant, rank) (casewatch_failure_mode_turns{{{A}}})",
+                            "{{assistant}} #{{rank}}",
+                        ),
+                        Query(
+                            f"max by (assistant) (casewatch_failure_modes{{{A}}})",
+                            "{{assistant}} modes",
+                        ),
+                        Query(
+                            f"max by (assistant) (casewatch_failure_modes_emerging{{{A}}})",
+                            "{{assistant}} emerging",
+                        ),
+                    ),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Failed turns grouped",
+                    "The newest run's window: failed turns in a mode, in none (unsorted) and "
+                    "past failure_modes.max_turns (over_cap, not read); and runs per hour that "
+                    "grouped or had too few failed turns to group.",
+                    (
+                        Query(
+                            "max by (assistant, outcome) "
+                            f"(casewatch_failure_mode_window_turns{{{A}}})",
+                            "{{assistant}} {{outcome}}",
+                        ),
+                        Query(
+                            "sum by (assistant, outcome) "
+                            f"(increase(casewatch_failure_mode_runs_total{{{A}}}[1h]))",
+                            "{{assistant}} runs {{outcome}}",
+                        ),
+                    ),
+                ),
             ),
         ),
     ),

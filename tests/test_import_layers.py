@@ -142,6 +142,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "daemon",
             "detection",
             "drift",
+            "failure_modes",
             "judge_canary",
             "judges",
             "kafka",
@@ -170,6 +171,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "case_queries",
             "detection_queries",
             "drift_queries",
+            "failure_modes",
             "matches",
             "rubric_gradings",
         ),
@@ -197,6 +199,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         (
             "__init__",
             "alert_links",
+            "failure_view",
             "judge_change",
             "label_files",
             "pairwise_report",
@@ -217,6 +220,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "cases",
             "detection",
             "drift",
+            "failure_modes",
             "feedback_judging",
             "judge_canary",
             "outcome_join",
@@ -274,7 +278,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "monitor.commands": (
         ("__init__", "usage", "output"),
-        ("batch_report", "store_access"),
+        ("batch_report", "inspect_failures", "store_access"),
         ("detect", "estimate", "inspect", "labels"),
         (
             "batch",

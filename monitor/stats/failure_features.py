@@ -90,7 +90,7 @@ def _char_vectorizer(min_df: int) -> TfidfVectorizer:
     return TfidfVectorizer(
         analyzer="char_wb",
         preprocessor=_shape,
-        ngram_range=(3, 5),
+        ngram_range=(3, 4),
         sublinear_tf=True,
         min_df=min_df,
         max_features=MAX_FEATURES,
@@ -112,6 +112,14 @@ def _fit(texts: Sequence[str]) -> TfidfVectorizer | None:
             continue
         return vectorizer
     return None
+
+
+def _transform_once(vectorizer: TfidfVectorizer, texts: Sequence[str]) -> sparse.csr_matrix:
+    """``vectorizer.transform(texts)``, each distinct text analysed once: templated reasons
+    (a heuristic judge's) and frequent queries repeat, and the n-gram analysis is the cost."""
+    index: dict[str, int] = {}
+    rows = [index.setdefault(t, len(index)) for t in texts]
+    return vectorizer.transform(list(index))[rows]
 
 
 class TurnFeatures:
@@ -143,10 +151,10 @@ class TurnFeatures:
         blocks: list[Any] = []
         w = self._weights
         if self._reasons is not None and w.reasons > 0:
-            x = self._reasons.transform([self._reason(t) for t in turns])
+            x = _transform_once(self._reasons, [self._reason(t) for t in turns])
             blocks.append(normalize(x) * np.float32(np.sqrt(w.reasons)))
         if self._query is not None and w.query > 0:
-            x = self._query.transform([self._query_text(t) for t in turns])
+            x = _transform_once(self._query, [self._query_text(t) for t in turns])
             blocks.append(normalize(x) * np.float32(np.sqrt(w.query)))
         if w.metrics > 0:
             blocks.append(normalize(self._metric_block(turns)) * np.float32(np.sqrt(w.metrics)))

@@ -13,9 +13,12 @@ modes: their turns are counted ``unsorted``, never dropped silently.
 **Scale.** Average linkage needs the pairwise distances, quadratic in the turns, so it runs
 on a sample of at most ``sample_size`` turns (every turn of the recent part first, up to half
 the sample, so a mode that is just starting is in it; then an even draw of the rest, by a
-hash of the event id, the same in every run); every other turn joins the mode whose centroid
-is nearest, in chunks, or stays unsorted past the threshold. Time and memory then grow
-linearly with the window.
+hash of the event id, the same in every run). A mode must have ``min_mode_size`` turns in the
+sample; every other turn joins the mode whose centroid is nearest if it is at least as close
+as that mode's loosest sampled member, else stays unsorted. Time and memory then grow
+linearly with the window; a steady cause needs ``min_mode_size / sample share`` turns in the
+window to be found (0.25 % of 100,000 with the defaults), a new one only ``min_mode_size`` in
+the recent part.
 
 **Stable ids.** A mode is recognised in the next run by its signature (distinctive words
 with their weights, and its failing metrics): the new groups and the known modes are paired
@@ -33,7 +36,6 @@ is *growing* when its share of the recent part's failed turns exceeds its earlie
 from __future__ import annotations
 
 import hashlib
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -106,7 +108,8 @@ class Mode:
     new: bool
     growing: bool
     examples: tuple[str, ...]  # event ids, newest first
-    members: tuple[str, ...]  # every event id
+    members: tuple[str, ...]  # every event id, oldest first
+    member_times: tuple[datetime, ...]  # their event timestamps
 
     @property
     def emerging(self) -> bool:
@@ -189,6 +192,7 @@ def group_failures(
                 and _growing(recent, recent_total, len(ix) - recent, earlier_total, params),
                 examples=tuple(t.event_id for t in reversed(members[-params.examples :])),
                 members=tuple(t.event_id for t in members),
+                member_times=tuple(t.at for t in members),
             )
         )
     modes.sort(key=lambda m: (-m.size, m.mode_id))
@@ -281,8 +285,9 @@ def _cluster(
     terms = Terms([word_text(t, params.reason_chars, params.query_chars) for t in sample])
     position = {turn_i: s for s, turn_i in enumerate(sample_ix)}
     assignment = np.full(len(turns), UNSORTED, dtype=np.int64)
-    scale = len(sample) / len(turns)
-    floor = max(2, math.ceil(params.min_mode_size * scale))
+    # A group needs min_mode_size turns in the sample itself: two look-alike one-off turns
+    # would otherwise make a centroid that draws in every turn sharing their metric and query.
+    floor = params.min_mode_size
     sizes = Counter(int(g) for g in labels)
     big = sorted(g for g, c in sizes.items() if c >= floor)
     for s, g in enumerate(labels):
@@ -303,10 +308,17 @@ def _assign_rest(
     params: GroupingParams,
     assignment: np.ndarray,
 ) -> None:
-    """Every turn outside the sample joins the group whose centroid is nearest, if within the
-    threshold; read in chunks, so memory stays bounded by the chunk and the centroids."""
+    """Every turn outside the sample joins the group whose centroid is nearest, if it is at
+    least as close to it as the group's loosest sampled member (and within the threshold);
+    read in chunks, so memory stays bounded by the chunk and the centroids."""
     centroids = normalize(
         np.vstack([np.asarray(x[labels == g].mean(axis=0)) for g in groups]).astype(np.float32)
+    )
+    floor = np.array(
+        [
+            max(1.0 - params.distance_threshold, float(np.min(x[labels == g] @ centroids[k])))
+            for k, g in enumerate(groups)
+        ]
     )
     group_ids = np.asarray(groups, dtype=np.int64)
     in_sample = np.zeros(len(turns), dtype=bool)
@@ -317,7 +329,7 @@ def _assign_rest(
         rows = features.transform([turns[i] for i in chunk])
         similarity = np.asarray(rows @ centroids.T)
         best = similarity.argmax(axis=1)
-        near = 1.0 - similarity[np.arange(chunk.size), best] <= params.distance_threshold
+        near = similarity[np.arange(chunk.size), best] >= floor[best]
         assignment[chunk[near]] = group_ids[best[near]]
 
 

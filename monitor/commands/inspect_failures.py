@@ -1,0 +1,95 @@
+"""``casewatch inspect failures`` and ``inspect failure MODE_ID``: the failure modes the
+failure-modes job stored, largest first with their trend, and one mode's turns newest first
+with the judges' reasons. Read-only; ``--json`` prints stable documents. ``inspect.py`` adds
+both to the ``inspect`` group.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import click
+
+from monitor.commands.store_access import check_assistant, db_options, open_store, store_args
+from monitor.commands.usage import fail
+from monitor.errors import CasewatchError
+from monitor.program import casewatch_program
+from monitor.reports.failure_view import (
+    failures_doc,
+    mode_turns_doc,
+    render_failures,
+    render_mode,
+)
+from monitor.storage.failure_modes import get_mode, latest_runs, list_modes, mode_turns
+
+_MAX_WIDTH = 100
+
+
+def _width() -> int:
+    return min(shutil.get_terminal_size((_MAX_WIDTH, 24)).columns, _MAX_WIDTH)
+
+
+def _dump(doc: Any) -> None:
+    click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+
+
+@click.command("failures")
+@db_options
+@click.option("--assistant", help="Only this assistant.")
+@click.option("--all", "include_gone", is_flag=True,
+              help="Also the modes the newest run no longer found.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def failures_command(
+    db: str | None,
+    config_file: Path | None,
+    assistant: str | None,
+    include_gone: bool,
+    as_json: bool,
+) -> None:
+    """List failure modes (recurring causes of failed turns), largest first, with their trend."""
+    with open_store(db, config_file, need_turns=True) as store:
+        check_assistant(store, assistant)
+        try:
+            modes = list_modes(store, assistant, include_gone=include_gone)
+            runs = latest_runs(store, assistant)
+        except CasewatchError as exc:
+            fail(str(exc))
+    if as_json:
+        _dump(failures_doc(modes, runs))
+    elif not runs and not modes:
+        click.echo(
+            "no failure modes stored: the failure-modes job has not run on this store "
+            "(failure_modes.enabled, on `casewatch run`)"
+        )
+    else:
+        click.echo(render_failures(modes, runs, width=_width()))
+        click.echo(
+            f"turns of a mode: {casewatch_program()} inspect failure MODE_ID"
+            f"{store_args(db, config_file)}"
+        )
+
+
+@click.command("failure")
+@db_options
+@click.argument("mode_id")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def failure_command(
+    db: str | None, config_file: Path | None, mode_id: str, limit: int, as_json: bool
+) -> None:
+    """Show one failure mode: its turns, newest first, with the judges' reasons."""
+    with open_store(db, config_file, need_turns=False) as store:
+        try:
+            mode = get_mode(store, mode_id)
+            turns = [] if mode is None else mode_turns(store, mode.assistant, mode_id, limit=limit)
+        except CasewatchError as exc:
+            fail(str(exc))
+    if mode is None:
+        fail(f"no failure mode has id {mode_id!r} (see `casewatch inspect failures`)")
+    if as_json:
+        _dump(mode_turns_doc(mode, turns))
+    else:
+        click.echo(render_mode(mode, turns, width=_width()))

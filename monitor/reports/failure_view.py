@@ -1,0 +1,174 @@
+"""What ``casewatch inspect failures`` and ``inspect failure MODE_ID`` print (pure: rows in,
+text or JSON documents out).
+
+The list shows each assistant's newest run (how many failed turns it read, or why it grouped
+nothing), then its modes largest first: id, turns, share, trend (recent share minus earlier
+share, in points), whether new or growing, first seen, failing metrics and the label. One mode
+shows its figures and then its turns, newest first, each failing metric with the reason of the
+judge that scored it lowest.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from monitor.stats.failure_features import FailedTurn, clip
+from monitor.storage.failure_modes import ModeRow
+
+MISSING = "—"
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+def _short(t: datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M")
+
+
+def status(m: ModeRow) -> str:
+    if not m.present:
+        return "gone"
+    return "NEW" if m.new else "GROWING" if m.growing else ""
+
+
+def trend_text(trend: float | None) -> str:
+    if trend is None:
+        return MISSING
+    return f"{100 * trend:+.1f} pts"
+
+
+def mode_doc(m: ModeRow) -> dict[str, Any]:
+    return {
+        "assistant": m.assistant,
+        "mode_id": m.mode_id,
+        "label": m.label,
+        "metrics": list(m.metrics),
+        "size": m.size,
+        "share": m.share,
+        "recent": m.recent,
+        "earlier": m.earlier,
+        "trend": m.trend,
+        "new": m.new,
+        "growing": m.growing,
+        "present": m.present,
+        "first_seen": _iso(m.first_seen),
+        "last_seen": _iso(m.last_seen),
+        "grouped_at": _iso(m.updated_at),
+        "examples": list(m.examples),
+    }
+
+
+def run_doc(run: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "assistant": run["assistant"],
+        "run_at": _iso(run["run_at"]),
+        "status": run["status"],
+        "turns": run["turns"],
+        "grouped": run["grouped"],
+        "unsorted": run["unsorted"],
+        "over_cap": run["over_cap"],
+        "modes": run["modes"],
+        "emerging": run["emerging"],
+        "note": run["note"],
+    }
+
+
+def failures_doc(modes: Sequence[ModeRow], runs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    return {"runs": [run_doc(r) for r in runs], "modes": [mode_doc(m) for m in modes]}
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        cells = zip(row, widths, strict=True)
+        return "  ".join(
+            c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(cells)
+        ).rstrip()
+
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def render_failures(
+    modes: Sequence[ModeRow], runs: Sequence[Mapping[str, Any]], *, width: int
+) -> str:
+    out: list[str] = []
+    by_assistant: dict[str, list[ModeRow]] = {}
+    for m in modes:
+        by_assistant.setdefault(m.assistant, []).append(m)
+    names = sorted({str(r["assistant"]) for r in runs} | set(by_assistant))
+    run_of = {str(r["assistant"]): r for r in runs}
+    for name in names:
+        if out:
+            out.append("")
+        run = run_of.get(name)
+        if run is None:
+            out.append(f"{name}: no grouping run stored")
+        else:
+            out.append(f"{name}: grouped {_short(run['run_at'])} UTC: {run['note']}")
+        rows = []
+        for rank, m in enumerate(by_assistant.get(name, []), start=1):
+            rows.append(
+                [
+                    str(rank),
+                    m.mode_id,
+                    str(m.size),
+                    f"{100 * m.share:.1f}%",
+                    trend_text(m.trend),
+                    status(m),
+                    _short(m.first_seen),
+                    ",".join(m.metrics),
+                    m.label,
+                ]
+            )
+        if rows:
+            header = ["#", "mode", "turns", "share", "trend", "", "first seen", "metrics", "label"]
+            lines = _table(header, rows, {1, 5, 6, 7, 8})
+            out.extend(clip(line, width) if len(line) > width else line for line in lines)
+    return "\n".join(out)
+
+
+def mode_turns_doc(m: ModeRow, turns: Sequence[FailedTurn]) -> dict[str, Any]:
+    return {
+        **mode_doc(m),
+        "turns": [
+            {
+                "event_id": t.event_id,
+                "event_time": _iso(t.at),
+                "turn_band": t.band,
+                "query": t.query,
+                "failing": list(t.failing),
+                "reasons": dict(t.reasons),
+            }
+            for t in turns
+        ],
+    }
+
+
+def render_mode(m: ModeRow, turns: Sequence[FailedTurn], *, width: int) -> str:
+    flag = status(m)
+    out = [
+        f"{m.mode_id} ({m.assistant}){'  ' + flag if flag else ''}",
+        f"label:      {m.label}",
+        f"metrics:    {', '.join(m.metrics)}",
+        f"turns:      {m.size} ({100 * m.share:.1f}% of the window's failed turns; "
+        f"{m.recent} recent, {m.earlier} earlier; trend {trend_text(m.trend)})",
+        f"first seen: {_short(m.first_seen)} UTC   last: {_short(m.last_seen)} UTC   "
+        f"grouped: {_short(m.updated_at)} UTC",
+    ]
+    if not turns:
+        out.append("")
+        out.append("no stored turn of this mode (purged, or the mode is gone)")
+    for t in turns:
+        out.append("")
+        out.append(f"{_short(t.at)}  {t.event_id}  {t.band}")
+        out.append(textwrap.fill("query: " + clip(t.query, 300), width, subsequent_indent="  "))
+        for metric in t.failing:
+            reason = clip(t.reasons.get(metric, "") or MISSING, 600)
+            line = f"{metric}: {reason}"
+            out.append(textwrap.fill(line, width, initial_indent="  ", subsequent_indent="    "))
+    return "\n".join(out)

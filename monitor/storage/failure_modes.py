@@ -1,0 +1,390 @@
+"""SQL for failure modes: the failed turns of a window with their reasons, the modes known
+before, one run's modes saved, and the reads behind ``casewatch inspect failures``.
+
+A failed turn is one whose newest verdict (the same anti-join as drift and ``inspect``) is
+``ok`` with a severe or moderate turn band. Its reasons are, per failing metric, the
+justification of the judge that scored that metric lowest; the judgments come in the same
+query, one row per judgment, so a window is one streamed query whatever its size. Only the
+query and those reasons leave the database, never the contexts or the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from monitor.stats.failure_features import FailedTurn
+from monitor.stats.failure_modes import Grouping, KnownMode
+from monitor.storage.leases import Fence, require_lease
+from monitor.storage.store import Store
+from monitor.storage.tables import (
+    failure_mode_members,
+    failure_mode_runs,
+    failure_modes,
+    judgments,
+    turns,
+    verdicts,
+)
+
+FAILED_BANDS = ("severe", "moderate")
+_STREAM_ROWS = 2_000
+_INSERT_CHUNK = 5_000
+KNOWN_LIMIT = 200  # the modes recognisable in a run: the most recently found
+
+
+def _newest_verdict() -> sa.ColumnElement[bool]:
+    newer = sa.alias(verdicts, "newer")
+    return ~(
+        sa.select(newer.c.id)
+        .where(newer.c.event_id == verdicts.c.event_id, newer.c.id > verdicts.c.id)
+        .exists()
+    )
+
+
+def _failed(assistant: str | None, start: datetime, end: datetime) -> list[Any]:
+    where: list[Any] = [
+        verdicts.c.status == "ok",
+        verdicts.c.turn_band.in_(FAILED_BANDS),
+        turns.c.event_timestamp >= start,
+        turns.c.event_timestamp < end,
+        _newest_verdict(),
+    ]
+    if assistant is not None:
+        where.append(turns.c.assistant_name == assistant)
+    return where
+
+
+def assistants_with_failures(store: Store, start: datetime, end: datetime) -> list[str]:
+    query = (
+        sa.select(turns.c.assistant_name)
+        .select_from(turns.join(verdicts, verdicts.c.event_id == turns.c.event_id))
+        .where(*_failed(None, start, end))
+        .distinct()
+        .order_by(turns.c.assistant_name)
+    )
+    with store.transaction(write=False) as conn:
+        return [str(a) for a in conn.scalars(query)]
+
+
+def count_failed(store: Store, assistant: str, start: datetime, end: datetime) -> int:
+    query = (
+        sa.select(sa.func.count())
+        .select_from(turns.join(verdicts, verdicts.c.event_id == turns.c.event_id))
+        .where(*_failed(assistant, start, end))
+    )
+    with store.transaction(write=False) as conn:
+        return int(conn.scalar(query) or 0)
+
+
+def _reasons(
+    bands: Mapping[str, str], docs: Sequence[Any]
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    failing = tuple(sorted(m for m, b in bands.items() if b in FAILED_BANDS))
+    lowest: dict[str, tuple[float, str]] = {}
+    for doc in docs:
+        for metric, entry in (doc or {}).items():
+            if metric not in failing or not isinstance(entry, dict):
+                continue
+            score = float(entry.get("score", 1.0))
+            if metric not in lowest or score < lowest[metric][0]:
+                lowest[metric] = (score, str(entry.get("justification", "")))
+    return failing, {m: r for m, (_, r) in lowest.items()}
+
+
+def failed_turns(
+    store: Store, assistant: str, start: datetime, end: datetime, *, limit: int
+) -> Iterator[FailedTurn]:
+    """The failed turns of ``assistant`` with event timestamps in [start, end), newest first,
+    at most ``limit`` of them, streamed."""
+    newest = (
+        sa.select(verdicts.c.id)
+        .select_from(turns.join(verdicts, verdicts.c.event_id == turns.c.event_id))
+        .where(*_failed(assistant, start, end))
+        .order_by(turns.c.event_timestamp.desc(), verdicts.c.id.desc())
+        .limit(limit)
+        .subquery()
+    )
+    query = (
+        sa.select(
+            verdicts.c.id,
+            turns.c.event_id,
+            turns.c.event_timestamp,
+            turns.c.event["query"].as_string().label("query"),
+            verdicts.c.metric_bands,
+            verdicts.c.turn_band,
+            judgments.c.scores,
+        )
+        .select_from(
+            newest.join(verdicts, verdicts.c.id == newest.c.id)
+            .join(turns, turns.c.event_id == verdicts.c.event_id)
+            .outerjoin(judgments, judgments.c.verdict_id == verdicts.c.id)
+        )
+        .order_by(turns.c.event_timestamp.desc(), verdicts.c.id.desc())
+    )
+    with store.transaction(write=False) as conn:
+        result = conn.execution_options(stream_results=True, yield_per=_STREAM_ROWS).execute(query)
+        current: Any = None
+        docs: list[Any] = []
+        for row in result:
+            if current is not None and row.id != current.id:
+                yield _turn(current, docs)
+                docs = []
+            current = row
+            docs.append(row.scores)
+        if current is not None:
+            yield _turn(current, docs)
+
+
+def _turn(row: Any, docs: Sequence[Any]) -> FailedTurn:
+    failing, reasons = _reasons(row.metric_bands or {}, docs)
+    return FailedTurn(
+        event_id=str(row.event_id),
+        at=row.event_timestamp,
+        query=str(row.query or ""),
+        failing=failing,
+        reasons=reasons,
+        band=str(row.turn_band),
+    )
+
+
+def known_modes(store: Store, assistant: str) -> list[KnownMode]:
+    query = (
+        sa.select(failure_modes)
+        .where(failure_modes.c.assistant == assistant)
+        .order_by(failure_modes.c.updated_at.desc(), failure_modes.c.mode_id)
+        .limit(KNOWN_LIMIT)
+    )
+    with store.transaction(write=False) as conn:
+        return [
+            KnownMode(
+                r.mode_id,
+                {str(k): float(v) for k, v in (r.terms or {}).items()},
+                tuple(r.metrics or ()),
+                r.first_seen,
+            )
+            for r in conn.execute(query)
+        ]
+
+
+def save_run(
+    store: Store,
+    assistant: str,
+    grouping: Grouping,
+    run_at: datetime,
+    *,
+    over_cap: int,
+    fence: Fence | None = None,
+    prune_runs_before: datetime | None = None,
+) -> None:
+    """One run's modes, memberships and run row for ``assistant``, in one transaction (fenced
+    on the job's lease when ``fence`` is given: a run whose lease lapsed saves nothing)."""
+    with store.transaction(write=True, action="saving failure modes") as conn:
+        if fence is not None:
+            require_lease(conn, fence.job, fence.owner, fence.at)
+        conn.execute(
+            sa.update(failure_modes)
+            .where(failure_modes.c.assistant == assistant)
+            .values(present=False)
+        )
+        for m in grouping.modes:
+            values = {
+                "label": m.label,
+                "terms": m.terms,
+                "metrics": list(m.metrics),
+                "first_seen": m.first_seen,
+                "last_seen": m.last_seen,
+                "updated_at": run_at,
+                "present": True,
+                "size": m.size,
+                "share": m.share,
+                "recent": m.recent,
+                "earlier": m.earlier,
+                "trend": m.trend,
+                "new": m.new,
+                "growing": m.growing,
+                "examples": list(m.examples),
+            }
+            updated = conn.execute(
+                sa.update(failure_modes)
+                .where(failure_modes.c.assistant == assistant, failure_modes.c.mode_id == m.mode_id)
+                .values(**values)
+            ).rowcount
+            if not updated:
+                conn.execute(
+                    sa.insert(failure_modes).values(
+                        assistant=assistant, mode_id=m.mode_id, **values
+                    )
+                )
+        conn.execute(
+            sa.delete(failure_mode_members).where(failure_mode_members.c.assistant == assistant)
+        )
+        rows = [
+            {"assistant": assistant, "event_id": e, "mode_id": m.mode_id, "event_timestamp": at}
+            for m in grouping.modes
+            for e, at in zip(m.members, m.member_times, strict=True)
+        ]
+        for i in range(0, len(rows), _INSERT_CHUNK):
+            conn.execute(sa.insert(failure_mode_members), rows[i : i + _INSERT_CHUNK])
+        conn.execute(
+            sa.insert(failure_mode_runs).values(
+                run_at=run_at,
+                assistant=assistant,
+                status=grouping.status,
+                turns=grouping.turns,
+                recent_turns=grouping.recent_turns,
+                grouped=grouping.grouped,
+                unsorted=grouping.unsorted,
+                over_cap=over_cap,
+                modes=len(grouping.modes),
+                emerging=sum(1 for m in grouping.modes if m.emerging),
+                note=grouping.note,
+            )
+        )
+        if prune_runs_before is not None:
+            conn.execute(
+                sa.delete(failure_mode_runs).where(failure_mode_runs.c.run_at < prune_runs_before)
+            )
+
+
+def forget_assistant(store: Store, assistant: str) -> None:
+    """An assistant with no failed turn left in the window: its modes are no longer present."""
+    with store.transaction(write=True) as conn:
+        conn.execute(
+            sa.update(failure_modes)
+            .where(failure_modes.c.assistant == assistant)
+            .values(present=False)
+        )
+        conn.execute(
+            sa.delete(failure_mode_members).where(failure_mode_members.c.assistant == assistant)
+        )
+
+
+def assistants_with_modes(store: Store) -> list[str]:
+    query = (
+        sa.select(failure_modes.c.assistant)
+        .where(failure_modes.c.present)
+        .distinct()
+        .order_by(failure_modes.c.assistant)
+    )
+    with store.transaction(write=False) as conn:
+        return [str(a) for a in conn.scalars(query)]
+
+
+# ------------------------------------------------------------------ reads for ``inspect``
+
+
+@dataclass(frozen=True)
+class ModeRow:
+    assistant: str
+    mode_id: str
+    label: str
+    metrics: tuple[str, ...]
+    size: int
+    share: float
+    recent: int
+    earlier: int
+    trend: float | None
+    first_seen: datetime
+    last_seen: datetime
+    updated_at: datetime
+    present: bool
+    new: bool
+    growing: bool
+    examples: tuple[str, ...]
+
+
+def _mode_row(r: Any) -> ModeRow:
+    return ModeRow(
+        r.assistant, r.mode_id, r.label, tuple(r.metrics or ()), r.size, r.share, r.recent,
+        r.earlier, r.trend, r.first_seen, r.last_seen, r.updated_at, bool(r.present),
+        bool(r.new), bool(r.growing), tuple(r.examples or ()),
+    )  # fmt: skip
+
+
+def list_modes(store: Store, assistant: str | None, *, include_gone: bool = False) -> list[ModeRow]:
+    """Modes largest first (of the newest run; with ``include_gone``, the others after)."""
+    query = sa.select(failure_modes)
+    if assistant is not None:
+        query = query.where(failure_modes.c.assistant == assistant)
+    if not include_gone:
+        query = query.where(failure_modes.c.present)
+    query = query.order_by(
+        failure_modes.c.present.desc(), failure_modes.c.size.desc(), failure_modes.c.mode_id
+    )
+    with store.transaction(write=False) as conn:
+        return [_mode_row(r) for r in conn.execute(query)]
+
+
+def latest_runs(store: Store, assistant: str | None) -> list[dict[str, Any]]:
+    """The newest run row of each assistant (or of ``assistant``)."""
+    newer = sa.alias(failure_mode_runs, "newer")
+    superseded = (
+        sa.select(newer.c.id)
+        .where(
+            newer.c.assistant == failure_mode_runs.c.assistant, newer.c.id > failure_mode_runs.c.id
+        )
+        .exists()
+    )
+    query = sa.select(failure_mode_runs).where(~superseded)
+    if assistant is not None:
+        query = query.where(failure_mode_runs.c.assistant == assistant)
+    with store.transaction(write=False) as conn:
+        return [
+            dict(r._mapping) for r in conn.execute(query.order_by(failure_mode_runs.c.assistant))
+        ]
+
+
+def get_mode(store: Store, mode_id: str) -> ModeRow | None:
+    query = sa.select(failure_modes).where(failure_modes.c.mode_id == mode_id)
+    with store.transaction(write=False) as conn:
+        row = conn.execute(query).first()
+    return None if row is None else _mode_row(row)
+
+
+def mode_turns(store: Store, assistant: str, mode_id: str, *, limit: int) -> list[FailedTurn]:
+    """The turns the newest run put in the mode, newest first, with their reasons."""
+    members = (
+        sa.select(failure_mode_members.c.event_id)
+        .where(
+            failure_mode_members.c.assistant == assistant,
+            failure_mode_members.c.mode_id == mode_id,
+        )
+        .order_by(failure_mode_members.c.event_timestamp.desc())
+        .limit(limit)
+        .subquery()
+    )
+    query = (
+        sa.select(
+            verdicts.c.id,
+            turns.c.event_id,
+            turns.c.event_timestamp,
+            turns.c.event["query"].as_string().label("query"),
+            verdicts.c.metric_bands,
+            verdicts.c.turn_band,
+            judgments.c.scores,
+        )
+        .select_from(
+            members.join(turns, turns.c.event_id == members.c.event_id)
+            .join(verdicts, verdicts.c.event_id == turns.c.event_id)
+            .outerjoin(judgments, judgments.c.verdict_id == verdicts.c.id)
+        )
+        .where(_newest_verdict())
+        .order_by(turns.c.event_timestamp.desc(), verdicts.c.id.desc())
+    )
+    out: list[FailedTurn] = []
+    with store.transaction(write=False) as conn:
+        current: Any = None
+        docs: list[Any] = []
+        for row in conn.execute(query):
+            if current is not None and row.id != current.id:
+                out.append(_turn(current, docs))
+                docs = []
+            current = row
+            docs.append(row.scores)
+        if current is not None:
+            out.append(_turn(current, docs))
+    return out
