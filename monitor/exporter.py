@@ -712,6 +712,68 @@ class Metrics:
             registry=r,
         )
 
+        # Outcome events (docs/outcomes.md): what customers said and what became of their
+        # cases, on all traffic, not only sampled turns. kind: feedback_negative|_neutral|
+        # _positive, handed_off, resolved, reopened, satisfaction_negative|_neutral|_positive;
+        # each outcome id counted once (a duplicate is not).
+        self.outcomes = Counter(
+            "casewatch_outcomes",
+            "Outcome events new to the store, by assistant and kind",
+            ["assistant", "kind"],
+            registry=r,
+        )
+        # What became of outcome events: inserted or duplicate (an id stored before), and
+        # comment_dropped (a comment too large to redact, stored without it).
+        self.outcome_events = Counter(
+            "casewatch_outcome_events",
+            "Outcome events read, by outcome (inserted|duplicate|comment_dropped)",
+            ["outcome"],
+            registry=r,
+        )
+        # Outcomes joined to a stored turn or case on arrival, later (the turn came after), or
+        # expired: no turn within outcomes.join_window_seconds (an unknown id).
+        self.outcome_joins = Counter(
+            "casewatch_outcome_joins",
+            "Outcome joins to stored turns (outcome=on_arrival|later|expired)",
+            ["outcome"],
+            registry=r,
+        )
+        # Outcomes stored and still waiting for their turn within the join window.
+        self.outcomes_pending = Gauge(
+            "casewatch_outcomes_pending",
+            "Outcome events waiting for their turn or case within the join window",
+            registry=r,
+        )
+        # The judge against the users: each feedback paired once with its turn's newest ok
+        # verdict. agreement=agree_unhappy (judge flagged, user unhappy)|judge_blind (judge
+        # passed, user unhappy)|judge_harsh (judge flagged, user happy)|agree_happy|
+        # user_neutral.
+        self.judge_user_pairs = Counter(
+            "casewatch_judge_user_pairs",
+            "Feedback paired with the judge's band of the same turn, by agreement",
+            ["assistant", "agreement"],
+            registry=r,
+        )
+
+        # Unsampled turns kept (redacted) so negative feedback can get them judged once:
+        # stored, dropped (the writer's queue full, or not redactable) or failed (the database
+        # did not take them). Their offsets are committed either way.
+        self.turns_retained = Counter(
+            "casewatch_turns_retained",
+            "Unsampled turns kept for feedback, by outcome (stored|dropped|failed)",
+            ["outcome"],
+            registry=r,
+        )
+        # Turns judged because a user's feedback on them was negative (sampling reason
+        # feedback), by band: never counted in casewatch_turns_judged_total, whose rates are
+        # the random sample's.
+        self.feedback_judged = Counter(
+            "casewatch_feedback_judged",
+            "Unsampled turns judged for their negative feedback, by turn band",
+            ["assistant", "band"],
+            registry=r,
+        )
+
         # Unreadable record batches: each failed read attempt of a partition held
         # back on a batch it cannot read (reason=codec_unavailable|corrupt; retried with a
         # backoff of at most 30 s, so increase() over a few minutes is > 0 while it is stuck).

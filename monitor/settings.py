@@ -37,11 +37,13 @@ from monitor.config.judge_canary import JudgeCanaryConfig
 from monitor.config.judges import HEURISTIC, JudgeConfig, PanelConfig
 from monitor.config.kafka import KafkaConfig, TopicConfig, TopicFormat
 from monitor.config.otel import AssemblyConfig, OtelExportConfig
+from monitor.config.outcomes import OutcomesConfig
 from monitor.config.quality_estimate import QualityEstimateConfig
 from monitor.config.rubric import RubricConfig
 from monitor.config.sampling import SamplingConfig
 from monitor.config.storage import StorageConfig
 from monitor.errors import ConfigError, validation_error_lines
+from monitor.outcome_events import OutcomeMapping
 from monitor.redaction.config import RedactionConfig
 from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
 from monitor.settings_errors import (
@@ -89,6 +91,8 @@ class Settings(BaseSettings):
     quality_estimate: QualityEstimateConfig = Field(default_factory=QualityEstimateConfig)
     judge_canary: JudgeCanaryConfig = Field(default_factory=JudgeCanaryConfig)
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
+    # End-user feedback and case outcomes (topics of kind outcomes).
+    outcomes: OutcomesConfig = Field(default_factory=OutcomesConfig)
     # Conversations judged as a whole when they go quiet.
     cases: CasesConfig = Field(default_factory=CasesConfig)
     log_level: Literal["debug", "info", "warning", "error"] = Field(
@@ -145,6 +149,13 @@ class Settings(BaseSettings):
         self._read_repartition_topics(formats)
         if "mapped" in formats.values() or self.mapping:
             TurnMapping.compile(self.mapping)  # MappingError (a ValueError) names the key
+        if "mapped" in self.kafka.outcome_topics.values() or self.outcomes.mapping:
+            OutcomeMapping.compile(self.outcomes.mapping)
+        if self.outcomes.retain_unsampled and self.daemon.screen_processes > 0:
+            raise ValueError(
+                "outcomes.retain_unsampled needs daemon.screen_processes: 0 (screening finishes "
+                "unsampled turns in its own processes, where they cannot be kept)"
+            )
         return self
 
     def _read_repartition_topics(self, formats: dict[str, TopicFormat]) -> None:

@@ -30,7 +30,14 @@ from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
 from monitor.models import METRICS, Band
 from monitor.program import casewatch_program
-from monitor.reports.turn_view import detail_doc, render_detail, render_summaries, summary_doc
+from monitor.reports.turn_view import (
+    detail_doc,
+    outcome_docs,
+    render_detail,
+    render_summaries,
+    summary_doc,
+)
+from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.turn_queries import get_turn, list_turns
 
 _MAX_WIDTH = 100
@@ -105,9 +112,14 @@ def turn_command(db: str | None, config_file: Path | None, event_id: str, as_jso
             detail = get_turn(store, event_id)
         except CasewatchError as exc:
             fail(str(exc))
-    if detail is None:
-        fail(f"no stored turn has event id {event_id!r} (see `casewatch inspect turns`)")
-    doc = detail_doc(detail)
+        if detail is None:
+            fail(f"no stored turn has event id {event_id!r} (see `casewatch inspect turns`)")
+        doc = detail_doc(detail)
+        try:
+            rows = OutcomeRecords(store).for_turn(event_id, doc["conversation_id"])
+        except CasewatchError as exc:
+            fail(str(exc))
+        doc["outcomes"] = outcome_docs(rows)
     if as_json:
         _dump(doc)
     else:

@@ -137,6 +137,31 @@ def _build_jobs(
                 lease_owner=lease_owner,
             )
         )
+    outcomes = settings.outcomes
+    if settings.kafka.outcome_topics or outcomes.retain_unsampled:  # what customers said
+        from monitor.jobs.outcome_join import OutcomeJoinJob
+        from monitor.jobs.recorders import OutcomeRecorder
+        from monitor.storage.outcomes import OutcomeRecords
+
+        records = OutcomeRecords(store, clock)
+        jobs.append(OutcomeJoinJob(outcomes, records, OutcomeRecorder(metrics)))
+        if outcomes.retain_unsampled:
+            from monitor.jobs.feedback_judging import FeedbackJudgingJob
+            from monitor.judging.evaluator import build_evaluator
+            from monitor.judging.recorder import JudgingRecorder
+
+            jobs.append(
+                FeedbackJudgingJob(
+                    outcomes,
+                    store,
+                    records,
+                    build_evaluator(settings, concurrency=1),
+                    budget or Sampler(settings.sampling, clock).budget,
+                    OutcomeRecorder(metrics),
+                    JudgingRecorder(metrics),
+                    calls_per_turn=len(settings.effective_panel().primaries),
+                )
+            )
     if settings.cases.enabled:  # Conversations judged as a whole when they go quiet
         jobs.append(_cases(settings, store, metrics, clock, budget, lease_owner))
     if settings.baseline.enabled:

@@ -320,6 +320,71 @@ class BaselineRecorder:
             )
 
 
+class OutcomeRecorder:
+    """What the outcome step, ``casewatch outcomes import`` and the outcome join job record:
+    the signals on all traffic, what became of each event, joins and judge/user pairs."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+        self._assistant = metrics.assistant_label
+
+    def prime(self) -> None:
+        """Every bounded series at 0 from the start, so increase() sees the first one."""
+        for outcome in OUTCOME_EVENT_OUTCOMES:
+            self._m.outcome_events.labels(outcome=outcome)
+        for outcome in JOIN_OUTCOMES:
+            self._m.outcome_joins.labels(outcome=outcome)
+        self._m.outcomes_pending.set(0)
+        for outcome in RETAINED_OUTCOMES:
+            self._m.turns_retained.labels(outcome=outcome)
+
+    def record_outcome(self, assistant: str, kind: str, *, joined: bool) -> None:
+        """One outcome event new to the store (``kind``: ``SIGNAL_KINDS``)."""
+        self._m.outcomes.labels(assistant=self._assistant(assistant), kind=kind).inc()
+        self._m.outcome_events.labels(outcome="inserted").inc()
+        if joined:
+            self._m.outcome_joins.labels(outcome="on_arrival").inc()
+
+    def record_duplicates(self, count: int) -> None:
+        if count:
+            self._m.outcome_events.labels(outcome="duplicate").inc(count)
+
+    def record_comment_dropped(self) -> None:
+        self._m.outcome_events.labels(outcome="comment_dropped").inc()
+
+    def record_joins(self, *, later: int, expired: int, pending: int) -> None:
+        if later:
+            self._m.outcome_joins.labels(outcome="later").inc(later)
+        if expired:
+            self._m.outcome_joins.labels(outcome="expired").inc(expired)
+        self._m.outcomes_pending.set(pending)
+
+    def record_retained(self, outcome: str, count: int) -> None:
+        if count:
+            self._m.turns_retained.labels(outcome=outcome).inc(count)
+
+    def record_feedback_judged(self, assistant: str, band: str) -> None:
+        """One turn judged for its feedback: its sampling reason and band (never in the
+        random sample's casewatch_turns_judged_total)."""
+        label = self._assistant(assistant)
+        self._m.turns_sampled.labels(assistant=label, reason="feedback").inc()
+        self._m.feedback_judged.labels(assistant=label, band=band).inc()
+
+    def record_feedback_skipped(self, assistant: str, reason: str) -> None:
+        self._m.turns_skipped.labels(assistant=self._assistant(assistant), reason=reason).inc()
+
+    def record_pair(self, assistant: str, agreement: str) -> None:
+        self._m.judge_user_pairs.labels(
+            assistant=self._assistant(assistant), agreement=agreement
+        ).inc()
+
+
+# casewatch_outcome_events_total{outcome} and casewatch_outcome_joins_total{outcome}.
+OUTCOME_EVENT_OUTCOMES: tuple[str, ...] = ("inserted", "duplicate", "comment_dropped")
+JOIN_OUTCOMES: tuple[str, ...] = ("on_arrival", "later", "expired")
+RETAINED_OUTCOMES: tuple[str, ...] = ("stored", "dropped", "failed")
+
+
 def _set_or_remove(gauge: Gauge, value: float | None, *labels: str) -> None:
     if value is not None:
         gauge.labels(*labels).set(value)
@@ -333,6 +398,7 @@ __all__ = [
     "BaselineRecorder",
     "DriftRecorder",
     "JobRunRecorder",
+    "OutcomeRecorder",
     "PairwiseRequest",
     "RubricRecorder",
 ]

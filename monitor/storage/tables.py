@@ -569,3 +569,48 @@ case_judgments = sa.Table(
 )
 TABLES = (*TABLES, case_verdicts, case_judgments)
 # --- end cases ---
+
+# --- outcomes ---
+# End-user feedback and case outcomes (monitor/outcome_events.py), one row per outcome id (a
+# replayed or duplicated event is a no-op). ``joined_at``: when its turn (feedback) or a turn
+# of its case (case outcomes) was found stored; ``expired_at``: when the join window passed
+# without one; ``paired_at`` / ``agreement``: when feedback was compared with the turn's
+# newest ok verdict, and the cell of that comparison (stats/judge_user_agreement.py).
+outcome_events = sa.Table(
+    "outcome_events",
+    metadata,
+    sa.Column("outcome_id", sa.String(256), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("signal_kind", sa.String(32), nullable=False),
+    sa.Column("assistant_name", sa.String(256), nullable=False),
+    sa.Column("turn_event_id", sa.String(256), index=True),
+    sa.Column("conversation_id", sa.String(256), index=True),
+    sa.Column("polarity", sa.String(8)),
+    sa.Column("thumbs", sa.String(4)),
+    sa.Column("rating", sa.Float),
+    sa.Column("scale_min", sa.Float),
+    sa.Column("scale_max", sa.Float),
+    sa.Column("comment", sa.Text),  # redacted like turns
+    sa.Column("event_timestamp", UTCDateTime, nullable=False),
+    sa.Column("received_at", UTCDateTime, nullable=False, index=True),
+    sa.Column("joined_at", UTCDateTime),
+    sa.Column("expired_at", UTCDateTime),
+    sa.Column("paired_at", UTCDateTime),
+    sa.Column("agreement", sa.String(16)),
+)
+
+# Unsampled turns kept (redacted, bounded in rows and age) so a negative feedback can still get
+# its turn judged once (``feedback_judged_at``).
+retained_turns = sa.Table(
+    "retained_turns",
+    metadata,
+    sa.Column("event_id", sa.String(256), primary_key=True),
+    sa.Column("conversation_id", sa.String(256), nullable=False, index=True),
+    sa.Column("assistant_name", sa.String(256), nullable=False),
+    sa.Column("event", JSONDoc, nullable=False),
+    sa.Column("retained_at", UTCDateTime, nullable=False, index=True),
+    sa.Column("feedback_judged_at", UTCDateTime),
+)
+
+TABLES = (*TABLES, outcome_events, retained_turns)
+# --- end outcomes ---
