@@ -17,7 +17,7 @@ DOCS_PORT ?= 8000
 # even with --quiet; the layout here is the one it assumes, so the box says nothing to act on.
 QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: run test lint typecheck services plan bench clean docs docs-serve
+.PHONY: run test lint typecheck services review-services plan bench clean docs docs-serve
 
 # The dev install includes the real model server (the `realmodel` extra), built from source with
 # Debian's cmake and g++ (scripts/ensure-build-tools.sh installs them as root) as a portable wheel
@@ -46,9 +46,16 @@ run: plan $(RUN_STAMP) services
 plan:
 	@echo "make: installs casewatch into $(VENV) with pip (nothing outside it), then checks the services" >&2
 	@bash scripts/ensure-services.sh --plan
+	@bash scripts/ensure-label-studio.sh --plan
 
 services:
 	bash scripts/ensure-services.sh
+
+# The review queue's annotation server (Label Studio, from PyPI into its own virtualenv under the
+# machine's cache, a few minutes the first time: docs/review-queue.md) and Debian's chromium for
+# its page test. `make test` needs them; `make run` does not.
+review-services:
+	bash scripts/ensure-label-studio.sh >/dev/null
 
 lint: $(STAMP)
 	$(PY) -m ruff check monitor consumers tests bench examples
@@ -63,7 +70,7 @@ typecheck: $(STAMP)
 # The broker contract suite (the tests marked contract) runs a second time with kafka-python's
 # optimisations off: they change how fast records arrive, never which, nor what is committed
 # (docs/kafka.md, "The optimisations, and the switch that turns them off").
-test: plan $(STAMP) services lint typecheck
+test: plan $(STAMP) services review-services lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider
 	CASEWATCH_KAFKA_OPTIMISATIONS=off $(PY) -m pytest -q -p no:cacheprovider -m contract
 

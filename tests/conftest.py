@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.databases",
     "tests.fixtures.prometheus",
     "tests.fixtures.model_server",
+    "tests.fixtures.label_studio",
 ]
 
 # Hypothesis' per-example deadline and its too_slow health check are timing thresholds: on a

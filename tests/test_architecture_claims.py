@@ -227,8 +227,12 @@ HTTP_CLIENTS = {
         "monitor/judging/openai_judge.py",
     },
     "httpx": set(),  # the transport builds openai's own httpx client
-    "requests": {"monitor/otel_export/sender.py"},
-    "urllib.request": {"monitor/demo/prometheus_stack.py"},
+    "requests": {
+        "monitor/otel_export/sender.py",
+        "monitor/annotation/label_studio.py",
+        "monitor/annotation/label_studio_server.py",
+    },
+    "urllib.request": {"monitor/demo/prometheus_api.py"},
     "urllib3": set(),
     "http.client": set(),
     "aiohttp": set(),

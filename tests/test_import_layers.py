@@ -50,6 +50,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("monitor.stats",),
     (
         "monitor.judging",
+        "monitor.annotation",
         "monitor.storage",
         "consumers",
         "monitor.otel_export",
@@ -151,6 +152,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "quality_estimate",
             "rubric",
             "sampling",
+            "review",
             "storage",
         ),
         ("baseline",),
@@ -158,6 +160,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.otel_export": (("__init__", "records"), ("sender",)),
     "monitor.redaction": (
         ("detectors", "placeholders"),
+    "monitor.annotation": (("__init__", "label_studio", "label_studio_server"),),
         ("redactor",),
         ("__init__", "config"),
     ),
@@ -175,6 +178,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "matches",
             "rubric_gradings",
         ),
+            "review_queue",
     ),
     "monitor.sampling": (("__init__", "budget"), ("sampler",), ("judging_redaction",)),
     "monitor.stats": (
@@ -234,6 +238,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.stream": (
         (
             "__init__",
+            "review_queue",
             "file_state",
             "http",
             "readiness",

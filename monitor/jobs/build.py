@@ -178,7 +178,33 @@ def _build_jobs(
                 budget or Sampler(settings.sampling, clock).budget,
             )
         )
+    if settings.review.enabled:  # The review queue on the annotation server
+        jobs.append(_review_queue(settings, store, metrics, clock, jobs))
     return jobs
+
+
+def _review_queue(
+    settings: Settings, store: Store, metrics: Metrics, clock: Clock, jobs: list[Job]
+) -> Job:
+    """The review queue; after a pull that stored labels it refreshes the estimates through the
+    quality estimate job built above (when it is on)."""
+    from monitor.annotation.label_studio import LabelStudioClient
+    from monitor.jobs.quality_estimate import QualityEstimateJob
+    from monitor.jobs.review_queue import ReviewQueueJob
+
+    review = settings.review
+    estimates = next((j for j in jobs if isinstance(j, QualityEstimateJob)), None)
+    client = LabelStudioClient(review.url, review.token(), timeout_s=review.timeout_seconds)
+    return ReviewQueueJob(
+        review,
+        store,
+        metrics,
+        client,
+        weights=settings.weights(),
+        critical=settings.critical_metrics,
+        refresh=None if estimates is None else estimates.run_once,
+        clock=clock,
+    )
 
 
 def _read(parsed: T | None, setting: str) -> T:

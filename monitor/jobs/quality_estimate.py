@@ -78,6 +78,8 @@ def labelled_batch(store: Store, assistant: str, batch_id: str | None = None) ->
     if batch_id is not None:
         return batch_id
     for batch in reversed(label_sql.batches(store, assistant)):
+        if batch.get("strategy") == label_sql.TARGETED:
+            continue  # picked, not drawn: no estimate from it
         if label_sql.stored_labels(store, [batch["id"]]):
             return str(batch["id"])
     return None
@@ -183,6 +185,8 @@ def anytime_estimate(
     errors: list[float] = []
     earlier: list[WeightedTerms] = []
     for b in label_sql.batches(store, assistant):
+        if b.get("strategy") == label_sql.TARGETED:
+            continue
         terms = batch_terms(store, str(b["id"]), signal)
         if terms is None or terms.labelled < 2:
             continue

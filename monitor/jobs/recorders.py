@@ -476,3 +476,26 @@ class CaseRecorder:
 
     def record_pending(self, pending: int) -> None:
         self._m.cases_pending.set(pending)
+
+
+class ReviewQueueRecorder:
+    """The review queue's counters and its backlog (jobs/review_queue.py)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+
+    def queued(self, reason: str, count: int) -> None:
+        if count:
+            self._m.review_tasks_queued.labels(reason=reason).inc(count)
+
+    def pushed(self, reason: str) -> None:
+        self._m.review_tasks_pushed.labels(reason=reason).inc()
+
+    def failed(self, stage: str, reason: str) -> None:
+        self._m.review_failures.labels(stage=stage, reason=reason).inc()
+
+    def annotation(self, outcome: str) -> None:
+        self._m.review_annotations.labels(outcome=outcome).inc()
+
+    def backlog(self, size: int) -> None:
+        self._m.review_backlog.set(size)

@@ -45,6 +45,16 @@ def _newest_ok() -> sa.ColumnElement[bool]:
     return sa.and_(~superseded, verdicts.c.status == "ok")
 
 
+def newest_ok_verdict() -> sa.ColumnElement[bool]:
+    """A verdict row that is its turn's newest and ok (for queries joining ``verdicts``)."""
+    return _newest_ok()
+
+
+# A batch of turns picked for what the judge said (the review queue's severe turns): labels
+# for agreement, never a sample for the estimates, which need each turn's drawing probability.
+TARGETED = "targeted"
+
+
 def judged_frame(
     store: Store,
     assistant: str,

@@ -614,3 +614,95 @@ retained_turns = sa.Table(
 
 TABLES = (*TABLES, outcome_events, retained_turns)
 # --- end outcomes ---
+
+# --- review queue ---
+# The review queue on an annotation server (monitor/storage/review_queue.py): each turn queued
+# for people (in a labelling batch: ``targeted`` for severe turns, ``uncertain`` when drawn
+# with a probability), the server task it became (NULL: in the backlog, pushed by a later run),
+# and each annotation version pulled back (so a pull stores or refuses it once).
+review_tasks = sa.Table(
+    "review_tasks",
+    metadata,
+    sa.Column(
+        "batch_id",
+        sa.String(64),
+        sa.ForeignKey("label_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("event_id", sa.String(256), primary_key=True),
+    sa.Column("reason", sa.String(16), nullable=False),  # severe | uncertain
+    sa.Column("queued_at", UTCDateTime, nullable=False),
+    sa.Column("project_id", sa.BigInteger),
+    sa.Column("task_id", sa.BigInteger),
+    sa.Column("pushed_at", UTCDateTime),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_error", sa.Text),
+    sa.Index("ix_review_tasks_task_id", "task_id"),
+)
+review_annotations = sa.Table(
+    "review_annotations",
+    metadata,
+    sa.Column("project_id", sa.BigInteger, primary_key=True),
+    sa.Column("annotation_id", sa.BigInteger, primary_key=True),
+    sa.Column("task_id", sa.BigInteger, nullable=False),
+    sa.Column("version", sa.String(64), nullable=False),  # the server's updated_at, as sent
+    sa.Column("outcome", sa.String(16), nullable=False),  # stored | refused
+    sa.Column("reason", sa.Text),
+    sa.Column("pulled_at", UTCDateTime, nullable=False),
+)
+TABLES = (*TABLES, review_tasks, review_annotations)
+# --- end review queue ---
+
+# --- case labels (migration 0016): people's bands for whole cases ---
+# A case labelling batch is a uniform random sample of an assistant's scored cases (the case
+# verdicts current at the frame's end), recorded with its design like ``label_batches``; its
+# items are the drawn cases with the version and the judge's bands then; labels are the bands
+# people gave a case ("case_band") and each case metric. No foreign key to case verdicts.
+case_label_batches = sa.Table(
+    "case_label_batches",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("assistant", sa.String(256), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("frame_start", UTCDateTime),
+    sa.Column("frame_end", UTCDateTime),
+    sa.Column("population", sa.Integer, nullable=False),  # scored cases in the frame
+    sa.Column("size", sa.Integer, nullable=False),  # cases drawn
+)
+case_label_items = sa.Table(
+    "case_label_items",
+    metadata,
+    sa.Column(
+        "batch_id",
+        sa.String(64),
+        sa.ForeignKey("case_label_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("conversation_id", sa.String(256), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),  # the case verdict's version when drawn
+    sa.Column("position", sa.Integer, nullable=False),
+    # {case metric|case_band: band} as the judge said when drawn.
+    sa.Column("judge_bands", JSONDoc, nullable=False),
+)
+case_labels = sa.Table(
+    "case_labels",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column(
+        "batch_id",
+        sa.String(64),
+        sa.ForeignKey("case_label_batches.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("conversation_id", sa.String(256), nullable=False),
+    sa.Column("metric", sa.String(64), nullable=False),  # a case metric or "case_band"
+    sa.Column("band", sa.String(16), nullable=False),
+    sa.Column("labeller", sa.String(256), nullable=False),
+    sa.Column("labelled_at", UTCDateTime, nullable=False),
+    sa.Column("imported_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("batch_id", "conversation_id", "metric", "labeller"),
+    sa.CheckConstraint("band IN ('severe', 'moderate', 'minor', 'none')", name="band"),
+)
+TABLES = (*TABLES, case_label_batches, case_label_items, case_labels)
+# --- end case labels ---

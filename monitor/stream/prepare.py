@@ -61,6 +61,8 @@ def prepare(settings: Settings, clock: Clock) -> Prepared:
         for assistant in settings.baseline.assistants:
             if assistant.endpoint is not None:
                 check_endpoint(assistant.endpoint)
+    if settings.review.enabled:
+        settings.review.token()  # the review queue's token is readable
     if settings.redaction.active:
         settings.redaction.policy()  # its patterns compile, its key is long enough
     # After the redaction policy: the canary's file turns are redacted as they are read.
