@@ -503,11 +503,7 @@ PIPELINE = DashboardSpec(
                     (
                         Query(
                             "sum by (reason) (casewatch_exposition_fallback_total)",
-                            "exposition {{reason}}",
-                        ),
-                        Query(
-                            "sum by (patch) (casewatch_kafka_patch_fallback)",
-                            "kafka {{patch}}",
+                            "{{reason}}",
                         ),
                     ),
                 ),
