@@ -348,6 +348,101 @@ OVERVIEW = DashboardSpec(
                 ),
             ),
         ),
+        RowSpec(
+            "Cases",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Cases judged by case band",
+                    "Conversations judged as a whole once quiet (or ended), per hour, by case "
+                    "band; judge_failed cases are retried at the next run (docs/cases.md).",
+                    (
+                        Query(
+                            "sum by (band) (increase(casewatch_cases_judged_total"
+                            f"{{{A}}}[1h]))",
+                            "{{band}}",
+                        ),
+                    ),
+                    min=0,
+                    stacked=True,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Case severe share, resolution rate, median case score",
+                    "Share of judged cases in the severe case band, of cases the case judge "
+                    "read as resolved, and the median weighted case score, over the last 6 "
+                    "hours.",
+                    (
+                        Query(
+                            share(
+                                f'casewatch_cases_judged_total{{{A}, band="severe"}}',
+                                f'casewatch_cases_judged_total{{{A}, band!="judge_failed"}}',
+                                "assistant",
+                                "[6h]",
+                            ),
+                            "{{assistant}} severe",
+                        ),
+                        Query(
+                            share(
+                                f'casewatch_case_resolution_total{{{A}, outcome="resolved"}}',
+                                f"casewatch_case_resolution_total{{{A}}}",
+                                "assistant",
+                                "[6h]",
+                            ),
+                            "{{assistant}} resolved",
+                        ),
+                        Query(
+                            "histogram_quantile(0.5, sum by (le, assistant) "
+                            f"(rate(casewatch_case_score_bucket{{{A}}}[6h])))",
+                            "{{assistant}} median case score",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Case metrics: severe or moderate share",
+                    "Per case metric (resolution, issue tracking, workflow alignment, "
+                    "consistency, customer effort), the share of judged cases in the severe or "
+                    "moderate band over the last 6 hours: which one drives a case regression.",
+                    (
+                        Query(
+                            share(
+                                "casewatch_case_metric_band_total"
+                                f'{{{A}, band=~"severe|moderate"}}',
+                                f"casewatch_case_metric_band_total{{{A}}}",
+                                "metric",
+                                "[6h]",
+                            ),
+                            "{{metric}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Case judging: failures, skips and backlog",
+                    "Case verdicts stored judge_failed by reason and closed cases a run did "
+                    "not judge by reason (per hour), and the closed cases still waiting.",
+                    (
+                        Query(
+                            "sum by (reason) (increase(casewatch_case_judge_failed_total[1h]))",
+                            "failed: {{reason}}",
+                        ),
+                        Query(
+                            "sum by (reason) (increase(casewatch_cases_skipped_total[1h]))",
+                            "skipped: {{reason}}",
+                        ),
+                        Query("sum(casewatch_cases_pending)", "pending"),
+                    ),
+                    min=0,
+                ),
+            ),
+        ),
     ),
 )
 

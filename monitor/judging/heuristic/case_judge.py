@@ -140,7 +140,9 @@ def _issue_tracking(case: Case) -> MetricScore:
     off = [
         e.turn_index
         for e in case.events
-        if not (_words(e.answer) & terms) and not (_ids(e.answer) & ids)
+        if len(_words(e.answer)) >= 4  # an acknowledgement says nothing of the issue
+        and not (_words(e.answer) & terms)
+        and not (_ids(e.answer) & ids)
     ]
     if not off:
         return _metric(0.9, "Every answer stays on the case's issue.")
