@@ -12,12 +12,13 @@ Reported per agreement level:
 
 - detection: the Bernoulli CUSUM (uniform) and the cell-conditional CUSUM
   (``monitor.stats.cell_cusum``, cascade), both for 5 -> 15 %, both calibrated to the same
-  false-alarm budget in traffic (one false alarm per ``--arl0-turns`` turns), each on in-control
-  rates estimated as the job does, from ``--reference`` judged turns of a reference window; uniform at
-  ``--rate`` gives the delay to match; the cascade's smallest budget whose delay (Brook-Evans
-  chain) is no longer is found by bisection; both are then simulated over ``--runs`` runs from
-  the step (median and mean delay in turns of traffic), and their false alarms counted over
-  ``--runs`` in-control streams of ``--fa-turns`` turns against the expected count;
+  false-alarm budget in traffic (one false alarm per ``--arl0-turns`` turns), each on
+  in-control rates estimated as the job does, from ``--reference`` judged turns of a reference
+  window; uniform at ``--rate`` gives the delay to match; the cascade's smallest budget whose
+  delay (Brook-Evans chain) is no longer is found by bisection; both are then simulated over
+  ``--runs`` runs from the step (median and mean delay in turns of traffic), and their false
+  alarms counted over ``--runs`` in-control streams of ``--fa-turns`` turns against the
+  expected count;
 - estimation: the weighted severe share (Hajek, and post-stratified on the cheap look's cell
   counts) over ``--runs`` windows of ``--window`` turns at the uniform's budget: bias in points
   (mean minus the windows' true share) and mean 95 % interval width, against uniform's.
@@ -152,8 +153,8 @@ def typical_baseline(level: str, pi: dict[str, float], reference: int) -> dict[s
     truth = cell_rates(level, P0)
     out = {}
     for c in CELLS:
-        n = int(round(reference * mix[c] / total))
-        out[c] = cell_baseline(int(round(n * truth[c])), n)
+        n = round(reference * mix[c] / total)
+        out[c] = cell_baseline(round(n * truth[c]), n)
     return out
 
 
@@ -213,7 +214,7 @@ def detection(level: str, args: argparse.Namespace, rng: np.random.Generator) ->
     risk = warm_up_risks(level, rng)
     # Uniform: the Bernoulli CUSUM on the judged turns, same false-alarm budget in traffic.
     r = args.rate
-    planned = cell_baseline(int(round(args.reference * P0)), args.reference)
+    planned = cell_baseline(round(args.reference * P0), args.reference)
     h_plan = bernoulli.threshold(planned, planned * P1 / P0, args.arl0_turns * r)
     delay_u = bernoulli.expected_delay(planned, planned * P1 / P0, h_plan, P1) / r
     # The uniform detector as the job runs it: its baseline from as many reference turns.

@@ -669,5 +669,30 @@ METRICS = DashboardSpec(
                 ),
             ),
         ),
+        RowSpec(
+            "The cascade's cheap look",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Turns by the cheap look's band (sampling.strategy: cascade)",
+                    "Share of consumed turns the cascade's cheap look (the offline judge, no "
+                    "model) put in each band. It decides how likely a turn is to reach the LLM "
+                    "judge, and it is not the LLM judge's rate: that is the weighted severe "
+                    "share beside it (docs/cascade.md). No data under the uniform strategy.",
+                    (
+                        Query(
+                            "sum by (assistant, cell) "
+                            f"(rate(casewatch_cheap_look_turns_total{{{A}}}{RI}))\n"
+                            "/ ignoring (cell) group_left\nsum by (assistant) "
+                            f"(rate(casewatch_cheap_look_turns_total{{{A}}}{RI}))",
+                            "{{assistant}} {{cell}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    width=24,
+                    min=0,
+                ),
+            ),
+        ),
     ),
 )

@@ -553,6 +553,15 @@ class Metrics:
             ["assistant"],
             registry=r,
         )
+        # The cascade's cheap look (sampling.strategy: cascade): every consumed turn by the
+        # offline judge's band. Its own severe share sits beside the LLM judge's weighted one,
+        # never in its place.
+        self.cheap_look_turns = Counter(
+            "casewatch_cheap_look_turns",
+            "Turns the cascade's cheap look (the offline judge) put in each band",
+            ["assistant", "cell"],
+            registry=r,
+        )
         # Redaction (monitor/redaction/): values pseudonymized, by kind (e-mail, phone, card,
         # iban, secret, ip, host or an operator pattern's name). Never the values themselves.
         self.redactions = Counter(

@@ -64,6 +64,9 @@ class BatchRecorder:
     def record_redactions(self, counts: Mapping[str, int]) -> None:
         return None
 
+    def record_cheap_look(self, assistant: str, cell: str, count: int) -> None:
+        return None  # a batch run judges every turn: no cascade
+
     def prime_redactions(self, kinds: Iterable[str]) -> None:
         return None
 

@@ -4,7 +4,9 @@ always judge) and what judging may cost per hour. Read by ``monitor/sampling``.
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from monitor.config.section import Section
 
@@ -24,6 +26,10 @@ class AlwaysJudgeRule(Section):
 DEFAULT_SAMPLING_RATE = 0.1
 DEFAULT_BUDGET_CALLS_PER_HOUR = 1000.0
 DEFAULT_BUDGET_USD_PER_HOUR = 5.0
+# The cascade: every turn keeps at least this probability of reaching the LLM judge, and the
+# draw aims at this share of the hourly call budget when no target of its own is set.
+DEFAULT_CASCADE_FLOOR = 0.01
+CASCADE_BUDGET_SHARE = 0.9
 
 
 class SamplingConfig(Section):
@@ -53,3 +59,39 @@ class SamplingConfig(Section):
     # Check every consumed turn's answer for near misses of evidence identifiers (no network);
     # a hit is judged (reason rule:identifier_tripwire) within the budget.
     identifier_tripwire: bool = True
+    # uniform: a share of conversations (``default_rate``/``rates``). cascade: every turn gets the
+    # offline judge's cheap look and reaches the LLM judge with a probability that grows with
+    # how often the LLM judge calls such turns severe (docs/cascade.md); each drawn turn stores
+    # its probability, and the weighted figures stay unbiased.
+    strategy: Literal["uniform", "cascade"] = "uniform"
+    cascade_floor: float = Field(
+        default=DEFAULT_CASCADE_FLOOR,
+        gt=0,
+        le=1,
+        description="The cascade's least probability of drawing a turn (never 0).",
+    )
+    cascade_target_calls_per_hour: float | None = Field(
+        default=None,
+        ge=0,
+        description="LLM calls per hour the cascade's draw aims at "
+        "(null: 90 % of budget_calls_per_hour).",
+    )
+
+    @model_validator(mode="after")
+    def _cascade_has_a_target(self) -> SamplingConfig:
+        if (
+            self.strategy == "cascade"
+            and self.cascade_target_calls_per_hour is None
+            and self.budget_calls_per_hour is None
+        ):
+            raise ValueError(
+                "strategy 'cascade' needs cascade_target_calls_per_hour or "
+                "budget_calls_per_hour: the draw is scaled to a number of calls per hour"
+            )
+        return self
+
+    def cascade_target(self) -> float:
+        """LLM calls per hour the cascade's draw aims at."""
+        if self.cascade_target_calls_per_hour is not None:
+            return self.cascade_target_calls_per_hour
+        return CASCADE_BUDGET_SHARE * (self.budget_calls_per_hour or 0.0)

@@ -23,8 +23,11 @@ import threading
 from collections.abc import Iterable
 
 from monitor.clock import Clock
+from monitor.models import Band
 from monitor.stats.inclusion import DEFAULT_FLOOR, DEFAULT_POWER, Pairs, allocate, risks
 
+# The cheap look's cells: the offline judge's band for the turn, worst first.
+CELLS: tuple[str, ...] = tuple(b.value for b in Band)
 REFRESH_S = 10.0
 _MINUTE_S = 60.0
 _MINUTES = 60
@@ -123,3 +126,54 @@ class CascadePolicy:
             self._traffic(), risk, self._target, floor=self.floor, power=self.power
         )
         self._refreshed = now
+
+
+# Drawn turns held until the store writes them (a turn the look-up finds already judged, or
+# one dropped at a revoke, is never written: the oldest go past this many).
+LEDGER_CAPACITY = 100_000
+
+
+class DrawLedger:
+    """What each drawn turn was drawn with, from the draw to its stored row: the probability
+    and the cheap-look cell, by event id.
+
+    A turn drawn twice (read again after a rebalance or a restart) keeps its first entry: the
+    first draw is the one the judge answered, and a turn not drawn the first time and drawn on
+    a second read was drawn with the larger probability, which is its probability over both
+    reads. ``stored`` hands the LLM judge's call back to the policy as a pair and forgets the
+    turn. Bounded: past ``capacity`` the oldest entry goes (counted in ``evicted``; its turn,
+    if it is stored later, stores no probability and counts with weight 1).
+    """
+
+    def __init__(self, policy: CascadePolicy, capacity: int = LEDGER_CAPACITY) -> None:
+        self._policy = policy
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._draws: dict[str, tuple[float, str]] = {}
+        self.evicted = 0
+
+    def drawn(self, event_id: str, probability: float, cell: str) -> None:
+        with self._lock:
+            if event_id in self._draws:
+                return
+            if len(self._draws) >= self._capacity:
+                del self._draws[next(iter(self._draws))]
+                self.evicted += 1
+            self._draws[event_id] = (probability, cell)
+
+    def of(self, event_id: str) -> tuple[float, str] | None:
+        """(probability, cell) of a drawn turn not yet stored (None: not drawn here)."""
+        with self._lock:
+            return self._draws.get(event_id)
+
+    def stored(self, event_id: str, llm_severe: bool | None) -> None:
+        """The turn's row was written: its pair (when the LLM judge gave a band) feeds the
+        policy and the entry goes."""
+        with self._lock:
+            entry = self._draws.pop(event_id, None)
+        if entry is not None and llm_severe is not None:
+            self._policy.observe(entry[1], llm_severe)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._draws)

@@ -11,6 +11,10 @@
   releases it. The budget applies to rule-matched turns too: a cost cap that an incident can
   blow through is not a cap.
 
+With ``strategy: cascade`` (``monitor.sampling.cascade``) a turn that no rule picks is drawn
+with the probability of its cheap-look cell against the same conversation point (reason
+``cascade``); the decision carries the probability and the cell, which the turn stores.
+
 Decision reasons are bounded label values (rule names are validated by the settings).
 """
 
@@ -25,9 +29,12 @@ from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import ConfigError
 from monitor.models import TurnEvent
 from monitor.sampling.budget import OVER_REQUESTS, HourlyBudget, Reservation
+from monitor.sampling.cascade import CELLS, CascadePolicy, DrawLedger
+from monitor.stats.inclusion import draws
 
 SKIP_REASONS: tuple[str, ...] = ("not_sampled", "budget_calls", "budget_usd")
 RATE_REASON = "rate"
+CASCADE_REASON = "cascade"
 RULE_PREFIX = "rule:"
 
 _FIELDS = ("query", "answer", "feedback")
@@ -39,6 +46,10 @@ class SampleDecision:
     reason: str
     # What a sampled turn reserved of the hourly budget, to settle once (None: no budget).
     reservation: Reservation | None = field(default=None, compare=False, repr=False)
+    # The cascade: the probability the turn was drawn with and its cheap-look cell (None:
+    # drawn by the uniform rate; a rule's turn has probability 1).
+    inclusion: float | None = field(default=None, compare=False)
+    cell: str | None = field(default=None, compare=False)
 
 
 # Decisions are immutable: the per-turn refusals are shared rather than built each time.
@@ -107,6 +118,16 @@ class Sampler:
             config.estimated_usd_per_call,
             clock,
         )
+        self.cascade: CascadePolicy | None = None
+        self.draws: DrawLedger | None = None
+        if config.strategy == "cascade":
+            self.cascade = CascadePolicy(
+                CELLS,
+                config.cascade_target() / calls_per_turn,
+                clock,
+                floor=config.cascade_floor,
+            )
+            self.draws = DrawLedger(self.cascade)
 
     def rate_for(self, assistant: str) -> float:
         return self._config.rates.get(assistant, self._config.default_rate)
@@ -121,6 +142,9 @@ class Sampler:
         if rule is not None:
             return rule
         config = self._config  # ``rate_for``, without a call per turn
+        if config.strategy == "cascade":
+            # Any turn may be drawn: only the cheap look and the live probabilities decide.
+            return CASCADE_REASON
         rate = config.rates.get(turn.assistant.name, config.default_rate)
         # The point is in [0, 1): at rate 0 or 1 the hash cannot change the outcome.
         if rate <= 0.0 or (rate < 1.0 and sample_point(turn.conversation_id) >= rate):
@@ -137,3 +161,25 @@ class Sampler:
         if isinstance(reserved, str):
             return _OVER_CALLS if reserved == OVER_REQUESTS else _OVER_USD
         return SampleDecision(True, reason, reserved)
+
+    def decide_cascade(
+        self, turn: TurnEvent, cell: str, *, rule: str | None = None
+    ) -> SampleDecision:
+        """The cascade's decision for a turn the cheap look put in ``cell``: a rule's turn is
+        drawn with probability 1, any other with its cell's probability against the
+        conversation's point. Every turn counts as the cell's traffic, drawn or not."""
+        cascade = self.cascade
+        if cascade is None:
+            raise ValueError("decide_cascade needs sampling.strategy: cascade")
+        probability = cascade.probability(cell)
+        reason = self.reason_for(turn, rule=rule)
+        if reason != CASCADE_REASON:
+            probability = 1.0  # an always-judge rule (a tripwire hit included)
+        elif not draws(sample_point(turn.conversation_id), probability):
+            return SampleDecision(False, "not_sampled", None, probability, cell)
+        reserved = self.budget.reservation(self.calls_per_turn)
+        if isinstance(reserved, str):
+            return _OVER_CALLS if reserved == OVER_REQUESTS else _OVER_USD
+        if self.draws is not None:
+            self.draws.drawn(turn.event_id, probability, cell)
+        return SampleDecision(True, str(reason), reserved, probability, cell)

@@ -66,7 +66,9 @@ class CellModel:
         return out
 
 
-def arl(model: CellModel, p1: float, h: float, *, truth: Mapping[str, float] | None = None) -> float:
+def arl(
+    model: CellModel, p1: float, h: float, *, truth: Mapping[str, float] | None = None
+) -> float:
     """Average run length in judged observations from a zero statistic, when cell c's turns
     are severe with probability ``truth[c]`` (default: the in-control rates)."""
     import scipy.sparse as sp

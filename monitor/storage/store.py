@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import sqlalchemy as sa
 import structlog
@@ -28,7 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from monitor.clock import Clock, SystemClock
 from monitor.config.storage import StorageConfig
 from monitor.errors import StorageError, UnstorableRow
-from monitor.models import TurnEvent, Verdict
+from monitor.models import Band, TurnEvent, Verdict
 from monitor.storage import schema
 from monitor.storage.engine import (
     create_engine,
@@ -64,6 +64,18 @@ class SaveResult(NamedTuple):
     refused: list[Refused[Item]]
 
 
+class Draws(Protocol):
+    """What a sampler drew each turn with (the cascade), read when the turn's row is written."""
+
+    def of(self, event_id: str) -> tuple[float, str] | None:
+        """(inclusion probability, cheap-look cell), or None for a turn not drawn that way."""
+        ...
+
+    def stored(self, event_id: str, llm_severe: bool | None) -> None:
+        """The turn's rows were written; ``llm_severe``: the verdict's severe call."""
+        ...
+
+
 class Store:
     """Persists verdicts for audit and idempotency. Safe to share between threads."""
 
@@ -74,6 +86,9 @@ class Store:
         echo: bool = False,
         clock: Clock | None = None,
     ) -> None:
+        # The cascade's draws (``sampling.cascade.DrawLedger``), set by whoever samples with
+        # it: each new turn row stores its probability and cell from there.
+        self.draws: Draws | None = None
         self.url = normalize_url(url)
         self._clock = clock or SystemClock()
         self.last_error: str | None = None  # why the last ping failed, for /readyz
@@ -212,6 +227,12 @@ class Store:
         now = self._now()
         # A replayed event keeps its first stored copy (ON CONFLICT DO NOTHING on turns too).
         turn_rows = {turn.event_id: turn_row(turn, now) for turn, _ in pairs}
+        draws = self.draws
+        if draws is not None:
+            for event_id, row in turn_rows.items():
+                drawn = draws.of(event_id)
+                if drawn is not None:
+                    row["inclusion_probability"], row["cheap_cell"] = drawn
         by_key = {(v.event_id, v.judge_config_hash): v for _, v in pairs}
         verdict_rows = [verdict_row(v, now) for _, v in pairs]
         with self._tx(write=True) as conn:
@@ -232,6 +253,10 @@ class Store:
             ]
             if judgment_rows:
                 conn.execute(sa.insert(judgments), judgment_rows)
+        if draws is not None:
+            for _, verdict in pairs:
+                severe = None if verdict.final_band is None else verdict.final_band is Band.SEVERE
+                draws.stored(verdict.event_id, severe)
         return len(inserted)
 
     # ------------------------------------------------------------------ reads

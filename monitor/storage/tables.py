@@ -77,6 +77,10 @@ turns = sa.Table(
     # The evaluated span, for turns read from OpenTelemetry traces (migration 0009).
     sa.Column("trace_id", sa.String(32)),
     sa.Column("span_id", sa.String(16)),
+    # The cascade (migration 0014): the probability the turn was drawn for the LLM judge with,
+    # and the cheap look's cell it was drawn from (null: drawn uniformly, weight 1).
+    sa.Column("inclusion_probability", sa.Float),
+    sa.Column("cheap_cell", sa.String(16)),
     sa.Index(None, "assistant_name", "event_timestamp"),
     sa.Index(None, "conversation_id"),
     sa.Index(None, "stored_at"),
@@ -356,6 +360,9 @@ def turn_row(turn: TurnEvent, stored_at: datetime) -> dict[str, Any]:
         "stored_at": stored_at,
         "trace_id": turn.trace_id,
         "span_id": turn.span_id,
+        # Set by the store from the cascade's draws (null: drawn uniformly, weight 1).
+        "inclusion_probability": None,
+        "cheap_cell": None,
     }
 
 

@@ -313,6 +313,8 @@ class DaemonRunner:
             judges.start()
             log.info("startup: judge ready")
             self.store = store
+            # The cascade's draws: each drawn turn's row stores its probability and cell.
+            store.draws = sampler.draws
             # One hourly budget for the stream and the jobs that call judges (rubric grading).
             jobs = JobScheduler(store, self.metrics)
             # Stops scheduling, closes every job added and releases their leases.

@@ -23,6 +23,7 @@ from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.sampling.budget import HourlyBudget
 from monitor.sampling.judging_redaction import JudgingRedaction
+from monitor.sampling.sampler import Sampler
 from monitor.stream.steps.base import (
     DoneStep,
     JudgedTurn,
@@ -31,7 +32,7 @@ from monitor.stream.steps.base import (
     VerdictWriter,
 )
 from monitor.stream.steps.commit import CommitMetrics
-from monitor.stream.steps.decisions import Decoder, TurnDecisions
+from monitor.stream.steps.decisions import Decoder, TurnDecisions, cheap_cell
 from monitor.stream.steps.decode import DecodeMetrics, DecodeStep
 from monitor.stream.steps.judge import JudgeMetrics, JudgeStep
 from monitor.stream.steps.lookup import JudgedLookup, LookupMetrics, LookupStep
@@ -203,12 +204,15 @@ def build_turn_steps(
         max_in_flight=config.max_in_flight,
         clock=clock,
     )
+    cascading = isinstance(sampling, Sampler) and sampling.cascade is not None
     sample = SampleStep(
         lookup,
         unsampled or done,
         sampling,
         metrics,
         tripwire=decisions.tripwire,
+        # sampling.strategy: cascade: the cheap look at every turn, then the draw by its cell.
+        cascade=(sampling, cheap_cell) if isinstance(sampling, Sampler) and cascading else None,
     )
     after_decode: ProcessingStep[TurnEvent] = sample
     if decisions.redactor is not None:

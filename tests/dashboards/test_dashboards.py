@@ -43,6 +43,7 @@ ALLOWED_LABELS = {
     "cause",  # what finished an assembled trace: root, idle, cap, too_many_spans
     "unit",  # the judge budget's unit: calls or usd
     "why",  # why a dead letter holds its record: refused, unavailable, unacknowledged, backlog
+    "cell",  # the cascade's cheap-look band: severe, moderate, minor, none
 }  # fmt: skip
 FORBIDDEN = re.compile(r"event_id|conversation_id|turn_index", re.IGNORECASE)
 

@@ -107,6 +107,10 @@ OTEL_EXCLUSION = "needs an OTLP topic and otel_export, which the live daemon has
 # tests/monitor/stream/test_daemon_outcomes.py exports and reads them.
 OUTCOME_SERIES = ("casewatch_outcomes_total", "casewatch_judge_user_pairs_total")
 OUTCOME_EXCLUSION = "needs an outcomes topic with feedback, which the live daemon has none of"
+# The cheap look runs only under sampling.strategy: cascade (the live daemon samples uniformly);
+# tests/monitor/stream/steps/test_sample_cascade.py exports and reads it.
+CASCADE_SERIES = ("casewatch_cheap_look_turns_total",)
+CASCADE_EXCLUSION = "needs sampling.strategy: cascade, and the live daemon samples uniformly"
 # Queries run with every variable at "All", and those using $assistant again with this one
 # picked (an assistant of examples/ whose flawed answers make the judges disagree).
 PICKED_ASSISTANT = "acme-support-canary"
@@ -227,6 +231,8 @@ def _excluded(query: PanelQuery, job_names: list[str]) -> str | None:
         return OTEL_EXCLUSION
     if any(name in query.expr for name in OUTCOME_SERIES):
         return OUTCOME_EXCLUSION
+    if any(name in query.expr for name in CASCADE_SERIES):
+        return CASCADE_EXCLUSION
     return None
 
 
@@ -300,7 +306,7 @@ def test_every_dashboard_query_returns_data_from_a_live_daemon(
     # Every exclusion is a job's (only while that job is not scheduled) or the OTLP intake's.
     assert set(excluded.values()) <= {
         DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION, CANARY_EXCLUSION,
-        OTEL_EXCLUSION, OUTCOME_EXCLUSION,
+        OTEL_EXCLUSION, OUTCOME_EXCLUSION, CASCADE_EXCLUSION,
     }  # fmt: skip
     if "drift" in job_names:
         assert DRIFT_EXCLUSION not in excluded.values()

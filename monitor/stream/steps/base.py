@@ -116,6 +116,8 @@ class SamplingMetrics(Protocol):
         truncated: int = 0,
     ) -> None: ...
 
+    def record_cheap_look(self, assistant: str, cell: str, count: int) -> None: ...
+
 
 class SavedBatch(Protocol):
     """What storing a batch did: verdicts new to the store, and the pairs the database refused

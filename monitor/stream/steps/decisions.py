@@ -20,6 +20,7 @@ from consumers.decode import decode_value
 from monitor.clock import SystemClock
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import InvalidEvent
+from monitor.judging.heuristic.judge import score_turn
 from monitor.models import TurnEvent
 from monitor.redaction import Redactor
 from monitor.redaction.redactor import NONE_REPLACED
@@ -32,6 +33,7 @@ from monitor.sampling.judging_redaction import (
     redact_for_judging,
 )
 from monitor.sampling.sampler import Sampler
+from monitor.scoring import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE, turn_band
 
 TRIPWIRE_REASON = "rule:identifier_tripwire"
 
@@ -52,6 +54,14 @@ class TripwireResult(Protocol):
 
 
 Tripwire = Callable[[TurnEvent], TripwireResult]
+
+
+def cheap_cell(turn: TurnEvent) -> str:
+    """The cascade's cheap look at a turn: the offline heuristic judge's band for it (default
+    weights and critical metrics; a stratum, so any fixed rule keeps the weighted figures
+    unbiased, and the closer it follows the LLM judge the fewer calls it takes)."""
+    scores = score_turn(turn).score_map()
+    return turn_band(scores, DEFAULT_PROFILE, DEFAULT_CRITICAL_METRICS).value
 
 
 def tripwire_rule(result: TripwireResult) -> str | None:
@@ -175,6 +185,7 @@ __all__ = [
     "TripwireResult",
     "TurnDecisions",
     "Unredactable",
+    "cheap_cell",
     "redact_for_judging",
     "tripwire_rule",
 ]

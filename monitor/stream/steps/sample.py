@@ -22,7 +22,7 @@ checked as far as they go and counted as truncated.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 import structlog
@@ -47,6 +47,16 @@ class Decider(Protocol):
     def decide(self, turn: TurnEvent, *, rule: str | None = None) -> SampleDecision: ...
 
 
+class CascadeDecider(Protocol):
+    def decide_cascade(
+        self, turn: TurnEvent, cell: str, *, rule: str | None = None
+    ) -> SampleDecision: ...
+
+
+# The cascade's cheap look: a turn -> its cell (``decisions.cheap_cell``).
+CheapLook = Callable[[TurnEvent], str]
+
+
 class SampleStep:
     def __init__(
         self,
@@ -55,8 +65,13 @@ class SampleStep:
         sampler: Decider,
         metrics: SamplingMetrics,
         tripwire: Tripwire | None = None,
+        cascade: tuple[CascadeDecider, CheapLook] | None = None,
     ) -> None:
+        """``cascade``: the sampler's cascade and the cheap look every turn gets first
+        (``sampling.strategy: cascade``); each turn's cell is counted."""
         self._next = next_step
+        self._cascade = cascade
+        self._cells: dict[tuple[str, str], int] = {}  # (assistant, cell) -> turns looked at
         self._done = done
         self._sampler = sampler
         self._metrics = metrics
@@ -79,8 +94,12 @@ class SampleStep:
         else:
             if held is not None:
                 self._let_go()
+            rule = None
             if self._tripwire is not None:
                 rule = self._trip(self._tripwire, message.payload)
+            if self._cascade is not None:
+                decision = self._look(self._cascade, message.payload, rule)
+            elif rule is not None:
                 decision = self._sampler.decide(message.payload, rule=rule)
             else:
                 decision = self._sampler.decide(message.payload)
@@ -159,7 +178,20 @@ class SampleStep:
             self._mismatches[key] = self._mismatches.get(key, 0) + 1
         return tripwire_rule(result)
 
+    def _look(
+        self, cascade: tuple[CascadeDecider, CheapLook], turn: TurnEvent, rule: str | None
+    ) -> SampleDecision:
+        decider, look = cascade
+        cell = look(turn)
+        key = (turn.assistant.name, cell)
+        self._cells[key] = self._cells.get(key, 0) + 1
+        return decider.decide_cascade(turn, cell, rule=rule)
+
     def _flush_counts(self) -> None:
+        if self._cells:
+            cells, self._cells = self._cells, {}
+            for (assistant, cell), n in cells.items():
+                self._metrics.record_cheap_look(assistant, cell, n)
         counts, self._counts = self._counts, {}
         for (assistant, sampled, reason), n in counts.items():
             self._metrics.record_sampling(assistant, SampleDecision(sampled, reason), n)

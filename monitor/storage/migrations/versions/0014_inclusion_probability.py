@@ -1,4 +1,4 @@
-"""The cascade: each judged turn's inclusion probability (reserved).
+"""The cascade: each judged turn's inclusion probability and the cheap look's cell.
 
 Revision ID: 0014
 Revises: 0013
@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
+from alembic import op
+
 revision: str = "0014"
 down_revision: str | Sequence[str] | None = "0013"
 branch_labels: str | Sequence[str] | None = None
@@ -16,8 +19,12 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    pass
+    # Nullable: a turn drawn by the uniform strategy (or stored before the cascade) has no
+    # probability of its own; the weighted figures count it with weight 1.
+    op.add_column("turns", sa.Column("inclusion_probability", sa.Float, nullable=True))
+    op.add_column("turns", sa.Column("cheap_cell", sa.String(16), nullable=True))
 
 
 def downgrade() -> None:
-    pass
+    op.drop_column("turns", "cheap_cell")
+    op.drop_column("turns", "inclusion_probability")
