@@ -44,6 +44,7 @@ ALLOWED_LABELS = {
     "unit",  # the judge budget's unit: calls or usd
     "why",  # why a dead letter holds its record: refused, unavailable, unacknowledged, backlog
     "cell",  # the cascade's cheap-look band: severe, moderate, minor, none
+    "stage",  # the review queue's call that failed: push or pull
 }  # fmt: skip
 FORBIDDEN = re.compile(r"event_id|conversation_id|turn_index", re.IGNORECASE)
 
