@@ -209,6 +209,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         (
             "__init__",
             "alert_links",
+            "case_view",
             "failure_view",
             "judge_change",
             "label_files",
@@ -290,6 +291,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.commands": (
         ("__init__", "usage", "output"),
         ("batch_report", "inspect_failures", "store_access"),
+        ("inspect_case",),
         ("detect", "estimate", "inspect", "labels"),
         (
             "batch",

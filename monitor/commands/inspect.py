@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from monitor.commands.inspect_case import case_command
 from monitor.commands.inspect_failures import failure_command, failures_command
 from monitor.commands.store_access import (
     check_assistant,
@@ -128,5 +129,6 @@ def turn_command(db: str | None, config_file: Path | None, event_id: str, as_jso
 
 inspect.add_command(failures_command)
 inspect.add_command(failure_command)
+inspect.add_command(case_command)
 
 COMMANDS: list[click.Command] = [inspect]

@@ -321,3 +321,40 @@ def case_history(store: Store, conversation_id: str) -> list[dict[str, Any]]:
     for row in rows:
         row["judgments"] = judged[row["id"]]
     return rows
+
+
+def case_turns(store: Store, conversation_id: str) -> list[dict[str, Any]]:
+    """Every stored turn of a conversation, by assistant then conversation order, each with
+    its newest verdict's status, bands and S_final (None when it has none)."""
+    judged = verdicts.alias("judged")
+    newest = (
+        sa.select(sa.func.max(judged.c.id))
+        .where(judged.c.event_id == turns.c.event_id)
+        .correlate(turns)
+        .scalar_subquery()
+    )
+    query = (
+        sa.select(
+            turns.c.event_id,
+            turns.c.assistant_name,
+            turns.c.turn_index,
+            turns.c.event,
+            turns.c.stored_at,
+            verdicts.c.status,
+            verdicts.c.failure_reason,
+            verdicts.c.s_final,
+            verdicts.c.turn_band,
+            verdicts.c.metric_bands,
+        )
+        .select_from(turns.outerjoin(verdicts, verdicts.c.id == newest))
+        .where(turns.c.conversation_id == conversation_id)
+        .order_by(
+            turns.c.assistant_name,
+            turns.c.turn_index,
+            turns.c.event_timestamp,
+            turns.c.stored_at,
+        )
+        .limit(MAX_TURNS_READ)
+    )
+    with store.transaction(write=False, action="reading a case's turns") as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
