@@ -635,15 +635,6 @@ class Metrics:
             ["assistant", "signal", "bound"],
             registry=r,
         )
-        # The judge canary (jobs/judge_canary.py): a fixed labelled set re-judged on a schedule
-        # by each live judge (judge: a configured judge name, bounded by the configuration).
-        self.judge_canary_agreement = Gauge(
-            "casewatch_judge_canary_agreement",
-            "Share of the canary's labelled bands the judge matched on its last successful run",
-            ["judge"],
-            registry=r,
-        )
-        self.judge_canary_score_shift = Gauge(
         # The review queue (jobs/review_queue.py, docs/review-queue.md): turns sent to people on
         # a Label Studio server and their annotations brought back as labels. reason of a
         # queued/pushed task: severe (the judge called it severe) | uncertain (drawn with a
@@ -688,6 +679,15 @@ class Metrics:
         for outcome in REVIEW_OUTCOMES:
             self.review_annotations.labels(outcome=outcome)
 
+        # The judge canary (jobs/judge_canary.py): a fixed labelled set re-judged on a schedule
+        # by each live judge (judge: a configured judge name, bounded by the configuration).
+        self.judge_canary_agreement = Gauge(
+            "casewatch_judge_canary_agreement",
+            "Share of the canary's labelled bands the judge matched on its last successful run",
+            ["judge"],
+            registry=r,
+        )
+        self.judge_canary_score_shift = Gauge(
             "casewatch_judge_canary_score_shift",
             "Mean S_final on the canary minus its mean over the first runs of this judge "
             "configuration (last successful run)",

@@ -158,9 +158,9 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("baseline",),
     ),
     "monitor.otel_export": (("__init__", "records"), ("sender",)),
+    "monitor.annotation": (("__init__", "label_studio", "label_studio_server"),),
     "monitor.redaction": (
         ("detectors", "placeholders"),
-    "monitor.annotation": (("__init__", "label_studio", "label_studio_server"),),
         ("redactor",),
         ("__init__", "config"),
     ),
