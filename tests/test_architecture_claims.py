@@ -145,7 +145,7 @@ def test_stats_sits_under_every_group_that_does_io() -> None:
 # settings (pure pydantic).
 STATS_MAY_IMPORT = re.compile(
     r"(__future__|array|bisect|collections|dataclasses|datetime|enum|fractions|functools"
-    r"|heapq|importlib|itertools|math|random|statistics|types|typing|warnings"
+    r"|hashlib|heapq|importlib|itertools|math|random|re|statistics|types|typing|warnings"
     r"|numpy|scipy|sklearn)(\..*)?"
     r"|monitor|monitor\.(models|scoring|errors|config|stats)(\..*)?"
 )

@@ -77,6 +77,13 @@ DRIFT_SERIES = (
 NAN_MEANS_INSUFFICIENT = ("casewatch_drift_pvalue", "casewatch_drift_effect")
 DRIFT_EXCLUSION = "needs a drift run, and the daemon schedules no drift job (monitor/jobs/build.py)"
 DRIFT_RUN_EVERY_S = 5.0
+# The failure-mode series appear once the failure_modes job has run over failed turns; with
+# the job scheduled (the default) the test runs it every few seconds, as it runs drift's.
+FAILURE_MODE_SERIES = ("casewatch_failure_mode",)
+FAILURE_MODE_EXCLUSION = (
+    "needs a failure_modes run, and the daemon schedules no failure_modes job "
+    "(monitor/jobs/build.py)"
+)
 # The baseline-tier row needs the baseline_tiers job, which judges probes against assistant
 # endpoints; these settings configure none, so the job is absent (it has live tests of its own
 # in tests/monitor/jobs/test_baseline_tiers*.py).
@@ -221,6 +228,8 @@ def live_stack(
 def _excluded(query: PanelQuery, job_names: list[str]) -> str | None:
     if "drift" not in job_names and any(name in query.expr for name in DRIFT_SERIES):
         return DRIFT_EXCLUSION
+    if "failure_modes" not in job_names and any(n in query.expr for n in FAILURE_MODE_SERIES):
+        return FAILURE_MODE_EXCLUSION
     if "baseline_tiers" not in job_names and any(n in query.expr for n in BASELINE_SERIES):
         return BASELINE_EXCLUSION
     if "casewatch_quality_estimate" in query.expr:
@@ -282,11 +291,14 @@ def test_every_dashboard_query_returns_data_from_a_live_daemon(
     assert total >= 60, f"only {total} queries found in {len(docs)} dashboards"
 
     deadline = time.monotonic() + DEADLINE_S
-    next_drift = time.monotonic()
+    next_drift = next_modes = time.monotonic()
     while pending or label_queries:
         if "drift" in job_names and time.monotonic() >= next_drift and runner._jobs is not None:
             runner._jobs.run_once("drift")  # its own interval may be long: run it now
             next_drift = time.monotonic() + DRIFT_RUN_EVERY_S
+        if "failure_modes" in job_names and time.monotonic() >= next_modes and runner._jobs:
+            runner._jobs.run_once("failure_modes")  # its interval is 15 minutes: run it now
+            next_modes = time.monotonic() + DRIFT_RUN_EVERY_S
         for where, (expr, instant) in list(pending.items()):
             if _has_data(stack, expr, instant):
                 del pending[where]
@@ -306,7 +318,7 @@ def test_every_dashboard_query_returns_data_from_a_live_daemon(
     # Every exclusion is a job's (only while that job is not scheduled) or the OTLP intake's.
     assert set(excluded.values()) <= {
         DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION, CANARY_EXCLUSION,
-        OTEL_EXCLUSION, OUTCOME_EXCLUSION, CASCADE_EXCLUSION,
+        OTEL_EXCLUSION, OUTCOME_EXCLUSION, CASCADE_EXCLUSION, FAILURE_MODE_EXCLUSION,
     }  # fmt: skip
     if "drift" in job_names:
         assert DRIFT_EXCLUSION not in excluded.values()
