@@ -176,9 +176,9 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "drift_queries",
             "failure_modes",
             "matches",
+            "review_queue",
             "rubric_gradings",
         ),
-            "review_queue",
     ),
     "monitor.sampling": (
         ("__init__", "budget", "cascade"),
@@ -237,6 +237,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "outcome_join",
             "quality_estimate",
             "retention",
+            "review_queue",
             "rubric",
             "scheduler",
         ),
@@ -245,7 +246,6 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.stream": (
         (
             "__init__",
-            "review_queue",
             "file_state",
             "http",
             "readiness",
