@@ -232,7 +232,7 @@ HTTP_CLIENTS = {
         "monitor/annotation/label_studio.py",
         "monitor/annotation/label_studio_server.py",
     },
-    "urllib.request": {"monitor/demo/prometheus_stack.py"},
+    "urllib.request": {"monitor/demo/prometheus_api.py"},
     "urllib3": set(),
     "http.client": set(),
     "aiohttp": set(),

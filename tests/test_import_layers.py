@@ -278,9 +278,20 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("runner",),
     ),
     "monitor.demo": (
-        ("__init__", "baselines", "examples", "regression", "summary", "prometheus_config"),
+        (
+            "__init__",
+            "baselines",
+            "examples",
+            "regression",
+            "summary",
+            "severe_turn",
+            "prometheus_api",
+            "prometheus_config",
+            "prometheus_process",
+        ),
         ("producer", "prometheus_stack"),
-        ("alerts",),
+        ("alerts", "options"),
+        ("banner",),
         ("run",),
     ),
     "monitor.batch": (

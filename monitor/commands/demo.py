@@ -56,7 +56,8 @@ def demo(
     Alertmanager are installed (`make services`), starts them with rules/ loaded; the canary of
     the examples regresses after --regression-after seconds, and the summary shows the alerts.
     """
-    from monitor.demo.run import Demo, DemoOptions
+    from monitor.demo.options import DemoOptions
+    from monitor.demo.run import Demo
     from monitor.logs import configure_logging
     from monitor.stream.signals import drain_signals
 

@@ -22,7 +22,7 @@ class AlwaysJudgeRule(Section):
 
 # Safe defaults for a monitor that may call a paid API: a tenth of the conversations
 # and at most this many judge calls (and USD, once prices are configured) per hour. Raise them
-# on purpose; the demo judges everything (monitor.demo.run).
+# on purpose; the demo judges everything (monitor.demo.options).
 DEFAULT_SAMPLING_RATE = 0.1
 DEFAULT_BUDGET_CALLS_PER_HOUR = 1000.0
 DEFAULT_BUDGET_USD_PER_HOUR = 5.0

@@ -14,7 +14,8 @@ from urllib.parse import quote
 
 import structlog
 
-from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN, PrometheusStack
+from monitor.demo.prometheus_process import ALERTMANAGER_BIN, PROMETHEUS_BIN
+from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.demo.summary import AlertState, format_alerts
 from monitor.errors import PrometheusNotInstalled, PrometheusStackError
 

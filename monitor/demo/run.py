@@ -6,10 +6,12 @@ timestamps refreshed, a few malformed records per loop so the dead-letter counte
 the real daemon (the one ``casewatch run`` starts) with the heuristic judge, or the judges of
 ``--config``, writing to a SQLite file and serving ``/metrics``, ``/healthz`` and ``/readyz``.
 
-``Demo`` is the orchestration (start/stop, usable from tests); the daemon itself is
+``Demo`` is the orchestration (start, run, stop, usable from tests); the daemon itself is
 ``monitor.stream.runner.DaemonRunner``, the one ``casewatch run`` runs, here on a thread. The
-examples and the replayed records are ``monitor.demo.examples``, the producer thread
-``monitor.demo.producer``; pure parts are tested without a broker.
+options and the settings the demo derives are ``monitor.demo.options``, what it prints around
+its run ``monitor.demo.banner``, the examples and the replayed records
+``monitor.demo.examples``, the producer thread ``monitor.demo.producer``; pure parts are
+tested without a broker.
 """
 
 from __future__ import annotations
@@ -19,28 +21,23 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 from prometheus_client import CollectorRegistry
 
-from monitor.config.sampling import SamplingConfig
 from monitor.demo.alerts import DemoAlerts, find_rules
+from monitor.demo.banner import closing_hint, opening
 from monitor.demo.baselines import pin_baselines
-from monitor.demo.examples import MALFORMED, find_examples, load_examples
-from monitor.demo.producer import PRODUCER_STOP_S, ReplayProducer
-from monitor.demo.prometheus_stack import ALERTMANAGER_BIN, PROMETHEUS_BIN
+from monitor.demo.examples import find_examples, load_examples
+from monitor.demo.options import DEMO_PARTITIONS, DEMO_TOPIC, DemoOptions, demo_settings
+from monitor.demo.producer import ReplayProducer
 from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
 from monitor.demo.summary import AlertState, Snapshot, format_summary
-from monitor.errors import CasewatchError, DemoError, ListenError
+from monitor.errors import DemoError, ListenError
 from monitor.exporter import process_registry
-from monitor.program import casewatch_program
-from monitor.reports.turn_view import inspect_hint
 from monitor.settings import Settings
-from monitor.storage.store import Store
-from monitor.storage.turn_queries import list_turns
 from monitor.stream.runner import DaemonRunner
 from monitor.stream.shutdown_budget import shutdown_budget_s
 
@@ -48,97 +45,6 @@ if TYPE_CHECKING:
     from consumers.tansu import EmbeddedBroker
 
 log = structlog.get_logger(__name__)
-
-DEMO_TOPIC = "support.turns"
-DEMO_PARTITIONS = 2
-DEFAULT_RATE = 20.0
-DEFAULT_PORT = 9464
-SUMMARY_INTERVAL_S = 10.0
-REGRESSION_AFTER_S = 90.0  # the canary turns bad this long after the start
-
-
-def describe_judges(settings: Settings) -> str:
-    panel = settings.effective_panel()
-    names = [*panel.primaries, *([f"arbiter {panel.arbiter}"] if panel.arbiter else [])]
-    kinds = {n: settings.judge_config(n.removeprefix("arbiter ")).kind for n in names}
-    text = ", ".join(n if n == kinds[n] else f"{n} ({kinds[n]})" for n in names)
-    if all(k == "heuristic" for k in kinds.values()):
-        text += " (offline and deterministic, not an LLM)"
-    return text
-
-
-DEMO_SAMPLING = SamplingConfig(
-    default_rate=1.0, budget_calls_per_hour=None, budget_usd_per_hour=None
-)
-
-
-def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: int) -> Settings:
-    """``base`` (judges, panel, sampling, weights) pointed at the demo's broker, DB and port.
-
-    Session timeouts are short: one consumer on a fresh broker joins in ~3 s instead of ~23.
-    The poll interval is the configuration's: the drain at the stop keeps polling
-    (``monitor/stream/drain.py``), so however long it takes the consumer stays in its group
-    and the final commit is accepted.
-    """
-    from consumers.tansu import FETCH_MAX_WAIT_MS
-
-    kafka = base.kafka.model_copy(
-        update={
-            "bootstrap_servers": [bootstrap],
-            "topics": [DEMO_TOPIC],
-            "group_id": "casewatch-demo",
-            "session_timeout_ms": 6000,
-            "heartbeat_interval_ms": 1000,
-            "fetch_max_wait_ms": FETCH_MAX_WAIT_MS,
-        }
-    )
-    # The demo judges every turn with the offline judge unless the configuration says how to
-    # sample: the production defaults (a tenth, an hourly budget) would leave its dashboards
-    # and alerts thin.
-    sampling = base.sampling if "sampling" in base.model_fields_set else DEMO_SAMPLING
-    return base.model_copy(
-        update={
-            "kafka": kafka,
-            "sampling": sampling,
-            "storage": base.storage.model_copy(update={"url": db_url, "retention_days": None}),
-            "server": base.server.model_copy(update={"host": host, "port": port}),
-        }
-    )
-
-
-def stop_budget_s(settings: Settings) -> float:
-    """The longest ``Demo.stop()`` takes, broker alive or dead: the replay producer, the
-    daemon's shutdown budget, Prometheus and Alertmanager, then the broker (each terminated,
-    killed if it lingers)."""
-    from consumers.tansu import STOP_TIMEOUT_S
-    from monitor.demo.prometheus_stack import STOP_TIMEOUT_S as PROMETHEUS_STOP_S
-
-    return (
-        PRODUCER_STOP_S
-        + shutdown_budget_s(settings)
-        + 2 * 2 * PROMETHEUS_STOP_S
-        + 2 * STOP_TIMEOUT_S
-    )
-
-
-# ---------------------------------------------------------------- the demo
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    rate: float = DEFAULT_RATE
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
-    db_path: Path | None = None  # None: a new file in the temp directory, kept (printed)
-    examples: Path | None = None
-    summary_interval_s: float = SUMMARY_INTERVAL_S
-    # Prometheus + Alertmanager with rules/ loaded, when the binaries are installed.
-    alerts: bool = True
-    rules: Path | None = None  # None: rules/casewatch.rules.yml of the checkout
-    prometheus_bin: Path = PROMETHEUS_BIN
-    alertmanager_bin: Path = ALERTMANAGER_BIN
-    # The canary regresses this long after the start (None: never); see demo_regression.
-    regression_after_s: float | None = REGRESSION_AFTER_S
 
 
 class Demo:
@@ -234,48 +140,22 @@ class Demo:
             self.stop()
             raise
         self._started_at = time.monotonic()
-        dlq_topic = f"{DEMO_TOPIC}{settings.kafka.dlq_suffix}"
         self._echo(
-            f"casewatch demo: embedded Kafka (Tansu) at {bootstrap}, topic {DEMO_TOPIC} "
-            f"({DEMO_PARTITIONS} partitions), dead letters in {dlq_topic}\n"
-            f"  replaying {examples} at {self.options.rate:g} msgs/s "
-            f"(+{len(MALFORMED)} malformed records per loop of {len(docs)})\n"
-            f"  judges:   {describe_judges(settings)}\n"
-            f"  metrics:  {self.metrics_url}   (also /healthz and /readyz)\n"
-            f"  database: {self.db_path}\n"
-            f"{alerting}\n"
-            f"{self._describe_detectors(settings)}\n"
-            f"{self._describe_regression()}\n"
-            f"  Ctrl-C to stop; a summary every {self.options.summary_interval_s:g} s"
+            opening(
+                settings,
+                bootstrap=bootstrap,
+                examples=examples,
+                rate=self.options.rate,
+                per_loop=len(docs),
+                metrics_url=self.metrics_url,
+                db_path=self.db_path,
+                alerting=alerting,
+                regression=self._regression,
+                regression_after_s=self.options.regression_after_s,
+                summary_interval_s=self.options.summary_interval_s,
+            )
         )
         return self
-
-    def _describe_detectors(self, settings: Settings) -> str:
-        pinned = settings.detection.baselines
-        if not settings.detection.enabled:
-            return "  detectors: off (detection.enabled is false)"
-        if not pinned:
-            return (
-                "  detectors: not armed until each assistant has "
-                f"{settings.detection.min_reference_turns} judged turns in its reference window "
-                "(pin detection.baselines to arm them at once)"
-            )
-        rates = ", ".join(f"{a} {r.get('turn_severe', 0.0):.1%}" for a, r in sorted(pinned.items()))
-        return (
-            f"  detectors: armed at once on baselines pinned from one healthy loop "
-            f"(severe turns: {rates})"
-        )
-
-    def _describe_regression(self) -> str:
-        plan, after = self._regression, self.options.regression_after_s
-        if after is None:
-            return "  regression: none injected (--no-regression)"
-        if plan is None:
-            return "  regression: none (the examples have no <name>-canary/-stable pair with flaws)"
-        return (
-            f"  regression: {plan.canary} starts healthy ({plan.swapped} flawed answers swapped "
-            f"for {plan.stable}'s) and turns bad after {after:g} s ({plan.flawed} flawed answers)"
-        )
 
     @property
     def prometheus_url(self) -> str | None:
@@ -361,8 +241,7 @@ class Demo:
             self._echo(self.summary())
             if self._runner is not None:  # From the alert to its turns
                 canary = self._regression.canary if self._regression is not None else None
-                turn = severe_turn(self.db_path, canary)
-                self._echo(inspect_hint(str(self.db_path), canary, turn, casewatch_program()))
+                self._echo(closing_hint(self.db_path, canary))
         if self._runner is not None:
             if self._runner.error is not None:
                 raise DemoError(f"the daemon failed: {self._runner.error}")
@@ -399,23 +278,3 @@ class Demo:
     def __exit__(self, *exc: object) -> None:
         self.stop()
         self.cleanup()
-
-
-def severe_turn(db_path: Path, assistant: str | None) -> str | None:
-    """The event id of the newest severe turn of ``assistant`` (the canary), else of any
-    assistant, else of any judged turn: the one the demo's last line opens."""
-    store = Store(f"sqlite:///{db_path}")
-    try:
-        return _newest_turn(store, assistant)
-    except CasewatchError:
-        return None  # the hint then shows a placeholder; the demo's outcome does not change
-    finally:
-        store.close()
-
-
-def _newest_turn(store: Store, assistant: str | None) -> str | None:
-    for who, band in ((assistant, "severe"), (None, "severe"), (None, None)):
-        found = list_turns(store, assistant=who, band=band, limit=1)
-        if found:
-            return found[0].event_id
-    return None

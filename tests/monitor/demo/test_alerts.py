@@ -19,7 +19,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.demo.alerts import RULES, DemoAlerts, find_rules
-from monitor.demo.run import Demo, DemoOptions
+from monitor.demo.options import DemoOptions
+from monitor.demo.run import Demo
 from monitor.demo.summary import AlertState, format_alerts
 from monitor.settings import load_settings
 from tests.support.waiting import wait_for

@@ -15,7 +15,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
-from monitor.demo.prometheus_stack import PrometheusStack, Sample, find_binary
+from monitor.demo.prometheus_api import Sample
+from monitor.demo.prometheus_process import find_binary
+from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.errors import ConfigError, PrometheusNotInstalled, PrometheusStackError
 from tests.fixtures.prometheus import AlertWebhook
 from tests.support.waiting import wait_for

@@ -22,7 +22,8 @@ from prometheus_client import CollectorRegistry
 
 from consumers.tansu import FETCH_MAX_WAIT_MS
 from monitor.cli import main
-from monitor.demo.run import Demo, DemoOptions, demo_settings, stop_budget_s
+from monitor.demo.options import DemoOptions, demo_settings, stop_budget_s
+from monitor.demo.run import Demo
 from monitor.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store

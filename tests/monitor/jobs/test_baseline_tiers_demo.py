@@ -11,7 +11,8 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from monitor.demo.run import Demo, DemoOptions
+from monitor.demo.options import DemoOptions
+from monitor.demo.run import Demo
 from monitor.settings import load_settings
 from monitor.storage.store import Store
 from monitor.storage.tables import matches, turns

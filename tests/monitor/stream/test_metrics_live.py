@@ -13,7 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.demo.prometheus_stack import PrometheusStack, Sample
+from monitor.demo.prometheus_api import Sample
+from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.exporter import Metrics
 from monitor.exposition import Exposition, negotiate
 from monitor.jobs.recorders import DriftRecorder
