@@ -55,9 +55,17 @@ from tests.dashboards.queries import (
     substitute,
     variables,
 )
-from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, malformed, scores
+from tests.fake_judge_server import (
+    FakeJudgeServer,
+    Reply,
+    case_data_of,
+    content,
+    malformed,
+    scores,
+)
 from tests.fixtures.broker import DLQ_SUFFIX
 from tests.fixtures.judge_server import fake_judge_config
+from tests.support.cases import case_reply_text
 
 pytestmark = pytest.mark.integration
 
@@ -153,6 +161,8 @@ def _respond_factory() -> Any:
 
     def respond(request: dict[str, Any]) -> Reply:
         data = case_data_of(request) or {}
+        if "turns" in data:  # a whole case (the case job): a valid case judgment
+            return content(case_reply_text(0.9 if request["model"] == "judge-a" else 0.25))
         query = str(data.get("query", ""))
         if request["model"] == "judge-arbiter":
             return scores(0.25)
@@ -197,6 +207,8 @@ def _settings(tmp_path: Path, bootstrap: str, topic: str, judge: FakeJudgeServer
             "retention_interval_seconds": 1,
         },
         server={"host": "127.0.0.1", "port": 0},
+        # Cases close two seconds after their last turn, so the case panels have data.
+        cases={"idle_seconds": 2, "interval_seconds": 1, "lookback_seconds": 3600},
     )
 
 
