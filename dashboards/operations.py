@@ -577,6 +577,50 @@ PIPELINE = DashboardSpec(
                 ),
             ),
         ),
+        # --- outcomes ---
+        RowSpec(
+            "Outcome events",
+            (
+                PanelSpec(
+                    "timeseries",
+                    "Outcome events per hour",
+                    "Feedback and case outcomes read: stored, duplicates (an id stored before) "
+                    "and comments dropped (too large to redact); joined to their turn or case on "
+                    "arrival, later, or expired (no turn within the join window: unknown ids); "
+                    "and those waiting for their turn now. Malformed ones are dead letters.",
+                    (
+                        Query(
+                            f"sum by (outcome) (increase(casewatch_outcome_events_total{RI}))",
+                            "{{outcome}}",
+                        ),
+                        Query(
+                            f"sum by (outcome) (increase(casewatch_outcome_joins_total{RI}))",
+                            "joined {{outcome}}",
+                        ),
+                        Query("max(casewatch_outcomes_pending)", "pending"),
+                    ),
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Unsampled turns kept, and judged for feedback",
+                    "Unsampled turns kept for feedback-triggered judging (stored, dropped, "
+                    "failed), and turns judged because of negative feedback by band (not in the "
+                    "random sample's rates).",
+                    (
+                        Query(
+                            f"sum by (outcome) (increase(casewatch_turns_retained_total{RI}))",
+                            "kept {{outcome}}",
+                        ),
+                        Query(
+                            "sum by (assistant, band) "
+                            f"(increase(casewatch_feedback_judged_total{{{A}}}{RI}))",
+                            "{{assistant}} {{band}}",
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        # --- end outcomes ---
         RowSpec(
             "Jobs and drift",
             (

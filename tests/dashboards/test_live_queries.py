@@ -120,7 +120,15 @@ OTEL_SERIES = (
 OTEL_EXCLUSION = "needs an OTLP topic and otel_export, which the live daemon has none of"
 # Outcome events need a topic of kind outcomes and a producer of feedback;
 # tests/monitor/stream/test_daemon_outcomes.py exports and reads them.
-OUTCOME_SERIES = ("casewatch_outcomes_total", "casewatch_judge_user_pairs_total")
+OUTCOME_SERIES = (
+    "casewatch_outcomes_total",
+    "casewatch_judge_user_pairs_total",
+    "casewatch_outcome_events_total",
+    "casewatch_outcome_joins_total",
+    "casewatch_outcomes_pending",
+    "casewatch_turns_retained_total",
+    "casewatch_feedback_judged_total",
+)
 OUTCOME_EXCLUSION = "needs an outcomes topic with feedback, which the live daemon has none of"
 # The cheap look runs only under sampling.strategy: cascade (the live daemon samples uniformly);
 # tests/monitor/stream/steps/test_sample_cascade.py exports and reads it.
