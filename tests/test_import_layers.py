@@ -171,6 +171,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("audit", "leases", "labels", "outcomes", "retention", "turn_queries"),
         (
             "canary_runs",
+            "case_labels",
             "case_queries",
             "detection_queries",
             "drift_queries",
@@ -209,6 +210,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         (
             "__init__",
             "alert_links",
+            "case_label_files",
             "case_view",
             "failure_view",
             "judge_change",
@@ -241,6 +243,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "rubric",
             "scheduler",
         ),
+        # built on a job's module: the case-level estimate reuses quality_estimate's
+        ("case_estimate",),
         ("build",),
     ),
     "monitor.stream": (
@@ -302,7 +306,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.commands": (
         ("__init__", "usage", "output"),
         ("batch_report", "inspect_failures", "store_access"),
-        ("inspect_case",),
+        ("case_labels", "inspect_case"),
         ("detect", "estimate", "inspect", "labels"),
         (
             "batch",

@@ -230,6 +230,8 @@ def read_human_labels(path: Path) -> dict[str, dict[str, Band]]:
 @click.option("--store", "from_store", is_flag=True, help="Human labels and judge bands "
               "from the store (casewatch labels import) instead of files.")  # fmt: skip
 @click.option("--batch", "batch_ids", multiple=True, help="With --store: only this batch.")
+@click.option("--cases", is_flag=True, help="With --store: the case judge against people's "
+              "case labels (labels export --cases).")  # fmt: skip
 @click.option("--db", default=None, help="With --store: database URL or SQLite file.")
 @click.option("--config", "config_file", type=_IN, default=None, help="With --store: settings.")
 def agreement_command(
@@ -239,17 +241,22 @@ def agreement_command(
     as_json: bool,
     from_store: bool,
     batch_ids: tuple[str, ...],
+    cases: bool,
     db: str | None,
     config_file: Path | None,
 ) -> None:
     """How well the judge agrees with human labels (--labels or --store) and another judge
     (--other)."""
+    if cases and not from_store:
+        fail("--cases reads case labels from the store: add --store")
     if from_store:
+        from monitor.commands.case_labels import store_case_agreement
         from monitor.commands.labels import store_agreement
         from monitor.commands.store_access import open_store
 
         with open_store(db, config_file, need_turns=False) as store:
-            stored = store_agreement(store, batch_ids)
+            read = store_case_agreement if cases else store_agreement
+            stored = read(store, batch_ids)
         if as_json:
             click.echo(json.dumps({"human": stored.to_dict()}))
         else:

@@ -94,7 +94,7 @@ def human_text(h: HumanAgreement) -> str:
         for m in h.metrics
     ]
     lines = [
-        f"judge vs human: {h.labelled} labelled turns, {h.matched} scored by the judge, "
+        f"judge vs human: {h.labelled} labelled {h.unit}, {h.matched} scored by the judge, "
         f"{h.missing} without a verdict, {h.judge_failed} judge_failed",
         table(header, rows),
     ]

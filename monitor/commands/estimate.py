@@ -15,10 +15,16 @@ from pathlib import Path
 
 import click
 
+from monitor.case_models import CASE_METRICS
 from monitor.commands.output import percent, table
 from monitor.commands.store_access import check_assistant, db_options, open_store
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
+from monitor.jobs.case_estimate import (
+    anytime_case_estimate,
+    estimate_case_batch,
+    labelled_case_batch,
+)
 from monitor.jobs.quality_estimate import (
     QualityEstimate,
     anytime_estimate,
@@ -26,7 +32,9 @@ from monitor.jobs.quality_estimate import (
     labelled_batch,
 )
 from monitor.models import METRICS
+from monitor.reports.case_label_files import CASE_BAND
 from monitor.stats.ppi import Interval
+from monitor.storage import case_labels as case_sql
 from monitor.storage import labels as label_sql
 
 
@@ -38,11 +46,11 @@ def _row(name: str, i: Interval, note: str = "") -> list[str]:
     return [name, percent(i.point), _interval(i.lower, i.upper), str(i.n), note]
 
 
-def _print(q: QualityEstimate) -> None:
+def _print(q: QualityEstimate, unit: str = "turns") -> None:
     e = q.estimates
     click.echo(
-        f"{q.assistant}: share of turns with {q.signal} severe, batch {q.batch_id} "
-        f"({q.labelled} labelled of {q.population} scored turns in its frame)"
+        f"{q.assistant}: share of {unit} with {q.signal} severe, batch {q.batch_id} "
+        f"({q.labelled} labelled of {q.population} scored {unit} in its frame)"
     )
     rows = [
         _row("corrected", e.ppi, f"PPI++, lambda {e.lam:.2f}" if e.lam is not None else ""),
@@ -78,9 +86,12 @@ def _print(q: QualityEstimate) -> None:
 @click.command("estimate")
 @db_options
 @click.option("--assistant", required=True)
-@click.option("--metric", type=click.Choice(METRICS),
-              help="Severe rate of this metric (default: of the turn band).")  # fmt: skip
+@click.option("--metric", type=click.Choice((*METRICS, *CASE_METRICS)),
+              help="Severe rate of this metric (default: of the turn band; with --cases, of "
+              "the case band; the case metrics need --cases).")  # fmt: skip
 @click.option("--batch", "batch_id", help="Labelling batch (default: the newest labelled one).")
+@click.option("--cases", is_flag=True, help="The share of severe cases, from case labels "
+              "(labels export --cases).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True)
 def estimate_command(
     db: str | None,
@@ -88,9 +99,18 @@ def estimate_command(
     assistant: str,
     metric: str | None,
     batch_id: str | None,
+    cases: bool,
     as_json: bool,
 ) -> None:
     """The severe rate corrected by human labels (prediction-powered inference)."""
+    if metric is not None and cases and metric not in CASE_METRICS:
+        fail(f"--metric {metric} is a turn metric; with --cases pick a case metric "
+             f"({', '.join(CASE_METRICS)})")  # fmt: skip
+    if metric is not None and not cases and metric in CASE_METRICS:
+        fail(f"--metric {metric} is a case metric: add --cases")
+    if cases:
+        _estimate_cases(db, config_file, assistant, metric or CASE_BAND, batch_id, as_json)
+        return
     signal = metric or "turn_band"
     with open_store(db, config_file, need_turns=True) as store:
         check_assistant(store, assistant)
@@ -120,17 +140,55 @@ def estimate_command(
         click.echo(f"casewatch: warning: {warning}", err=True)
 
 
+def _estimate_cases(
+    db: str | None,
+    config_file: Path | None,
+    assistant: str,
+    signal: str,
+    batch_id: str | None,
+    as_json: bool,
+) -> None:
+    with open_store(db, config_file, need_turns=True) as store:
+        check_assistant(store, assistant)
+        try:
+            chosen = labelled_case_batch(store, assistant, batch_id)
+            if chosen is None:
+                fail(
+                    f"{assistant} has no labelled case batch yet: casewatch labels export "
+                    f"--cases --assistant {assistant} --out cases.jsonl, label it, "
+                    "labels import --cases"
+                )
+            batch = case_sql.case_batch(store, chosen)
+            if batch is None or batch["assistant"] != assistant:
+                fail(f"no case labelling batch {chosen!r} for {assistant}")
+            found = [
+                replace(q, anytime=anytime_case_estimate(store, assistant, signal))
+                for q in estimate_case_batch(store, chosen, [signal])
+            ]
+        except CasewatchError as exc:
+            fail(str(exc))
+    if not found:
+        fail(f"case batch {chosen} has no human label for {signal}")
+    if as_json:
+        click.echo(json.dumps(found[0].to_dict() | {"unit": "cases"}, indent=2, sort_keys=True))
+    else:
+        _print(found[0], unit="cases")
+    if (warning := small_n_warning(found[0].labelled, unit="case")) is not None:
+        click.echo(f"casewatch: warning: {warning}", err=True)
+
+
 # Below about 30 labels a binomial interval on a rate of a few percent spans tens of points (6
 # labels, none severe: 0 % to about 46 %), so the corrected figure says little either way.
 SMALL_N = 30
 
 
-def small_n_warning(n: int) -> str | None:
-    """What to say when ``n`` labelled turns are too few for the interval to mean much."""
+def small_n_warning(n: int, unit: str = "turn") -> str | None:
+    """What to say when ``n`` labelled turns (or cases) are too few for the interval to mean
+    much."""
     if n >= SMALL_N:
         return None
     return (
-        f"only n = {n} labelled turn(s) in this batch: an interval from so few labels is too "
+        f"only n = {n} labelled {unit}(s) in this batch: an interval from so few labels is too "
         f"wide to mean much; label at least {SMALL_N} (export a larger batch, or finish this one)"
     )
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import click
 
+from monitor.commands.case_labels import export_cases, import_cases
 from monitor.commands.store_access import (
     check_assistant,
     db_options,
@@ -82,6 +83,9 @@ def labels_group() -> None:
     help="uncertain: draw the turns the judge is least sure of more often, each with a known "
     "probability the estimate weights by (--n: the expected count).",
 )
+@click.option("--cases", is_flag=True, help="Sample whole cases (the assistant's scored case "
+              "verdicts) instead of turns, uniformly; labels are bands per case metric and "
+              "case_band.")  # fmt: skip
 def export_command(
     db: str | None,
     config_file: Path | None,
@@ -92,10 +96,19 @@ def export_command(
     until: str | None,
     out: Path,
     strategy: str,
+    cases: bool,
 ) -> None:
     """Draw a sample of judged turns (uniform, or by uncertainty) and write it for labelling."""
     start, end = parse_time("--since", since), parse_time("--until", until)
     seed = secrets.randbelow(2**62) if seed is None else seed
+    if cases:
+        if strategy != "uniform":
+            fail("--cases draws cases uniformly: leave out --strategy")
+        with open_store(db, config_file, need_turns=True) as store:
+            check_assistant(store, assistant)
+            export_cases(store, assistant=assistant, size=size, seed=seed, start=start, end=end,
+                         out=out, db=db, config_file=config_file)  # fmt: skip
+        return
     now = datetime.now(UTC)
     with open_store(db, config_file, need_turns=True) as store:
         check_assistant(store, assistant)
@@ -202,8 +215,9 @@ def _batch_row(
     "path", metavar="FILE", type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )
 @click.option("--labeller", help="Who labelled, for rows that do not say.")
+@click.option("--cases", is_flag=True, help="The file labels cases (labels export --cases).")
 def import_command(
-    db: str | None, config_file: Path | None, path: Path, labeller: str | None
+    db: str | None, config_file: Path | None, path: Path, labeller: str | None, cases: bool
 ) -> None:
     """Store human bands from our JSONL or a Label Studio JSON export: every labelled row or,
     if one is bad, none; rows not labelled yet are left out and counted."""
@@ -211,6 +225,10 @@ def import_command(
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         fail(f"cannot read {path}: {exc}")
+    if cases:
+        with open_store(db, config_file, need_turns=False) as store:
+            import_cases(store, path, text, labeller)
+        return
     with open_store(db, config_file, need_turns=False) as store:
         try:
             ids = [b["id"] for b in label_sql.batches(store)]

@@ -133,17 +133,22 @@ def _check(
     labelled: Mapping[str, Any],
     at: datetime,
     batches: Mapping[str, set[str]],
+    keys: tuple[str, ...] = LABEL_KEYS,
+    id_field: str = "event_id",
 ) -> None:
+    """``keys``: the label keys of the unit labelled; ``id_field``: its id (a case batch:
+    the case metrics with ``case_band``, ``conversation_id``)."""
     reasons = []
     given = {k: v for k, v in labelled.items() if v is not None}
     if not isinstance(batch_id, str) or batch_id not in batches:
         reasons.append(f"unknown batch {batch_id!r}")
     elif not isinstance(event_id, str) or event_id not in batches[batch_id]:
-        reasons.append(f"event {event_id!r} is not in batch {batch_id!r}")
+        noun = "event" if id_field == "event_id" else id_field.removesuffix("_id")
+        reasons.append(f"{noun} {event_id!r} is not in batch {batch_id!r}")
     if given and (not isinstance(labeller, str) or not labeller.strip()):
         reasons.append("no labeller (set 'labeller' or pass --labeller)")
     for key, value in labelled.items():
-        if key not in LABEL_KEYS:
+        if key not in keys:
             reasons.append(f"unknown metric {key!r}")
         elif value is not None and value not in BANDS:
             reasons.append(f"{key}: band {value!r} is not one of {', '.join(BANDS)}")
@@ -157,7 +162,7 @@ def _check(
         out.rows.append(
             {
                 "batch_id": batch_id,
-                "event_id": event_id,
+                id_field: event_id,
                 "metric": key,
                 "band": value,
                 "labeller": str(labeller).strip(),
@@ -167,7 +172,13 @@ def _check(
 
 
 def parse_jsonl(
-    text: str, batches: Mapping[str, set[str]], labeller: str | None, now: datetime
+    text: str,
+    batches: Mapping[str, set[str]],
+    labeller: str | None,
+    now: datetime,
+    *,
+    keys: tuple[str, ...] = LABEL_KEYS,
+    id_field: str = "event_id",
 ) -> ParsedLabels:
     out = ParsedLabels()
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -182,8 +193,9 @@ def parse_jsonl(
         except ValueError as exc:
             out.bad.append(BadRow(where, str(exc)))
             continue
-        _check(out, where, doc.get("batch_id"), doc.get("event_id"),
-               doc.get("labeller") or labeller, doc["labels"], at, batches)  # fmt: skip
+        _check(out, where, doc.get("batch_id"), doc.get(id_field),
+               doc.get("labeller") or labeller, doc["labels"], at, batches, keys,
+               id_field)  # fmt: skip
     return out
 
 
@@ -195,7 +207,13 @@ def _completed_by(annotation: Mapping[str, Any]) -> str | None:
 
 
 def parse_label_studio(
-    text: str, batches: Mapping[str, set[str]], labeller: str | None, now: datetime
+    text: str,
+    batches: Mapping[str, set[str]],
+    labeller: str | None,
+    now: datetime,
+    *,
+    keys: tuple[str, ...] = LABEL_KEYS,
+    id_field: str = "event_id",
 ) -> ParsedLabels:
     """A Label Studio JSON export: tasks with ``data`` (ours) and ``annotations`` whose
     ``result`` holds one ``choices`` entry per labelled key. One label set per annotation."""
@@ -220,8 +238,8 @@ def parse_label_studio(
             if isinstance(a, dict) and not a.get("was_cancelled")
         ]
         if not annotations:
-            _check(out, where, data.get("batch_id"), data.get("event_id"), labeller, {}, now,
-                   batches)  # fmt: skip
+            _check(out, where, data.get("batch_id"), data.get(id_field), labeller, {}, now,
+                   batches, keys, id_field)  # fmt: skip
         for annotation in task.get("annotations") or []:
             if not isinstance(annotation, dict) or annotation.get("was_cancelled"):
                 continue
@@ -236,18 +254,25 @@ def parse_label_studio(
             except (KeyError, TypeError, ValueError) as exc:
                 out.bad.append(BadRow(where, f"unreadable annotation: {exc}"))
                 continue
-            _check(out, where, data.get("batch_id"), data.get("event_id"),
-                   _completed_by(annotation) or labeller, labelled, at, batches)  # fmt: skip
+            _check(out, where, data.get("batch_id"), data.get(id_field),
+                   _completed_by(annotation) or labeller, labelled, at, batches, keys,
+                   id_field)  # fmt: skip
     return out
 
 
 def parse_labels(
-    text: str, batches: Mapping[str, set[str]], labeller: str | None, now: datetime
+    text: str,
+    batches: Mapping[str, set[str]],
+    labeller: str | None,
+    now: datetime,
+    *,
+    keys: tuple[str, ...] = LABEL_KEYS,
+    id_field: str = "event_id",
 ) -> ParsedLabels:
     """Our JSONL, or a Label Studio JSON export (a file starting with ``[``)."""
     if text.lstrip().startswith("["):
-        return parse_label_studio(text, batches, labeller, now)
-    return parse_jsonl(text, batches, labeller, now)
+        return parse_label_studio(text, batches, labeller, now, keys=keys, id_field=id_field)
+    return parse_jsonl(text, batches, labeller, now, keys=keys, id_field=id_field)
 
 
 def check_inclusion(text: str, probabilities: Mapping[tuple[str, str], float]) -> list[BadRow]:
@@ -291,12 +316,14 @@ def check_inclusion(text: str, probabilities: Mapping[tuple[str, str], float]) -
     return bad
 
 
-def consensus(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Band]]:
-    """event -> {key: band}: the band most labellers gave; a tie goes to the worse band (the
-    cautious reading of a turn people disagree on)."""
+def consensus(
+    rows: Iterable[Mapping[str, Any]], id_field: str = "event_id"
+) -> dict[str, dict[str, Band]]:
+    """event (or case: ``id_field``) -> {key: band}: the band most labellers gave; a tie goes to
+    the worse band (the cautious reading of a turn people disagree on)."""
     votes: dict[tuple[str, str], Counter[str]] = {}
     for r in rows:
-        votes.setdefault((str(r["event_id"]), str(r["metric"])), Counter())[str(r["band"])] += 1
+        votes.setdefault((str(r[id_field]), str(r["metric"])), Counter())[str(r["band"])] += 1
     out: dict[str, dict[str, Band]] = {}
     for (event_id, key), counter in votes.items():
         best = min(counter, key=lambda b: (-counter[b], Band(b).rank))

@@ -45,6 +45,7 @@ class HumanAgreement:
     judge_failed: int  # ... of which the verdict is judge_failed
     metrics: tuple[BandAgreement, ...]
     unknown_keys: tuple[str, ...]
+    unit: str = "turns"  # what was labelled: turns, or cases (``case_agreement``)
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -120,6 +121,41 @@ def agreement(
         judge_failed=failed,
         metrics=rows,
         unknown_keys=tuple(unknown),
+    )
+
+
+def case_agreement(
+    judge_bands: Mapping[str, Mapping[str, str]],
+    human_labels: Mapping[str, Mapping[str, Band]],
+    keys: Iterable[str],
+) -> HumanAgreement:
+    """Judge vs human bands over labelled cases, per key (a case metric or ``case_band``).
+    ``judge_bands``: conversation id -> the judge's bands when the case was drawn (only scored
+    cases are drawn); ``human_labels``: conversation id -> {key: band}."""
+    order = tuple(keys)
+    unknown = sorted({k for labels in human_labels.values() for k in labels} - set(order))
+    pairs: dict[str, tuple[list[str], list[str]]] = {k: ([], []) for k in order}
+    matched = missing = 0
+    for case_id, labels in human_labels.items():
+        bands = judge_bands.get(case_id)
+        if bands is None:
+            missing += 1
+            continue
+        matched += 1
+        for key, human_band in labels.items():
+            judge_band = bands.get(key)
+            if key in pairs and judge_band is not None:
+                pairs[key][0].append(Band(human_band).value)
+                pairs[key][1].append(Band(judge_band).value)
+    rows = tuple(band_agreement(k, h, j) for k, (h, j) in pairs.items() if h)
+    return HumanAgreement(
+        labelled=len(human_labels),
+        matched=matched,
+        missing=missing,
+        judge_failed=0,
+        metrics=rows,
+        unknown_keys=tuple(unknown),
+        unit="cases",
     )
 
 

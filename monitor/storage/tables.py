@@ -659,3 +659,57 @@ review_annotations = sa.Table(
 )
 TABLES = (*TABLES, review_tasks, review_annotations)
 # --- end review queue ---
+
+# --- case labels (migration 0016): people's bands for whole cases ---
+# A case labelling batch is a uniform random sample of an assistant's scored cases (the case
+# verdicts current at the frame's end), recorded with its design like ``label_batches``; its
+# items are the drawn cases with the version and the judge's bands then; labels are the bands
+# people gave a case ("case_band") and each case metric. No foreign key to case verdicts.
+case_label_batches = sa.Table(
+    "case_label_batches",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("assistant", sa.String(256), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("frame_start", UTCDateTime),
+    sa.Column("frame_end", UTCDateTime),
+    sa.Column("population", sa.Integer, nullable=False),  # scored cases in the frame
+    sa.Column("size", sa.Integer, nullable=False),  # cases drawn
+)
+case_label_items = sa.Table(
+    "case_label_items",
+    metadata,
+    sa.Column(
+        "batch_id",
+        sa.String(64),
+        sa.ForeignKey("case_label_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("conversation_id", sa.String(256), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),  # the case verdict's version when drawn
+    sa.Column("position", sa.Integer, nullable=False),
+    # {case metric|case_band: band} as the judge said when drawn.
+    sa.Column("judge_bands", JSONDoc, nullable=False),
+)
+case_labels = sa.Table(
+    "case_labels",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column(
+        "batch_id",
+        sa.String(64),
+        sa.ForeignKey("case_label_batches.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("conversation_id", sa.String(256), nullable=False),
+    sa.Column("metric", sa.String(64), nullable=False),  # a case metric or "case_band"
+    sa.Column("band", sa.String(16), nullable=False),
+    sa.Column("labeller", sa.String(256), nullable=False),
+    sa.Column("labelled_at", UTCDateTime, nullable=False),
+    sa.Column("imported_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("batch_id", "conversation_id", "metric", "labeller"),
+    sa.CheckConstraint("band IN ('severe', 'moderate', 'minor', 'none')", name="band"),
+)
+TABLES = (*TABLES, case_label_batches, case_label_items, case_labels)
+# --- end case labels ---
