@@ -358,8 +358,7 @@ OVERVIEW = DashboardSpec(
                     "band; judge_failed cases are retried at the next run (docs/cases.md).",
                     (
                         Query(
-                            "sum by (band) (increase(casewatch_cases_judged_total"
-                            f"{{{A}}}[1h]))",
+                            f"sum by (band) (increase(casewatch_cases_judged_total{{{A}}}[1h]))",
                             "{{band}}",
                         ),
                     ),
@@ -410,8 +409,7 @@ OVERVIEW = DashboardSpec(
                     (
                         Query(
                             share(
-                                "casewatch_case_metric_band_total"
-                                f'{{{A}, band=~"severe|moderate"}}',
+                                f'casewatch_case_metric_band_total{{{A}, band=~"severe|moderate"}}',
                                 f"casewatch_case_metric_band_total{{{A}}}",
                                 "metric",
                                 "[6h]",
