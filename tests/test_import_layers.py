@@ -172,6 +172,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         (
             "canary_runs",
             "case_labels",
+            "cascade_pairs",
             "case_queries",
             "detection_queries",
             "drift_queries",
@@ -195,6 +196,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "cusum_calibration",
             "detection_signals",
             "cell_cusum",
+            "cheap_agreement",
             "elo",
             "failure_features",
             "inclusion",
@@ -210,6 +212,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         (
             "__init__",
             "alert_links",
+            "cascade_check",
             "case_label_files",
             "case_view",
             "failure_view",
@@ -311,6 +314,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         (
             "batch",
             "broker",
+            "cascade",
             "daemon",
             "db",
             "demo",

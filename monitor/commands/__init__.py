@@ -31,6 +31,7 @@ INDEX: dict[str, tuple[str, str]] = {
         "broker",
         "Start the embedded Kafka-protocol broker (Tansu, in memory) and print its address.",
     ),
+    "cascade": ("cascade", "The cascade's cheap look against the LLM judge (read-only)."),
     "compare": (
         "batch",
         "Compare assistant B with A on the conversations both answered (Wilcoxon, t, bootstrap).",
