@@ -13,6 +13,7 @@ phrases that belong to no mode. The truth of each turn is its mode's index, -1 f
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -143,6 +144,9 @@ phone photo plain plan point polite price print quick quiet rate reply room rout
 sale screen second send short sign simple size slow small sound space speed staff start
 store style summer support table team text thanks ticket time tone topic total track trial
 upload user value voice wait week window winter word work""".split()  # noqa: SIM905
+# The modes whose turns are severe when stored (they fail a critical metric: hallucination,
+# identifier_integrity or resolution_alignment), for tests and benches that read them from SQL.
+SEVERE_WHEN_STORED: tuple[int, ...] = (0, 1, 2, 5, 6)
 METRICS = ("hallucination", "retrieval_correctness", "context_sufficiency",
            "answer_helpfulness", "answer_type_fit", "identifier_integrity",
            "case_issue_identification", "resolution_alignment")  # fmt: skip
@@ -191,15 +195,18 @@ def planted_turns(
     start: datetime,
     span: timedelta,
     prefix: str = "t",
+    modes: Sequence[int] | None = None,
 ) -> tuple[list[FailedTurn], list[int]]:
     """``n`` failed turns spread evenly over [start, start + span): a share ``noise`` of
-    noise, the rest drawn evenly from the first ``k`` planted modes; and each turn's truth."""
+    noise, the rest drawn evenly from the first ``k`` planted modes (or from ``modes``, indices
+    of ``MODES``); and each turn's truth."""
     if not 1 <= k <= len(MODES):
         raise ValueError(f"k must be 1..{len(MODES)}")
+    drawn = list(modes) if modes is not None else list(range(k))
     rng = random.Random(seed)
     turns, truth = [], []
     for i in range(n):
-        mode = -1 if rng.random() < noise else rng.randrange(k)
+        mode = -1 if rng.random() < noise else drawn[rng.randrange(len(drawn))]
         at = start + span * (i / max(n, 1))
         turns.append(planted_turn(mode, rng, at, f"{prefix}-{seed}-{i}"))
         truth.append(mode)

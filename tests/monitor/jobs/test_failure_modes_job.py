@@ -108,3 +108,20 @@ def test_a_run_whose_lease_lapsed_saves_nothing(store: Store) -> None:
     assert list_modes(store, "canary") == []
     with store.transaction(write=False) as conn:
         assert conn.scalar(sa.select(sa.func.count()).select_from(failure_mode_members)) == 0
+
+
+def test_failed_turns_past_the_cap_are_counted_not_read(store: Store) -> None:
+    turns, _ = planted_turns(130, 2, noise=0.0, seed=25, start=WEEK_AGO + timedelta(hours=2),
+                             span=timedelta(days=6))  # fmt: skip
+    store_failed(store, turns, "canary")
+    metrics = Metrics(CollectorRegistry())
+    job = FailureModesJob(FailureModesConfig(max_turns=100), store, metrics,
+                          clock=ManualClock(start=NOW.timestamp()))  # fmt: skip
+    (result,) = job.run_once()
+    assert result.grouping.turns == 100 and result.over_cap == 30
+    newest = {t.event_id for t in sorted(turns, key=lambda t: t.at)[-100:]}
+    assert {e for m in result.grouping.modes for e in m.members} <= newest
+    window = "casewatch_failure_mode_window_turns"
+    assert _value(metrics, window, assistant="canary", outcome="over_cap") == 30
+    (run,) = latest_runs(store, "canary")
+    assert run["over_cap"] == 30
