@@ -4,17 +4,27 @@ idempotent both ways; the server down; an annotation naming an unknown band."""
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from monitor.annotation.label_studio import LabelStudioClient
 from monitor.annotation.label_studio_server import LabelStudioServer
+from monitor.clock import ManualClock
+from monitor.errors import ConfigError
+from monitor.exporter import Metrics
+from monitor.jobs.build import build_jobs
+from monitor.jobs.inputs import read_job_inputs
+from monitor.jobs.scheduler import JobScheduler
 from monitor.reports.label_files import consensus
+from monitor.settings import load_settings
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
 from monitor.storage.tables import label_batches, review_tasks
+from monitor.stream.prepare import prepare
 from tests.fixtures.label_studio import free_port
 from tests.support.review_queue import (
+    NOW,
     TURNS,
     disputed,
     person_bands,
@@ -170,3 +180,30 @@ def test_server_down_keeps_a_counted_backlog_pushed_when_it_is_back(
     again = back.run_once()
     assert again.queued == {} and again.pushed == queued and again.backlog == 0
     back.close()
+
+
+def test_the_daemon_runs_the_job_on_its_lease_from_the_settings(
+    store: Store,
+    label_studio: LabelStudioServer,
+    review_project_title: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seed_review_turns(store)
+    monkeypatch.setenv("REVIEW_TOKEN_FOR_TEST", label_studio.login.token)
+    review = {"enabled": True, "url": label_studio.url, "token_env": "REVIEW_TOKEN_FOR_TEST",
+              "project_title": review_project_title}  # fmt: skip
+    settings = load_settings(storage={"url": store.url, "retention_days": None}, review=review)
+    clock = ManualClock(NOW.timestamp())
+    metrics = Metrics(CollectorRegistry())
+    jobs = {j.name: j for j in build_jobs(settings, store, metrics, clock,
+                                          inputs=read_job_inputs(settings))}  # fmt: skip
+    scheduler = JobScheduler(store, metrics, clock=clock)
+    scheduler.add(jobs["review_queue"])
+    assert scheduler.run_once("review_queue") == "ok"
+    assert _queued(store) and all(task is not None for _, task in _queued(store).values())
+    for job in jobs.values():
+        job.close()
+
+    unset = review | {"token_env": "REVIEW_TOKEN_NOT_SET"}
+    with pytest.raises(ConfigError, match="REVIEW_TOKEN_NOT_SET"):
+        prepare(load_settings(storage={"url": store.url}, review=unset), clock)
