@@ -687,7 +687,24 @@ METRICS = DashboardSpec(
                         ),
                     ),
                     unit="percentunit",
-                    width=24,
+                    width=12,
+                    min=0,
+                ),
+                PanelSpec(
+                    "timeseries",
+                    "Judged turns the detectors left out (cascade)",
+                    "Judged turns per second the sequential detectors did not observe: the "
+                    "cascade's draws outside its uniform part (the turns below "
+                    "sampling.cascade_floor are observed). No data under the uniform strategy.",
+                    (
+                        Query(
+                            "sum by (assistant, reason) "
+                            f"(rate(casewatch_detector_left_out_total{{{A}}}{RI}))",
+                            "{{assistant}} {{reason}}",
+                        ),
+                    ),
+                    unit="reqps",
+                    width=12,
                     min=0,
                 ),
             ),

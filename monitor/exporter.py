@@ -556,6 +556,13 @@ class Metrics:
         # The cascade's cheap look (sampling.strategy: cascade): every consumed turn by the
         # offline judge's band. Its own severe share sits beside the LLM judge's weighted one,
         # never in its place.
+        self.detector_left_out = Counter(
+            "casewatch_detector_left_out",
+            "Judged turns the sequential detectors did not observe, by reason (cascade_draw: "
+            "drawn by the cascade outside its uniform part)",
+            ["assistant", "reason"],
+            registry=r,
+        )
         self.cheap_look_turns = Counter(
             "casewatch_cheap_look_turns",
             "Turns the cascade's cheap look (the offline judge) put in each band",

@@ -135,6 +135,9 @@ def _build_jobs(
                 DetectionRecorder(metrics),
                 clock=clock,
                 lease_owner=lease_owner,
+                uniform_below=settings.sampling.cascade_floor
+                if settings.sampling.strategy == "cascade"
+                else None,
             )
         )
     outcomes = settings.outcomes

@@ -44,6 +44,7 @@ import structlog
 from monitor.clock import Clock, SystemClock
 from monitor.config.detection import DetectionConfig
 from monitor.jobs.recorders import DetectionRecorder
+from monitor.sampling.sampler import sample_point
 from monitor.stats import baseline_policy as policy
 from monitor.stats.cusum_calibration import calibrate
 from monitor.stats.detection_signals import Signal, signals
@@ -71,9 +72,16 @@ class DetectionJob:
         clock: Clock | None = None,
         lease_owner: str | None = None,
         read_limit: int = q.READ_LIMIT,
+        uniform_below: float | None = None,
     ) -> None:
         """``lease_owner``: the scheduler's owner id; saves are then refused once another
-        replica holds the job's lease (None: unfenced, for a run outside the scheduler)."""
+        replica holds the job's lease (None: unfenced, for a run outside the scheduler).
+        ``uniform_below``: the cascade's floor (``sampling.strategy: cascade``). A turn the
+        cascade drew is observed only when its conversation's point is below it: those turns
+        are drawn whatever their cell, a uniform sample the Bernoulli CUSUMs stay valid on;
+        the others over-represent the risky cells and are left out (counted, logged once)."""
+        self._uniform_below = uniform_below
+        self.left_out = 0  # cascade draws outside the uniform part, this process
         self._cfg = config
         self._metrics = list(critical_metrics)
         self._signals = signals(self._metrics)
@@ -205,8 +213,12 @@ class DetectionJob:
         self, rows: dict[Key, DetectorState], read: list[q.Observation], now: datetime
     ) -> None:
         per: dict[Key, tuple[list[bool], list[float]]] = defaultdict(lambda: ([], []))
+        left_out: dict[str, int] = defaultdict(int)
         for o in read:
             if not o.ok:
+                continue
+            if o.inclusion_probability is not None and not self._uniform(o):
+                left_out[o.assistant] += 1
                 continue
             t = o.event_timestamp.timestamp()
             for signal in self._signals:
@@ -236,6 +248,22 @@ class DetectionJob:
             elif was and row.detector.latched is None:
                 row.alarm_at = None
                 log.info("quality regression over", assistant=row.assistant, signal=row.signal.name)
+
+        if left_out:
+            if not self.left_out:
+                log.warning(
+                    "the detectors observe the uniform part of the cascade's draws only (the "
+                    "turns below sampling.cascade_floor); the others are left out",
+                    left_out=sum(left_out.values()),
+                )
+            self.left_out += sum(left_out.values())
+            if self._gauges is not None:
+                for assistant, n in left_out.items():
+                    self._gauges.record_left_out(assistant, n)
+
+    def _uniform(self, o: q.Observation) -> bool:
+        below = self._uniform_below
+        return below is not None and sample_point(o.conversation_id) < below
 
     def _export(self, rows: Iterable[DetectorState], now: datetime) -> None:
         g = self._gauges

@@ -161,6 +161,10 @@ class DetectionRecorder:
         self._m = metrics
         self._assistant = metrics.assistant_label
 
+    def record_left_out(self, assistant: str, count: int) -> None:
+        """Judged turns the cascade drew outside its uniform part: not observed."""
+        self._m.detector_left_out.labels(self._assistant(assistant), "cascade_draw").inc(count)
+
     def record(
         self,
         assistant: str,

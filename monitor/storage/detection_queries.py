@@ -48,6 +48,10 @@ class Observation:
     ok: bool
     turn_severe: bool
     severe_metrics: frozenset[str]
+    # The cascade: the turn's conversation and the probability it was drawn with (None: drawn
+    # uniformly), so the job can keep the uniform part of a cascade's draws.
+    conversation_id: str = ""
+    inclusion_probability: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,8 @@ def read_new(store: Store, metrics: Sequence[str], limit: int = READ_LIMIT) -> l
             verdicts.c.turn_band,
             turns.c.assistant_name,
             turns.c.event_timestamp,
+            turns.c.conversation_id,
+            turns.c.inclusion_probability,
             *bands,
         )
         .select_from(verdicts.join(turns, turns.c.event_id == verdicts.c.event_id))
@@ -125,6 +131,10 @@ def read_new(store: Store, metrics: Sequence[str], limit: int = READ_LIMIT) -> l
                         for i, metric in enumerate(metrics)
                         if ok and m[f"band_{i}"] == "severe"
                     ),
+                    conversation_id=str(r.conversation_id),
+                    inclusion_probability=None
+                    if r.inclusion_probability is None
+                    else float(r.inclusion_probability),
                 )
             )
     return out

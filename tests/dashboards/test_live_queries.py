@@ -132,7 +132,7 @@ OUTCOME_SERIES = (
 OUTCOME_EXCLUSION = "needs an outcomes topic with feedback, which the live daemon has none of"
 # The cheap look runs only under sampling.strategy: cascade (the live daemon samples uniformly);
 # tests/monitor/stream/steps/test_sample_cascade.py exports and reads it.
-CASCADE_SERIES = ("casewatch_cheap_look_turns_total",)
+CASCADE_SERIES = ("casewatch_cheap_look_turns_total", "casewatch_detector_left_out_total")
 CASCADE_EXCLUSION = "needs sampling.strategy: cascade, and the live daemon samples uniformly"
 # Queries run with every variable at "All", and those using $assistant again with this one
 # picked (an assistant of examples/ whose flawed answers make the judges disagree).
