@@ -77,8 +77,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "otel.__init__",
             "otel.otlp",
         ),
-        ("unreadable", "partition_pauses", "otel.assembly", "otel.genai"),
-        ("_kafka", "decode", "offsets", "source"),
+        ("unreadable", "partition_pauses", "otel.assembly", "otel.attribute_values"),
+        ("_kafka", "decode", "offsets", "source", "otel.openinference", "otel.semconv"),
         (
             "_kafka_fetch",
             "_kafka_fetch_order",
@@ -86,6 +86,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "_kafka_records",
             "broker_ping",
             "lag_meter",
+            "otel.genai",
             "producer",
             "rebalance_listener",
         ),
@@ -160,7 +161,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.otel_export": (("__init__", "records"), ("sender",)),
     "monitor.annotation": (("__init__", "label_studio", "label_studio_server"),),
     "monitor.redaction": (
-        ("detectors", "placeholders"),
+        ("detectors", "placeholders", "policy", "turn_texts"),
         ("redactor",),
         ("__init__", "config"),
     ),
@@ -262,7 +263,13 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "steps.__init__",
             "steps.base",
         ),
-        ("run_summary", "steps.decisions", "steps.rebalance"),
+        (
+            "run_summary",
+            "steps.decisions",
+            "steps.rebalance",
+            "steps.republishing",
+            "steps.ticket_gate",
+        ),
         # the steps: siblings, none imports another (what two share lives in steps.base)
         (
             "steps.assemble",

@@ -1,16 +1,9 @@
 """A complete trace → the turns it answered (pure; no I/O).
 
-Two attribute families are read, whichever the instrumentation wrote:
-
-- the OpenTelemetry GenAI semantic conventions: inference spans (``gen_ai.operation.name`` chat,
-  text_completion or generate_content) with ``gen_ai.input.messages`` /
-  ``gen_ai.output.messages`` (a JSON string on spans, or an array), the deprecated
-  ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` that OpenLLMetry still emits, retrieval spans
-  (``gen_ai.operation.name`` retrieval) with ``gen_ai.retrieval.query.text`` and
-  ``gen_ai.retrieval.documents``;
-- OpenInference: ``openinference.span.kind`` LLM spans with ``llm.input_messages.N.message.*`` /
-  ``llm.output_messages.N.message.*``, RETRIEVER spans with ``input.value`` and
-  ``retrieval.documents.N.document.{id,content,score}``, ``session.id``.
+Two attribute families are read, whichever the instrumentation wrote: the OpenTelemetry GenAI
+semantic conventions (``consumers.otel.semconv``) first, then OpenInference
+(``consumers.otel.openinference``). This module is what a turn is made of, whatever the
+convention: which spans answer, which retrieval fed them, where the case fields are.
 
 The evaluated span is the inference span that produced the answer, never the root or agent
 span: its trace and span ids go with the turn (and make its event id, so a replayed trace is
@@ -23,7 +16,6 @@ What cannot be judged is a ``Skipped`` with a bounded reason (``SKIP_REASONS``),
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,22 +23,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from consumers.otel import openinference, semconv
+from consumers.otel.attribute_values import Document, Message, as_str
 from consumers.otel.otlp import AttrValue, Span
+from consumers.otel.semconv import CAPTURE_HINT
 from monitor.errors import truncate, validation_error_lines
 from monitor.models import TurnEvent
 
-# The placeholder OpenInference writes when its hide-content switches are on.
-OPENINFERENCE_REDACTED = "__REDACTED__"
-
-CAPTURE_HINT = (
-    "turn content capture on: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only "
-    "(or span_and_event) for the official GenAI instrumentations; `true` or event_only leave "
-    "the spans without messages"
-)
-HIDDEN_HINT = (
-    "OpenInference hides content: unset OPENINFERENCE_HIDE_INPUTS, OPENINFERENCE_HIDE_OUTPUTS, "
-    "OPENINFERENCE_HIDE_INPUT_MESSAGES and OPENINFERENCE_HIDE_OUTPUT_MESSAGES (or set them false)"
-)
+# Where each convention puts the conversation and the model, its own first.
+CONVERSATION_KEYS = (semconv.CONVERSATION_ID, openinference.SESSION_ID)
+MODEL_KEYS = (*semconv.MODEL, openinference.MODEL)
 
 # Why a trace (or one of its inference spans) gave no turn; bounded label values.
 SKIP_REASONS: tuple[str, ...] = (
@@ -69,7 +55,6 @@ SKIP_REASONS: tuple[str, ...] = (
     "trace_not_keyed",
 )
 
-_INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 MAX_DETAIL_CHARS = 300
 
 
@@ -89,19 +74,6 @@ class Skipped:
     detail: str
     trace_id: str
     span_id: str | None
-
-
-@dataclass(frozen=True)
-class _Msg:
-    role: str
-    text: str | None  # None: the message carries no text (content off, or only a tool call)
-
-
-@dataclass(frozen=True)
-class _Doc:
-    id: str | None
-    text: str | None
-    score: float | None
 
 
 def turns_from_trace(
@@ -142,23 +114,17 @@ def turns_from_trace(
 
 def _is_inference(span: Span) -> bool:
     a = span.attributes
-    if a.get("gen_ai.operation.name") in _INFERENCE_OPERATIONS:
-        return True
-    if a.get("openinference.span.kind") == "LLM":
-        return True
-    return "gen_ai.completion.0.content" in a or "gen_ai.prompt.0.content" in a
+    return semconv.is_inference(a) or openinference.is_llm(a)
 
 
 def _is_genai(span: Span) -> bool:
     a = span.attributes
-    return "gen_ai.operation.name" in a or "openinference.span.kind" in a
+    return semconv.is_genai(a) or openinference.is_span(a)
 
 
 def _is_retrieval(span: Span) -> bool:
     a = span.attributes
-    return a.get("gen_ai.operation.name") == "retrieval" or (
-        a.get("openinference.span.kind") == "RETRIEVER"
-    )
+    return semconv.is_retrieval(a) or openinference.is_retriever(a)
 
 
 def _turn(
@@ -173,8 +139,8 @@ def _turn(
     inputs = _input_messages(span.attributes)
     outputs = _output_messages(span.attributes)
     texts = [m.text for m in (*inputs, *outputs) if m.text is not None]
-    if any(t == OPENINFERENCE_REDACTED for t in texts):
-        return skip("content_hidden", HIDDEN_HINT)
+    if any(t == openinference.REDACTED for t in texts):
+        return skip("content_hidden", openinference.HIDDEN_HINT)
     if not inputs and not outputs:
         return skip("content_not_captured", f"the inference span has no messages; {CAPTURE_HINT}")
     answer = next((m.text for m in reversed(outputs) if m.text), None)
@@ -205,17 +171,17 @@ def _turn(
         if m.text and m.role in ("user", "assistant", "tool")
     ]
     around = _search_order(span, spans, by_id)
-    conversation = _first_str(around, ("gen_ai.conversation.id", "session.id")) or span.trace_id
+    conversation = _first_str(around, CONVERSATION_KEYS) or span.trace_id
     resource = span.resource
-    model = _first_str(around, ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name"))
+    model = _first_str(around, MODEL_KEYS)
     event: dict[str, Any] = {
         "event_id": f"otel-{span.trace_id}-{span.span_id}",
         "conversation_id": conversation,
         "turn_index": sum(1 for i in users if i != last_user),
         "timestamp": datetime.fromtimestamp(span.end_ns / 1e9, tz=UTC),
         "assistant": {
-            "name": _str(resource.get("service.name")) or "unknown_service",
-            "version": _str(resource.get("service.version")) or "",
+            "name": as_str(resource.get("service.name")) or "unknown_service",
+            "version": as_str(resource.get("service.version")) or "",
             "model": model or "",
         },
         "case": {
@@ -247,99 +213,14 @@ def _turn(
 # ---------------------------------------------------------------- messages
 
 
-def _input_messages(a: Mapping[str, AttrValue]) -> list[_Msg]:
-    if "gen_ai.input.messages" in a:
-        return _genai_messages(a["gen_ai.input.messages"])
-    if "gen_ai.prompt.0.role" in a or "gen_ai.prompt.0.content" in a:
-        return _indexed(a, "gen_ai.prompt.{}.role", "gen_ai.prompt.{}.content")
-    return _openinference_messages(a, "llm.input_messages")
+def _input_messages(a: Mapping[str, AttrValue]) -> list[Message]:
+    found = semconv.input_messages(a)
+    return openinference.input_messages(a) if found is None else found
 
 
-def _output_messages(a: Mapping[str, AttrValue]) -> list[_Msg]:
-    if "gen_ai.output.messages" in a:
-        return _genai_messages(a["gen_ai.output.messages"], default_role="assistant")
-    if "gen_ai.completion.0.content" in a or "gen_ai.completion.0.role" in a:
-        return _indexed(a, "gen_ai.completion.{}.role", "gen_ai.completion.{}.content", "assistant")
-    return _openinference_messages(a, "llm.output_messages", "assistant")
-
-
-def _json_value(value: AttrValue) -> Any:
-    # On spans the structured attributes are JSON strings (attributes cannot nest there yet);
-    # an OTLP array or kvlist value is read as it is.
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return None
-    return value
-
-
-def _genai_messages(value: AttrValue, default_role: str = "user") -> list[_Msg]:
-    items = _json_value(value)
-    if not isinstance(items, list):
-        return []
-    out: list[_Msg] = []
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        role = _str(item.get("role")) or default_role
-        parts = item.get("parts")
-        text: str | None = None
-        if isinstance(parts, list):
-            pieces = [
-                p["content"]
-                for p in parts
-                if isinstance(p, dict)
-                and p.get("type") == "text"
-                and isinstance(p.get("content"), str)
-            ]
-            text = "\n".join(pieces) if pieces else None
-        elif isinstance(item.get("content"), str):  # the earlier {role, content} shape
-            text = item["content"]
-        out.append(_Msg(role, text))
-    return out
-
-
-def _indexed(
-    a: Mapping[str, AttrValue], role_key: str, content_key: str, default_role: str = "user"
-) -> list[_Msg]:
-    out: list[_Msg] = []
-    i = 0
-    while role_key.format(i) in a or content_key.format(i) in a:
-        content = a.get(content_key.format(i))
-        out.append(
-            _Msg(
-                _str(a.get(role_key.format(i))) or default_role,
-                content if isinstance(content, str) else None,
-            )
-        )
-        i += 1
-    return out
-
-
-def _openinference_messages(
-    a: Mapping[str, AttrValue], prefix: str, default_role: str = "user"
-) -> list[_Msg]:
-    out: list[_Msg] = []
-    i = 0
-    while any(k.startswith(f"{prefix}.{i}.") for k in a):
-        base = f"{prefix}.{i}.message"
-        content = a.get(f"{base}.content")
-        text = content if isinstance(content, str) else None
-        if text is None:  # multimodal form: message.contents.M.message_content.text
-            pieces = []
-            j = 0
-            while f"{base}.contents.{j}.message_content.type" in a or (
-                f"{base}.contents.{j}.message_content.text" in a
-            ):
-                piece = a.get(f"{base}.contents.{j}.message_content.text")
-                if isinstance(piece, str):
-                    pieces.append(piece)
-                j += 1
-            text = "\n".join(pieces) if pieces else None
-        out.append(_Msg(_str(a.get(f"{base}.role")) or default_role, text))
-        i += 1
-    return out
+def _output_messages(a: Mapping[str, AttrValue]) -> list[Message]:
+    found = semconv.output_messages(a)
+    return openinference.output_messages(a) if found is None else found
 
 
 # ---------------------------------------------------------------- retrieval
@@ -357,45 +238,13 @@ def _retrieval_before(span: Span, spans: Sequence[Span]) -> Span | None:
 
 def _retrieval_query(span: Span) -> str | None:
     a = span.attributes
-    query = a.get("gen_ai.retrieval.query.text")
-    if isinstance(query, str) and query:
-        return query
-    value = a.get("input.value")
-    if isinstance(value, str) and value and a.get("input.mime_type") != "application/json":
-        return value
-    return None
+    return semconv.retrieval_query(a) or openinference.retrieval_query(a)
 
 
-def _documents(span: Span) -> list[_Doc]:
+def _documents(span: Span) -> list[Document]:
     a = span.attributes
-    if "gen_ai.retrieval.documents" in a:
-        items = _json_value(a["gen_ai.retrieval.documents"])
-        docs: list[_Doc] = []
-        for item in items if isinstance(items, list) else []:
-            if isinstance(item, dict):
-                text = item.get("content", item.get("text"))
-                docs.append(
-                    _Doc(
-                        _id(item.get("id")),
-                        text if isinstance(text, str) and text else None,
-                        _float(item.get("score")),
-                    )
-                )
-        return docs
-    out: list[_Doc] = []
-    i = 0
-    while any(k.startswith(f"retrieval.documents.{i}.") for k in a):
-        base = f"retrieval.documents.{i}.document"
-        text = a.get(f"{base}.content")
-        out.append(
-            _Doc(
-                _id(a.get(f"{base}.id")),
-                text if isinstance(text, str) and text else None,
-                _float(a.get(f"{base}.score")),
-            )
-        )
-        i += 1
-    return out
+    found = semconv.documents(a)
+    return openinference.documents(a) if found is None else found
 
 
 # ---------------------------------------------------------------- attributes across the trace
@@ -417,7 +266,7 @@ def _search_order(span: Span, spans: Sequence[Span], by_id: Mapping[str, Span]) 
 def _first_str(spans: Sequence[Span], keys: Sequence[str]) -> str | None:
     for key in keys:
         for span in spans:
-            value = _str(span.attributes.get(key))
+            value = as_str(span.attributes.get(key))
             if value:
                 return value
     return None
@@ -430,31 +279,7 @@ def _case_field(spans: Sequence[Span], keys: Sequence[str]) -> str | None:
     if found:
         return found
     for key in keys:
-        value = _str(spans[0].resource.get(key))
+        value = as_str(spans[0].resource.get(key))
         if value:
             return value
-    return None
-
-
-def _str(value: object) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    return None
-
-
-def _id(value: object) -> str | None:
-    text = _str(value)
-    return text.strip()[:256] if text and text.strip() else None
-
-
-def _float(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
     return None

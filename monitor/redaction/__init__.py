@@ -7,13 +7,8 @@ pipeline step that runs it sits in ``monitor.stream.steps.redact``.
 """
 
 from monitor.redaction.placeholders import PLACEHOLDER, Pseudonymizer, is_placeholder
-from monitor.redaction.redactor import (
-    BUILTIN_KINDS,
-    RedactionPolicy,
-    Redactor,
-    TooLargeToRedact,
-    TurnRedaction,
-)
+from monitor.redaction.policy import BUILTIN_KINDS, RedactionPolicy
+from monitor.redaction.redactor import Redactor, TooLargeToRedact, TurnRedaction
 
 __all__ = [
     "BUILTIN_KINDS",

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from monitor.errors import ConfigError
-from monitor.redaction.redactor import BUILTIN_KINDS, DEFAULT_MAX_CHARS, RedactionPolicy
+from monitor.redaction.policy import BUILTIN_KINDS, DEFAULT_MAX_CHARS, RedactionPolicy
 from monitor.secrets import Secret, read_secret
 
 __all__ = ["RedactionConfig"]

@@ -18,22 +18,23 @@ half a phone number).
 
 A turn's text is bounded (``max_chars``, summed over its fields): a larger one raises
 ``TooLargeToRedact`` and is never passed on unredacted. Pure: no I/O.
+
+What to look for is the ``RedactionPolicy`` (``monitor.redaction.policy``); which texts of a
+turn are visited, and the turn rebuilt from them, ``monitor.redaction.turn_texts``; this module
+is the engine between: the detectors in priority order, overlaps, near copies, placeholders,
+and the memory of texts already scanned.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from itertools import accumulate, filterfalse
-from operator import attrgetter
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple
 
-from pydantic import BaseModel
 from rapidfuzz.distance import OSA
 
 import monitor.redaction.detectors as detectors
@@ -41,41 +42,16 @@ from monitor.errors import TooLargeToRedact
 from monitor.models import TurnEvent
 from monitor.redaction.detectors import Finding
 from monitor.redaction.placeholders import Pseudonymizer
+from monitor.redaction.policy import RedactionPolicy
+from monitor.redaction.turn_texts import replaced
+from monitor.redaction.turn_texts import texts as _texts
 
 __all__ = [
-    "BUILTIN_KINDS",
     "NONE_REPLACED",
-    "RedactionPolicy",
     "Redactor",
     "TooLargeToRedact",
     "TurnRedaction",
 ]
-
-# label values of casewatch_redactions_total{kind} for the built-in detectors
-BUILTIN_KINDS = ("secret", "email", "iban", "card", "phone", "ip", "host")
-DEFAULT_MAX_CHARS = 1 << 20
-
-M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class RedactionPolicy:
-    """What to look for. ``patterns``: operator kinds (lower-case names) to compiled regexes."""
-
-    emails: bool = True
-    phones: bool = True
-    cards: bool = True
-    ibans: bool = True
-    secrets: bool = True
-    ips: bool = False
-    hostnames: bool = False
-    phone_region: str = "US"
-    patterns: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
-    key: bytes | None = None  # keyed placeholders, stable across turns
-    max_chars: int = DEFAULT_MAX_CHARS
-
-    def kinds(self) -> tuple[str, ...]:
-        return BUILTIN_KINDS + tuple(self.patterns)
 
 
 Detector = Callable[[str], Iterable[Finding]]
@@ -299,51 +275,8 @@ class Redactor:
             found = self._with_near_copies(text, found, known)
             return self._render(text, found, names, counts)
 
-        # A model none of whose texts changed is kept, not copied (they are frozen): most of
-        # a turn with something to replace is passages and messages with nothing to replace.
-        case = _updated(
-            turn.case,
-            {
-                "subject": red(turn.case.subject),
-                "description": red(turn.case.description),
-                "product": _opt(red, turn.case.product),
-                "environment": _opt(red, turn.case.environment),
-                **_extras(red, turn.case.model_extra),
-            },
-        )
-        history = [
-            _updated(m, {"content": red(m.content), **_extras(red, m.model_extra)})
-            for m in turn.history
-        ]
-        query = red(turn.query)
-        contexts = [
-            _updated(c, {"text": red(c.text), **_extras(red, c.model_extra)}) for c in turn.contexts
-        ]
-        answer = red(turn.answer)
-        reference = _opt(red, turn.reference)
-        feedback = turn.feedback
-        if feedback is not None:
-            feedback = _updated(
-                feedback,
-                {
-                    "comment": _opt(red, feedback.comment),
-                    **_extras(red, feedback.model_extra),
-                },
-            )
-        redacted = turn.model_copy(
-            update={
-                "case": case,
-                "history": history,
-                "query": query,
-                "contexts": contexts,
-                "answer": answer,
-                "reference": reference,
-                "labels": {k: red(v) for k, v in turn.labels.items()},
-                "feedback": feedback,
-                **_extras(red, turn.model_extra),
-            }
-        )
-        return TurnRedaction(redacted, counts)
+        # A model none of whose texts changed is kept, not copied (turn_texts.replaced).
+        return TurnRedaction(replaced(turn, red), counts)
 
 
 # Kinds found by checksum whose near copies are redacted too: (kind, label, shape detector).
@@ -388,87 +321,3 @@ def _checksummed(found: Iterable[list[tuple[Finding, str]]]) -> dict[str, set[st
 
 def _near_any(value: str, known: set[str]) -> bool:
     return any(OSA.distance(value, k, score_cutoff=_NEAR_EDITS) <= _NEAR_EDITS for k in known)
-
-
-def _updated(model: M, update: dict[str, Any]) -> M:
-    """``model`` with ``update``; ``model`` itself when every value is the one it holds (a
-    text with nothing to replace comes back from rendering as the same object)."""
-    if all(getattr(model, k) is v for k, v in update.items()):
-        return model
-    return model.model_copy(update=update)
-
-
-def _opt(red: Callable[[str], str], text: str | None) -> str | None:
-    return None if text is None else red(text)
-
-
-def _extras(red: Callable[[str], str], extra: Mapping[str, Any] | None) -> dict[str, Any]:
-    # Unknown fields are stored with the turn: their strings are redacted like the rest.
-    if not extra:
-        return {}
-    return {k: _deep(red, v) for k, v in extra.items()}
-
-
-def _deep(red: Callable[[str], str], value: Any) -> Any:
-    if isinstance(value, str):
-        return red(value)
-    if isinstance(value, list):
-        return [_deep(red, v) for v in value]
-    if isinstance(value, dict):
-        return {k: _deep(red, v) for k, v in value.items()}
-    return value
-
-
-_content = attrgetter("content")
-_text = attrgetter("text")
-_extra = attrgetter("__pydantic_extra__")
-
-
-def _texts(turn: TurnEvent) -> list[str]:
-    """Every text of the turn that is redacted, in the order ``redact_turn`` renders them.
-
-    Runs on every consumed turn: a list built in place, the messages' and contexts' texts and
-    extras read by ``map`` over attribute getters (a comprehension is a Python call of its own),
-    and the extras read from ``__pydantic_extra__`` (``model_extra`` is a property call per
-    model)."""
-    case = turn.case
-    history = turn.history
-    contexts = turn.contexts
-    feedback = turn.feedback
-    texts = [case.subject, case.description, case.product or "", case.environment or ""]
-    if history:
-        texts += map(_content, history)
-    texts.append(turn.query)
-    if contexts:
-        texts += map(_text, contexts)
-    texts.append(turn.answer)
-    texts.append(turn.reference or "")
-    texts += turn.labels.values()
-    if feedback is not None:
-        texts.append(feedback.comment or "")
-    if turn.__pydantic_extra__:
-        texts += _leaves(turn.__pydantic_extra__)
-    if case.__pydantic_extra__:
-        texts += _leaves(case.__pydantic_extra__)
-    if feedback is not None and feedback.__pydantic_extra__:
-        texts += _leaves(feedback.__pydantic_extra__)
-    if history and any(map(_extra, history)):
-        for message in history:
-            if message.__pydantic_extra__:
-                texts += _leaves(message.__pydantic_extra__)
-    if contexts and any(map(_extra, contexts)):
-        for context in contexts:
-            if context.__pydantic_extra__:
-                texts += _leaves(context.__pydantic_extra__)
-    return texts
-
-
-def _leaves(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for v in value:
-            yield from _leaves(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _leaves(v)

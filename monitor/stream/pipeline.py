@@ -35,7 +35,7 @@ from monitor.otel_export.sender import EvaluationSender
 from monitor.outcome_events import OutcomeMapping, decode_outcome
 from monitor.settings import Settings
 from monitor.stream.recorder import StreamRecorder
-from monitor.stream.steps.assemble import AssembleStep, TicketGate
+from monitor.stream.steps.assemble import AssembleStep
 from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.decisions import Decoder
@@ -53,6 +53,7 @@ from monitor.stream.steps.rebalance import Rebalancing
 from monitor.stream.steps.retain import RetainingDone, RetainMetrics, RetainWriter
 from monitor.stream.steps.screen import ScreenStep
 from monitor.stream.steps.store import StoreStep
+from monitor.stream.steps.ticket_gate import TicketGate
 from monitor.stream.turn_steps import (
     AfterStore,
     SamplingPolicy,

@@ -10,8 +10,9 @@ down the chain in an envelope whose offset is a ticket (negative, never a Kafka 
 the message holds pass from the trace to its turns. What cannot be judged is counted in
 ``casewatch_turns_skipped_total`` under its reason and releases its holds at once.
 
-``TicketGate`` sits in front of the commit step: a finished ticket releases its turn's holds,
-and a message whose last hold is gone is finished, so its offset becomes committable. Hence
+``TicketGate`` (``ticket_gate.py``) sits in front of the commit step: a finished ticket
+releases its turn's holds, and a message whose last hold is gone is finished, so its offset
+becomes committable. Hence
 "committed" still means "stored, skipped or dead-lettered" for every turn the message fed: a
 SIGKILL with a trace half-read loses nothing (the messages are re-read and the trace built
 again) and judges nothing twice (the turn's event id comes from its trace and span ids, and the
@@ -42,11 +43,12 @@ With ``assembly.repartition``, an OTLP topic's messages are not assembled where 
 read: each is split by trace (``split_by_trace``) and re-published keyed by trace id to the
 topic's repartition topic (``consumers.repartition``), which the group reads too and this
 step assembles like any OTLP topic. One replica then reads every span of a trace, whichever
-replicas read the partitions its spans were written to. The source message is marked done
-only once every part is acknowledged; a part that fails is sent again (after
-``REPUBLISH_RETRY_S``), and on a revoke or a stop what is not acknowledged stays uncommitted,
-to be re-published by the next owner (the parts already sent then arrive twice: the assembler
-keeps one copy of a span, or counts ``duplicate_span`` once its trace is finished).
+replicas read the partitions its spans were written to. The sending, the acknowledgements
+and the retries are ``monitor.stream.steps.republishing``'s: the source message is marked done
+only once every part is acknowledged, and on a revoke or a stop what is not acknowledged stays
+uncommitted, to be re-published by the next owner (the parts already sent then arrive twice:
+the assembler keeps one copy of a span, or counts ``duplicate_span`` once its trace is
+finished).
 
 On a stop, open traces are left open: their messages stay uncommitted and are read again by
 whoever consumes the partition next. On a revoke the same holds for the revoked partitions.
@@ -57,7 +59,6 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -67,9 +68,9 @@ from consumers.otel.assembly import CompletedTrace, LateSpans, MessageHolds, Tra
 from consumers.otel.genai import CaseAttributes, Skipped, turns_from_trace
 from consumers.otel.otlp import OtlpEncoding, Span, decode_spans, split_by_trace
 from consumers.records import RawMessage, TopicPartition
-from consumers.repartition import Ack, KnowsPartitions, TraceRepublisher
+from consumers.repartition import KnowsPartitions, TraceRepublisher
 from monitor.clock import Clock
-from monitor.errors import InvalidEvent, MessageRejected, TransportError
+from monitor.errors import InvalidEvent, MessageRejected
 from monitor.models import TurnEvent
 from monitor.sampling.sampler import SampleDecision
 from monitor.stream.steps.base import (
@@ -79,6 +80,7 @@ from monitor.stream.steps.base import (
     ProcessingStep,
     forward,
 )
+from monitor.stream.steps.republishing import RepartitionMetrics, Republishing
 
 log = structlog.get_logger(__name__)
 
@@ -98,19 +100,12 @@ LATE_SPAN_FIX = (
 )
 
 
-# Source messages whose re-published parts are not all acknowledged yet; past it, intake is
-# refused (backpressure) until acknowledgements come.
-MAX_REPUBLISHING = 1024
-# A failed re-publish is tried again no sooner than this (the broker is down, or the topic
-# missing: a send waits for its metadata).
-REPUBLISH_RETRY_S = 2.0
-
 UNKNOWN_ASSISTANT = "unknown_service"
 # Turns assembled and not yet taken by the next step; past it, intake is refused (backpressure).
 MAX_READY = 1024
 
 
-class AssemblyMetrics(Protocol):
+class AssemblyMetrics(RepartitionMetrics, Protocol):
     def record_dead_letter(self, reason: str) -> None: ...
 
     def record_dead_letter_held(self, why: str) -> None: ...
@@ -120,24 +115,6 @@ class AssemblyMetrics(Protocol):
     def record_traces(
         self, open_traces: int, open_spans: int, finished: dict[str, int]
     ) -> None: ...
-
-    def record_repartition(self, outcome: str, count: int = 1) -> None: ...
-
-
-@dataclass
-class _Republish:
-    """A source message being re-published: its parts by trace id, and what became of each."""
-
-    message: Envelope[RawMessage]
-    topic: str
-    parts: dict[str, bytes]
-    acks: dict[str, Ack | None] = field(default_factory=dict)
-
-    @property
-    def acknowledged(self) -> bool:
-        return len(self.acks) == len(self.parts) and all(
-            a is not None and a.succeeded for a in self.acks.values()
-        )
 
 
 _Key = tuple[TopicPartition, int]
@@ -186,21 +163,14 @@ class AssembleStep:
         self._warned: set[str] = set()
         # Source topic → its repartition topic; only with a producer (a file has one
         # partition: nothing to repartition).
-        self._repartition = dict(repartition or {}) if republisher is not None else {}
-        self._republisher = republisher
-        self._republishing: list[_Republish] = []
-        self._retry_at = 0.0
+        self._republishing = Republishing(
+            republisher, repartition or {}, done, metrics, clock, partitions
+        )
         # Who else may read a trace's other spans: held messages not keyed by trace id, and,
         # per topic, whether this member reads all its partitions (asked once per poll).
         self._partitions = partitions
         self._unkeyed: set[Hashable] = set()
         self._whole_topic: dict[str, bool] = {}
-        self._topics_checked = not self._repartition
-        if self._repartition:
-            log.info(
-                "re-publishing OTLP spans keyed by trace id",
-                topics={src: dst for src, dst in sorted(self._repartition.items())},
-            )
         # The intake clock: real time less the time the step spent refusing messages.
         self._stalled_since: float | None = None
         self._stalled_total = 0.0
@@ -221,11 +191,9 @@ class AssembleStep:
         if self._stalled_since is not None:
             self._stalled_total += self._clock.monotonic() - self._stalled_since
             self._stalled_since = None
-        internal = self._repartition.get(message.tp.topic)
-        if internal is not None and len(self._republishing) >= MAX_REPUBLISHING:
-            self._republished()
-            if len(self._republishing) >= MAX_REPUBLISHING:
-                raise MessageRejected("re-published spans wait for the broker's acknowledgement")
+        internal = self._republishing.target(message.tp.topic)
+        if internal is not None and self._republishing.full():
+            raise MessageRejected("re-published spans wait for the broker's acknowledgement")
         try:
             spans = decode_spans(message.payload.value, encoding, self._max_bytes)
             parts = split_by_trace(message.payload.value or b"", encoding) if internal else {}
@@ -233,7 +201,7 @@ class AssembleStep:
             self._dead_letter(message, exc)
             return
         if internal is not None:
-            self._republish(message, internal, parts)
+            self._republishing.republish(message, internal, parts)
             return
         key: _Key = (message.tp, message.offset)
         touched = self._assembler.add(spans, key, self._now())
@@ -252,80 +220,6 @@ class AssembleStep:
         """The intake clock (see the module's docstring)."""
         now = self._clock.monotonic() if self._stalled_since is None else self._stalled_since
         return now - self._stalled_total
-
-    # ------------------------------------------------------------------ repartition
-
-    def _republish(
-        self, message: Envelope[RawMessage], topic: str, parts: dict[str, bytes]
-    ) -> None:
-        if not parts:  # no spans: nothing to hand on
-            self._done.submit(message)
-            return
-        entry = _Republish(message, topic, parts)
-        self._republishing.append(entry)
-        self._send(entry)
-
-    def _send(self, entry: _Republish) -> None:
-        """Send the parts of ``entry`` not sent yet or failed; stop at the first that cannot
-        be queued (tried again after ``REPUBLISH_RETRY_S``)."""
-        republisher = self._republisher
-        if republisher is None:  # never: only topics with a producer are re-published
-            return
-        for trace_id, value in entry.parts.items():
-            ack = entry.acks.get(trace_id)
-            if ack is not None and (not ack.done or ack.succeeded):
-                continue
-            if ack is not None:
-                self._metrics.record_repartition("failed")
-                log.warning("re-publishing spans failed; will retry", error=ack.error)
-            try:
-                entry.acks[trace_id] = republisher.send(
-                    entry.topic, trace_id.encode("ascii"), value
-                )
-            except TransportError as err:
-                entry.acks[trace_id] = None
-                self._metrics.record_repartition("failed")
-                log.warning("re-publishing spans failed; will retry", error=str(err))
-                self._retry_at = self._clock.monotonic() + REPUBLISH_RETRY_S
-                return
-
-    def _check_topics(self) -> None:
-        """Once: each repartition topic exists with at least its source topic's partitions
-        (fewer, and fewer replicas share the assembly; missing, and sends fail or the broker
-        creates it with its own default)."""
-        if self._topics_checked or self._partitions is None:
-            return
-        self._topics_checked = True
-        for source, internal in sorted(self._repartition.items()):
-            want = self._partitions.partition_count(source)
-            have = self._partitions.partition_count(internal)
-            if have is None or (want is not None and have < want):
-                log.warning(
-                    "repartition topic missing or smaller than its source",
-                    topic=internal,
-                    partitions=have,
-                    source=source,
-                    source_partitions=want,
-                    fix=f"create {internal} with as many partitions as {source}",
-                )
-
-    def _republished(self) -> None:
-        """Mark done the source messages whose parts are all acknowledged; retry failures."""
-        if not self._republishing:
-            return
-        retry = self._clock.monotonic() >= self._retry_at
-        waiting: list[_Republish] = []
-        for entry in self._republishing:
-            if entry.acknowledged:
-                self._metrics.record_repartition("sent", len(entry.parts))
-                self._done.submit(entry.message)
-                continue
-            waiting.append(entry)
-            failed = any(a is None or (a.done and not a.succeeded) for a in entry.acks.values())
-            if retry and (failed or len(entry.acks) < len(entry.parts)):
-                self._send(entry)
-                retry = self._clock.monotonic() >= self._retry_at
-        self._republishing = waiting
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
         # As in the decode step: handed over without waiting, done once acknowledged.
@@ -440,9 +334,9 @@ class AssembleStep:
 
     def poll(self) -> None:
         self._whole_topic.clear()  # the assignment may have changed since the last poll
-        self._check_topics()
+        self._republishing.check_topics()
         self._dead_letters.settle()
-        self._republished()
+        self._republishing.settle()
         self._complete()
         forward(self._ready, self._next)
         self._metrics.record_traces(
@@ -455,22 +349,14 @@ class AssembleStep:
         # Open traces stay open: their messages are not committed and are read again.
         bound = self._flush_timeout if timeout is None else min(timeout, self._flush_timeout)
         self._dead_letters.flush(bound)
-        if self._republishing and self._republisher is not None:
-            try:
-                self._republisher.flush(bound)
-            except TransportError as err:
-                log.warning("re-published spans not acknowledged", error=str(err))
-            self._republished()
+        self._republishing.flush(bound)
         self._complete()
         forward(self._ready, self._next)
         self._rest.join(timeout)
 
     def close(self) -> None:
         try:
-            if self._republisher is not None:
-                self._republisher.close()
-        except TransportError as err:
-            log.warning("closing the repartition producer failed", error=str(err))
+            self._republishing.close()
         finally:
             self._rest.close()
 
@@ -485,7 +371,7 @@ class AssembleStep:
 
     def release(self, owned: Collection[TopicPartition]) -> None:
         mine: set[TopicPartition] = {key[0] for key in self._holds.held()}  # type: ignore[index]
-        mine.update(entry.message.tp for entry in self._republishing)
+        mine.update(self._republishing.partitions())
         self.discard(mine - set(owned))
 
     def discard(self, tps: Collection[TopicPartition]) -> None:
@@ -501,9 +387,7 @@ class AssembleStep:
         self._whole_topic.clear()
         self._ready = deque(m for m in self._ready if m.tp not in gone)
         self._tickets = {t: e for t, e in self._tickets.items() if e[0] not in gone}
-        # Their parts may still be acknowledged: the next owner re-publishes them (duplicates
-        # the assembler absorbs), the offset is not ours to commit.
-        self._republishing = [e for e in self._republishing if e.message.tp not in gone]
+        self._republishing.discard(gone)
 
     def wait_any(self, timeout: float) -> bool:
         return False
@@ -527,30 +411,3 @@ def _last_tp(messages: Collection[Hashable]) -> TopicPartition:
     keys: list[Any] = sorted(messages, key=lambda k: k[1])
     tp: TopicPartition = keys[-1][0]
     return tp
-
-
-class TicketGate:
-    """In front of the commit step: tickets of assembled turns go back to the assemble step,
-    everything else on to the commit step."""
-
-    def __init__(self, commit: DoneStep) -> None:
-        self._commit = commit
-        self._assemble: AssembleStep | None = None
-
-    def attach(self, assemble: AssembleStep) -> None:
-        self._assemble = assemble
-
-    def submit(self, message: Envelope[Any]) -> None:
-        if message.offset < 0 and self._assemble is not None:
-            self._assemble.finish_ticket(message.offset)
-        else:
-            self._commit.submit(message)
-
-    def poll(self) -> None:
-        self._commit.poll()
-
-    def join(self, timeout: float | None = None) -> None:
-        self._commit.join(timeout)
-
-    def close(self) -> None:
-        self._commit.close()

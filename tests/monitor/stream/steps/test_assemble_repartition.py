@@ -20,8 +20,9 @@ from monitor.clock import ManualClock
 from monitor.config.kafka import KafkaConfig
 from monitor.exporter import Metrics
 from monitor.stream.recorder import StreamRecorder
-from monitor.stream.steps.assemble import REPUBLISH_RETRY_S, AssembleStep
+from monitor.stream.steps.assemble import AssembleStep
 from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.republishing import REPUBLISH_RETRY_S
 from tests.consumers.otel.otlp_messages import request_of
 from tests.consumers.otel.spans import genai_trace
 from tests.monitor.stream.steps.helpers import Recorder
