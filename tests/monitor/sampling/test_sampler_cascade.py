@@ -70,7 +70,7 @@ def test_rules_are_judged_with_probability_one() -> None:
 
 
 def test_a_turn_drawn_twice_keeps_its_first_probability() -> None:
-    s, clock = _sampler()
+    s, _ = _sampler()
     assert s.draws is not None and s.cascade is not None
     t = turn("e-twice", conversation_id="conv-low")  # any turn drawn at probability 1
     s.cascade.set_target(1e9)
