@@ -87,8 +87,9 @@ def import_command(
     from monitor.redaction import Redactor
     from monitor.settings import load_settings
     from monitor.storage.outcomes import OutcomeRecords
+    from monitor.stream.pipeline import OutcomeIntake, outcome_step
     from monitor.stream.steps.base import Envelope
-    from monitor.stream.steps.outcomes import OutcomeDecoder, OutcomeStep
+    from monitor.stream.steps.outcomes import OutcomeDecoder
 
     try:
         settings = load_settings(config_file)
@@ -108,13 +109,12 @@ def import_command(
         records = OutcomeRecords(store)
         sink = FileDeadLetterSink(dlq_path)
         try:
-            step = OutcomeStep(
+            step = outcome_step(
                 finished,
                 finished,
                 sink,
-                records,
+                OutcomeIntake(records, recorder),
                 counts,
-                recorder,
                 {FILE_TP.topic: decoder},
                 max_bytes=settings.kafka.max_message_bytes,
                 max_buffered=settings.outcomes.max_buffered,

@@ -33,10 +33,11 @@ from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
 from monitor.otel_export.sender import EvaluationSender
 from monitor.outcome_events import OutcomeMapping, decode_outcome
+from monitor.redaction import Redactor
 from monitor.settings import Settings
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep
-from monitor.stream.steps.base import Envelope, ProcessingStep
+from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.decisions import Decoder
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S
@@ -44,6 +45,7 @@ from monitor.stream.steps.export import ExportStep
 from monitor.stream.steps.judge import JudgeStep
 from monitor.stream.steps.lookup import LookupStep
 from monitor.stream.steps.outcomes import (
+    IntakeMetrics,
     OutcomeDecoder,
     OutcomeMetrics,
     OutcomeStep,
@@ -231,6 +233,36 @@ def outcome_decoders(
     }
 
 
+def outcome_step(
+    next_step: ProcessingStep[RawMessage],
+    done: DoneStep,
+    dlq: DeadLetterSink,
+    outcomes: OutcomeIntake,
+    metrics: IntakeMetrics,
+    decoders: Mapping[str, OutcomeDecoder],
+    *,
+    max_bytes: int,
+    max_buffered: int,
+    redactor: Redactor | None,
+    clock: Clock | None = None,
+) -> OutcomeStep:
+    """The outcome step in front of ``next_step``: the daemon's (``build_pipeline``) and
+    ``casewatch outcomes import``'s, which runs it over a file's lines."""
+    return OutcomeStep(
+        next_step,
+        done,
+        dlq,
+        outcomes.writer,
+        metrics,
+        outcomes.metrics,
+        decoders,
+        max_bytes=max_bytes,
+        max_buffered=max_buffered,
+        redactor=redactor,
+        clock=clock,
+    )
+
+
 def build_pipeline(
     config: PipelineConfig,
     source: TurnSource,
@@ -333,13 +365,12 @@ def build_pipeline(
     if config.outcome_topics:
         if outcomes is None:
             raise ValueError("outcomes topics need an outcome writer (build_pipeline outcomes=)")
-        first = OutcomeStep(
+        first = outcome_step(
             first,
             done,
             steps.dlq,
-            outcomes.writer,
+            outcomes,
             metrics,
-            outcomes.metrics,
             outcome_decoders(config.outcome_topics, config.outcome_mapping),
             max_bytes=config.turn.max_bytes,
             max_buffered=config.outcome_max_buffered,
