@@ -218,12 +218,15 @@ class Terms:
 
 def label(terms: Sequence[tuple[str, float]], count: int) -> str:
     """A readable label from distinctive terms: a word already inside a chosen pair is not
-    repeated, a pair of words both chosen is not added."""
+    repeated, a pair of words both chosen is not added, and terms made only of short Latin
+    fragments (pieces of ids, paths and codes) or of one word twice are passed over."""
     chosen: list[str] = []
     for term, _ in terms:
         words = term.split()
         covered = {w for c in chosen for w in c.split()}
-        if len(words) == 1 and (term in covered or (len(term) < 3 and term.isascii())):
+        if all(len(w) <= 3 and w.isascii() for w in words) or len(set(words)) < len(words):
+            continue  # "kb kb", "has lic": short fragments of ids and paths, not words to read
+        if len(words) == 1 and term in covered:
             continue
         if len(words) > 1 and all(w in covered for w in words):
             continue

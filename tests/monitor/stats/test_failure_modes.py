@@ -189,3 +189,5 @@ def test_large_windows_are_sampled_and_the_rest_assigned_to_the_nearest_mode() -
 def test_labels_skip_words_already_in_a_chosen_pair() -> None:
     terms = [("error code", 0.9), ("error", 0.8), ("code", 0.7), ("invented", 0.6), ("no", 0.5)]
     assert label(terms, 3) == "error code, invented"
+    noisy = [("kb kb", 0.9), ("has lic", 0.8), ("digit swap", 0.7), ("log", 0.6), ("ändern", 0.5)]
+    assert label(noisy, 3) == "digit swap, ändern"
