@@ -127,6 +127,7 @@ def test_declared_names_follow_prometheus_naming() -> None:
         "casewatch_metric_score",
         "casewatch_judge_latency_seconds",
         "casewatch_rubric_coverage",
+        "casewatch_case_score",
     } == HISTOGRAMS
 
 
