@@ -182,6 +182,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "review_queue",
             "rubric_gradings",
         ),
+        ("case_detection_queries",),
     ),
     "monitor.sampling": (
         ("__init__", "budget", "cascade"),
@@ -234,6 +235,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         # the jobs themselves and their scheduler: siblings, none imports another
         (
             "baseline_tiers",
+            "case_detection",
             "cases",
             "detection",
             "drift",

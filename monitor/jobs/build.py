@@ -167,6 +167,19 @@ def _build_jobs(
             )
     if settings.cases.enabled:  # Conversations judged as a whole when they go quiet
         jobs.append(_cases(settings, store, metrics, clock, budget, lease_owner))
+    if settings.cases.enabled and settings.detection.enabled:  # detectors on case signals
+        from monitor.jobs.case_detection import CaseDetectionJob
+        from monitor.jobs.recorders import DetectionRecorder
+
+        jobs.append(
+            CaseDetectionJob(
+                settings.detection,
+                store,
+                DetectionRecorder(metrics),
+                clock=clock,
+                lease_owner=lease_owner,
+            )
+        )
     if settings.baseline.enabled:
         from monitor.jobs.baseline_tiers import build_baseline_job
 

@@ -712,4 +712,20 @@ case_labels = sa.Table(
     sa.CheckConstraint("band IN ('severe', 'moderate', 'minor', 'none')", name="band"),
 )
 TABLES = (*TABLES, case_label_batches, case_label_items, case_labels)
+
+# Which case verdicts the case detectors (monitor/jobs/case_detection.py) have observed: a row
+# per verdict, written in the transaction that saves their state (as ``verdicts.observed_at``
+# for turns), so a verdict is fed to them once whenever it committed.
+case_verdict_observations = sa.Table(
+    "case_verdict_observations",
+    metadata,
+    sa.Column(
+        "case_verdict_id",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        sa.ForeignKey("case_verdicts.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("observed_at", UTCDateTime, nullable=False),
+)
+TABLES = (*TABLES, case_verdict_observations)
 # --- end case labels ---

@@ -1,5 +1,6 @@
 """Case labels: people's bands for whole cases, in case labelling batches drawn uniformly
-from an assistant's scored cases (``casewatch labels export --cases``).
+from an assistant's scored cases (``casewatch labels export --cases``); and which case verdicts
+the case detectors have observed.
 
 Revision ID: 0016
 Revises: 0015
@@ -81,9 +82,22 @@ def upgrade() -> None:
             name=op.f("uq_case_labels_batch_id_conversation_id_metric_labeller"),
         ),
     )
+    op.create_table(
+        "case_verdict_observations",
+        sa.Column("case_verdict_id", BigId, autoincrement=False, nullable=False),
+        sa.Column("observed_at", Timestamp, nullable=False),
+        sa.ForeignKeyConstraint(
+            ["case_verdict_id"],
+            ["case_verdicts.id"],
+            name=op.f("fk_case_verdict_observations_case_verdict_id_case_verdicts"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("case_verdict_id", name=op.f("pk_case_verdict_observations")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("case_verdict_observations")
     op.drop_table("case_labels")
     op.drop_table("case_label_items")
     op.drop_table("case_label_batches")

@@ -1,0 +1,228 @@
+"""SQL for the case detectors: case verdicts not observed yet, reference and live counts, and
+the state saved with the marks, in one transaction.
+
+The turn detectors' scheme (``detection_queries``) for case verdicts: a verdict is observed once
+a row for it is in ``case_verdict_observations``, written in the transaction that saves the
+detectors' state, so a verdict is read by the first run after it committed whenever that was,
+and never again. The detectors' rows go to ``detector_states`` beside the turn ones (their
+signals are the case signals); their cursor is the ``detector_cursor`` row ``case_verdicts``,
+whose generation refuses a second save from the same read (``LeaseLost``, nothing written).
+Every case verdict version is an observation: a resumed case judged again counts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from monitor.errors import LeaseLost
+from monitor.stats.detection_signals import CASE_SEVERE, CASE_UNRESOLVED
+from monitor.storage.detection_queries import Cursor, LiveCounts
+from monitor.storage.leases import Fence, require_lease
+from monitor.storage.store import Store
+from monitor.storage.tables import (
+    case_verdict_observations,
+    case_verdicts,
+    detector_cursor,
+    detector_states,
+)
+
+CURSOR_NAME = "case_verdicts"
+READ_LIMIT = 50_000
+_CHUNK = 500
+
+_SEVERE = sa.case((case_verdicts.c.case_band == "severe", 1), else_=0)
+_UNRESOLVED = sa.case((case_verdicts.c.resolution_outcome == "unresolved", 1), else_=0)
+
+
+@dataclass(frozen=True)
+class CaseObservation:
+    """One case verdict as the detectors read it (``ok`` False: judge_failed, not observed)."""
+
+    id: int
+    assistant: str
+    judged_at: datetime
+    ok: bool
+    values: Mapping[str, bool]  # case signal name -> its 0/1 for this verdict
+
+
+@dataclass(frozen=True)
+class CaseCounts:
+    cases: int  # ok case verdicts
+    severe: Mapping[str, int]  # case signal name -> verdicts where it is 1
+
+
+def read_cursor(store: Store) -> Cursor:
+    with store.transaction(write=False) as conn:
+        row = conn.execute(
+            sa.select(detector_cursor).where(detector_cursor.c.name == CURSOR_NAME)
+        ).first()
+    return Cursor() if row is None else Cursor(row.position, int(row.generation))
+
+
+def _unobserved() -> Any:
+    seen = (
+        sa.select(case_verdict_observations.c.case_verdict_id)
+        .where(case_verdict_observations.c.case_verdict_id == case_verdicts.c.id)
+        .exists()
+    )
+    return ~seen
+
+
+def read_new(store: Store, limit: int = READ_LIMIT) -> list[CaseObservation]:
+    """The oldest ``limit`` case verdicts the detectors have not observed yet."""
+    query = (
+        sa.select(
+            case_verdicts.c.id,
+            case_verdicts.c.assistant_name,
+            case_verdicts.c.judged_at,
+            case_verdicts.c.status,
+            case_verdicts.c.case_band,
+            case_verdicts.c.resolution_outcome,
+        )
+        .where(_unobserved())
+        .order_by(case_verdicts.c.judged_at, case_verdicts.c.id)
+        .limit(limit)
+    )
+    with store.transaction(write=False, action="reading new case verdicts") as conn:
+        rows = conn.execute(query).all()
+    out = []
+    for r in rows:
+        ok = r.status == "ok"
+        out.append(
+            CaseObservation(
+                id=int(r.id),
+                assistant=str(r.assistant_name),
+                judged_at=r.judged_at,
+                ok=ok,
+                values={
+                    CASE_SEVERE: ok and r.case_band == "severe",
+                    CASE_UNRESOLVED: ok and r.resolution_outcome == "unresolved",
+                },
+            )
+        )
+    return out
+
+
+def reference_counts(
+    store: Store, start: datetime, end: datetime, assistants: Collection[str] | None = None
+) -> dict[str, CaseCounts]:
+    """Per assistant, ok case verdicts judged in [start, end) and how many had each signal."""
+    query = (
+        sa.select(
+            case_verdicts.c.assistant_name,
+            sa.func.count().label("n"),
+            sa.func.sum(_SEVERE).label("severe"),
+            sa.func.sum(_UNRESOLVED).label("unresolved"),
+        )
+        .where(
+            case_verdicts.c.judged_at >= start,
+            case_verdicts.c.judged_at < end,
+            case_verdicts.c.status == "ok",
+        )
+        .group_by(case_verdicts.c.assistant_name)
+    )
+    if assistants is not None:
+        query = query.where(case_verdicts.c.assistant_name.in_(sorted(assistants)))
+    with store.transaction(write=False) as conn:
+        return {
+            str(r.assistant_name): CaseCounts(
+                int(r.n),
+                {CASE_SEVERE: int(r.severe or 0), CASE_UNRESOLVED: int(r.unresolved or 0)},
+            )
+            for r in conn.execute(query)
+        }
+
+
+def live_counts(store: Store, since: datetime, recent_since: datetime) -> dict[str, LiveCounts]:
+    """Per assistant, ok case verdicts judged since ``since`` (and since ``recent_since``): the
+    rate the case detectors are fed."""
+    query = (
+        sa.select(
+            case_verdicts.c.assistant_name,
+            sa.func.count().label("n"),
+            sa.func.min(case_verdicts.c.judged_at).label("first"),
+            sa.func.sum(sa.case((case_verdicts.c.judged_at >= recent_since, 1), else_=0)).label(
+                "r"
+            ),
+        )
+        .where(case_verdicts.c.judged_at >= since, case_verdicts.c.status == "ok")
+        .group_by(case_verdicts.c.assistant_name)
+    )
+    with store.transaction(write=False) as conn:
+        return {
+            str(r.assistant_name): LiveCounts(int(r.n), r.first, int(r.r or 0))
+            for r in conn.execute(query)
+        }
+
+
+def save(
+    store: Store,
+    states: Iterable[Mapping[str, Any]],
+    cursor: Cursor,
+    observed: Collection[int],
+    now: datetime,
+    *,
+    history: bool = False,
+    fence: Fence | None = None,
+) -> Cursor:
+    """In one transaction: mark the case verdicts ``observed`` (with ``history``, every one not
+    marked yet), upsert the detectors' rows and move the cursor on from ``cursor``. With a
+    ``fence``, only while its owner holds the job's lease. ``LeaseLost``, nothing written,
+    when the lease is gone or another run saved since ``cursor`` was read."""
+    rows = [dict(s) for s in states]
+    ids = sorted(set(observed))
+    moved = Cursor(now, cursor.generation + 1)
+    with store.transaction(write=True, action="saving the case detectors' state") as conn:
+        if fence is not None:
+            require_lease(conn, fence.job, fence.owner, fence.at)
+        values = {"position": now, "generation": moved.generation, "updated_at": now}
+        if cursor.position is None:
+            insert = store.upsert(detector_cursor, ["name"], values={"name": CURSOR_NAME, **values})
+            taken = len(conn.execute(insert.returning(detector_cursor.c.name)).all())
+        else:
+            update = (
+                sa.update(detector_cursor)
+                .where(
+                    detector_cursor.c.name == CURSOR_NAME,
+                    detector_cursor.c.generation == cursor.generation,
+                )
+                .values(**values)
+            )
+            taken = len(conn.execute(update.returning(detector_cursor.c.name)).all())
+        if taken != 1:
+            raise LeaseLost(
+                "the case detectors' state was saved by another run since this run read it: "
+                "nothing saved, the next run reads the case verdicts again"
+            )
+        if history:  # the case verdicts before the first run: history, not observations
+            conn.execute(
+                sa.insert(case_verdict_observations).from_select(
+                    ["case_verdict_id", "observed_at"],
+                    sa.select(
+                        case_verdicts.c.id, sa.literal(now, case_verdicts.c.judged_at.type)
+                    ).where(_unobserved()),
+                )
+            )
+        marked = 0
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            mark = store.upsert(case_verdict_observations, ["case_verdict_id"])
+            result = conn.execute(
+                mark.returning(case_verdict_observations.c.case_verdict_id),
+                [{"case_verdict_id": i, "observed_at": now} for i in chunk],
+            )
+            marked += len(result.all())
+        if marked != len(ids):
+            raise LeaseLost(
+                f"{len(ids) - marked} of the case verdicts this run read were observed by "
+                "another run: nothing saved, the next run reads them again"
+            )
+        if rows:
+            keys = [c.name for c in detector_states.c if c.name not in ("assistant", "signal")]
+            conn.execute(store.upsert(detector_states, ["assistant", "signal"], keys), rows)
+    return moved
