@@ -329,6 +329,22 @@ JUDGES = DashboardSpec(
                         ),
                     ),
                 ),
+                PanelSpec(
+                    "timeseries",
+                    "Judge agreement with reviewers",
+                    "Share of reviewed turns whose band (a metric's, or the turn's) the judge "
+                    "had given, by the reviewers' consensus. Over the turns sent for review "
+                    "(severe and unsure ones), so lower than on all traffic by design.",
+                    (
+                        Query(
+                            f"max by (assistant, signal) (casewatch_review_agreement{{{A}}})",
+                            "{{assistant}} {{signal}}",
+                        ),
+                    ),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                ),
             ),
         ),
     ),

@@ -677,6 +677,15 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        # Agreement of the judge's bands (when queued) with the reviewers' over an assistant's
+        # reviewed turns: severe and uncertain ones, so not the assistant's overall agreement.
+        self.review_agreement = Gauge(
+            "casewatch_review_agreement",
+            "Share of reviewed turns whose judge band (when queued) the reviewers gave, per "
+            "signal (a metric or turn_band)",
+            ["assistant", "signal"],
+            registry=r,
+        )
         for reason in REVIEW_REASONS:  # exported at 0 from the start: increase() sees a 1
             self.review_tasks_queued.labels(reason=reason)
             self.review_tasks_pushed.labels(reason=reason)

@@ -503,3 +503,7 @@ class ReviewQueueRecorder:
 
     def backlog(self, size: int) -> None:
         self._m.review_backlog.set(size)
+
+    def agreement(self, assistant: str, signal: str, share: float) -> None:
+        label = self._m.assistant_label(assistant)
+        self._m.review_agreement.labels(label, signal).set(share)

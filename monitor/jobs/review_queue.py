@@ -19,7 +19,10 @@ Each run, on the lease like every job:
    with its reason (an unknown band or metric, an unreadable or empty annotation, a task
    casewatch did not push), counted in ``casewatch_review_annotations_total`` either way.
 4. **refresh**: when labels were stored, the estimates are recomputed (the quality estimate
-   job's ``run_once``, handed over by ``build_jobs``).
+   job's ``run_once``, handed over by ``build_jobs``); each run exports, per assistant and
+   signal, the share of reviewed turns whose judge band the reviewers gave
+   (``casewatch_review_agreement``: over the turns sent for review, severe and unsure ones, so
+   not the judge's agreement on all traffic).
 
 The server down or slow: the run logs it once (and once more when it answers again), counts
 the failure by stage and reason, keeps every queued turn in the backlog
@@ -44,12 +47,19 @@ from monitor.config.review import ReviewConfig
 from monitor.errors import AnnotationServerError
 from monitor.exporter import Metrics
 from monitor.jobs.recorders import ReviewQueueRecorder
-from monitor.reports.label_files import label_studio_config, label_studio_task, parse_label_studio
+from monitor.reports.label_files import (
+    LABEL_KEYS,
+    consensus,
+    label_studio_config,
+    label_studio_task,
+    parse_label_studio,
+)
 from monitor.stats.active_sampling import (
     inclusion_probabilities,
     poisson_draw,
     turn_uncertainty,
 )
+from monitor.stats.agreement import band_agreement
 from monitor.storage import labels as label_sql
 from monitor.storage import review_queue as queue_sql
 from monitor.storage.store import Store
@@ -67,6 +77,7 @@ class ReviewRun:
     refused: dict[str, int] = field(default_factory=dict)  # outcome -> annotation versions
     failures: list[str] = field(default_factory=list)  # "push: reason" / "pull: reason"
     backlog: int = 0
+    agreement: dict[tuple[str, str], float] = field(default_factory=dict)  # (assistant, signal)
 
 
 def refusal(reason: str) -> str:
@@ -128,6 +139,7 @@ class ReviewQueueJob:
         self._server(run, "pull", lambda: self._pull(run))
         if run.stored and self._refresh is not None:
             self._refresh()
+        self._agreement(run)
         run.backlog = queue_sql.backlog_size(self._store)
         self._rec.backlog(run.backlog)
         log.info("review queue run", queued=run.queued, pushed=run.pushed, stored=run.stored,
@@ -151,6 +163,33 @@ class ReviewQueueJob:
         if self._down is not None and stage == "pull":
             log.info("review queue: the annotation server answers again", url=self._client.url)
             self._down = None
+
+    def _agreement(self, run: ReviewRun) -> None:
+        """Per assistant and signal, the share of reviewed turns whose band the judge gave
+        when the turn was queued (the reviewers' consensus band)."""
+        review_batches: dict[str, list[str]] = defaultdict(list)
+        for b in label_sql.batches(self._store):
+            if str(b["id"]).startswith(queue_sql.BATCH_PREFIX):
+                review_batches[str(b["assistant"])].append(str(b["id"]))
+        for assistant, ids in sorted(review_batches.items()):
+            human = consensus(label_sql.stored_labels(self._store, ids))
+            if not human:
+                continue
+            judge: dict[str, dict[str, str]] = {}
+            for (_batch, event_id), bands in label_sql.batch_items(self._store, ids).items():
+                judge.setdefault(event_id, bands)
+            for signal in LABEL_KEYS:
+                pairs = [
+                    (labels[signal].value, judge[e][signal])
+                    for e, labels in human.items()
+                    if signal in labels and signal in judge.get(e, {})
+                ]
+                if not pairs:
+                    continue
+                share = band_agreement(signal, [h for h, _ in pairs], [j for _, j in pairs])
+                if share.accuracy is not None:
+                    run.agreement[(assistant, signal)] = share.accuracy
+                    self._rec.agreement(assistant, signal, share.accuracy)
 
     # ------------------------------------------------------------------ queue
 

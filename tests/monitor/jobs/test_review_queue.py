@@ -101,6 +101,18 @@ def test_round_trip_push_annotate_pull_estimate(
     assert corrected is not None and judge_only is not None and corrected > judge_only
     stored = registry.get_sample_value("casewatch_review_annotations_total", {"outcome": "stored"})
     assert stored == len(tasks)
+    # The judge against the reviewers, computed here from the tasks: the disputed turns the
+    # judge passed are where they part.
+    same = [
+        t["meta"]["judge_bands"]["turn_band"] == person_bands(t["data"]["event_id"])["turn_band"]
+        for t in tasks.values()
+    ]
+    assert 0 < sum(same) < len(same)
+    shown = registry.get_sample_value(
+        "casewatch_review_agreement", {"assistant": "helpdesk", "signal": "turn_band"}
+    )
+    assert shown == pytest.approx(sum(same) / len(same))
+    assert second.agreement[("helpdesk", "turn_band")] == pytest.approx(sum(same) / len(same))
 
     # Idempotent both ways: nothing pushed twice, nothing stored twice.
     third = job.run_once()
