@@ -66,17 +66,24 @@ def spawn_logged(
     )
 
 
-def wait_ready(proc: subprocess.Popen[bytes], ready: Callable[[], bool], timeout_s: float) -> bool:
-    """Poll ``ready`` until it holds while ``proc`` runs (True), or ``proc`` exits or
-    ``timeout_s`` passes (False: ``proc.poll()`` says which). The caller stops a child that
-    never became ready."""
+def wait_ready(
+    proc: subprocess.Popen[bytes],
+    ready: Callable[[], bool],
+    timeout_s: float,
+    *,
+    interval_s: float = _POLL_S,
+) -> bool:
+    """Poll ``ready`` every ``interval_s`` until it holds while ``proc`` runs (True), or
+    ``proc`` exits or ``timeout_s`` passes (False: ``proc.poll()`` says which). The caller
+    stops a child that never became ready. A costly probe (a client connecting) takes a longer
+    interval."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
         if ready() and proc.poll() is None:
             return True
-        time.sleep(_POLL_S)
+        time.sleep(interval_s)
     return False
 
 
@@ -89,12 +96,16 @@ def start_supervised(
     *,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    interval_s: float = _POLL_S,
 ) -> subprocess.Popen[bytes] | None:
     """``spawn_logged`` then ``wait_ready``: the running, ready child, or None once a child
-    that exited or never became ready was stopped and reaped (its log says why)."""
+    that exited or never became ready was stopped and reaped (its log says why). Used for
+    every child casewatch starts and waits for (the embedded broker, Prometheus and
+    Alertmanager through ``wait_ready``) and by the tests' own (the contract suite's second
+    broker, the model servers)."""
     proc = spawn_logged(argv, log, cwd=cwd, env=env)
     try:
-        if wait_ready(proc, ready, timeout_s):
+        if wait_ready(proc, ready, timeout_s, interval_s=interval_s):
             return proc
     except BaseException:
         stop_process(proc, stop_timeout_s)

@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitor.processes import spawn_logged, stop_process
+from monitor.processes import start_supervised, stop_process
 from monitor.settings import load_settings
 from tests.model_server import DEFAULT_CONTEXT, free_port, server_installed, smollm2_gguf
 from tests.support.components import unavailable
-from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "real-model.md"
@@ -78,24 +77,23 @@ def _server(tmp_path: Path, line: str, name: str) -> Iterator[str]:
     port = free_port()
     line = line.replace(".venv/bin/python", sys.executable).replace("--port 8080", f"--port {port}")
     argv = [a if a != "$GGUF" else str(smollm2_gguf()) for a in shlex.split(line)]
-    log = (tmp_path / f"{name}.log").open("ab")
-    proc = spawn_logged(argv, log)
+    log_path = tmp_path / f"{name}.log"
     base = f"http://127.0.0.1:{port}/v1"
 
     def ready() -> bool:
-        assert proc.poll() is None, (tmp_path / f"{name}.log").read_text()[-2000:]
         try:
             with urllib.request.urlopen(f"{base}/models", timeout=5) as resp:  # noqa: S310
                 return bool(json.load(resp)["data"])
         except OSError:
             return False
 
-    try:
-        wait_for(ready, f"the {name} model server", timeout=300, interval=0.2)
-        yield base
-    finally:
-        stop_process(proc, 20.0)
-        log.close()
+    with log_path.open("ab") as log:
+        proc = start_supervised(argv, log, ready, 300.0, 20.0, interval_s=0.2)
+        assert proc is not None, f"the {name} model server: {log_path.read_text()[-2000:]}"
+        try:
+            yield base
+        finally:
+            stop_process(proc, 20.0)
 
 
 def _judge_one(tmp_path: Path, base: str) -> dict[str, object]:
