@@ -182,7 +182,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "review_queue",
             "rubric_gradings",
         ),
-        ("case_detection_queries",),
+        ("case_detection_queries", "case_drift_queries"),
     ),
     "monitor.sampling": (
         ("__init__", "budget", "cascade"),
@@ -209,6 +209,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("bradley_terry", "failure_modes", "weighted_rates"),
         ("detection", "drift_stats", "paired", "tournament"),
         ("agreement", "comparison", "detector_state", "drift", "run_cusum"),
+        ("case_drift",),
     ),
     "monitor.reports": (
         (

@@ -1,7 +1,8 @@
 """The drift job: per assistant, the recent window against the reference window, from the store.
 
 Reads the windows through ``monitor.storage.drift_queries`` (so it sees every replica's
-verdicts), runs ``monitor.stats.drift.analyze``, stores one row per signal in
+verdicts), runs ``monitor.stats.drift.analyze`` (and, for an assistant with case verdicts in
+either window, ``monitor.stats.case_drift.analyze_cases`` on them), stores one row per signal in
 ``drift_results`` and sets the ``casewatch_drift_*`` gauges. ``casewatch drift`` runs the same
 ``analyze_store`` once from the command line.
 """
@@ -19,7 +20,9 @@ from monitor.clock import Clock, SystemClock
 from monitor.config.drift import DriftConfig
 from monitor.exporter import Metrics
 from monitor.jobs.recorders import DriftRecorder
+from monitor.stats.case_drift import analyze_cases
 from monitor.stats.drift import SignalResult, WindowSamples, analyze
+from monitor.storage.case_drift_queries import case_window
 from monitor.storage.drift_queries import (
     assistants_between,
     save_results,
@@ -120,9 +123,12 @@ def analyze_store(
     for name in names:
         recent = _window(store, name, w.recent_start, w.recent_end, cfg.labels)
         reference = _window(store, name, w.reference_start, w.reference_end, cfg.labels)
-        out.append(
-            AssistantDrift(name, recent.turns, reference.turns, analyze(recent, reference, cfg))
-        )
+        results = analyze(recent, reference, cfg)
+        case_recent = case_window(store, name, w.recent_start, w.recent_end)
+        case_reference = case_window(store, name, w.reference_start, w.reference_end)
+        if case_recent.cases or case_reference.cases:  # an assistant whose cases are judged
+            results += analyze_cases(case_recent, case_reference, cfg)
+        out.append(AssistantDrift(name, recent.turns, reference.turns, results))
     return DriftRun(now, w, out)
 
 
