@@ -22,9 +22,9 @@ daemon run per checkout there and prints where each spends its time.
     .venv/bin/python bench/ingest_profile.py --against /tmp/old --instructions --messages 1000
 
 ``--instructions`` counts instructions instead, under valgrind's callgrind (the same count on
-a loaded machine as on a quiet one): the worker over ``--messages`` turns and over three times
-as many, the difference per turn, less what preparing the records costs (counted the same way
-without a daemon). Each count takes minutes.
+a loaded machine as on a quiet one): one daemon over ``--messages`` turns per checkout, counted
+from its first poll to the poll that finds the source empty (callgrind's client requests,
+through a ten-line library compiled with ``cc``; the rest runs uninstrumented). Minutes each.
 
 Prints a readable report, then one JSON line of results.
 """
@@ -47,9 +47,14 @@ POLL_RECORDS = 500  # ingest.py's max_poll_records
 WARM_UP = 1000  # turns through one daemon before any is timed
 
 
-def _worker(tree: Path, messages: int, runs: int, profile: Path | None) -> dict[str, Any]:
-    """Runs in the subprocess of ``tree``: its modules first on the path, then imported."""
+def _worker(
+    tree: Path, messages: int, runs: int, profile: Path | None, marks: Path | None = None
+) -> dict[str, Any]:
+    """Runs in the subprocess of ``tree``: its modules first on the path, then imported.
+    ``marks``: the library (``_MARKS``) that has callgrind count the first timed run's loop."""
     sys.path.insert(0, str(tree))
+    import ctypes
+
     from prometheus_client import CollectorRegistry
 
     import monitor
@@ -80,10 +85,11 @@ def _worker(tree: Path, messages: int, runs: int, profile: Path | None) -> dict[
     class TimedSource(_MemorySource):
         """Prepared records; the CPU clock read at the first poll and at the first empty one."""
 
-        def __init__(self, raws: list[RawMessage]) -> None:
+        def __init__(self, raws: list[RawMessage], counted: Any = None) -> None:
             super().__init__([])
             self.raws = raws
             self.cpu: list[float] = []
+            self.counted = counted  # callgrind's marks, called with the CPU clock
 
         def poll(
             self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
@@ -91,10 +97,12 @@ def _worker(tree: Path, messages: int, runs: int, profile: Path | None) -> dict[
             batch = self.raws[self._at : self._at + max_records]
             self._at += len(batch)
             if (not self.cpu and batch) or (len(self.cpu) == 1 and not batch):
+                if self.counted is not None:
+                    (self.counted.cg_stop if self.cpu else self.counted.cg_start)()
                 self.cpu.append(time.process_time())
             return batch
 
-    def one_run(workdir: Path, raws: list[RawMessage]) -> tuple[float, float]:
+    def one_run(workdir: Path, raws: list[RawMessage], counted: Any = None) -> tuple[float, float]:
         settings = bench_settings(
             "localhost:9",
             workdir / "unused.db",
@@ -103,7 +111,7 @@ def _worker(tree: Path, messages: int, runs: int, profile: Path | None) -> dict[
         )
         assert settings.kafka.max_poll_records == POLL_RECORDS
         registry = CollectorRegistry()
-        source = TimedSource(raws)
+        source = TimedSource(raws, counted)
         evaluator = build_evaluator(settings, concurrency=settings.daemon.concurrency)
         daemon = stream_daemon(
             settings,
@@ -128,7 +136,8 @@ def _worker(tree: Path, messages: int, runs: int, profile: Path | None) -> dict[
 
     with tempfile.TemporaryDirectory() as tmp:
         one_run(Path(tmp), warm_raws)  # warm-up: imports, caches, compiled patterns
-        timed = [one_run(Path(tmp), all_raws) for _ in range(runs)] or [(0.0, 0.0)]
+        counted = None if marks is None else ctypes.CDLL(str(marks))
+        timed = [one_run(Path(tmp), all_raws, counted if i == 0 else None) for i in range(runs)]
         if profile is not None:
             import cProfile
 
@@ -158,13 +167,28 @@ def _run_checkout(
     return result
 
 
-def _instructions(tree: Path, messages: int, runs: int = 1) -> int:
-    """Instructions the worker of ``tree`` executes (callgrind's count: the same on a loaded
-    machine as on a quiet one): ``messages`` turns prepared, ``runs`` daemons over them."""
+# Callgrind's client requests, called through ctypes by the worker: instructions are counted
+# (and the program instrumented, hence slowed down) only from the first poll of the timed run to
+# the poll that finds the source empty.
+_MARKS = """
+#include <valgrind/callgrind.h>
+void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; }
+void cg_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; }
+"""
+
+
+def _instructions(tree: Path, messages: int) -> int:
+    """Instructions the daemon of ``tree`` executes over ``messages`` turns (callgrind's count:
+    the same on a loaded machine as on a quiet one). Needs valgrind and a C compiler."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out"]
-        cmd += [sys.executable, __file__, "--worker", str(tree), "--messages", str(messages)]
-        cmd += ["--runs", str(runs)]
+        lib = Path(tmp) / "marks.so"
+        (Path(tmp) / "marks.c").write_text(_MARKS)
+        compile_cmd = ["cc", "-shared", "-fPIC", "-O1", "-o", str(lib), f"{tmp}/marks.c"]
+        subprocess.run(compile_cmd, check=True)
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+        cmd += [f"--callgrind-out-file={tmp}/out", sys.executable, __file__]
+        cmd += ["--worker", str(tree), "--messages", str(messages), "--runs", "1"]
+        cmd += ["--marks", str(lib)]
         env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
         out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, cwd=tree)
     for line in out.stderr.splitlines():
@@ -190,27 +214,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--instructions",
         action="store_true",
-        help="instead: instructions per turn under valgrind's callgrind, from the difference "
-        "between a run over --messages turns and one over three times as many (minutes each)",
+        help="instead: instructions per turn under valgrind's callgrind, one daemon over "
+        "--messages turns per checkout (minutes each)",
     )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--marks", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
-        print(json.dumps(_worker(args.worker, args.messages, args.runs, args.profile)))
+        result = _worker(args.worker, args.messages, args.runs, args.profile, args.marks)
+        print(json.dumps(result))
         return 0
     trees = {"this": ROOT}
     if args.against is not None:
         trees = {"against": args.against.resolve(), "this": ROOT}
     if args.instructions:
-        # Preparing the records costs per turn too: counted without a daemon, and taken off.
-        sizes = (args.messages, 3 * args.messages)
-        bare = [_instructions(ROOT, n, runs=0) for n in sizes]
         per_turn = {}
         for name, tree in trees.items():
-            counts = [_instructions(tree, n) for n in sizes]
-            per_turn[name] = (counts[1] - counts[0] - (bare[1] - bare[0])) / (2 * args.messages)
-            print(f"{name} ({tree}): {per_turn[name]:,.0f} instructions per turn {counts}")
-        result = {"bench": "ingest_profile", "instructions_per_turn": per_turn, "bare": bare}
+            per_turn[name] = round(_instructions(tree, args.messages) / args.messages)
+            print(f"{name} ({tree}): {per_turn[name]:,} instructions per turn")
+        result: dict[str, Any] = {"bench": "ingest_profile", "instructions_per_turn": per_turn}
+        if "against" in per_turn:
+            result["ratio_this_to_against"] = round(per_turn["this"] / per_turn["against"], 4)
         print(json.dumps(result))
         return 0
     load_before = os.getloadavg()
