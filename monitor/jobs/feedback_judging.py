@@ -71,7 +71,7 @@ class FeedbackJudgingJob:
         if pruned:
             log.info("unsampled turns forgotten", pruned=pruned)
         for event in self._records.feedback_to_judge(TURNS_PER_RUN):
-            turn = TurnEvent.model_validate(event)
+            turn = TurnEvent.model_validate_json(event)
             refused = self._budget.reserve(self._calls)
             if refused is not None:
                 self._recorder.record_feedback_skipped(turn.assistant.name, refused)

@@ -217,9 +217,9 @@ class OutcomeRecords:
 
     # ------------------------------------------------------------ unsampled turns kept
 
-    def retain(self, items: Sequence[tuple[str, str, str, dict[str, Any]]]) -> int:
-        """Keep unsampled turns ``(event_id, conversation_id, assistant, redacted event)``
-        (a turn kept before is left alone); returns how many are new."""
+    def retain(self, items: Sequence[tuple[str, str, str, str]]) -> int:
+        """Keep unsampled turns ``(event_id, conversation_id, assistant, redacted event as
+        JSON text)`` (a turn kept before is left alone); returns how many were offered."""
         if not items:
             return 0
         now = self._now()
@@ -233,13 +233,9 @@ class OutcomeRecords:
             }
             for event_id, conversation_id, assistant, event in items
         }
-        r = retained_turns.c
         with self._store.transaction(write=True, action="keeping unsampled turns") as conn:
-            kept = conn.scalars(
-                self._store.upsert(retained_turns, ["event_id"]).returning(r.event_id),
-                list(rows.values()),
-            ).all()
-        return len(kept)
+            conn.execute(self._store.upsert(retained_turns, ["event_id"]), list(rows.values()))
+        return len(rows)
 
     def prune_retained(self, max_age_s: float, max_rows: int) -> int:
         """Forget kept turns older than ``max_age_s`` and, past ``max_rows``, the oldest."""
@@ -260,9 +256,9 @@ class OutcomeRecords:
                 ).rowcount
         return int(deleted or 0)
 
-    def feedback_to_judge(self, limit: int) -> list[dict[str, Any]]:
+    def feedback_to_judge(self, limit: int) -> list[str]:
         """Kept turns with negative feedback, never judged (neither sampled nor judged for
-        feedback), oldest feedback first: their redacted events."""
+        feedback), oldest first: their redacted events as JSON text."""
         r = retained_turns.c
         o = outcome_events.c
         negative = sa.exists().where(
@@ -276,7 +272,7 @@ class OutcomeRecords:
             .limit(limit)
         )
         with self._store.transaction(write=False, action="reading turns to judge") as conn:
-            return [dict(event) for event in conn.scalars(query)]
+            return [str(event) for event in conn.scalars(query)]
 
     def mark_feedback_judged(self, event_id: str, verdict_hash: str) -> None:
         """The turn was judged for its feedback: never again, and its verdict is marked

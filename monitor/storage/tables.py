@@ -614,7 +614,7 @@ retained_turns = sa.Table(
     sa.Column("event_id", sa.String(256), primary_key=True),
     sa.Column("conversation_id", sa.String(256), nullable=False, index=True),
     sa.Column("assistant_name", sa.String(256), nullable=False),
-    sa.Column("event", JSONDoc, nullable=False),
+    sa.Column("event", sa.Text, nullable=False),  # the redacted turn, JSON text as kept
     sa.Column("retained_at", UTCDateTime, nullable=False, index=True),
     sa.Column("feedback_judged_at", UTCDateTime),
 )

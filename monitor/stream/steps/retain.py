@@ -24,7 +24,8 @@ from monitor.stream.steps.base import DoneStep, Envelope
 
 log = structlog.get_logger(__name__)
 
-RetainedRow = tuple[str, str, str, dict[str, Any]]
+# (event id, conversation id, assistant, the redacted turn as JSON text)
+RetainedRow = tuple[str, str, str, str]
 BATCH = 500
 FLUSH_INTERVAL_S = 0.5
 
@@ -118,7 +119,7 @@ class RetainingDone:
                     self._metrics.record_retained("dropped", 1)
                     continue
             rows.append((kept.event_id, kept.conversation_id, kept.assistant.name,
-                         kept.model_dump(mode="json")))  # fmt: skip
+                         kept.model_dump_json()))  # fmt: skip
         try:
             self._writer.retain(rows)
         except CasewatchError as exc:

@@ -4,6 +4,7 @@ own sampling reason and kept out of the random sample's rates; kept turns are bo
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,10 +44,7 @@ def negative(outcome_id: str, turn: str, thumbs: str = "down") -> tuple[OutcomeE
 
 def keep(records: OutcomeRecords, *turns: TurnEvent) -> None:
     records.retain(
-        [
-            (t.event_id, t.conversation_id, t.assistant.name, t.model_dump(mode="json"))
-            for t in turns
-        ]
+        [(t.event_id, t.conversation_id, t.assistant.name, t.model_dump_json()) for t in turns]
     )
 
 
@@ -150,7 +148,7 @@ def test_kept_turns_are_bounded_in_age_and_count(store: Store) -> None:
     assert records.prune_retained(max_age_s=50, max_rows=3) == 2
     for i in range(5):
         records.save([negative(f"f-{i}", f"new-{i}")])
-    assert sorted(e["event_id"] for e in records.feedback_to_judge(10)) == [
+    assert sorted(json.loads(e)["event_id"] for e in records.feedback_to_judge(10)) == [
         "new-2",
         "new-3",
         "new-4",

@@ -104,7 +104,7 @@ def test_an_outcome_joins_a_retained_unsampled_turn(store: Store) -> None:
                 event_id=turn.event_id,
                 conversation_id=turn.conversation_id,
                 assistant_name="helpdesk",
-                event=turn.model_dump(mode="json"),
+                event=turn.model_dump_json(),
                 retained_at=datetime(2026, 3, 1, tzinfo=UTC),
             )
         )

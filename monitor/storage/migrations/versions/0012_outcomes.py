@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
 
 revision: str = "0012"
 down_revision: str | Sequence[str] | None = "0011"
@@ -23,7 +22,6 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 # Frozen copies of the column types in monitor/storage/tables.py as of this revision.
-JSONDoc = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 Timestamp = sa.DateTime(timezone=True)
 
 
@@ -58,7 +56,7 @@ def upgrade() -> None:
         sa.Column("event_id", sa.String(256), nullable=False),
         sa.Column("conversation_id", sa.String(256), nullable=False),
         sa.Column("assistant_name", sa.String(256), nullable=False),
-        sa.Column("event", JSONDoc, nullable=False),
+        sa.Column("event", sa.Text(), nullable=False),
         sa.Column("retained_at", Timestamp, nullable=False),
         sa.Column("feedback_judged_at", Timestamp, nullable=True),
         sa.PrimaryKeyConstraint("event_id", name="pk_retained_turns"),

@@ -3,6 +3,7 @@ real SQLite store, every turn not kept counted."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ class Counts:
 def kept(store: Store) -> dict[str, Any]:
     with store.transaction(write=False) as conn:
         rows = conn.execute(sa.select(retained_turns.c.event_id, retained_turns.c.event)).all()
-    return {row.event_id: row.event for row in rows}
+    return {row.event_id: json.loads(row.event) for row in rows}
 
 
 def test_unsampled_turns_are_committed_at_once_and_kept_redacted(tmp_path: Path) -> None:
