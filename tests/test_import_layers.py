@@ -209,7 +209,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("bradley_terry", "failure_modes", "weighted_rates"),
         ("detection", "drift_stats", "paired", "tournament"),
         ("agreement", "comparison", "detector_state", "drift", "run_cusum"),
-        ("case_drift",),
+        ("case_comparison", "case_drift"),
     ),
     "monitor.reports": (
         (
@@ -319,7 +319,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.commands": (
         ("__init__", "usage", "output"),
         ("batch_report", "inspect_failures", "store_access"),
-        ("case_labels", "inspect_case"),
+        ("case_compare", "case_labels", "inspect_case"),
         ("detect", "estimate", "inspect", "labels"),
         (
             "batch",

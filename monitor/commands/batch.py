@@ -167,18 +167,37 @@ def _load(path: Path) -> VerdictFile:
 
 
 @click.command("compare")
-@click.argument("a_path", metavar="A.jsonl", type=_IN)
-@click.argument("b_path", metavar="B.jsonl", type=_IN)
+@click.argument("a_arg", metavar="A")
+@click.argument("b_arg", metavar="B")
 @click.option("--weight-profile", help="Recompute S_final under this profile (default: as judged).")
-@click.option("--config", type=_CONFIG, help="YAML configuration (for custom weight profiles).")
+@click.option("--config", type=_CONFIG, help="YAML configuration (for custom weight profiles; "
+              "with --cases, the settings naming the store).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON.")
+@click.option("--cases", is_flag=True, help="A and B are assistants in the store: compare their "
+              "cases' current case scores, paired by conversation.")  # fmt: skip
+@click.option("--db", default=None, help="With --cases: database URL or SQLite file.")
 def compare_command(
-    a_path: Path, b_path: Path, weight_profile: str | None, config: Path | None, as_json: bool
+    a_arg: str,
+    b_arg: str,
+    weight_profile: str | None,
+    config: Path | None,
+    as_json: bool,
+    cases: bool,
+    db: str | None,
 ) -> None:
     """Compare assistant B with A on the conversations both answered (Wilcoxon, t, bootstrap).
 
-    A and B are --out files of `casewatch judge`.
+    A and B are --out files of `casewatch judge`; with --cases, two assistants whose cases the
+    store holds (each case scored once, as a whole, by the case judge).
     """
+    if cases:
+        if weight_profile is not None:
+            fail("--weight-profile recomputes turn scores: case scores are compared as judged")
+        from monitor.commands.case_compare import compare_stored_cases
+
+        compare_stored_cases(a_arg, b_arg, db, config, as_json=as_json)
+        return
+    a_path, b_path = _existing(a_arg), _existing(b_arg)
     weights = None
     if weight_profile is not None:
         weights = settings_or_fail(config, weight_profile=weight_profile).weights()
@@ -189,6 +208,14 @@ def compare_command(
         click.echo(json.dumps(result.to_dict()))
     else:
         click.echo(comparison_text(result))
+
+
+def _existing(arg: str) -> Path:
+    path = Path(arg)
+    if not path.is_file():
+        fail(f"{arg}: no such file (A and B are --out files of casewatch judge; to compare "
+             "two assistants' cases in a store, add --cases)")  # fmt: skip
+    return path
 
 
 # ---------------------------------------------------------------- agreement

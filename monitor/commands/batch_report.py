@@ -11,6 +11,7 @@ from monitor.commands.output import MISSING, num, p_value, percent, table
 from monitor.models import Band
 from monitor.reports.panel_report import PanelReport
 from monitor.stats.agreement import BANDS, HumanAgreement, JudgeAgreement
+from monitor.stats.case_comparison import CaseComparison
 from monitor.stats.comparison import Comparison
 from monitor.stats.paired import Correlation, PairedTest
 
@@ -74,6 +75,26 @@ def comparison_text(c: Comparison) -> str:
             f"Δ = B − A; weights: {c.weight_profile or 'as judged'}\n",
             table([*header, ci_head], rows),
             *_notes([*c.notes, *c.s_final.notes]),
+            *_notes(metric_notes),
+        ]
+    )
+
+
+def case_comparison_text(c: CaseComparison) -> str:
+    """``casewatch compare --cases``: both sides, the pairing, one row per case score."""
+    header = ["case", "n", "mean A", "mean B", "Δ", "Wilcoxon p", "t-test p"]
+    ci_head = f"95% CI of Δ ({c.case_score.ci_method or 'n/a'})"
+    rows = [_paired_row("case score", c.case_score), _paired_row("resolved", c.resolved)]
+    rows += [_paired_row(m.metric, m.test) for m in c.metrics]
+    metric_notes = [f"{m.metric}: {n}" for m in c.metrics for n in m.test.notes]
+    return "\n".join(
+        [
+            f"A: {c.assistant_a}  ({c.cases_a} scored cases, their current verdicts)",
+            f"B: {c.assistant_b}  ({c.cases_b} scored cases, their current verdicts)",
+            f"paired cases: {c.n_pairs} (only in A: {c.only_a}, only in B: {c.only_b}); "
+            "Δ = B − A\n",
+            table([*header, ci_head], rows),
+            *_notes([*c.notes, *c.case_score.notes]),
             *_notes(metric_notes),
         ]
     )

@@ -1,5 +1,6 @@
-"""SQL for case labels: the sampling frame of a case labelling batch, batches and their items,
-and the bands people gave whole cases (tables ``case_label_batches``, ``case_label_items``,
+"""SQL for case labels: the sampling frame of a case labelling batch (an assistant's scored
+cases, which ``casewatch compare --cases`` also pairs), batches and their items, and the bands
+people gave whole cases (tables ``case_label_batches``, ``case_label_items``,
 ``case_labels``).
 
 The frame of an assistant's cases in [since, until) is, per conversation, its newest case
@@ -13,7 +14,7 @@ then.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +41,9 @@ class CaseFrameRow:
     covered_until: datetime
     bands: dict[str, str]  # {case metric: band, "case_band": band}
     case_score: float | None = None
+    metric_scores: dict[str, float] = field(default_factory=dict)
+    outcome: str | None = None
+    judge_config_hash: str = ""
 
 
 def case_frame(
@@ -64,6 +68,9 @@ def case_frame(
             case_verdicts.c.case_band,
             case_verdicts.c.metric_bands,
             case_verdicts.c.case_score,
+            case_verdicts.c.metric_scores,
+            case_verdicts.c.resolution_outcome,
+            case_verdicts.c.judge_config_hash,
         )
         .join(
             cur,
@@ -83,9 +90,18 @@ def case_frame(
     for r in rows:
         bands = {m: str(b) for m, b in (r.metric_bands or {}).items() if m in CASE_METRICS}
         bands[CASE_BAND] = str(r.case_band)
-        score = None if r.case_score is None else float(r.case_score)
-        out.append(CaseFrameRow(str(r.conversation_id), int(r.version), r.covered_until, bands,
-                                score))  # fmt: skip
+        out.append(
+            CaseFrameRow(
+                str(r.conversation_id),
+                int(r.version),
+                r.covered_until,
+                bands,
+                None if r.case_score is None else float(r.case_score),
+                {m: float(v) for m, v in (r.metric_scores or {}).items() if m in CASE_METRICS},
+                None if r.resolution_outcome is None else str(r.resolution_outcome),
+                str(r.judge_config_hash),
+            )
+        )
     return out
 
 
