@@ -70,6 +70,13 @@ class SamplingConfig(Section):
         le=1,
         description="The cascade's least probability of drawing a turn (never 0).",
     )
+    cascade_look_share: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Share of conversations the cheap look runs on (the rest are never drawn "
+        "but by a rule): bounds its CPU, milliseconds a turn (docs/cascade.md).",
+    )
     cascade_target_calls_per_hour: float | None = Field(
         default=None,
         ge=0,
@@ -79,6 +86,8 @@ class SamplingConfig(Section):
 
     @model_validator(mode="after")
     def _cascade_has_a_target(self) -> SamplingConfig:
+        if self.cascade_floor > self.cascade_look_share:
+            raise ValueError("cascade_floor must not exceed cascade_look_share")
         if (
             self.strategy == "cascade"
             and self.cascade_target_calls_per_hour is None

@@ -42,7 +42,16 @@ class CascadePolicy:
         *,
         floor: float = DEFAULT_FLOOR,
         power: float = DEFAULT_POWER,
+        look_share: float = 1.0,
     ) -> None:
+        """``look_share``: the share of conversations the cheap look runs on (the ones whose
+        point is below it); the others are never drawn but by a rule, no probability exceeds
+        it, and the traffic per cell is the looked-at turns scaled up by it."""
+        if not 0.0 < floor <= look_share <= 1.0:
+            raise ValueError(
+                f"need 0 < floor <= look_share <= 1, got floor {floor}, look_share {look_share}"
+            )
+        self.look_share = look_share
         self.cells = tuple(cells)
         if not self.cells:
             raise ValueError("the cascade needs at least one cell")
@@ -108,7 +117,7 @@ class CascadePolicy:
 
     def _traffic(self) -> dict[str, float]:
         elapsed = self._clock.monotonic() - self._started
-        scale = 3600.0 / max(_MINUTE_S, min(3600.0, elapsed))
+        scale = 3600.0 / max(_MINUTE_S, min(3600.0, elapsed)) / self.look_share
         return {c: sum(slots) * scale for c, slots in self._slots.items()}
 
     def _advance(self) -> None:
@@ -123,7 +132,12 @@ class CascadePolicy:
     def _refresh(self, now: float) -> None:
         risk = risks(self._pairs, list(self.cells))
         self._probabilities = allocate(
-            self._traffic(), risk, self._target, floor=self.floor, power=self.power
+            self._traffic(),
+            risk,
+            self._target,
+            floor=self.floor,
+            power=self.power,
+            cap=self.look_share,
         )
         self._refreshed = now
 

@@ -126,6 +126,7 @@ class Sampler:
                 config.cascade_target() / calls_per_turn,
                 clock,
                 floor=config.cascade_floor,
+                look_share=config.cascade_look_share,
             )
             self.draws = DrawLedger(self.cascade)
 
@@ -161,6 +162,16 @@ class Sampler:
         if isinstance(reserved, str):
             return _OVER_CALLS if reserved == OVER_REQUESTS else _OVER_USD
         return SampleDecision(True, reason, reserved)
+
+    def looks_at(self, turn: TurnEvent, *, rule: str | None = None) -> bool:
+        """Whether the cascade needs the cheap look at ``turn``: a rule's turn, or a turn whose
+        conversation is within ``cascade_look_share`` (the others cannot be drawn)."""
+        cascade = self.cascade
+        if cascade is None:
+            return False
+        if cascade.look_share >= 1.0 or self.reason_for(turn, rule=rule) != CASCADE_REASON:
+            return True
+        return sample_point(turn.conversation_id) < cascade.look_share
 
     def decide_cascade(
         self, turn: TurnEvent, cell: str, *, rule: str | None = None

@@ -78,11 +78,13 @@ def allocate(
     *,
     floor: float = DEFAULT_FLOOR,
     power: float = DEFAULT_POWER,
+    cap: float = 1.0,
 ) -> dict[str, float]:
     """pi per cell of ``traffic`` (turns per unit of time) spending ``target`` calls per the
-    same unit. A cell missing from ``risk`` counts at the largest risk known (never starved)."""
-    if not 0.0 < floor <= 1.0:
-        raise ValueError(f"floor must be in (0, 1], got {floor}")
+    same unit, none above ``cap``. A cell missing from ``risk`` counts at the largest risk
+    known (never starved)."""
+    if not 0.0 < floor <= cap <= 1.0:
+        raise ValueError(f"need 0 < floor <= cap <= 1, got floor {floor}, cap {cap}")
     if target < 0 or not math.isfinite(target):
         raise ValueError(f"target must be a finite number >= 0, got {target}")
     if any(n < 0 or not math.isfinite(n) for n in traffic.values()):
@@ -93,7 +95,7 @@ def allocate(
     root = {c: max(0.0, min(1.0, risk.get(c, top))) ** power for c in traffic}
 
     def probabilities(lam: float) -> dict[str, float]:
-        return {c: min(1.0, max(floor, lam * root[c])) for c in traffic}
+        return {c: min(cap, max(floor, lam * root[c])) for c in traffic}
 
     def spend(lam: float) -> float:
         return sum(traffic[c] * p for c, p in probabilities(lam).items())
@@ -103,7 +105,7 @@ def allocate(
     positive = [r for r in root.values() if r > 0.0]
     if not positive:
         return probabilities(0.0)  # no cell carries any risk: the floor is all there is
-    hi = 1.0 / min(positive)  # every cell with a risk at 1
+    hi = cap / min(positive)  # every cell with a risk at the cap
     if spend(hi) <= target:
         return probabilities(hi)
     lo = 0.0

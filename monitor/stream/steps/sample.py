@@ -30,7 +30,7 @@ import structlog
 from consumers.records import TopicPartition
 from monitor.errors import MessageRejected
 from monitor.models import TurnEvent
-from monitor.sampling.sampler import SampleDecision
+from monitor.sampling.sampler import NOT_SAMPLED, SampleDecision
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
 from monitor.stream.steps.decisions import Tripwire, tripwire_rule
 
@@ -48,6 +48,8 @@ class Decider(Protocol):
 
 
 class CascadeDecider(Protocol):
+    def looks_at(self, turn: TurnEvent, *, rule: str | None = None) -> bool: ...
+
     def decide_cascade(
         self, turn: TurnEvent, cell: str, *, rule: str | None = None
     ) -> SampleDecision: ...
@@ -182,6 +184,8 @@ class SampleStep:
         self, cascade: tuple[CascadeDecider, CheapLook], turn: TurnEvent, rule: str | None
     ) -> SampleDecision:
         decider, look = cascade
+        if not decider.looks_at(turn, rule=rule):
+            return NOT_SAMPLED  # beyond the cheap look's share: never drawn, never looked at
         cell = look(turn)
         key = (turn.assistant.name, cell)
         self._cells[key] = self._cells.get(key, 0) + 1

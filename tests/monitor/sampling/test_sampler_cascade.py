@@ -89,3 +89,29 @@ def test_the_budget_still_refuses_a_drawn_turn() -> None:
     d = s.decide_cascade(turn("e1"), "severe", rule="rule:identifier_tripwire")
     assert (d.sampled, d.reason) == (False, "budget_calls")
     assert s.draws is not None and len(s.draws) == 0
+
+
+def test_the_look_share_bounds_the_cheap_look_and_every_probability() -> None:
+    s, clock = _sampler(cascade_look_share=0.25, cascade_target_calls_per_hour=1e9)
+    looked = []
+
+    def look(turn: Any) -> str:
+        looked.append(turn.event_id)
+        return "severe"
+
+    clock.advance(3600)
+    turns = [turn(f"e{i}", conversation_id=f"c{i}") for i in range(400)]
+    inside = [t for t in turns if sample_point(t.conversation_id) < 0.25]
+    for t in turns:
+        if s.looks_at(t):
+            d = s.decide_cascade(t, look(t))
+            assert d.inclusion is not None and d.inclusion <= 0.25
+    assert looked == [t.event_id for t in inside]
+    assert s.cascade is not None
+    # The looked-at quarter stands for all the traffic.
+    assert s.cascade.traffic_per_hour()["severe"] == pytest.approx(len(inside) / 0.25)
+    # A rule's turn is always looked at (and judged at probability 1).
+    outside = next(t for t in turns if sample_point(t.conversation_id) >= 0.25)
+    assert s.looks_at(outside, rule="rule:identifier_tripwire")
+    with pytest.raises(ValueError, match="cascade_look_share"):
+        SamplingConfig(**{**CASCADE, "cascade_floor": 0.5, "cascade_look_share": 0.2})
