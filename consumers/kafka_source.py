@@ -24,12 +24,14 @@ from typing import Any, TypeVar
 import structlog
 
 from consumers._kafka import (
+    OPTIMISATIONS,
     OffsetAndMetadata,
     UnreadableBatchError,
     broker_errors,
     from_kafka_tp,
     require_reachable,
     to_kafka_tp,
+    workarounds_off,
 )
 from consumers._kafka_group import finish_pending_join, forget_membership, take_member_id
 from consumers._kafka_records import to_raw
@@ -40,6 +42,7 @@ from consumers.group_health import Rejoin, RejoinListener
 from consumers.group_rejoin import RejoinPlan, StuckGroup, member_id
 from consumers.lag_meter import LagMeter
 from consumers.partition_pauses import PartitionPauses
+from consumers.patch_fallbacks import fallback_states
 from consumers.rebalance_handoff import LoopHandoff
 from consumers.rebalance_listener import PartitionCallbacks, RebalanceListener
 from consumers.records import RawMessage, TopicPartition
@@ -258,6 +261,10 @@ class KafkaTurnSource:
 
     def lag(self) -> dict[TopicPartition, int]:
         return self._lag.lag()
+
+    def patch_fallbacks(self) -> dict[str, bool]:
+        """The optimisations (False) and every patch that fell back in this process (True)."""
+        return fallback_states(OPTIMISATIONS, workarounds_off())
 
     def set_rebalance_listener(
         self, on_assigned: PartitionsCallback, on_revoked: PartitionsCallback

@@ -510,16 +510,23 @@ PIPELINE = DashboardSpec(
                 ),
                 PanelSpec(
                     "timeseries",
-                    "Metrics exposition fallbacks",
+                    "Library fallbacks",
                     "Times /metrics switched from casewatch's fast renderer to the "
                     "prometheus_client encoder because an internal of the library was missing "
-                    "(at start) or failed while rendering. Scrapes keep answering; a non-zero "
-                    "value means the installed prometheus-client differs from the one casewatch "
-                    "was written against.",
+                    "(at start) or failed while rendering, and replicas whose Kafka client runs "
+                    "a patch (an optimisation, a workaround) with kafka-python's own behaviour "
+                    "instead, a private name it needs being missing. Scrapes and ingest keep "
+                    "going; a non-zero value means the installed library differs from the one "
+                    "casewatch pins (runbooks: CasewatchExpositionFallback, "
+                    "CasewatchKafkaPatchFallback).",
                     (
                         Query(
                             "sum by (reason) (casewatch_exposition_fallback_total)",
-                            "{{reason}}",
+                            "exposition {{reason}}",
+                        ),
+                        Query(
+                            "sum by (patch) (casewatch_kafka_patch_fallback)",
+                            "kafka {{patch}}",
                         ),
                     ),
                 ),

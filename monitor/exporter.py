@@ -883,6 +883,17 @@ class Metrics:
         )
         for reason in FALLBACK_REASONS:  # exported at 0 from the start: increase() sees a 1
             self.exposition_fallback.labels(reason=reason)
+        # 1 per kafka-python patch (an optimisation, or a workaround of a library bug) that
+        # fell back to the library's own behaviour in this process because a private name it
+        # needs was missing or failed (consumers.patch_fallbacks); the optimisations are
+        # exported at 0 from the first status update. 1: ingest at the library's speed, or a
+        # library bug back, until kafka-python is the version pyproject pins.
+        self.kafka_patch_fallback = Gauge(
+            "casewatch_kafka_patch_fallback",
+            "1 per kafka-python patch that fell back to the library's own behaviour, by patch",
+            ["patch"],
+            registry=r,
+        )
 
         for outcome in ("inserted", "duplicate"):  # both outcomes are known up front
             self.stored.labels(outcome=outcome)

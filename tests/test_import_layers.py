@@ -74,6 +74,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "rebalance_handoff",
             "records",
             "replay",
+            "patch_fallbacks",
             "otel.__init__",
             "otel.otlp",
         ),

@@ -54,6 +54,7 @@ from consumers.offsets import OffsetTracker
 from consumers.otel.assembly import CAUSES as TRACE_CAUSES
 from consumers.otel.genai import SKIP_REASONS
 from consumers.otel.otlp import OTLP_DLQ_REASONS
+from consumers.patch_fallbacks import ReportsPatchFallbacks
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import TurnSource
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
@@ -373,6 +374,8 @@ class Daemon:
         if now >= self._next_lag:
             self._next_lag = now + LAG_INTERVAL_S
             self._metrics.set_lag(self._source.lag().items())
+            if isinstance(self._source, ReportsPatchFallbacks):  # a patch may fall back late
+                self._metrics.set_kafka_patch_fallbacks(self._source.patch_fallbacks())
         self._readiness.update()
 
     # ------------------------------------------------------------------ source events

@@ -78,6 +78,11 @@ class StreamRecorder:
         """/metrics left its fast renderer (``Exposition``'s ``on_fallback``)."""
         self._m.exposition_fallback.labels(reason=reason).inc()
 
+    def set_kafka_patch_fallbacks(self, states: Mapping[str, bool]) -> None:
+        """Each kafka-python patch: 1 when it fell back to the library's behaviour, else 0."""
+        for patch, fell_back in states.items():
+            self._m.kafka_patch_fallback.labels(patch=patch).set(1 if fell_back else 0)
+
     def record_group_rejoin(self) -> None:
         self._m.group_rejoins.inc()
 

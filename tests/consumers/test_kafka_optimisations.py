@@ -20,6 +20,7 @@ from consumers._kafka_fetch import fail_unreadable_batches
 from consumers._kafka_fetch_order import refetch_left_out
 from consumers._kafka_records import RawRecords, read_raw_records
 from consumers.kafka_source import KafkaTurnSource
+from consumers.patch_fallbacks import SWITCH, fallback_states
 from consumers.records import RawMessage
 from consumers.tansu import EmbeddedBroker
 from consumers.unreadable import CODEC_UNAVAILABLE, CORRUPT, UnreadableBatch
@@ -204,6 +205,19 @@ def test_the_switch_turns_both_optimisations_off(monkeypatch: pytest.MonkeyPatch
     assert found.PartitionRecords is LibraryRecords
     assert found._handle_fetch_response is original
     assert not [e for e in logs if e["log_level"] == "warning"]  # chosen, not a fallback
+    # ... so the fallback gauge says 0 for both: the alert is for a library that moved.
+    states = fallback_states(_kafka.OPTIMISATIONS, _kafka.workarounds_off())
+    assert (states["read_raw_records"], states["refetch_left_out"]) == (False, False)
+
+
+def test_a_switch_value_neither_on_nor_off_is_one_bounded_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_kafka, "_warned", set())  # this process's fallbacks, for this test
+    monkeypatch.setenv(OPTIMISATIONS_ENV, "fast-please")
+    assert _kafka.optimisation_on("read_raw_records") is True  # kept on, with one warning
+    states = fallback_states(_kafka.OPTIMISATIONS, _kafka.workarounds_off())
+    assert states == {"read_raw_records": False, "refetch_left_out": False, SWITCH: True}
 
 
 # --------------------------------------------------------------- on a consumer, end to end
@@ -238,6 +252,9 @@ def test_a_consumer_whose_reader_misses_a_private_still_delivers_every_record(
     assert [(m.offset, m.value) for m in got] == list(enumerate(values))
     [warning] = warnings_of(logs, "read_raw_records")
     assert warning["attribute"].endswith("._is_batch_aborted")
+    # What the daemon's casewatch_kafka_patch_fallback gauge reports for this source.
+    states = source.patch_fallbacks()
+    assert (states["read_raw_records"], states["refetch_left_out"]) == (True, False)
 
 
 @pytest.mark.integration
@@ -263,4 +280,5 @@ def test_a_reader_failing_at_read_time_gives_way_to_the_librarys_and_holds_nothi
     assert calls  # the reader did run, and failed
     assert [(m.offset, m.value) for m in got] == list(enumerate(values))
     assert len(warnings_of(logs, "read_raw_records")) == 1
+    assert source.patch_fallbacks()["read_raw_records"] is True  # fell back at read time
     assert not [e for e in logs if "unreadable" in str(e.get("event", "")).lower()]

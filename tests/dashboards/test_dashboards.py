@@ -43,6 +43,7 @@ ALLOWED_LABELS = {
     "cause",  # what finished an assembled trace: root, idle, cap, too_many_spans
     "unit",  # the judge budget's unit: calls or usd
     "why",  # why a dead letter holds its record: refused, unavailable, unacknowledged, backlog
+    "patch",  # a Kafka client patch that fell back: the names written in consumers/_kafka*.py
     "rank",  # a failure mode's place by size in the newest run: 1..5 (never a mode id)
     "cell",  # the cascade's cheap-look band: severe, moderate, minor, none
     "stage",  # the review queue's call that failed: push or pull
