@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from consumers.patch_fallbacks import fallback_states
 from monitor.exporter import OTHER, Metrics
 from monitor.stream.recorder import StreamRecorder
 
@@ -61,3 +62,27 @@ def test_prime_exports_zero_series_for_known_labels(registry: CollectorRegistry)
     assert get("casewatch_turns_consumed_total", {"topic": "turns"}) == 0
     assert get("casewatch_offsets_committed_total", {"topic": "turns"}) == 0
     assert get("casewatch_dead_letter_total", {"reason": "schema"}) == 0
+
+
+def test_kafka_patch_fallbacks_are_one_per_patch_that_fell_back(
+    registry: CollectorRegistry,
+) -> None:
+    metrics = StreamRecorder(Metrics(registry))
+    states = fallback_states(
+        ("read_raw_records", "refetch_left_out"),
+        ["refetch_left_out", "close_failed_connects", "CASEWATCH_KAFKA_OPTIMISATIONS=fast-please"],
+    )
+    metrics.set_kafka_patch_fallbacks(states)
+    got = {
+        s.labels["patch"]: s.value
+        for family in registry.collect()
+        if family.name == "casewatch_kafka_patch_fallback"
+        for s in family.samples
+    }
+    # The user's text never becomes a label value: a bad switch value is one bounded label.
+    assert got == {
+        "read_raw_records": 0.0,
+        "refetch_left_out": 1.0,
+        "close_failed_connects": 1.0,
+        "optimisations_switch": 1.0,
+    }
