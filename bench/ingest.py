@@ -62,6 +62,7 @@ from monitor.logs import configure_logging  # noqa: E402
 from monitor.settings import Settings, load_settings  # noqa: E402
 
 TOPIC = "bench.turns"
+OUTCOMES_TOPIC = "bench.outcomes"
 DLQ_SUFFIX = ".dlq"
 # Fast group joins on a one-consumer group (see DESIGN.md: ~3 s instead of ~23 s).
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
@@ -277,6 +278,32 @@ def _rates(
     }
 
 
+def outcome_bytes(i: int, run: str = "bench") -> bytes:
+    """Negative feedback on turn ``i`` (an outcome event, docs/outcomes.md)."""
+    doc = {
+        "outcome_id": f"{run}-fb-{i}",
+        "kind": "feedback",
+        "assistant": "bench-assistant",
+        "timestamp": "2026-11-02T09:07:00Z",
+        "turn_event_id": f"{run}-{i}",
+        "thumbs": "down",
+    }
+    return json.dumps(doc).encode()
+
+
+def fill_outcomes(bootstrap: str, n_turns: int, every: int) -> int:
+    """Feedback on every ``every``-th turn to ``OUTCOMES_TOPIC``; returns how many."""
+    create_topics(bootstrap, [OUTCOMES_TOPIC], 1, dlq_suffix=DLQ_SUFFIX)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=50)
+    count = 0
+    for i in range(0, n_turns, every):
+        producer.send(OUTCOMES_TOPIC, value=outcome_bytes(i))
+        count += 1
+    producer.flush(timeout=120)
+    producer.close(timeout=10)
+    return count
+
+
 def casewatch_pipeline(
     bootstrap: str,
     n: int,
@@ -287,18 +314,30 @@ def casewatch_pipeline(
     tripwire: bool = True,
     library_reader: bool = False,
     library_fetch_order: bool = False,
+    outcome_events: int = 0,
+    retain: bool = False,
 ) -> dict[str, float]:
+    """``outcome_events``: also read that many feedback events from ``OUTCOMES_TOPIC``;
+    ``retain``: keep every unsampled turn for feedback-triggered judging
+    (``outcomes.retain_unsampled``)."""
     from prometheus_client import CollectorRegistry
 
     import consumers.group_consumer
     from monitor.stream.runner import DaemonRunner
 
+    kafka = kafka_section(bootstrap, fetch_max_wait_ms=fetch_max_wait_ms)
+    extra: dict[str, Any] = {}
+    if outcome_events:
+        kafka["topics"] = [TOPIC, {"name": OUTCOMES_TOPIC, "kind": "outcomes"}]
+    if retain:
+        extra["outcomes"] = {"retain_unsampled": True}
     settings = bench_settings(
         bootstrap,
         workdir / f"{uuid.uuid4().hex[:8]}.db",
-        kafka=kafka_section(bootstrap, fetch_max_wait_ms=fetch_max_wait_ms),
+        kafka=kafka,
         sampling={"default_rate": 0.0, "identifier_tripwire": tripwire},
         daemon={"screen_processes": screen_processes},
+        **extra,
     )
     # No process collectors: they read /proc on every collect(), and this loop polls.
     registry = CollectorRegistry()
@@ -327,7 +366,12 @@ def casewatch_pipeline(
         )
         first = (first_at, int(value("casewatch_turns_consumed_total")), _cpu_s(children))
         done = wait_until(
-            lambda: value("casewatch_turns_skipped_total") >= n, timeout_s, "every turn sampled"
+            lambda: (
+                value("casewatch_turns_skipped_total") >= n
+                and value("casewatch_outcome_events_total") >= outcome_events
+            ),
+            timeout_s,
+            "every turn sampled",
         )
         cpu = _cpu_s(children)
         dead = value("casewatch_dead_letter_total")
@@ -370,6 +414,13 @@ def main(argv: list[str] | None = None) -> int:
         "(consumers/_kafka_fetch_order.py)",
     )
     parser.add_argument(
+        "--outcomes",
+        action="store_true",
+        help="two further contenders: casewatch also reading feedback on every tenth turn from "
+        "an outcomes topic, without and with unsampled turns kept for feedback "
+        "(outcomes.retain_unsampled)",
+    )
+    parser.add_argument(
         "--no-tripwire",
         dest="tripwire",
         action="store_false",
@@ -385,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, label, chosen in (
             ("library_reader", "kafka-python's reader", args.library_reader),
             ("library_fetch_order", "kafka-python's fetch order", args.library_fetch_order),
+            ("outcome_feed", "outcome events", args.outcomes),
+            ("outcomes", "outcome events and unsampled turns kept", args.outcomes),
         )
         if chosen
     ]
@@ -392,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     with broker_with_topic(args.partitions) as broker, tempfile.TemporaryDirectory() as tmp:
         produced = fill_topic(broker.bootstrap, TOPIC, n, partitions=args.partitions)
+        feedback = fill_outcomes(broker.bootstrap, n, 10) if args.outcomes else 0
         print(
             f"produced {n} turn events of ~{args.size} B at {produced:,.0f} msgs/s; "
             f"fetch_max_wait_ms {wait_ms}; tripwire {'on' if args.tripwire else 'off'}"
@@ -423,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
                         args.tripwire,
                         library_reader=name == "library_reader",
                         library_fetch_order=name == "library_fetch_order",
+                        outcome_events=feedback if name.startswith("outcome") else 0,
+                        retain=name == "outcomes",
                     )
                 )
             for name, result in zip(names, results, strict=True):
