@@ -358,3 +358,17 @@ def case_turns(store: Store, conversation_id: str) -> list[dict[str, Any]]:
     )
     with store.transaction(write=False, action="reading a case's turns") as conn:
         return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def newest_case(store: Store, assistant: str | None, *, band: str | None = None) -> str | None:
+    """The conversation of the newest case verdict (of ``assistant``, in ``band``), if any."""
+    query = sa.select(case_verdicts.c.conversation_id).order_by(
+        case_verdicts.c.judged_at.desc(), case_verdicts.c.id.desc()
+    )
+    if assistant is not None:
+        query = query.where(case_verdicts.c.assistant_name == assistant)
+    if band is not None:
+        query = query.where(case_verdicts.c.case_band == band)
+    with store.transaction(write=False, action="reading case verdicts") as conn:
+        found = conn.execute(query.limit(1)).scalar()
+    return None if found is None else str(found)

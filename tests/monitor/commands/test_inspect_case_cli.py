@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from monitor.cli import main
 from monitor.clock import ManualClock
 from monitor.judging.heuristic.case_judge import HeuristicCaseJudge
+from monitor.storage.case_queries import newest_case
 from monitor.storage.store import Store
 from tests.support.cases import case_job, store_turn, turn
 
@@ -30,6 +31,8 @@ def test_inspect_case_shows_the_turns_then_each_version_with_its_reasons(store: 
         job.run_once()
     finally:
         timed.close()
+    assert newest_case(store, "helpdesk") == "conv-i"
+    assert newest_case(store, "nobody") is None
     runner = CliRunner()
     text = runner.invoke(main, ["inspect", "case", "conv-i", "--db", store.url])
     assert text.exit_code == 0, text.output
