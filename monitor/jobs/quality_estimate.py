@@ -108,10 +108,11 @@ def batch_terms(store: Store, batch_id: str, signal: str) -> WeightedTerms | Non
     if not labelled:
         return None
     completion = len(labelled) / len(drawn)
-    f, xi, y, pi = [], [], [], []
+    f, xi, y, pi, frame_w = [], [], [], [], []
     seen = set()
     for row in _frame(store, batch):
         seen.add(row.event_id)
+        frame_w.append(1.0 if row.judge_inclusion is None else 1.0 / row.judge_inclusion)
         bands = drawn.get(row.event_id, row.bands)
         f.append(float(bands.get(signal) == SEVERE))
         on = row.event_id in labelled
@@ -119,11 +120,13 @@ def batch_terms(store: Store, batch_id: str, signal: str) -> WeightedTerms | Non
         y.append(float(on and human[row.event_id][signal].value == SEVERE))
         pi.append(probs.get(row.event_id, share) * completion if on else 1.0)
     for e in labelled - seen:  # purged from the frame since: still a labelled draw
+        frame_w.append(1.0)  # its judge-draw probability went with the row
         f.append(float(drawn[e].get(signal) == SEVERE))
         xi.append(True)
         y.append(float(human[e][signal].value == SEVERE))
         pi.append(probs.get(e, share) * completion)
-    return weighted_terms(f, xi, y, pi)
+    cascade = any(w != 1.0 for w in frame_w)
+    return weighted_terms(f, xi, y, pi, frame_w if cascade else None)
 
 
 def estimate_batch(
@@ -154,9 +157,10 @@ def estimate_batch(
             [float(g) for g in unlabelled],
             confidence=confidence,
         )
-        if strategy != "uniform":
+        if strategy != "uniform" or any(r.judge_inclusion is not None for r in frame):
             # Labels drawn with unequal probabilities: the plain labels-only mean and PPI++
             # would be biased towards the unsure turns; weight each label by 1 / probability.
+            # So are turns the cascade drew for the judge: each weighs 1 / its probability.
             terms = batch_terms(store, batch_id, signal)
             if terms is not None:
                 weighted, lam = weighted_interval(terms, confidence=confidence)

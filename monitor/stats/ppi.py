@@ -153,9 +153,15 @@ def weighted_terms(
     labelled: Sequence[bool] | np.ndarray,
     human: Sequence[float] | np.ndarray,
     inclusion: Sequence[float] | np.ndarray,
+    frame_weights: Sequence[float] | np.ndarray | None = None,
 ) -> WeightedTerms:
     """Per frame turn: the judge's 0/1, whether it was labelled, the human 0/1 (any value where
-    not labelled) and its inclusion probability (> 0 wherever it was labelled)."""
+    not labelled) and its inclusion probability (> 0 wherever it was labelled).
+
+    ``frame_weights``: how many turns of traffic each frame turn stands for (1 / the
+    probability the cascade drew it for the judge; None: 1 each). The terms are then scaled by
+    the weights normalised to mean 1, so their mean is the Hajek estimate over traffic rather
+    than over the judged frame."""
     f = np.asarray(judge, dtype=float)
     xi = np.asarray(labelled, dtype=bool)
     y = np.asarray(human, dtype=float)
@@ -165,7 +171,14 @@ def weighted_terms(
     if np.any(xi & ~(pi > 0)) or np.any(pi > 1):
         raise ValueError("a labelled turn needs an inclusion probability in (0, 1]")
     w = np.where(xi, 1.0 / np.where(xi, pi, 1.0), 0.0)
-    return WeightedTerms(f * (1.0 - w), np.where(xi, y, 0.0) * w, int(xi.sum()))
+    a, b = f * (1.0 - w), np.where(xi, y, 0.0) * w
+    if frame_weights is not None:
+        fw = np.asarray(frame_weights, dtype=float)
+        if fw.shape != f.shape or np.any(~(fw > 0)) or not np.all(np.isfinite(fw)):
+            raise ValueError("one finite, positive frame weight per frame turn")
+        scale = fw * (fw.size / fw.sum())
+        a, b = a * scale, b * scale
+    return WeightedTerms(a, b, int(xi.sum()))
 
 
 def weighted_interval(

@@ -33,6 +33,8 @@ _STREAM_ROWS = 2_000
 class FrameRow:
     event_id: str
     bands: dict[str, str]  # {metric: band, "turn_band": band}
+    # The probability the cascade drew the turn for the judge (None: drawn uniformly).
+    judge_inclusion: float | None = None
 
 
 def _newest_ok() -> sa.ColumnElement[bool]:
@@ -63,7 +65,12 @@ def judged_frame(
 ) -> Iterator[FrameRow]:
     """The assistant's scored turns (newest verdict ok) in [since, until), by event id."""
     query = (
-        sa.select(turns.c.event_id, verdicts.c.turn_band, verdicts.c.metric_bands)
+        sa.select(
+            turns.c.event_id,
+            verdicts.c.turn_band,
+            verdicts.c.metric_bands,
+            turns.c.inclusion_probability,
+        )
         .select_from(turns.join(verdicts, verdicts.c.event_id == turns.c.event_id))
         .where(turns.c.assistant_name == assistant, _newest_ok())
         .order_by(turns.c.event_id)
@@ -74,10 +81,11 @@ def judged_frame(
         query = query.where(turns.c.event_timestamp < until)
     with store.transaction(write=False) as conn:
         result = conn.execution_options(stream_results=True, yield_per=_STREAM_ROWS).execute(query)
-        for event_id, turn_band, metric_bands in result:
+        for event_id, turn_band, metric_bands, judge_inclusion in result:
             bands = {m: str(b) for m, b in (metric_bands or {}).items() if m in METRICS}
             bands["turn_band"] = str(turn_band)
-            yield FrameRow(str(event_id), bands)
+            drawn = None if judge_inclusion is None else float(judge_inclusion)
+            yield FrameRow(str(event_id), bands, drawn)
 
 
 def turn_events(store: Store, event_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
