@@ -3,7 +3,8 @@ text or JSON documents out).
 
 The list shows each assistant's newest run (how many failed turns it read, or why it grouped
 nothing), then its modes largest first: id, turns, share, trend (recent share minus earlier
-share, in points), whether new or growing, first seen, failing metrics and the label. One mode
+share, in points), whether new or growing, first seen; under each, its label and failing
+metrics. One mode
 shows its figures and then its turns, newest first, each failing metric with the reason of the
 judge that scored it lowest.
 """
@@ -110,25 +111,20 @@ def render_failures(
             out.append(f"{name}: no grouping run stored")
         else:
             out.append(f"{name}: grouped {_short(run['run_at'])} UTC: {run['note']}")
-        rows = []
-        for rank, m in enumerate(by_assistant.get(name, []), start=1):
-            rows.append(
-                [
-                    str(rank),
-                    m.mode_id,
-                    str(m.size),
-                    f"{100 * m.share:.1f}%",
-                    trend_text(m.trend),
-                    status(m),
-                    _short(m.first_seen),
-                    ",".join(m.metrics),
-                    m.label,
-                ]
-            )
+        modes_of = by_assistant.get(name, [])
+        rows = [
+            [str(rank), m.mode_id, str(m.size), f"{100 * m.share:.1f}%", trend_text(m.trend),
+             status(m), _short(m.first_seen)]
+            for rank, m in enumerate(modes_of, start=1)
+        ]  # fmt: skip
         if rows:
-            header = ["#", "mode", "turns", "share", "trend", "", "first seen", "metrics", "label"]
-            lines = _table(header, rows, {1, 5, 6, 7, 8})
-            out.extend(clip(line, width) if len(line) > width else line for line in lines)
+            header = ["#", "mode", "turns", "share", "trend", "", "first seen"]
+            lines = _table(header, rows, {1, 5, 6})
+            out.extend(lines[:2])
+            for line, m in zip(lines[2:], modes_of, strict=True):
+                out.append(line)
+                # The label and metrics under their mode, cut to the width (never the table).
+                out.append("   " + clip(f"{m.label}  ({', '.join(m.metrics)})", width - 3))
     return "\n".join(out)
 
 
