@@ -117,6 +117,12 @@ class TurnDecisions:
         decoders = self.decoders
         return decoders.get(topic, decode_value) if decoders else decode_value
 
+    @property
+    def only_decoder(self) -> Decoder | None:
+        """The decoder of every topic when no topic has its own (casewatch's turn event), for
+        a step to call with no look-up per record; None when topics are read differently."""
+        return None if self.decoders else decode_value
+
     def decode(self, topic: str, value: bytes | None) -> TurnEvent:
         """``value`` as ``topic``'s turn; ``InvalidEvent`` with the reason."""
         decoders = self.decoders  # ``decoder``, without a call per consumed record

@@ -63,7 +63,11 @@ class DecodeStep:
         elif decisions.max_bytes != max_bytes:
             raise ValueError(f"max_bytes {max_bytes} is not the decisions' {decisions.max_bytes}")
         self._clock = clock or SystemClock()
-        self._decode = decisions.decode
+        # The decisions' decoder, called here without a further frame per consumed record:
+        # the one of every topic, or else the topic's, looked up as ``TurnDecisions.decoder``.
+        self._only_decoder = decisions.only_decoder
+        self._decoder = decisions.decoder
+        self._max_bytes = max_bytes
         self._next = next_step
         self._done = done
         self._dlq = dlq
@@ -73,7 +77,8 @@ class DecodeStep:
 
     def submit(self, message: Envelope[RawMessage]) -> None:
         try:
-            turn = self._decode(message.tp.topic, message.payload.value)
+            decoder = self._only_decoder or self._decoder(message.tp.topic)
+            turn = decoder(message.payload.value, self._max_bytes)
         except InvalidEvent as exc:
             self._dead_letter(message, exc)
             return

@@ -41,7 +41,7 @@ from monitor.stream.steps.base import (
     dead_letter,
     turn_record,
 )
-from monitor.stream.steps.decisions import TurnDecisions, Unredactable
+from monitor.stream.steps.decisions import TurnDecisions, Unredactable, redact_for_judging
 
 if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
     from consumers.dlq import DeadLetterSink
@@ -89,12 +89,16 @@ class RedactStep:
     ) -> None:
         """``decisions``: the chain's (its redactor, and whether the judges get the redacted
         turn: ``redaction.before_judging``), the ones screening decides by too."""
-        if decisions.redactor is None:
+        redaction = decisions.redaction
+        if redaction is None:
             raise ValueError("a redact step needs decisions with a redactor")
         self._next = next_step
         self._dlq = dlq
         self._done = done
-        self._redact = decisions.redact
+        # What ``decisions.redact`` decides (``JudgingRedaction.redact``), called without its
+        # two further frames per consumed turn.
+        self._redactor = redaction.redactor
+        self._forward_redacted = redaction.forward_redacted
         self._metrics = metrics
         self._tally = _Tally(metrics)
         # The redacted turn of a record the next step refused (and its counts): offered
@@ -108,7 +112,9 @@ class RedactStep:
             self._held = None
             self._tally.add(held[1])
             return
-        outcome = self._redact(message.payload)
+        outcome = redact_for_judging(
+            self._redactor, message.payload, forward_redacted=self._forward_redacted
+        )
         if isinstance(outcome, Unredactable):
             self._skip(message, outcome)
             return
