@@ -87,7 +87,7 @@ def disable_created_series() -> None:
 
 
 # The review queue's bounded label values (jobs/review_queue.py).
-REVIEW_REASONS: tuple[str, ...] = ("severe", "uncertain")
+REVIEW_REASONS: tuple[str, ...] = ("severe", "disagreement", "uncertain")
 REVIEW_FAILURES: tuple[str, ...] = (
     "unreachable", "timeout", "refused", "server_error", "unreadable",
 )  # fmt: skip
@@ -644,17 +644,18 @@ class Metrics:
         )
         # The review queue (jobs/review_queue.py, docs/review-queue.md): turns sent to people on
         # a Label Studio server and their annotations brought back as labels. reason of a
-        # queued/pushed task: severe (the judge called it severe) | uncertain (drawn with a
-        # probability); of a failure: unreachable|timeout|refused|server_error|unreadable.
+        # queued/pushed task: severe (the judge called it severe) | disagreement (a user's
+        # feedback disputes the judge's band) | uncertain (drawn with a probability); of a
+        # failure: unreachable|timeout|refused|server_error|unreadable.
         self.review_tasks_queued = Counter(
             "casewatch_review_tasks_queued",
-            "Turns queued for review (reason=severe|uncertain)",
+            "Turns queued for review (reason=severe|disagreement|uncertain)",
             ["reason"],
             registry=r,
         )
         self.review_tasks_pushed = Counter(
             "casewatch_review_tasks_pushed",
-            "Review tasks created on the annotation server (reason=severe|uncertain)",
+            "Review tasks created on the annotation server (reason=severe|disagreement|uncertain)",
             ["reason"],
             registry=r,
         )

@@ -46,6 +46,13 @@ class ReviewConfig(Section):
         le=1000,
         description="Turns the judge called severe queued per run (newest first; 0: none).",
     )
+    disagreements_per_run: int = Field(
+        default=20,
+        ge=0,
+        le=1000,
+        description="Turns whose user feedback disputes the judge's band (unhappy with a turn it "
+        "passed, happy with one it failed) queued per run (newest first; 0: none).",
+    )
     uncertain_per_run: int = Field(
         default=20,
         ge=0,

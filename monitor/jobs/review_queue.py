@@ -6,8 +6,10 @@ Each run, on the lease like every job:
 1. **queue** (the store only): per assistant, a Poisson draw by uncertainty over the scored
    turns since its previous draw (``monitor.stats.active_sampling``; each drawn turn keeps its
    inclusion probability, so the estimates weight its label), then the turns the judge called
-   severe that no review batch holds yet (a ``targeted`` batch: labels for agreement, never an
-   estimate). Queued turns wait in the backlog (``review_tasks`` rows without a task id).
+   severe and those a user's feedback disputes (unhappy with a turn the judge passed, happy
+   with one it failed) that no review batch holds yet (``targeted`` batches: labels for
+   agreement, never an estimate). Queued turns wait in the backlog (``review_tasks`` rows
+   without a task id).
 2. **push**: the backlog, oldest first, becomes tasks of the casewatch project (created on the
    server with the labelling interface when missing). A task shows the turn as data (Label
    Studio's ``Text`` renders it as text, never markup) and carries the judge's bands in its
@@ -197,15 +199,29 @@ class ReviewQueueJob:
         if self._cfg.uncertain_per_run > 0:
             for assistant in queue_sql.assistants(self._store):
                 self._draw_uncertain(run, assistant, now)
-        picked = queue_sql.severe_unqueued(self._store, self._cfg.severe_per_run)
+        severe = queue_sql.severe_unqueued(self._store, self._cfg.severe_per_run)
+        self._targeted(run, severe, "severe", now)
+        disputed = queue_sql.disputed_by_users_unqueued(
+            self._store, self._cfg.disagreements_per_run
+        )
+        self._targeted(run, disputed, "disagreement", now)
+
+    def _targeted(
+        self,
+        run: ReviewRun,
+        picked: list[tuple[str, label_sql.FrameRow]],
+        reason: str,
+        now: datetime,
+    ) -> None:
+        """Turns picked for what the judge (or a user) said: one targeted batch per assistant."""
         by_assistant: dict[str, list[label_sql.FrameRow]] = defaultdict(list)
         for assistant, row in picked:
             by_assistant[assistant].append(row)
         for assistant, rows in sorted(by_assistant.items()):
             batch = self._batch_row(assistant, now, 0, None, None, len(rows), len(rows))
             queue_sql.queue_batch(self._store, batch | {"strategy": label_sql.TARGETED}, rows,
-                                  [None] * len(rows), "severe", now)  # fmt: skip
-            self._counted(run, "severe", len(rows))
+                                  [None] * len(rows), reason, now)  # fmt: skip
+            self._counted(run, reason, len(rows))
 
     def _draw_uncertain(self, run: ReviewRun, assistant: str, now: datetime) -> None:
         start = queue_sql.last_draw_end(self._store, assistant) or now - timedelta(

@@ -23,6 +23,7 @@ from monitor.storage.store import Store
 from monitor.storage.tables import (
     label_batch_items,
     label_batches,
+    outcome_events,
     review_annotations,
     review_tasks,
     turns,
@@ -30,6 +31,9 @@ from monitor.storage.tables import (
 )
 
 BATCH_PREFIX = "review-"
+# The judge against the users (outcome events paired with the newest verdict): the user was
+# unhappy with a turn the judge passed, or happy with one it failed.
+USER_DISAGREEMENTS = ("judge_blind", "judge_harsh")
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,22 @@ class QueuedTurn:
 def severe_unqueued(store: Store, limit: int) -> list[tuple[str, FrameRow]]:
     """Up to ``limit`` (assistant, turn) whose newest verdict is ok and severe and that no
     review batch holds yet, newest turns first."""
+    return _unqueued(store, verdicts.c.turn_band == "severe", limit)
+
+
+def disputed_by_users_unqueued(store: Store, limit: int) -> list[tuple[str, FrameRow]]:
+    """Up to ``limit`` (assistant, turn) whose newest verdict is ok, that a user's feedback
+    disputes (``USER_DISAGREEMENTS``) and that no review batch holds yet, newest first."""
+    disputed = sa.select(outcome_events.c.outcome_id).where(
+        outcome_events.c.turn_event_id == turns.c.event_id,
+        outcome_events.c.agreement.in_(USER_DISAGREEMENTS),
+    )
+    return _unqueued(store, disputed.exists(), limit)
+
+
+def _unqueued(
+    store: Store, condition: sa.ColumnElement[bool], limit: int
+) -> list[tuple[str, FrameRow]]:
     if limit <= 0:
         return []
     queued = sa.select(review_tasks.c.event_id).where(review_tasks.c.event_id == turns.c.event_id)
@@ -53,7 +73,7 @@ def severe_unqueued(store: Store, limit: int) -> list[tuple[str, FrameRow]]:
             turns.c.assistant_name, turns.c.event_id, verdicts.c.turn_band, verdicts.c.metric_bands
         )
         .select_from(turns.join(verdicts, verdicts.c.event_id == turns.c.event_id))
-        .where(newest_ok_verdict(), verdicts.c.turn_band == "severe", ~queued.exists())
+        .where(newest_ok_verdict(), condition, ~queued.exists())
         .order_by(turns.c.event_timestamp.desc(), turns.c.event_id)
         .limit(limit)
     )

@@ -637,7 +637,7 @@ review_tasks = sa.Table(
         primary_key=True,
     ),
     sa.Column("event_id", sa.String(256), primary_key=True),
-    sa.Column("reason", sa.String(16), nullable=False),  # severe | uncertain
+    sa.Column("reason", sa.String(16), nullable=False),  # severe | disagreement | uncertain
     sa.Column("queued_at", UTCDateTime, nullable=False),
     sa.Column("project_id", sa.BigInteger),
     sa.Column("task_id", sa.BigInteger),

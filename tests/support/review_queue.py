@@ -49,9 +49,10 @@ def review_job(
     registry: CollectorRegistry | None = None,
     *,
     severe_per_run: int = 20,
+    uncertain_n: int = UNCERTAIN_N,
 ) -> ReviewQueueJob:
     metrics = Metrics(registry=registry or CollectorRegistry())
-    config = ReviewConfig(project_title=title, uncertain_per_run=UNCERTAIN_N,
+    config = ReviewConfig(project_title=title, uncertain_per_run=uncertain_n,
                           severe_per_run=severe_per_run)  # fmt: skip
     estimates = QualityEstimateJob(QualityEstimateConfig(), store, metrics)
     return ReviewQueueJob(

@@ -20,7 +20,7 @@ from monitor.reports.label_files import consensus
 from monitor.settings import load_settings
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
-from monitor.storage.tables import label_batches, review_tasks
+from monitor.storage.tables import label_batches, outcome_events, review_tasks
 from monitor.stream.prepare import prepare
 from tests.fixtures.label_studio import free_port
 from tests.support.review_queue import (
@@ -219,3 +219,32 @@ def test_the_daemon_runs_the_job_on_its_lease_from_the_settings(
     unset = review | {"token_env": "REVIEW_TOKEN_NOT_SET"}
     with pytest.raises(ConfigError, match="REVIEW_TOKEN_NOT_SET"):
         prepare(load_settings(storage={"url": store.url}, review=unset), clock)
+
+
+def test_turns_users_dispute_are_queued_once(
+    store: Store, label_studio: LabelStudioServer, review_project_title: str
+) -> None:
+    seed_review_turns(store)
+    # r-001 (the judge passed it) got a thumbs down: the judge was blind to what the user saw;
+    # r-002 got a thumbs up the judge agreed with, which is no dispute.
+    with store.transaction(write=True) as conn:
+        conn.execute(
+            sa.insert(outcome_events),
+            [
+                {"outcome_id": f"fb-{event}", "kind": "feedback", "signal_kind": "thumbs",
+                 "assistant_name": "helpdesk", "turn_event_id": event, "polarity": polarity,
+                 "event_timestamp": NOW, "received_at": NOW, "agreement": agreement}
+                for event, polarity, agreement in (("r-001", "negative", "judge_blind"),
+                                                   ("r-002", "positive", "agree_happy"))
+            ],
+        )  # fmt: skip
+    client = LabelStudioClient(label_studio.url, label_studio.login.token)
+    job = review_job(store, client, review_project_title, severe_per_run=0, uncertain_n=0)
+    run = job.run_once()
+    assert run.queued == {"disagreement": 1} and run.pushed == 1
+    assert _queued(store)["r-001"][0] == "disagreement"
+    assert set(_strategies(store).values()) == {"targeted"}
+    (task,) = list(client.tasks(job.project()))
+    assert task["data"]["event_id"] == "r-001" and task["meta"]["reason"] == "disagreement"
+    assert job.run_once().queued == {}  # queued once
+    job.close()
