@@ -148,18 +148,24 @@ def reference_counts(
     assistants: Collection[str] | None = None,
 ) -> dict[str, ReferenceCounts]:
     """Per assistant (of ``assistants``, None: all), judged ok turns (and severe ones, per
-    metric) with an event timestamp in [start, end)."""
+    metric) with an event timestamp in [start, end).
+
+    A turn the cascade drew weighs 1 / its probability: the counts are Kish's effective
+    sample size (sum w)^2 / sum w^2 and the Hajek share of it, so the baseline is the
+    traffic's rate, not the draw's (a store of uniform draws: the plain counts)."""
+    w = 1.0 / sa.func.coalesce(turns.c.inclusion_probability, 1.0)
     severe = [
         sa.func.sum(
-            sa.case((verdicts.c.metric_bands[m].as_string() == "severe", 1), else_=0)
+            sa.case((verdicts.c.metric_bands[m].as_string() == "severe", w), else_=0.0)
         ).label(f"m_{i}")
         for i, m in enumerate(metrics)
     ]
     query = (
         sa.select(
             turns.c.assistant_name,
-            sa.func.count().label("n"),
-            sa.func.sum(sa.case((verdicts.c.turn_band == "severe", 1), else_=0)).label("x"),
+            sa.func.sum(w).label("n"),
+            sa.func.sum(w * w).label("n2"),
+            sa.func.sum(sa.case((verdicts.c.turn_band == "severe", w), else_=0.0)).label("x"),
             sa.func.min(turns.c.event_timestamp).label("first"),
             sa.func.max(turns.c.event_timestamp).label("last"),
             *severe,
@@ -178,10 +184,16 @@ def reference_counts(
     with store.transaction(write=False) as conn:
         for r in conn.execute(query):
             m = r._mapping
+            total, squares = float(m["n"] or 0.0), float(m["n2"] or 0.0)
+            effective = total * total / squares if squares > 0 else 0.0
+
+            def share(weighted: Any, total: float = total, effective: float = effective) -> int:
+                return round(float(weighted or 0.0) / total * effective) if total > 0 else 0
+
             out[str(r.assistant_name)] = ReferenceCounts(
-                turns=int(m["n"]),
-                severe_turns=int(m["x"] or 0),
-                severe_metrics={metric: int(m[f"m_{i}"] or 0) for i, metric in enumerate(metrics)},
+                turns=round(effective),
+                severe_turns=share(m["x"]),
+                severe_metrics={metric: share(m[f"m_{i}"]) for i, metric in enumerate(metrics)},
                 first=m["first"],
                 last=m["last"],
             )

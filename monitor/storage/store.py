@@ -228,11 +228,10 @@ class Store:
         # A replayed event keeps its first stored copy (ON CONFLICT DO NOTHING on turns too).
         turn_rows = {turn.event_id: turn_row(turn, now) for turn, _ in pairs}
         draws = self.draws
-        if draws is not None:
+        if draws is not None:  # every row of the batch gets both keys (null: drawn uniformly)
             for event_id, row in turn_rows.items():
                 drawn = draws.of(event_id)
-                if drawn is not None:
-                    row["inclusion_probability"], row["cheap_cell"] = drawn
+                row["inclusion_probability"], row["cheap_cell"] = drawn or (None, None)
         by_key = {(v.event_id, v.judge_config_hash): v for _, v in pairs}
         verdict_rows = [verdict_row(v, now) for _, v in pairs]
         with self._tx(write=True) as conn:

@@ -360,9 +360,6 @@ def turn_row(turn: TurnEvent, stored_at: datetime) -> dict[str, Any]:
         "stored_at": stored_at,
         "trace_id": turn.trace_id,
         "span_id": turn.span_id,
-        # Set by the store from the cascade's draws (null: drawn uniformly, weight 1).
-        "inclusion_probability": None,
-        "cheap_cell": None,
     }
 
 

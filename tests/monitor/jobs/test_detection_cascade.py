@@ -85,3 +85,28 @@ def test_without_the_cascade_every_judged_turn_is_observed(
     rows = {r.signal.name: r for r in job.run_once()}
     assert rows["turn_severe"].observations == 40
     assert job.left_out == 0
+
+
+def test_a_reference_of_cascade_draws_gives_the_traffic_rate(
+    clocked: Store, clock: ManualClock
+) -> None:
+    # 100 severe turns drawn at probability 1, 900 clean ones at 0.1: 9,100 turns of traffic
+    # of which 100 severe (1.1 %), where the draws alone say 10 %.
+    ledger = DrawLedger(CascadePolicy(CELLS, 100.0, clock))
+    clocked.draws = ledger
+    feed = Feed(clocked, clock)
+    past = NOW - timedelta(days=2)
+    for n in range(1, 101):
+        ledger.drawn(f"e{n}", 1.0, "severe")
+    feed.turns("helpdesk", 100, 1.0, at=past)
+    for n in range(101, 1001):
+        ledger.drawn(f"e{n}", 0.1, "none")
+    feed.turns("helpdesk", 900, 0.0, at=past)
+    metrics = Metrics(CollectorRegistry())
+    job = DetectionJob(
+        config(), CRITICAL, clocked, DetectionRecorder(metrics), clock=clock, uniform_below=FLOOR
+    )
+    job.run_once()
+    labels = {"assistant": "helpdesk", "signal": "turn_severe"}
+    base = metrics.registry.get_sample_value("casewatch_detector_baseline_rate", labels)
+    assert base is not None and 0.005 < base < 0.02
