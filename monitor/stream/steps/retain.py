@@ -59,6 +59,7 @@ class RetainingDone:
         self._lock = threading.Condition()
         self._stopping = False
         self._failing = False
+        self._dropping = False
         self._thread = threading.Thread(target=self._run, name="retain-unsampled", daemon=True)
         self._thread.start()
 
@@ -73,6 +74,15 @@ class RetainingDone:
                     turn = None
             if turn is not None:
                 self._metrics.record_retained("dropped", 1)
+                if not self._dropping:  # said once per episode, counted every time
+                    self._dropping = True
+                    log.warning(
+                        "unsampled turns not kept for feedback: the writer's queue is full",
+                        max_queued=self._max,
+                    )
+            elif self._dropping:
+                self._dropping = False
+                log.info("unsampled turns kept for feedback again")
         self._done.submit(message)
 
     def poll(self) -> None:
