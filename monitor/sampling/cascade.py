@@ -12,8 +12,9 @@ Pure logic over an injected clock (no I/O). The allocation itself is
   (a budget change mid-hour): the probabilities are recomputed on the next draw, and what was
   drawn before keeps the probability it was drawn with (stored with it).
 
-Probabilities are recomputed at most every ``REFRESH_S`` seconds (and at once after a new
-target or the first pairs of a cell): a draw costs a dict look-up.
+Probabilities are recomputed every ``REFRESH_S`` seconds or ``REFRESH_TURNS`` turns, whichever
+comes first (and at once after a new target or the first pairs of a cell): a draw costs a dict
+look-up, and a start-up burst is not drawn at the probabilities of its first turn.
 Thread-safe: pairs arrive from judge threads, draws come from the loop.
 """
 
@@ -29,6 +30,7 @@ from monitor.stats.inclusion import DEFAULT_FLOOR, DEFAULT_POWER, Pairs, allocat
 # The cheap look's cells: the offline judge's band for the turn, worst first.
 CELLS: tuple[str, ...] = tuple(b.value for b in Band)
 REFRESH_S = 10.0
+REFRESH_TURNS = 100
 _MINUTE_S = 60.0
 _MINUTES = 60
 
@@ -70,6 +72,7 @@ class CascadePolicy:
         self._minute = int(self._started // _MINUTE_S)
         self._probabilities: dict[str, float] = dict.fromkeys(self.cells, 1.0)
         self._refreshed: float | None = None
+        self._since_refresh = 0  # turns counted since the probabilities were computed
 
     @property
     def target(self) -> float:
@@ -94,7 +97,12 @@ class CascadePolicy:
             self._advance()
             self._slots[self._cell(cell)][self._minute % _MINUTES] += 1
             now = self._clock.monotonic()
-            if self._refreshed is None or now - self._refreshed >= REFRESH_S:
+            self._since_refresh += 1
+            if (
+                self._refreshed is None
+                or now - self._refreshed >= REFRESH_S
+                or self._since_refresh >= REFRESH_TURNS
+            ):
                 self._refresh(now)
             return self._probabilities[cell]
 
@@ -140,6 +148,7 @@ class CascadePolicy:
             cap=self.look_share,
         )
         self._refreshed = now
+        self._since_refresh = 0
 
 
 # Drawn turns held until the store writes them (a turn the look-up finds already judged, or

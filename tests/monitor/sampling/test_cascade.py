@@ -70,3 +70,13 @@ def test_traffic_older_than_an_hour_is_forgotten() -> None:
     _feed(policy, clock, {"none": 60})
     clock.advance(2 * 3600)
     assert policy.traffic_per_hour()["none"] == 0.0
+
+
+def test_a_start_up_burst_is_not_drawn_at_its_first_turns_probability() -> None:
+    clock = ManualClock()
+    policy = CascadePolicy(CELLS, 100.0, clock)
+    first = policy.probability("none")  # one turn seen: the target covers it
+    for _ in range(500):  # the same second: no time has passed
+        last = policy.probability("none")
+    assert first == 1.0
+    assert last < 0.5  # recomputed every REFRESH_TURNS turns from the traffic seen
