@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -15,14 +16,18 @@ from prometheus_client import CollectorRegistry
 from monitor.clock import ManualClock
 from monitor.errors import LeaseLost
 from monitor.exporter import Metrics
+from monitor.jobs.build import build_jobs
 from monitor.jobs.case_detection import CaseDetectionJob
 from monitor.jobs.detection import DetectionJob
+from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.scoring import DEFAULT_CRITICAL_METRICS
+from monitor.settings import Settings
 from monitor.stats.detection_signals import CASE_SEVERE, CASE_UNRESOLVED, Signal
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import case_detection_queries as q
 from monitor.storage.detection_queries import read_states
+from monitor.storage.leases import Leases
 from monitor.storage.store import Store
 from tests.fixtures.detection import config
 from tests.support.case_verdicts import CaseFeed
@@ -124,3 +129,39 @@ def test_each_case_verdict_is_observed_once_through_restarts_and_races(
     with pytest.raises(LeaseLost):
         q.save(clocked, [], cursor, [o.id for o in read], now)
     assert q.read_new(clocked) == []
+
+
+def test_a_replica_without_the_lease_saves_nothing(clocked: Store, clock: ManualClock) -> None:
+    feed = CaseFeed(clocked, clock)
+    CaseDetectionJob(config(), clocked, None, clock=clock).run_once()  # the first run
+    clock.advance(15)
+    feed.cases("helpdesk", 10, 0.2)
+    now = datetime.fromtimestamp(clock.time(), tz=UTC)
+    assert Leases(clocked).acquire("case_detection", "replica-b", now, 60)
+    lapsed = CaseDetectionJob(config(), clocked, None, clock=clock, lease_owner="replica-a")
+    with pytest.raises(LeaseLost):
+        lapsed.run_once()
+    assert len(q.read_new(clocked)) == 10  # nothing marked: the holder reads them
+    holder = CaseDetectionJob(config(), clocked, None, clock=clock, lease_owner="replica-b")
+    holder.run_once()
+    assert q.read_new(clocked) == []
+    assert _states(clocked)[("helpdesk", CASE_SEVERE)].observations == 10
+
+
+def _job_names(store: Store, clock: ManualClock, **sections: Any) -> list[str]:
+    settings = Settings(storage={"url": store.url, "retention_days": None}, **sections)
+    metrics = Metrics(CollectorRegistry())
+    jobs = build_jobs(settings, store, metrics, clock, inputs=read_job_inputs(settings))
+    try:
+        return [j.name for j in jobs]
+    finally:
+        for j in jobs:
+            j.close()
+
+
+def test_the_daemon_builds_the_case_detection_job_with_cases_and_detection(
+    clocked: Store, clock: ManualClock
+) -> None:
+    assert _job_names(clocked, clock).count("case_detection") == 1
+    assert "case_detection" not in _job_names(clocked, clock, cases={"enabled": False})
+    assert "case_detection" not in _job_names(clocked, clock, detection={"enabled": False})
