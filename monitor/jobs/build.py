@@ -167,6 +167,10 @@ def _build_jobs(
             )
     if settings.cases.enabled:  # Conversations judged as a whole when they go quiet
         jobs.append(_cases(settings, store, metrics, clock, budget, lease_owner))
+    if settings.cases.enabled and settings.quality_estimate.enabled:  # case labels' estimates
+        from monitor.jobs.case_estimate import CaseQualityEstimateJob
+
+        jobs.append(CaseQualityEstimateJob(settings.quality_estimate, store, metrics))
     if settings.cases.enabled and settings.detection.enabled:  # detectors on case signals
         from monitor.jobs.case_detection import CaseDetectionJob
         from monitor.jobs.recorders import DetectionRecorder

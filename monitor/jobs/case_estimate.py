@@ -6,28 +6,41 @@ The case-level twin of ``quality_estimate``: a signal is a case metric (its band
 a frame), its human bands against the judge's bands recorded when drawn; the unlabelled set is
 the rest of that frame as the case judge scored it. ``monitor.stats.ppi`` gives the corrected
 (PPI++), judge-only and labels-only rates; the anytime-valid sequence runs over every labelled
-case batch of the assistant, as for turns. ``casewatch estimate --cases`` prints them.
+case batch of the assistant, as for turns. ``casewatch estimate --cases`` prints them once; the
+``case_quality_estimate`` job exports the newest labelled case batch's on the quality-estimate
+gauges, under the signals ``case_band`` and ``case_<case metric>`` (``export_signal``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import structlog
 
+from monitor.config.quality_estimate import QualityEstimateConfig
+from monitor.exporter import Metrics
 from monitor.jobs.quality_estimate import SEVERE, QualityEstimate
-from monitor.reports.case_label_files import CASE_ID, CASE_LABEL_KEYS
+from monitor.jobs.recorders import QualityEstimateAnytimeRecorder, QualityEstimateRecorder
+from monitor.reports.case_label_files import CASE_BAND, CASE_ID, CASE_LABEL_KEYS
 from monitor.reports.label_files import consensus
 from monitor.stats.confidence_sequence import SequenceBounds, running_sequence
 from monitor.stats.ppi import WeightedTerms, rate_estimates, weighted_terms
 from monitor.storage import case_labels as case_sql
 from monitor.storage.store import Store
 
+log = structlog.get_logger(__name__)
 
-def labelled_case_batch(
-    store: Store, assistant: str, batch_id: str | None = None
-) -> str | None:
+
+def export_signal(signal: str) -> str:
+    """The gauges' ``signal`` of a case signal: ``case_band``, or ``case_<case metric>`` (so a
+    case metric is never read as a turn metric of the same gauge)."""
+    return signal if signal == CASE_BAND else f"case_{signal}"
+
+
+def labelled_case_batch(store: Store, assistant: str, batch_id: str | None = None) -> str | None:
     """``batch_id`` if given, else the assistant's newest case batch holding labels."""
     if batch_id is not None:
         return batch_id
@@ -146,3 +159,55 @@ def anytime_case_estimate(
     if not estimates:
         return None
     return running_sequence(estimates, errors, confidence=confidence, tightest_at=tightest_at)[-1]
+
+
+class CaseQualityEstimateJob:
+    """Exports each assistant's newest labelled case batch's estimates, with the anytime
+    interval, on ``casewatch_quality_estimate`` / ``_anytime`` (read-only on the store)."""
+
+    name = "case_quality_estimate"
+
+    def __init__(self, config: QualityEstimateConfig, store: Store, metrics: Metrics) -> None:
+        self._cfg = config
+        self._store = store
+        self._metrics = QualityEstimateRecorder(metrics)
+        self._anytime = QualityEstimateAnytimeRecorder(metrics)
+        self.interval_seconds = config.interval_seconds
+        self.last_run: list[QualityEstimate] = []
+
+    def close(self) -> None:
+        pass  # holds nothing beyond the store, which the daemon closes
+
+    def run(self) -> None:
+        self.run_once()
+
+    def run_once(self) -> list[QualityEstimate]:
+        done: list[QualityEstimate] = []
+        cfg = self._cfg
+        for assistant in sorted({str(b["assistant"]) for b in case_sql.case_batches(self._store)}):
+            batch_id = labelled_case_batch(self._store, assistant)
+            if batch_id is None:
+                continue
+            for q in estimate_case_batch(self._store, batch_id, confidence=cfg.confidence):
+                anytime = anytime_case_estimate(self._store, assistant, q.signal,
+                                                confidence=cfg.confidence,
+                                                tightest_at=cfg.anytime_tightest_at)  # fmt: skip
+                q = replace(q, anytime=anytime)
+                self._export(q)
+                done.append(q)
+        log.info("case quality estimate run", estimates=len(done))
+        self.last_run = done
+        return done
+
+    def _export(self, q: QualityEstimate) -> None:
+        e, signal = q.estimates, export_signal(q.signal)
+        for suffix, interval in (("", e.ppi), ("_judge_only", e.judge_only),
+                                 ("_labels_only", e.labels_only)):  # fmt: skip
+            if interval.point is None or interval.lower is None or interval.upper is None:
+                continue
+            self._metrics.record_quality_estimate(
+                q.assistant, signal + suffix, interval.point, interval.lower, interval.upper
+            )
+        if q.anytime is not None:
+            a = q.anytime
+            self._anytime.record_anytime(q.assistant, signal, a.point, a.lower, a.upper)

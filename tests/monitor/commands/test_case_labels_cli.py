@@ -12,9 +12,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
 
 from monitor.case_models import CASE_METRICS
 from monitor.cli import main
+from monitor.config.quality_estimate import QualityEstimateConfig
+from monitor.exporter import Metrics
+from monitor.jobs.case_estimate import CaseQualityEstimateJob
 from monitor.storage import case_labels as case_sql
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
@@ -190,3 +194,25 @@ def test_case_frame_stays_put_when_a_case_resumes(seeded: Store) -> None:
     assert (now["c-01"].version, now["c-01"].bands["case_band"]) == (2, "severe")
     since = case_sql.case_frame(seeded, "helpdesk", JUDGED + timedelta(minutes=10), end)
     assert [r.conversation_id for r in since] == [f"c-{i:02d}" for i in range(10, 20)]
+
+
+def test_the_case_estimate_job_exports_the_newest_labelled_case_batch(
+    runner: CliRunner, seeded: Store, tmp_path: Path
+) -> None:
+    metrics = Metrics(CollectorRegistry())
+    job = CaseQualityEstimateJob(QualityEstimateConfig(), seeded, metrics)
+    assert job.run_once() == []  # no case batch labelled yet: nothing exported
+    path = tmp_path / "a.jsonl"
+    _label_all(path, _export(runner, seeded, path, "--n", "10", "--seed", "11"))
+    _run(runner, "labels", "import", "--cases", "--db", seeded.url, str(path))
+    done = job.run_once()
+    assert {q.signal for q in done} == {"case_band", "resolution"}
+    gauge = "casewatch_quality_estimate"
+    judge = metrics.registry.get_sample_value(
+        gauge, {"assistant": "helpdesk", "signal": "case_band_judge_only", "bound": "point"}
+    )
+    assert judge == pytest.approx(5 / 20)
+    for signal in ("case_band", "case_resolution"):
+        labels = {"assistant": "helpdesk", "signal": signal, "bound": "point"}
+        assert metrics.registry.get_sample_value(gauge, labels) is not None
+        assert metrics.registry.get_sample_value(f"{gauge}_anytime", labels) is not None
