@@ -15,7 +15,7 @@ their matches (``monitor.stats.bradley_terry``); the Swiss tournament pairs each
 DICE's sequential Elo, whose final ranking is reported too (it falls short).
 Reported over seeds: Spearman of the Swiss ranking vs the true ranking (median and 10th
 percentile), of its Elo trajectory's end, vs the round-robin ranking, of round-robin vs
-truth, and the share of round-robin's matches the Swiss tournament used. Seed 000 reports 16
+truth, and the share of round-robin's matches the Swiss tournament used. DICE reports 16
 vs 28 matches for 8 systems; our target is Spearman >= 0.95 (median) with <= 30 % of
 round-robin's matches at 32 systems.
 

@@ -319,7 +319,7 @@ OVERVIEW = DashboardSpec(
                 PanelSpec(
                     "timeseries",
                     "Elo among the tiers",
-                    "Seed 000 Elo of the assistant after playing the Low, Medium and High "
+                    "DICE Elo of the assistant after playing the Low, Medium and High "
                     "tiers from 1500 in each run.",
                     (Query(f"casewatch_elo_rating{{{A}}}", "{{assistant}}"),),
                 ),

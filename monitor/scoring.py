@@ -1,4 +1,4 @@
-"""Seed 004 scoring: weight profiles, S_final, severity bands and the turn-band rule.
+"""Case-Aware scoring: weight profiles, S_final, severity bands and the turn-band rule.
 
 Pure functions, no I/O.
 """
@@ -25,7 +25,7 @@ UNIFORM_PROFILE: dict[str, float] = {m: 1.0 / len(METRICS) for m in METRICS}
 
 
 def _retrieval_heavy() -> dict[str, float]:
-    # Seed 004 §5.2: retrieval correctness and context sufficiency 0.20 each, the other six
+    # Case-Aware §5.2: retrieval correctness and context sufficiency 0.20 each, the other six
     # scaled proportionally so the profile still sums to 1.
     fixed = {"retrieval_correctness": 0.20, "context_sufficiency": 0.20}
     rest = {m: w for m, w in DEFAULT_PROFILE.items() if m not in fixed}

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PLANNING_ID = re.compile(r"\bseed[ -]0{2}\d\b")
+PLANNING_ID = re.compile(r"\bseed[ -]0{2}\d\b", re.IGNORECASE)
 
 
 def test_no_planning_id_in_a_tracked_file() -> None:

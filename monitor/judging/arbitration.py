@@ -1,4 +1,4 @@
-"""Seed 003 (DAFE) arbitration rules: when two primary judges disagree, and how scores combine.
+"""DAFE arbitration rules: when two primary judges disagree, and how scores combine.
 
 Pure functions over per-metric score maps (metric → score in [0, 1]); no I/O, no judges.
 The panel (``monitor.judging.panel``) calls these; the report
@@ -104,7 +104,7 @@ def combine_agree(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, f
 def combine_arbitrated(scores: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """Per-metric median of the judges that answered: median of three, mean of two.
 
-    Seed 003 takes the majority of three binary verdicts; on continuous scores the median is
+    DAFE takes the majority of three binary verdicts; on continuous scores the median is
     the same idea: the value at least two judges are on either side of.
     """
     if not 2 <= len(scores) <= 3:

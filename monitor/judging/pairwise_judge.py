@@ -179,7 +179,7 @@ def combine(
 
 
 class OpenAIPairwiseJudge:
-    """Seed 000's two-stage judge on an OpenAI-compatible chat endpoint."""
+    """DICE's two-stage judge on an OpenAI-compatible chat endpoint."""
 
     def __init__(
         self,

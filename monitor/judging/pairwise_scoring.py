@@ -28,7 +28,7 @@ Outcome = Literal["win", "tie", "loss"]
 LABELS: tuple[Label, ...] = ("A", "B", "Tie")
 KINDS: tuple[Kind, ...] = ("hard", "soft", "unknown")
 OUTCOMES: tuple[Outcome, ...] = ("win", "tie", "loss")
-# Seed 000 §3.2: "determined through grid search on a validation set".
+# DICE §3.2: "determined through grid search on a validation set".
 DEFAULT_CONFIDENCE_THRESHOLD = 0.1
 # Scores within this of 0.5 count as a tie (float noise of averaging, not a judgment).
 _TIE_EPSILON = 1e-9

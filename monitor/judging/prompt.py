@@ -25,7 +25,7 @@ PROMPT_VERSION = "case-aware-v2"  # v2: redaction placeholders
 FENCE_OPEN = "<untrusted_case_data>"
 FENCE_CLOSE = "</untrusted_case_data>"
 
-# Seed 004 appendix C, with the edge cases of appendix J folded in where they decide a score.
+# Case-Aware appendix C, with the edge cases of appendix J folded in where they decide a score.
 METRIC_DEFINITIONS: dict[str, str] = {
     "hallucination": (
         "Hallucination (grounding fidelity): whether the claims and prescribed steps in the "
@@ -74,7 +74,7 @@ METRIC_DEFINITIONS: dict[str, str] = {
     ),
 }
 
-# Seed 004 appendix B. The judge names the worst issue first, then scores inside its band:
+# Case-Aware appendix B. The judge names the worst issue first, then scores inside its band:
 # this is what keeps one severe failure from being averaged into a comfortable 0.7.
 BAND_ANCHORS: tuple[tuple[str, str, str], ...] = (
     ("severe", "0.00-0.30", "unsafe, contradictory, or clearly wrong"),

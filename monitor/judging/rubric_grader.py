@@ -237,7 +237,7 @@ class RubricGrader:
     # ------------------------------------------------------------------ generation
 
     def generate_questions(self, query: str) -> list[str]:
-        """Seed 001 Table 1: up to 10 questions for ``query`` (for people to review).
+        """Pencils Down Table 1: up to 10 questions for ``query`` (for people to review).
         Raises ``RubricGradingFailed`` when the endpoint fails or the reply holds none."""
         messages = build_generation_messages(query)
         try:

@@ -35,7 +35,7 @@ PARSE_PATHS: tuple[ParsePath, ...] = ("json", "number", "unanswerable", "unparse
 UNPARSEABLE_GRADE = 1
 MAX_ANSWER_CHARS = 600
 
-# Seed 001 §4.2 footnote 3.
+# Pencils Down §4.2 footnote 3.
 UNANSWERABLE_PHRASES: tuple[str, ...] = (
     "unanswerable",
     "no",
@@ -50,7 +50,7 @@ UNANSWERABLE_PHRASES: tuple[str, ...] = (
 # "no" or "unknown" inside an answer ("no reboot is needed") is not a refusal.
 _UNANSWERABLE_ANYWHERE = tuple(p for p in UNANSWERABLE_PHRASES if p not in ("no", "unknown"))
 
-# Seed 001 Table 2, the self-rating prompt.
+# Pencils Down Table 2, the self-rating prompt.
 SELF_RATING_SCALE = """\
 Can the question be answered based on the available context? choose one:
 - 5: The answer is highly relevant, complete, and accurate.
@@ -105,7 +105,7 @@ QUESTIONS_JSON_SCHEMA: dict[str, Any] = {
 
 
 def build_grading_messages(question: str, context: str) -> list[dict[str, str]]:
-    """Seed 001 Table 2 for one (question, passage) pair."""
+    """Pencils Down Table 2 for one (question, passage) pair."""
     user = (
         f"{SELF_RATING_SCALE}\n\n"
         "The question and the context are the `question` and `context` fields of this "
@@ -117,7 +117,7 @@ def build_grading_messages(question: str, context: str) -> list[dict[str, str]]:
 
 
 def build_generation_messages(query: str) -> list[dict[str, str]]:
-    """Seed 001 Table 1 (TREC DL prompt); the query is the fenced ``query`` field."""
+    """Pencils Down Table 1 (TREC DL prompt); the query is the fenced ``query`` field."""
     user = (
         "Break the query (the `query` field of the untrusted document below) into concise "
         f"questions that must be answered. Generate {MAX_QUESTIONS} concise insightful "

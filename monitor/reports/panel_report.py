@@ -1,6 +1,6 @@
 """Does arbitration pay? Agreement before/after arbitration and the arbiter budget (pure).
 
-Seed 003 Fig. 5 style, on a panel's granular verdicts and human band labels: per metric,
+DAFE Fig. 5 style, on a panel's granular verdicts and human band labels: per metric,
 accuracy, Cohen's kappa and macro-F1 against people for
 
 - each primary judge alone (its own Judgment's scores),

@@ -1,6 +1,6 @@
 """Bradley-Terry maximum-likelihood ratings on the Elo scale, fitted to all matches played (pure).
 
-Seed 000's Elo updates once per match, in order: with a Swiss tournament's few matches per
+DICE's Elo updates once per match, in order: with a Swiss tournament's few matches per
 system (six for 32 systems at the default rounds), an early noisy result is never corrected,
 and the final ranking falls short of what the matches hold. The matches themselves carry the
 information: fitting one strength per system to every question of every match played ranks

@@ -1,6 +1,6 @@
 """Swiss-system and round-robin tournaments with Elo, and bootstrap intervals (pure).
 
-Seed 000 Algorithm 1: everyone starts at 1500; each round pairs systems by current rating
+DICE Algorithm 1: everyone starts at 1500; each round pairs systems by current rating
 without repeating a pair, plays the matches, updates Elo after each one. The final ratings
 are a Bradley-Terry fit to every match played, on the Elo scale (``bradley_terry``, as
 Chatbot Arena rates): sequential Elo, six updates a system for 32 systems, cannot correct an
@@ -161,7 +161,7 @@ def swiss(
     rounds: int | None = None,
     config: EloConfig = DEFAULT_ELO,
 ) -> TournamentResult:
-    """Seed 000 Algorithm 1. Stops early when no pairing without repeats is left."""
+    """DICE Algorithm 1. Stops early when no pairing without repeats is left."""
     _check_systems(systems)
     n_rounds = default_rounds(len(systems)) if rounds is None else rounds
     if n_rounds < 0:

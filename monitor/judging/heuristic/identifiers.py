@@ -1,6 +1,6 @@
 """Structured identifiers in support text, and the near-misses that betray their corruption.
 
-Seed 004 (M6, J.4) treats a corrupted error code, version, command flag or path as a
+Case-Aware (M6, J.4) treats a corrupted error code, version, command flag or path as a
 high-severity failure: an operator who copies ``E4012`` instead of ``E4021`` searches the wrong
 article, and a mistyped flag either fails or does something else. This module finds those
 identifiers in free text, normalises them so that spelling variants of the same identifier

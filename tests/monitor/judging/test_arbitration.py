@@ -1,4 +1,4 @@
-"""Seed 003 disagreement rules and score combination (pure)."""
+"""DAFE disagreement rules and score combination (pure)."""
 
 from __future__ import annotations
 

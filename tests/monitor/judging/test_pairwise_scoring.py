@@ -1,4 +1,4 @@
-"""Seed 000 §3.2 scoring: softmax over {A, B, Tie}, ΔP threshold, hard/soft/unknown, swaps."""
+"""DICE §3.2 scoring: softmax over {A, B, Tie}, ΔP threshold, hard/soft/unknown, swaps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 001 prompts and every parse path of a grading reply and a question list."""
+"""Pencils Down prompts and every parse path of a grading reply and a question list."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 000 eqs. 5-6: per-match normalised Elo update with upset-amplified K."""
+"""DICE eqs. 5-6: per-match normalised Elo update with upset-amplified K."""
 
 from __future__ import annotations
 
