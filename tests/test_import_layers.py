@@ -300,6 +300,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "__init__",
             "baselines",
             "examples",
+            "failure_modes",
             "regression",
             "summary",
             "severe_turn",

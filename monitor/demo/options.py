@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from monitor.config.failure_modes import FailureModesConfig
 from monitor.config.sampling import SamplingConfig
 from monitor.demo.producer import PRODUCER_STOP_S
 from monitor.demo.prometheus_process import ALERTMANAGER_BIN, PROMETHEUS_BIN
@@ -42,6 +43,14 @@ class DemoOptions:
     regression_after_s: float | None = REGRESSION_AFTER_S
 
 
+# The failure-modes job every 20 s over the last 10 minutes, the last minute its recent part,
+# at most 2,000 failed turns a run: the canary's regression shows as new modes within a run of
+# its injection, and a run stays a few seconds of CPU however long the demo lasts.
+DEMO_FAILURE_MODES = FailureModesConfig(
+    interval_seconds=20.0, window_seconds=600.0, recent_seconds=60.0, max_turns=2000
+)
+
+
 def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: int) -> Settings:
     """``base`` (judges, panel, sampling, weights) pointed at the demo's broker, DB and port.
 
@@ -66,10 +75,14 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
     # sample: the production defaults (a tenth, an hourly budget) would leave its dashboards
     # and alerts thin.
     sampling = base.sampling if "sampling" in base.model_fields_set else DEMO_SAMPLING
+    failure_modes = (
+        base.failure_modes if "failure_modes" in base.model_fields_set else DEMO_FAILURE_MODES
+    )
     return base.model_copy(
         update={
             "kafka": kafka,
             "sampling": sampling,
+            "failure_modes": failure_modes,
             "storage": base.storage.model_copy(update={"url": db_url, "retention_days": None}),
             "server": base.server.model_copy(update={"host": host, "port": port}),
         }

@@ -31,6 +31,7 @@ from monitor.demo.alerts import DemoAlerts, find_rules
 from monitor.demo.banner import closing_hint, opening
 from monitor.demo.baselines import pin_baselines
 from monitor.demo.examples import find_examples, load_examples
+from monitor.demo.failure_modes import failures_hint, mode_line, new_modes
 from monitor.demo.options import DEMO_PARTITIONS, DEMO_TOPIC, DemoOptions, demo_settings
 from monitor.demo.producer import ReplayProducer
 from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
@@ -73,6 +74,7 @@ class Demo:
         self.regressed = False
         self._regressed_at: float | None = None
         self._started_at = 0.0
+        self._announced: set[str] = set()  # failure modes of the canary already printed
         self.settings: Settings | None = None
 
     @property
@@ -230,6 +232,7 @@ class Demo:
                         self._echo(line)
                 if time.monotonic() >= next_summary:
                     self._echo(self.summary())
+                    self._announce_failure_modes()
                     next_summary += self.options.summary_interval_s
                 # Plain sleep, not Event.wait: a signal handler must not contend for its lock.
                 time.sleep(0.2)
@@ -241,6 +244,8 @@ class Demo:
             self._echo(self.summary())
             if self._runner is not None:  # From the alert to its turns
                 canary = self._regression.canary if self._regression is not None else None
+                if canary is not None:  # and to the recurring causes behind them
+                    self._echo(failures_hint(self.db_path, canary, len(self._announced)))
                 self._echo(closing_hint(self.db_path, canary))
         if self._runner is not None:
             if self._runner.error is not None:
@@ -249,6 +254,15 @@ class Demo:
                 raise DemoError("the daemon did not finish in time; its offsets were not committed")
             if (error := self._runner.commit_error) is not None:
                 raise error
+
+    def _announce_failure_modes(self) -> None:
+        """One line per failure mode of the canary the failure-modes job found since the last
+        summary (the regression's planted flaws, once it is injected)."""
+        if self._regression is None or self.settings is None:
+            return
+        elapsed = time.monotonic() - self._started_at
+        for mode in new_modes(self.db_path, self._regression.canary, self._announced):
+            self._echo(mode_line(mode, elapsed))
 
     def stop(self) -> None:
         """Stop the producer, drain and close the daemon, stop the broker. Idempotent."""
