@@ -217,7 +217,6 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "__init__",
             "alert_links",
             "cascade_check",
-            "case_label_files",
             "case_view",
             "failure_view",
             "judge_change",
@@ -229,7 +228,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "trec",
             "turn_view",
         ),
-        ("judge_canary",),
+        ("case_label_files", "judge_canary"),
     ),
     "monitor.jobs": (
         ("__init__", "assistant_template", "recorders"),
