@@ -239,13 +239,15 @@ class Demo:
         finally:
             # The second Ctrl-C is offered only to someone who pressed the first.
             again = " (Ctrl-C again to quit at once)" if self._stop_requested.is_set() else ""
+            if self._runner is not None and self._regression is not None:
+                # The recurring causes behind the canary's failed turns, found so far.
+                regressed = self._regression.canary
+                self._echo(failures_hint(self.db_path, regressed, len(self._announced)))
             self._echo(f"stopping: draining in-flight turns, committing offsets ...{again}")
             self.stop()
             self._echo(self.summary())
             if self._runner is not None:  # From the alert to its turns
                 canary = self._regression.canary if self._regression is not None else None
-                if canary is not None:  # and to the recurring causes behind them
-                    self._echo(failures_hint(self.db_path, canary, len(self._announced)))
                 self._echo(closing_hint(self.db_path, canary))
         if self._runner is not None:
             if self._runner.error is not None:

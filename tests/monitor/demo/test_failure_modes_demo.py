@@ -104,3 +104,4 @@ def test_the_regressed_canary_shows_its_planted_flaws_as_separate_modes(
     assert not runner.is_alive()
     hint = next(ln for ln in lines if "the recurring causes behind its failed turns" in ln)
     assert f"inspect failures --db {db} --assistant {CANARY}" in hint
+    assert lines.index(hint) < next(i for i, ln in enumerate(lines) if ln.startswith("stopping"))
