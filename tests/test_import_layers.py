@@ -319,7 +319,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "monitor.commands": (
         ("__init__", "usage", "output"),
-        ("batch_report", "inspect_failures", "store_access"),
+        ("batch_report", "store_access"),
+        ("inspect_failures",),  # inspect's failure-mode commands, over store_access
         ("case_compare", "case_labels", "inspect_case"),
         ("detect", "estimate", "inspect", "labels"),
         (
