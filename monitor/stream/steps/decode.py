@@ -82,7 +82,8 @@ class DecodeStep:
         except InvalidEvent as exc:
             self._dead_letter(message, exc)
             return
-        self._next.submit(message.replace(turn))
+        # ``message.replace(turn)``, without its call per consumed record.
+        self._next.submit(Envelope(message.tp, message.offset, turn, message.reservation))
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
         self._pending.send(message, exc, self._metrics.record_dead_letter)
