@@ -10,7 +10,7 @@ from pathlib import Path
 from monitor.demo.examples import MALFORMED
 from monitor.demo.options import DEMO_PARTITIONS, DEMO_TOPIC
 from monitor.demo.regression import RegressionPlan
-from monitor.demo.severe_turn import severe_turn
+from monitor.demo.severe_turn import severe_case, severe_turn
 from monitor.program import casewatch_program
 from monitor.reports.turn_view import inspect_hint
 from monitor.settings import Settings
@@ -86,6 +86,14 @@ def opening(
 
 
 def closing_hint(db_path: Path, canary: str | None) -> str:
-    """The demo's last line: the command that opens the newest severe turn (of the canary)."""
+    """The demo's last lines: the commands that open the newest severe turn (of the canary)
+    and the newest severe case (of the canary; else that turn's conversation)."""
     turn = severe_turn(db_path, canary)
-    return inspect_hint(str(db_path), canary, turn, casewatch_program())
+    conversation = severe_case(db_path, canary, turn)
+    program = casewatch_program()
+    case = conversation if conversation is not None else "CONVERSATION_ID"
+    return (
+        f"{inspect_hint(str(db_path), canary, turn, program)}\n"
+        f"  {program} inspect case {case} --db {db_path}   # the whole conversation, its "
+        "case verdicts"
+    )

@@ -65,14 +65,18 @@ def load_examples(path: Path) -> list[dict[str, Any]]:
 def demo_messages(
     docs: list[dict[str, Any]], n_loop: int, now: Callable[[], datetime]
 ) -> Iterator[tuple[bytes | None, bytes]]:
-    """One loop of (key, value): every doc with ``#<loop>`` on its event_id and a fresh
-    timestamp (taken lazily, at send time), and the MALFORMED records spread evenly."""
+    """One loop of (key, value): every doc with ``#<loop>`` on its event_id and its
+    conversation_id (each loop's conversations are new cases, judged once they go quiet, not
+    one conversation growing loop after loop) and a fresh timestamp (taken lazily, at send
+    time), and the MALFORMED records spread evenly."""
     step = max(1, len(docs) // (len(MALFORMED) + 1))
     poison = {step * (i + 1): value for i, value in enumerate(MALFORMED)}
     for i, doc in enumerate(docs):
         if i in poison:
             yield None, poison[i]
         out = {**doc, "event_id": f"{doc['event_id']}#{n_loop}"}
+        if out.get("conversation_id") is not None:
+            out["conversation_id"] = f"{out['conversation_id']}#{n_loop}"
         out["timestamp"] = now().isoformat().replace("+00:00", "Z")
         conv = out.get("conversation_id")
         yield (str(conv).encode() if conv is not None else None), json.dumps(out).encode()

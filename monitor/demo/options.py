@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from monitor.config.failure_modes import FailureModesConfig
+from monitor.config.cases import CasesConfig
 from monitor.config.sampling import SamplingConfig
 from monitor.demo.producer import PRODUCER_STOP_S
 from monitor.demo.prometheus_process import ALERTMANAGER_BIN, PROMETHEUS_BIN
@@ -51,6 +52,9 @@ DEMO_FAILURE_MODES = FailureModesConfig(
 )
 
 
+DEMO_CASES = CasesConfig(idle_seconds=10.0, interval_seconds=5.0, lookback_seconds=3600.0)
+
+
 def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: int) -> Settings:
     """``base`` (judges, panel, sampling, weights) pointed at the demo's broker, DB and port.
 
@@ -75,6 +79,10 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
     # sample: the production defaults (a tenth, an hourly budget) would leave its dashboards
     # and alerts thin.
     sampling = base.sampling if "sampling" in base.model_fields_set else DEMO_SAMPLING
+    # Cases close 10 s after their last turn unless the configuration says otherwise: a loop
+    # replays a conversation's turns within a second or two, and the demo should show case
+    # verdicts (and the canary's cases turning bad) within its first minute, not after 10.
+    cases = base.cases if "cases" in base.model_fields_set else DEMO_CASES
     failure_modes = (
         base.failure_modes if "failure_modes" in base.model_fields_set else DEMO_FAILURE_MODES
     )
@@ -82,6 +90,7 @@ def demo_settings(base: Settings, bootstrap: str, db_url: str, host: str, port: 
         update={
             "kafka": kafka,
             "sampling": sampling,
+            "cases": cases,
             "failure_modes": failure_modes,
             "storage": base.storage.model_copy(update={"url": db_url, "retention_days": None}),
             "server": base.server.model_copy(update={"host": host, "port": port}),

@@ -162,11 +162,14 @@ def test_demo_process_drains_and_exits_0_on_sigterm(tansu: None, tmp_path: Path)
     )  # fmt: skip
     assert json.loads(listed.stdout)
     # The printed lines run as printed, in a shell, from where the demo ran: the venv is not
-    # activated, so they name its casewatch; the `inspect turn` line opens a real turn.
+    # activated, so they name its casewatch; the `inspect turn` line opens a real turn, the
+    # `inspect case` line a real conversation (its turns, its case verdicts once it closed).
     printed = [ln.strip() for ln in out.splitlines() if re.match(r"\s+\S*casewatch inspect", ln)]
-    assert len(printed) == 2, out
-    (turn,) = re.findall(r"inspect turn (\S+) --db", printed[1])
+    assert any(" inspect turns " in line for line in printed), out
+    (turn,) = [t for line in printed for t in re.findall(r"inspect turn (\S+) --db", line)]
     assert turn != "EVENT_ID"  # a real one: its printed line below exits 0 only if it exists
+    (conversation,) = [c for line in printed for c in re.findall(r"inspect case (\S+) --db", line)]
+    assert conversation != "CONVERSATION_ID"
     path = os.pathsep.join(
         p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "casewatch").exists()
     )
@@ -296,6 +299,7 @@ def test_duration_stops_the_demo_by_itself(tansu: None, tmp_path: Path) -> None:
     # Nobody pressed Ctrl-C: no second one is offered.
     [stopping] = [line for line in lines if line.startswith("stopping:")]
     assert "Ctrl-C" not in stopping
-    # The summary, then how to inspect the turns behind an alert (4 lines).
-    assert lines[-6].startswith("[") and "consumed" in lines[-6]
-    assert lines[-5].startswith(f"the verdicts are kept in {tmp_path / 'd.db'}")
+    # The summary, then how to inspect the turns behind an alert and a case (5 lines).
+    assert lines[-7].startswith("[") and "consumed" in lines[-7]
+    assert lines[-6].startswith(f"the verdicts are kept in {tmp_path / 'd.db'}")
+    assert "inspect case " in lines[-2]
