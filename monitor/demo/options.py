@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor.config.failure_modes import FailureModesConfig
 from monitor.config.cases import CasesConfig
+from monitor.config.failure_modes import FailureModesConfig
 from monitor.config.sampling import SamplingConfig
 from monitor.demo.producer import PRODUCER_STOP_S
 from monitor.demo.prometheus_process import ALERTMANAGER_BIN, PROMETHEUS_BIN
