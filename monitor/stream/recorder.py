@@ -141,15 +141,15 @@ class StreamRecorder:
         for kind, n in mismatches:
             self._m.identifier_mismatch.labels(assistant=label, kind=kind).inc(n)
 
+    def record_cheap_look(self, assistant: str, cell: str, count: int) -> None:
+        """``count`` turns of ``assistant`` the cascade's cheap look put in ``cell``."""
+        self._m.cheap_look_turns.labels(assistant=self._assistant(assistant), cell=cell).inc(count)
+
     def record_already_judged(self, assistant: str, count: int = 1) -> None:
         """Sampled turns not judged because the store already holds their verdict under the
         current judge configuration (a replay after a crash or a rebalance): no judge call."""
         label = self._assistant(assistant)
         self._m.turns_skipped.labels(assistant=label, reason=ALREADY_JUDGED).inc(count)
-    def record_cheap_look(self, assistant: str, cell: str, count: int) -> None:
-        """``count`` turns of ``assistant`` the cascade's cheap look put in ``cell``."""
-        self._m.cheap_look_turns.labels(assistant=self._assistant(assistant), cell=cell).inc(count)
-
         self.tally.skipped[ALREADY_JUDGED] += count
 
     def record_verdict(self, verdict: Verdict) -> None:
