@@ -122,9 +122,7 @@ class KafkaConfig(Section):
     def outcome_topics(self) -> dict[str, TopicFormat]:
         """The topics of kind ``outcomes``, with their format (casewatch or mapped)."""
         return {
-            t.name: t.format
-            for t in self.topics
-            if not isinstance(t, str) and t.kind == "outcomes"
+            t.name: t.format for t in self.topics if not isinstance(t, str) and t.kind == "outcomes"
         }
 
     @property
