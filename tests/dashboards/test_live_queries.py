@@ -130,6 +130,10 @@ OUTCOME_SERIES = (
     "casewatch_feedback_judged_total",
 )
 OUTCOME_EXCLUSION = "needs an outcomes topic with feedback, which the live daemon has none of"
+# The judge's agreement with reviewers needs annotations pulled from a Label Studio server;
+# tests/monitor/jobs/test_review_queue.py exports and reads it against the real server.
+REVIEW_SERIES = ("casewatch_review_agreement",)
+REVIEW_EXCLUSION = "needs annotations from a review queue server, which the live daemon has none of"
 # The cheap look runs only under sampling.strategy: cascade (the live daemon samples uniformly);
 # tests/monitor/stream/steps/test_sample_cascade.py exports and reads it.
 CASCADE_SERIES = ("casewatch_cheap_look_turns_total", "casewatch_detector_left_out_total")
@@ -260,6 +264,8 @@ def _excluded(query: PanelQuery, job_names: list[str]) -> str | None:
         return OTEL_EXCLUSION
     if any(name in query.expr for name in OUTCOME_SERIES):
         return OUTCOME_EXCLUSION
+    if any(name in query.expr for name in REVIEW_SERIES):
+        return REVIEW_EXCLUSION
     if any(name in query.expr for name in CASCADE_SERIES):
         return CASCADE_EXCLUSION
     return None
@@ -339,6 +345,7 @@ def test_every_dashboard_query_returns_data_from_a_live_daemon(
     assert set(excluded.values()) <= {
         DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION, CANARY_EXCLUSION,
         OTEL_EXCLUSION, OUTCOME_EXCLUSION, CASCADE_EXCLUSION, FAILURE_MODE_EXCLUSION,
+        REVIEW_EXCLUSION,
     }  # fmt: skip
     if "drift" in job_names:
         assert DRIFT_EXCLUSION not in excluded.values()
