@@ -6,9 +6,9 @@ The daemon builds one ``StreamRecorder`` over its ``Metrics`` and hands it to th
 type it by the small protocol each needs (``SamplingMetrics``, ``StoreMetrics``, ...).
 
 It also keeps the run's own tally (``RunTally``: records read, turns sampled, judged, skipped
-and dead-lettered, by reason) for the daemon's summary lines: the metrics are cumulative over
-whatever else shares their registry, and a summary should not sum label sets to say what this
-run did.
+and dead-lettered, by reason; under the cascade the turns its cheap look saw and drew) for
+the daemon's summary lines: the metrics are cumulative over whatever else shares their
+registry, and a summary should not sum label sets to say what this run did.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from monitor.exporter import Metrics
 from monitor.judging.recorder import JudgingRecorder, failure_label
 from monitor.models import Verdict
 from monitor.sampling.budget import UnitState
+from monitor.sampling.sampler import CASCADE_REASON
 
 # Sampling counter children kept per (sampled, assistant, reason): every consumed turn is
 # counted, and ``labels()`` costs several microseconds. Bounded, as assistant names are input.
@@ -53,6 +54,10 @@ class RunTally:
     judge_failed: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     dead_lettered: Counter[str] = field(default_factory=Counter)
+    # The cascade's: turns its cheap look saw, and those it drew by their cell's probability
+    # (a rule's turns are looked at too, but drawn by the rule).
+    looked: int = 0
+    drawn: int = 0
 
 
 class StreamRecorder:
@@ -119,6 +124,8 @@ class StreamRecorder:
         child.inc(count)
         if decision.sampled:
             self.tally.sampled += count
+            if decision.reason == CASCADE_REASON:
+                self.tally.drawn += count
         elif count:  # the OTLP skip reasons are primed with a count of 0
             self.tally.skipped[decision.reason] += count
 
@@ -144,6 +151,7 @@ class StreamRecorder:
     def record_cheap_look(self, assistant: str, cell: str, count: int) -> None:
         """``count`` turns of ``assistant`` the cascade's cheap look put in ``cell``."""
         self._m.cheap_look_turns.labels(assistant=self._assistant(assistant), cell=cell).inc(count)
+        self.tally.looked += count
 
     def record_already_judged(self, assistant: str, count: int = 1) -> None:
         """Sampled turns not judged because the store already holds their verdict under the

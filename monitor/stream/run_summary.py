@@ -1,7 +1,8 @@
 """What ``casewatch run`` says about itself: one line as it starts (what it reads, how much of it
 it judges, where verdicts and dead letters go), a summary line every
 ``daemon.summary_interval_seconds`` and one as it ends (records read, turns sampled, judged,
-skipped and dead-lettered, by reason), and a warning when it judged nothing because of the
+skipped and dead-lettered, by reason; under the cascade the turns its cheap look saw and
+drew), and a warning when it judged nothing because of the
 sampling rate or the budget, naming the setting to change.
 
 A run that judges nothing must not look like a run that had nothing to judge: the shipped
@@ -81,15 +82,30 @@ def budget_text(sampling: SamplingConfig) -> str:
     return ", ".join(limits) if limits else "none"
 
 
-def start_fields(settings: Settings, *, source: str, dead_letters_to: str) -> dict[str, Any]:
-    """The start line's fields: the database's password masked."""
-    sampling = settings.sampling
+def sampling_fields(sampling: SamplingConfig) -> dict[str, Any]:
+    """How the run draws the turns it judges: the strategy, and its rates (uniform) or the
+    cascade's floor, look share and target calls per hour (the uniform rates play no part
+    under the cascade, so they are not printed then)."""
+    if sampling.strategy == "cascade":
+        return {
+            "sampling_strategy": "cascade",
+            "cascade_floor": sampling.cascade_floor,
+            "cascade_look_share": sampling.cascade_look_share,
+            "cascade_target_calls_per_hour": sampling.cascade_target(),
+        }
     fields: dict[str, Any] = {
-        "source": source,
+        "sampling_strategy": sampling.strategy,
         "sampling_rate": sampling.default_rate,
     }
     if sampling.rates:
         fields["sampling_rates"] = dict(sampling.rates)
+    return fields
+
+
+def start_fields(settings: Settings, *, source: str, dead_letters_to: str) -> dict[str, Any]:
+    """The start line's fields: the database's password masked."""
+    sampling = settings.sampling
+    fields: dict[str, Any] = {"source": source, **sampling_fields(sampling)}
     if sampling.always_judge:
         fields["always_judge"] = [rule.name for rule in sampling.always_judge]
     fields["budget"] = budget_text(sampling)
@@ -180,6 +196,9 @@ class RunSummary:
             "dead_lettered": t.dead_lettered.total(),
             "in_progress": self._in_progress(),
         }
+        if self._sampling is not None and self._sampling.strategy == "cascade":
+            fields["cheap_look_saw"] = t.looked
+            fields["cascade_drew"] = t.drawn
         for name, counts in (
             ("judge_failed", t.judge_failed),
             ("skipped", t.skipped),
@@ -216,6 +235,7 @@ __all__ = [
     "dead_letters_text",
     "nothing_judged",
     "rerun_text",
+    "sampling_fields",
     "source_text",
     "start_fields",
 ]

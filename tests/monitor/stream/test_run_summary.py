@@ -5,6 +5,7 @@ says of a judge that never answers (each turn ends failed with its reason, the r
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -17,12 +18,13 @@ from structlog.testing import capture_logs
 
 from monitor.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
+from monitor.sampling.sampler import sample_point
 from monitor.settings import load_settings
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.file_state import file_sidecars
 from monitor.stream.recorder import RunTally
-from monitor.stream.run_summary import RunSummary, nothing_judged
+from monitor.stream.run_summary import RunSummary, nothing_judged, sampling_fields
 from monitor.stream.runner import DaemonRunner
 from tests.fake_judge_server import FakeJudgeServer, Reply, scores, slow
 from tests.fixtures.judge_server import fake_judge_config
@@ -60,6 +62,7 @@ def test_the_run_starts_with_one_line_of_sampling_budget_database_and_dead_lette
         runner = DaemonRunner(settings, CollectorRegistry(), file_path=data)
         runner.run_foreground(install_signals=False)
     (start,) = [e for e in logs if e["event"] == "run starting"]
+    assert start["sampling_strategy"] == "uniform"
     assert start["sampling_rate"] == 0.25
     assert start["sampling_rates"] == {"helpdesk": 0.5}
     assert start["budget"] == "1000 judge calls/h"
@@ -70,6 +73,59 @@ def test_the_run_starts_with_one_line_of_sampling_budget_database_and_dead_lette
     # Before anything is read, and once.
     first_read = next(i for i, e in enumerate(logs) if e["event"] == "first records polled")
     assert logs.index(start) < first_read
+
+
+@pytest.mark.integration
+def test_under_the_cascade_the_lines_say_its_floor_look_share_target_and_what_it_drew(
+    tmp_path: Path,
+) -> None:
+    values = turn_values(3)
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(values) + b"\n")
+    settings = load_settings(
+        None,
+        storage={"url": f"sqlite:///{tmp_path / 'db.sqlite'}"},
+        server={"port": 0},
+        sampling={
+            "strategy": "cascade",
+            "default_rate": 0.25,
+            "cascade_floor": 0.05,
+            "cascade_look_share": 0.5,
+            "budget_calls_per_hour": 200,
+            "cascade_target_calls_per_hour": None,
+        },
+    )
+    with capture_logs() as logs:
+        runner = DaemonRunner(settings, CollectorRegistry(), file_path=data)
+        runner.run_foreground(install_signals=False)
+    (start,) = [e for e in logs if e["event"] == "run starting"]
+    assert start["sampling_strategy"] == "cascade"
+    assert start["cascade_floor"] == 0.05
+    assert start["cascade_look_share"] == 0.5
+    assert start["cascade_target_calls_per_hour"] == 180  # 90 % of the hourly call budget
+    # The uniform rate plays no part under the cascade: not printed as if it did.
+    assert "sampling_rate" not in start and "sampling_rates" not in start
+    (finished,) = [e for e in logs if e["event"] == "run finished"]
+    # Every turn within the look share was looked at; no rule: every sampled turn was drawn.
+    points = [sample_point(json.loads(v)["conversation_id"]) for v in values]
+    looked = [p for p in points if p < 0.5]
+    assert finished["cheap_look_saw"] == len(looked)
+    assert finished["cascade_drew"] == finished["sampled"]
+    assert finished["sampled"] + finished["skipped"] == finished["read"] == 3
+
+
+def test_the_uniform_start_line_names_its_strategy_and_the_summary_no_cascade_counts() -> None:
+    sampling = SamplingConfig(default_rate=0.25)
+    assert sampling_fields(sampling) == {"sampling_strategy": "uniform", "sampling_rate": 0.25}
+    summary = RunSummary(_tally(not_sampled=1), ManualClock(), 60.0, sampling=sampling)
+    assert "cheap_look_saw" not in summary.fields()
+    cascade = SamplingConfig(
+        strategy="cascade", cascade_floor=0.02, cascade_target_calls_per_hour=50
+    )
+    tally = _tally(not_sampled=3)
+    tally.read, tally.sampled, tally.looked, tally.drawn = 5, 2, 5, 1
+    fields = RunSummary(tally, ManualClock(), 60.0, sampling=cascade).fields()
+    assert (fields["cheap_look_saw"], fields["cascade_drew"]) == (5, 1)
 
 
 def _tally(**skipped: int) -> RunTally:
