@@ -27,6 +27,7 @@ import sqlalchemy as sa
 
 from monitor.errors import LeaseLost
 from monitor.storage.leases import Fence, require_lease
+from monitor.storage.outcomes import judged_for_feedback
 from monitor.storage.store import Store
 from monitor.storage.tables import detector_cursor, detector_states, turns, verdicts
 
@@ -148,7 +149,8 @@ def reference_counts(
     assistants: Collection[str] | None = None,
 ) -> dict[str, ReferenceCounts]:
     """Per assistant (of ``assistants``, None: all), judged ok turns (and severe ones, per
-    metric) with an event timestamp in [start, end).
+    metric) with an event timestamp in [start, end); turns judged because a user complained
+    are not of the sample and left out.
 
     A turn the cascade drew weighs 1 / its probability: the counts are Kish's effective
     sample size (sum w)^2 / sum w^2 and the Hajek share of it, so the baseline is the
@@ -175,6 +177,7 @@ def reference_counts(
             turns.c.event_timestamp >= start,
             turns.c.event_timestamp < end,
             verdicts.c.status == "ok",
+            ~judged_for_feedback(turns.c.event_id),
         )
         .group_by(turns.c.assistant_name)
     )

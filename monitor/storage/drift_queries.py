@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from monitor.models import METRICS, TurnSample
+from monitor.storage.outcomes import judged_for_feedback
 from monitor.storage.store import Store
 from monitor.storage.tables import drift_results, turns, verdicts
 
@@ -77,11 +78,13 @@ def window_samples(
     end: datetime,
     labels: Sequence[str] = (),
 ) -> Iterator[TurnSample]:
-    """The turns of ``assistant`` whose event timestamp is in [start, end), streamed."""
+    """The turns of ``assistant`` whose event timestamp is in [start, end), streamed; turns
+    judged because a user complained are not of the sample and left out."""
     query = _sample_query(store.dialect, labels).where(
         turns.c.assistant_name == assistant,
         turns.c.event_timestamp >= start,
         turns.c.event_timestamp < end,
+        ~judged_for_feedback(turns.c.event_id),
     )
     with store.transaction(write=False) as conn:
         result = conn.execution_options(stream_results=True, yield_per=_STREAM_ROWS).execute(query)

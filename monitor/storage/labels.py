@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from monitor.models import METRICS, TurnSignals
+from monitor.storage.outcomes import judged_for_feedback
 from monitor.storage.store import Store
 from monitor.storage.tables import (
     human_labels,
@@ -63,7 +64,8 @@ def judged_frame(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> Iterator[FrameRow]:
-    """The assistant's scored turns (newest verdict ok) in [since, until), by event id."""
+    """The assistant's scored turns (newest verdict ok) in [since, until), by event id: the
+    random sample's, without the turns judged because a user complained."""
     query = (
         sa.select(
             turns.c.event_id,
@@ -72,7 +74,11 @@ def judged_frame(
             turns.c.inclusion_probability,
         )
         .select_from(turns.join(verdicts, verdicts.c.event_id == turns.c.event_id))
-        .where(turns.c.assistant_name == assistant, _newest_ok())
+        .where(
+            turns.c.assistant_name == assistant,
+            _newest_ok(),
+            ~judged_for_feedback(turns.c.event_id),
+        )
         .order_by(turns.c.event_id)
     )
     if since is not None:

@@ -89,6 +89,15 @@ def _has_turn() -> Any:
     return sa.case((o.kind == "feedback", by_turn), else_=by_case)
 
 
+def judged_for_feedback(event_id: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+    """SQL: the turn ``event_id`` was judged because a user complained (sampling reason
+    ``feedback``), not drawn at random. Its kept row stays, marked, while the turn is stored
+    (``prune_retained``), so every read of the random sample can leave it out with
+    ``~judged_for_feedback(turns.c.event_id)``."""
+    r = retained_turns.c
+    return sa.exists().where(r.event_id == event_id, r.feedback_judged_at.is_not(None))
+
+
 class OutcomeRecords:
     def __init__(self, store: Store, clock: Clock | None = None) -> None:
         self._store = store
@@ -238,15 +247,28 @@ class OutcomeRecords:
         return len(rows)
 
     def prune_retained(self, max_age_s: float, max_rows: int) -> int:
-        """Forget kept turns older than ``max_age_s`` and, past ``max_rows``, the oldest."""
+        """Forget kept turns older than ``max_age_s`` and, past ``max_rows``, the oldest; a turn
+        judged for feedback is forgotten once its stored turn is (retention)."""
         r = retained_turns.c
         cutoff = self._now() - timedelta(seconds=max_age_s)
+        waiting = r.feedback_judged_at.is_(None)
+        # A turn judged for feedback keeps its marked row (its text dropped) while the turn is
+        # stored: the mark is what keeps it out of the random sample's reads.
+        gone = sa.and_(
+            r.feedback_judged_at.is_not(None),
+            ~sa.exists().where(turns.c.event_id == r.event_id),
+        )
         with self._store.transaction(write=True, action="pruning unsampled turns") as conn:
-            deleted = conn.execute(sa.delete(retained_turns).where(r.retained_at < cutoff)).rowcount
-            count = int(conn.scalar(sa.select(sa.func.count()).select_from(retained_turns)) or 0)
+            old = sa.and_(waiting, r.retained_at < cutoff)
+            deleted = conn.execute(sa.delete(retained_turns).where(sa.or_(old, gone))).rowcount
+            count = int(
+                conn.scalar(sa.select(sa.func.count()).select_from(retained_turns).where(waiting))
+                or 0
+            )
             if count > max_rows:
                 oldest = (
                     sa.select(r.event_id)
+                    .where(waiting)
                     .order_by(r.retained_at, r.event_id)
                     .limit(count - max_rows)
                     .scalar_subquery()
@@ -284,7 +306,7 @@ class OutcomeRecords:
             conn.execute(
                 sa.update(retained_turns)
                 .where(retained_turns.c.event_id == event_id)
-                .values(feedback_judged_at=now)
+                .values(feedback_judged_at=now, event="")
             )
             conn.execute(
                 sa.update(verdicts)

@@ -1,0 +1,76 @@
+"""Turns judged because a user complained (sampling reason ``feedback``) are not of the random
+sample: the drift windows, the detectors' reference baselines and the labels frame (the label
+export's population and the label-corrected estimate's) read the same with or without them, on
+SQLite and PostgreSQL, and their mark outlives the kept turns' pruning while the turn is stored."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from monitor.models import METRICS
+from monitor.storage import detection_queries, drift_queries, labels
+from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.store import Store
+from monitor.storage.tables import judgments, retained_turns, turns, verdicts
+from tests.fixtures.databases import make_turn, make_verdict
+
+START = datetime(2026, 3, 1, tzinfo=UTC)
+END = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+def _figures(store: Store) -> dict[str, Any]:
+    return {
+        "drift": list(drift_queries.window_samples(store, "helpdesk", START, END, ["channel"])),
+        "reference": detection_queries.reference_counts(store, START, END, list(METRICS)),
+        "frame": list(labels.judged_frame(store, "helpdesk", START, END)),
+    }
+
+
+def _judge_for_feedback(store: Store, records: OutcomeRecords, event_id: str) -> None:
+    turn = make_turn(event_id)
+    with store.transaction(write=True) as conn:
+        conn.execute(
+            retained_turns.insert().values(
+                event_id=event_id,
+                conversation_id=turn.conversation_id,
+                assistant_name="helpdesk",
+                event=turn.model_dump_json(),
+                retained_at=START,
+            )
+        )
+    verdict = make_verdict(turn, failed=event_id.endswith("failed"))
+    store.save(turn, verdict)
+    records.mark_feedback_judged(event_id, verdict.judge_config_hash)
+
+
+def test_feedback_judged_turns_leave_the_random_samples_figures_unchanged(store: Store) -> None:
+    for event_id in ("r-1", "r-2", "r-3"):
+        turn = make_turn(event_id)
+        store.save(turn, make_verdict(turn, failed=event_id == "r-3"))
+    sample = _figures(store)
+    assert len(sample["drift"]) == 3
+    assert sample["reference"]["helpdesk"].turns == 2
+    assert [row.event_id for row in sample["frame"]] == ["r-1", "r-2"]
+
+    records = OutcomeRecords(store)
+    for event_id in ("fb-1", "fb-2", "fb-failed"):
+        _judge_for_feedback(store, records, event_id)
+    with store.transaction(write=False) as conn:
+        assert conn.scalar(sa.select(sa.func.count()).select_from(turns)) == 6
+    assert _figures(store) == sample
+
+    # Pruning by age and count forgets waiting kept turns, not the marks of stored turns.
+    assert records.prune_retained(0.0, 0) == 0
+    assert _figures(store) == sample
+
+    # Once retention deleted the turn, its mark goes with the next pruning.
+    with store.transaction(write=True) as conn:
+        fb_1 = sa.select(verdicts.c.id).where(verdicts.c.event_id == "fb-1")
+        conn.execute(sa.delete(judgments).where(judgments.c.verdict_id.in_(fb_1)))
+        conn.execute(sa.delete(verdicts).where(verdicts.c.event_id == "fb-1"))
+        conn.execute(sa.delete(turns).where(turns.c.event_id == "fb-1"))
+    assert records.prune_retained(0.0, 0) == 1
+    assert _figures(store) == sample
