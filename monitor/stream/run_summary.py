@@ -125,7 +125,20 @@ def nothing_judged(
         return None
     parts = []
     skipped = tally.skipped
-    if skipped[NOT_SAMPLED_REASON]:
+    if skipped[NOT_SAMPLED_REASON] and sampling is not None and sampling.strategy == "cascade":
+        # Under the cascade the uniform rate plays no part: the draw follows the floor and the
+        # target, and a conversation outside the look share is drawn only by a rule.
+        target = sampling.cascade_target_calls_per_hour
+        aim = "90 % of budget_calls_per_hour" if target is None else f"{_number(target)} calls/h"
+        parts.append(
+            f"{skipped[NOT_SAMPLED_REASON]} turn(s) not drawn by the cascade "
+            f"(sampling.cascade_floor is {_number(sampling.cascade_floor)}, "
+            f"sampling.cascade_look_share is {_number(sampling.cascade_look_share)}, target "
+            f"{aim}): raise sampling.cascade_floor (at most cascade_look_share; both 1.0 draw every "
+            "turn), "
+            "or set sampling.strategy to uniform"
+        )
+    elif skipped[NOT_SAMPLED_REASON]:
         if sampling is None:
             rate = "sampling.default_rate"
         else:

@@ -142,6 +142,19 @@ def test_a_run_skipped_whole_by_the_sampling_rate_names_the_setting() -> None:
     assert "CASEWATCH_SAMPLING__DEFAULT_RATE=1.0" in warning
 
 
+def test_a_cascade_run_that_draws_nothing_names_the_cascade_settings_not_the_rate() -> None:
+    sampling = SamplingConfig(
+        strategy="cascade", cascade_floor=0.01, cascade_look_share=0.5, budget_calls_per_hour=200
+    )
+    warning = nothing_judged(_tally(not_sampled=7), sampling)
+    assert warning is not None
+    assert warning.startswith("nothing was judged: 7 turn(s) not drawn by the cascade")
+    assert "sampling.cascade_floor is 0.01" in warning
+    assert "sampling.cascade_look_share is 0.5" in warning
+    assert "90 % of budget_calls_per_hour" in warning
+    assert "default_rate" not in warning
+
+
 def test_a_run_skipped_by_the_budget_names_the_budget_setting() -> None:
     sampling = SamplingConfig(default_rate=1.0, budget_calls_per_hour=5)
     warning = nothing_judged(_tally(budget_calls=4, budget_usd=1), sampling)
