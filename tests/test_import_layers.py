@@ -170,7 +170,10 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "tables", "engine", "location", "refusals"),
         ("schema",),
         ("store",),
-        ("audit", "leases", "labels", "outcomes", "retention", "turn_queries"),
+        # Outcomes under the labels and the drift and detection reads, which leave out the
+        # turns judged because of feedback with its predicate.
+        ("outcomes",),
+        ("audit", "leases", "labels", "retention", "turn_queries"),
         (
             "canary_runs",
             "case_labels",
