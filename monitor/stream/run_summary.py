@@ -134,9 +134,8 @@ def nothing_judged(
             f"{skipped[NOT_SAMPLED_REASON]} turn(s) not drawn by the cascade "
             f"(sampling.cascade_floor is {_number(sampling.cascade_floor)}, "
             f"sampling.cascade_look_share is {_number(sampling.cascade_look_share)}, target "
-            f"{aim}): raise sampling.cascade_floor (at most cascade_look_share; both 1.0 draw every "
-            "turn), "
-            "or set sampling.strategy to uniform"
+            f"{aim}): raise sampling.cascade_floor (at most cascade_look_share; both 1.0 "
+            "draw every turn), or set sampling.strategy to uniform"
         )
     elif skipped[NOT_SAMPLED_REASON]:
         if sampling is None:
