@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -22,8 +23,6 @@ from monitor.config.failure_modes import FailureModesConfig
 from monitor.exporter import Metrics
 from monitor.jobs.recorders import FailureModeRecorder
 from monitor.models import METRICS
-from monitor.stats.failure_features import FeatureWeights
-from monitor.stats.failure_modes import Grouping, GroupingParams, group_failures
 from monitor.storage.failure_modes import (
     assistants_with_failures,
     assistants_with_modes,
@@ -36,10 +35,19 @@ from monitor.storage.failure_modes import (
 from monitor.storage.leases import Fence
 from monitor.storage.store import Store
 
+if TYPE_CHECKING:
+    from monitor.stats.failure_modes import Grouping, GroupingParams
+
 log = structlog.get_logger(__name__)
 
 
 def grouping_params(cfg: FailureModesConfig) -> GroupingParams:
+    # The grouping's libraries (scikit-learn, scipy.stats: about 80 MB resident) load with the
+    # first grouping, not with the daemon: a deployment whose assistants fail nothing never
+    # pays for them, and the ingest path's memory stays what it was.
+    from monitor.stats.failure_features import FeatureWeights
+    from monitor.stats.failure_modes import GroupingParams
+
     w = cfg.weights
     return GroupingParams(
         min_turns=cfg.min_turns,
@@ -72,6 +80,8 @@ def group_assistant(
     over_cap = 0
     if len(turns) >= cfg.max_turns:
         over_cap = max(0, count_failed(store, assistant, start, now) - len(turns))
+    from monitor.stats.failure_modes import group_failures
+
     grouping = group_failures(
         turns,
         METRICS,

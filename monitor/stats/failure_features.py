@@ -28,12 +28,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import sparse
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.preprocessing import normalize
+
+if TYPE_CHECKING:
+    # scikit-learn and scipy load with the first grouping (lazily, in the functions below):
+    # the daemon imports this module's types at start, and the libraries are ~80 MB resident.
+    from scipy import sparse
+    from sklearn.feature_extraction.text import TfidfVectorizer
 
 TRUNCATED = "…"
 # Columns per text block: enough for many modes' vocabularies, bounded whatever the window.
@@ -87,6 +90,8 @@ def _shape(text: str) -> str:
 
 
 def _char_vectorizer(min_df: int) -> TfidfVectorizer:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     return TfidfVectorizer(
         analyzer="char_wb",
         preprocessor=_shape,
@@ -148,6 +153,9 @@ class TurnFeatures:
         return clip(turn.query, self._query_chars)
 
     def transform(self, turns: Sequence[FailedTurn]) -> sparse.csr_matrix:
+        from scipy import sparse
+        from sklearn.preprocessing import normalize
+
         blocks: list[Any] = []
         w = self._weights
         if self._reasons is not None and w.reasons > 0:
@@ -161,6 +169,8 @@ class TurnFeatures:
         return normalize(sparse.hstack(blocks, format="csr", dtype=np.float32))
 
     def _metric_block(self, turns: Sequence[FailedTurn]) -> sparse.csr_matrix:
+        from scipy import sparse
+
         rows, cols = [], []
         for i, t in enumerate(turns):
             for m in t.failing:
@@ -179,6 +189,8 @@ class Terms:
     """Words and word pairs of a set of failed turns, and which of them set a group apart."""
 
     def __init__(self, texts: Sequence[str]) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
         self._vectorizer: TfidfVectorizer | None = None
         self._matrix: sparse.csr_matrix | None = None
         for min_df in (2, 1):  # words seen once are noise, unless that is all there is

@@ -40,13 +40,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import linear_sum_assignment
-from scipy.stats import binomtest
-from sklearn.cluster import AgglomerativeClustering
-from sklearn.preprocessing import normalize
 
 from monitor.stats.failure_features import (
     FailedTurn,
@@ -57,6 +53,11 @@ from monitor.stats.failure_features import (
     signature_similarity,
     word_text,
 )
+
+if TYPE_CHECKING:
+    # scipy and scikit-learn load with the first grouping (in the functions below), not with
+    # the daemon, which imports this module's types at start (~80 MB resident).
+    from scipy import sparse
 
 GROUPED = "grouped"
 TOO_FEW_TURNS = "too_few_turns"
@@ -224,6 +225,8 @@ def _growing(
     base = max(earlier / earlier_total, 0.5 / earlier_total)  # no turn before: half a turn
     if recent / recent_total < params.min_growth * base:
         return False
+    from scipy.stats import binomtest
+
     test = binomtest(recent, recent_total, min(base, 1.0), alternative="greater")
     return bool(test.pvalue < params.growth_alpha)
 
@@ -275,6 +278,8 @@ def _cluster(
     x = features.transform(sample)
     distances = np.clip(1.0 - (x @ x.T).toarray(), 0.0, 2.0)
     np.fill_diagonal(distances, 0.0)
+    from sklearn.cluster import AgglomerativeClustering
+
     labels = AgglomerativeClustering(
         n_clusters=None,
         metric="precomputed",
@@ -311,6 +316,8 @@ def _assign_rest(
     """Every turn outside the sample joins the group whose centroid is nearest, if it is at
     least as close to it as the group's loosest sampled member (and within the threshold);
     read in chunks, so memory stays bounded by the chunk and the centroids."""
+    from sklearn.preprocessing import normalize
+
     centroids = normalize(
         np.vstack([np.asarray(x[labels == g].mean(axis=0)) for g in groups]).astype(np.float32)
     )
@@ -354,6 +361,8 @@ def _match(
                 for g in order
             ]
         )
+        from scipy.optimize import linear_sum_assignment
+
         rows, cols = linear_sum_assignment(-sim)
         for r, c in zip(rows, cols, strict=True):
             if sim[r, c] >= threshold:
