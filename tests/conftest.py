@@ -48,6 +48,19 @@ def judge_everything() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _kafka_fallbacks_left_as_found() -> Iterator[None]:
+    """The Kafka client's fallen-back patches are remembered per process (a production daemon is
+    one process): a test that makes a patch fall back on a fake client must not leave it
+    reported by every later test's daemon, whose gauge would page CasewatchKafkaPatchFallback."""
+    from consumers import _kafka
+
+    before = set(_kafka._warned)
+    yield
+    _kafka._warned.clear()
+    _kafka._warned.update(before)
+
+
 def _signal_state() -> tuple[object, object, frozenset[int]]:
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
     return (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), frozenset(blocked))
