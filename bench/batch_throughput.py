@@ -35,9 +35,9 @@ from monitor.batch.runner import run_batch
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.prompt import build_messages
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema
-from monitor.logs import configure_logging
-from monitor.models import TurnEvent
-from monitor.settings import load_settings
+from monitor.runtime.logs import configure_logging
+from monitor.schema.turn import TurnEvent
+from monitor.config.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "fake-judge"

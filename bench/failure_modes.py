@@ -150,9 +150,9 @@ def _job_child(n: int) -> None:
 
     from prometheus_client import CollectorRegistry
 
-    from monitor.clock import ManualClock
+    from monitor.runtime.clock import ManualClock
     from monitor.config.failure_modes import FailureModesConfig
-    from monitor.exporter import Metrics
+    from monitor.metrics.exporter import Metrics
     from monitor.jobs.failure_modes import FailureModesJob
     from monitor.storage.store import Store
     from tests.support.stored_failures import store_failed

@@ -65,7 +65,7 @@ from bench.ingest import BENCH_SAMPLING, DLQ_SUFFIX, FAST_GROUP, turn_bytes  # n
 from bench.otlp_intake import otlp_message  # noqa: E402
 from consumers._kafka import KafkaProducer  # noqa: E402
 from consumers.tansu import EmbeddedBroker, create_topics, free_port  # noqa: E402
-from monitor.models import TurnEvent  # noqa: E402
+from monitor.schema.turn import TurnEvent  # noqa: E402
 from tests.fake_judge_server import FakeJudgeServer  # noqa: E402
 
 TARGET = 0.02

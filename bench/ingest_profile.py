@@ -69,10 +69,10 @@ def _worker(
     )
     from consumers._kafka_records import to_raw
     from consumers.records import RawMessage, TopicPartition
-    from monitor.clock import SystemClock
-    from monitor.exporter import Metrics
+    from monitor.runtime.clock import SystemClock
+    from monitor.metrics.exporter import Metrics
     from monitor.judging.evaluator import build_evaluator
-    from monitor.logs import configure_logging
+    from monitor.runtime.logs import configure_logging
     from monitor.stream.prepare import stream_sampler
     from monitor.stream.runner import stream_daemon
 

@@ -37,8 +37,8 @@ if str(ROOT) not in sys.path:
 
 from bench.batch_throughput import make_input  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
-from monitor.models import TurnEvent  # noqa: E402
-from monitor.settings import load_settings  # noqa: E402
+from monitor.schema.turn import TurnEvent  # noqa: E402
+from monitor.config.settings import load_settings  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "turns.jsonl"
 

@@ -49,8 +49,8 @@ from bench.batch_throughput import bare_client_timeline as bare_client  # noqa: 
 from bench.ingest import TOPIC, bench_settings, broker_with_topic, wait_until  # noqa: E402
 from consumers._kafka import KafkaProducer  # noqa: E402
 from monitor.demo.examples import load_examples  # noqa: E402
-from monitor.logs import configure_logging  # noqa: E402
-from monitor.models import TurnEvent  # noqa: E402
+from monitor.runtime.logs import configure_logging  # noqa: E402
+from monitor.schema.turn import TurnEvent  # noqa: E402
 from monitor.stream.runner import DaemonRunner  # noqa: E402
 
 

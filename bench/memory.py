@@ -60,7 +60,7 @@ from bench.ingest import (  # noqa: E402
     kafka_section,
 )
 from consumers.tansu import free_port  # noqa: E402
-from monitor.logs import configure_logging  # noqa: E402
+from monitor.runtime.logs import configure_logging  # noqa: E402
 
 MB = 1024 * 1024
 KEY_ENV = "CASEWATCH_BENCH_JUDGE_KEY"  # the key goes through the environment, never argv

@@ -7,7 +7,7 @@ rounds, each of which first changes EVERY series (counters + 1..3, a new observa
 histogram, every gauge set to a new random value: the worst case between two scrapes):
 
 - old: prometheus_client's ``generate_latest`` (what ``/metrics`` served before ``Exposition``);
-- new: ``monitor.exposition.Exposition.render`` with every series changed, then again with
+- new: ``monitor.metrics.scrape_body.Exposition.render`` with every series changed, then again with
   nothing changed (the body is checked byte for byte against ``generate_latest``), then with
   only the families live traffic updates changed (``TRAFFIC``: per turn and per verdict; the
   drift, baseline and rubric families change when their jobs run);
@@ -44,10 +44,10 @@ if str(ROOT) not in sys.path:
 from prometheus_client import CollectorRegistry, Counter, generate_latest  # noqa: E402
 from prometheus_client.metrics import MetricWrapperBase  # noqa: E402
 
-from monitor.exporter import DEFAULT_MAX_LABEL_VALUES, Metrics, disable_created_series  # noqa: E402
-from monitor.exposition import Exposition  # noqa: E402
+from monitor.metrics.exporter import DEFAULT_MAX_LABEL_VALUES, Metrics, disable_created_series  # noqa: E402
+from monitor.metrics.scrape_body import Exposition  # noqa: E402
 from monitor.judging.judge import FAILURE_REASONS  # noqa: E402
-from monitor.models import METRICS, Band  # noqa: E402
+from monitor.schema.turn import METRICS, Band  # noqa: E402
 
 TARGET_MS = 20.0
 JUDGES = ("primary-a", "primary-b", "arbiter")

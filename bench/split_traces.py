@@ -48,7 +48,7 @@ from consumers.kafka_source import KafkaTurnSource  # noqa: E402
 from consumers.otel.otlp import Span  # noqa: E402
 from consumers.tansu import EmbeddedBroker, create_topics  # noqa: E402
 from monitor.config.kafka import TopicConfig  # noqa: E402
-from monitor.logs import configure_logging  # noqa: E402
+from monitor.runtime.logs import configure_logging  # noqa: E402
 from monitor.storage.store import Store  # noqa: E402
 from tests.consumers.otel.otlp_messages import request_of  # noqa: E402
 from tests.consumers.otel.spans import genai_trace  # noqa: E402

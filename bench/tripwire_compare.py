@@ -37,8 +37,8 @@ from bench.pipeline_cost import (  # noqa: E402
     kafka_records,
 )
 from monitor.judging.heuristic import tripwire  # noqa: E402
-from monitor.logs import configure_logging  # noqa: E402
-from monitor.models import TurnEvent  # noqa: E402
+from monitor.runtime.logs import configure_logging  # noqa: E402
+from monitor.schema.turn import TurnEvent  # noqa: E402
 
 Tripwire = Callable[[TurnEvent], Any]
 

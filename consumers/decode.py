@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from monitor.errors import InvalidEvent, truncate, validation_error_lines
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 
 # Every reason decode_value can raise; bounded label values for casewatch_dead_letter_total.
 DLQ_REASONS: tuple[str, ...] = (

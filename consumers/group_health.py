@@ -17,7 +17,7 @@ import random
 from collections.abc import Callable, Set
 from typing import Protocol, runtime_checkable
 
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 
 # After each rejoin that did not help, the bound doubles (up to this factor) and gets a random
 # extra of up to half of itself: members of one group that rejoin on the same rhythm interrupt

@@ -28,7 +28,7 @@ from consumers._kafka_group import (
 )
 from consumers.broker_quirks import kafka_stuck_bound_s, tansu_stuck_bound_s
 from consumers.group_health import GroupFormation, LeaderTakeover, Rejoin
-from monitor.clock import SystemClock
+from monitor.runtime.clock import SystemClock
 from monitor.config.kafka import KafkaConfig
 
 log = structlog.get_logger(__name__)

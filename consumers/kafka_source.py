@@ -54,7 +54,7 @@ from consumers.unreadable import (
     UnreadableListener,
 )
 from consumers.unreadable_holds import UnreadableHolds
-from monitor.clock import SystemClock
+from monitor.runtime.clock import SystemClock
 from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from consumers._kafka import from_kafka_tp
 from consumers.records import TopicPartition
-from monitor.clock import Clock, SystemClock
+from monitor.runtime.clock import Clock, SystemClock
 
 
 class LagMeter:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 
 
 class Producer(Protocol):

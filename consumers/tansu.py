@@ -22,7 +22,7 @@ import structlog
 
 from consumers._kafka import KafkaAdminClient, broker_errors, kafka
 from monitor.errors import BrokerError, TansuNotInstalled
-from monitor.processes import start_supervised, stop_process
+from monitor.runtime.processes import start_supervised, stop_process
 
 log = structlog.get_logger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from consumers.records import TopicPartition
-from monitor.clock import Backoff, Clock
+from monitor.runtime.clock import Backoff, Clock
 
 # Bounded values of the ``reason`` label.
 CODEC_UNAVAILABLE = "codec_unavailable"  # the batch's compression library is not installed

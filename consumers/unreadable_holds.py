@@ -20,7 +20,7 @@ from consumers._kafka_fetch import describe_unreadable, discard_fetched
 from consumers.partition_pauses import PartitionPauses
 from consumers.records import TopicPartition, partition_names
 from consumers.unreadable import UnreadableBatch, UnreadablePartitions
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 
 log = structlog.get_logger(__name__)
 

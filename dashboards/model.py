@@ -2,7 +2,7 @@
 dashboards share, and PromQL helpers.
 
 ``generate.py`` turns these specs into Grafana dashboard JSON with grafana-foundation-sdk. Every
-query uses only metric names declared in ``monitor/exporter.py`` (``METRIC_NAMES``; a test
+query uses only metric names declared in ``monitor/metrics/exporter.py`` (``METRIC_NAMES``; a test
 checks it) plus Prometheus' own ``ALERTS`` series, and the dashboard variables: ``$assistant``
 (multi-value, regex-matched), ``$judge``, ``$metric``, ``$objective``, and Grafana's
 ``$__rate_interval`` / ``$__range``. Labels are the exporter's bounded ones; no ids.

@@ -29,7 +29,7 @@ from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dash_m
 
-from monitor.models import METRICS
+from monitor.schema.turn import METRICS
 
 UID = "casewatch-turns"
 TITLE = "casewatch / Turns"

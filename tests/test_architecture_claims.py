@@ -7,7 +7,7 @@ modules and names the document cites exist, its layer table is the test's, who b
 stream's steps, that ``stats/`` is pure, which modules speak HTTP or import OpenTelemetry's
 underscore modules, which functions still read ``Settings``, which test module imports
 another, that only ``consumers/_kafka.py`` imports kafka-python, that the commit step alone
-marks offsets done, that child processes start through ``monitor/processes.py``, and that no
+marks offsets done, that child processes start through ``monitor/runtime/processes.py``, and that no
 finalizer closes a resource. A claim changed in the code fails here until the document says it
 too (or back).
 """
@@ -269,7 +269,7 @@ def test_opentelemetry_underscore_modules_only_in_the_evaluation_sender() -> Non
 SETTINGS_READERS_BY_DESIGN = (
     "monitor/commands/",
     "monitor/cli.py",
-    "monitor/settings.py",
+    "monitor/config/settings.py",
     "monitor/demo/",
 )
 
@@ -334,7 +334,7 @@ def test_the_commit_step_alone_marks_offsets_done() -> None:
 
 
 def test_child_processes_start_through_monitor_processes() -> None:
-    """Child processes start through ``monitor/processes.py`` (which ties them to their
+    """Child processes start through ``monitor/runtime/processes.py`` (which ties them to their
     parent); the screening workers are ``multiprocessing``'s own, not programs."""
     spawners = {
         path
@@ -344,7 +344,7 @@ def test_child_processes_start_through_monitor_processes() -> None:
         and ast.unparse(node.func)
         in {"subprocess.Popen", "subprocess.run", "subprocess.call", "os.fork", "os.execv"}
     }
-    assert spawners == {"monitor/processes.py"}
+    assert spawners == {"monitor/runtime/processes.py"}
 
 
 def test_no_finalizer_closes_for_a_forgetful_owner() -> None:

@@ -25,26 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. "monitor" is the package's __init__ (the version) only.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("monitor", "monitor.errors"),
-    (
-        "monitor.models",
-        "monitor.clock",
-        "monitor.processes",
-        "monitor.workers",
-        "monitor.allocator",
-        "monitor.exposition",
-        "monitor.program",
-    ),
-    (
-        "monitor.scoring",
-        "monitor.case_models",
-        "monitor.logs",
-        "monitor.secrets",
-        "monitor.settings_errors",
-        "monitor.turn_mapping",
-        "monitor.outcome_events",
-    ),
-    ("monitor.exporter", "monitor.redaction", "monitor.config", "monitor.case_scoring"),
-    ("monitor.settings",),
+    ("monitor.runtime", "monitor.schema"),
+    ("monitor.scoring",),
+    ("monitor.metrics", "monitor.config"),
+    ("monitor.redaction",),
+    # The root of the settings holds the redaction section, so it sits above redaction, which
+    # reads its secret through the config package below.
+    ("monitor.config.settings",),
     # Pure statistics sit under every group that does I/O (store, judges, intake), so an
     # import of one from stats/ fails here.
     ("monitor.stats",),
@@ -66,6 +53,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 # Each package's modules (relative names; "__init__" is the package itself), lowest first.
 INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
+    "monitor.runtime": (
+        ("__init__", "allocator", "clock", "logs", "processes", "program", "workers"),
+    ),
+    "monitor.schema": (("__init__", "turn"), ("case", "mapping", "outcome")),
+    "monitor.scoring": (("__init__", "turn"), ("case",)),
+    "monitor.metrics": (("__init__", "scrape_body"), ("exporter",)),
     "consumers": (
         (
             "__init__",
@@ -138,7 +131,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("evaluator",),
     ),
     "monitor.config": (
-        ("__init__", "section"),
+        ("__init__", "section", "secrets", "messages"),
         # one section per concept; the baseline's names a judge, so it sits above judges
         (
             "cases",
@@ -382,7 +375,7 @@ def imported(tree: ast.AST) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-            # `from monitor import scoring` imports the module monitor.scoring
+            # `from monitor import scoring` imports the module monitor.scoring.turn
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return {n for n in names if n.split(".")[0] in {"monitor", "consumers"}}
 

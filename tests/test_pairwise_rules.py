@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from monitor.exporter import is_declared
+from monitor.metrics.exporter import is_declared
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "rules" / "pairwise.rules.yml"
@@ -45,7 +45,7 @@ def test_rules_read_only_declared_series() -> None:
             assert name in recorded, f"{name} is recorded by no rule"
         plain = re.sub(level_metric_ops, "", rule["expr"])
         for name in re.findall(r"\bcasewatch_[a-z0-9_]+", plain):
-            assert is_declared(name), f"{name} is not exported by monitor/exporter.py"
+            assert is_declared(name), f"{name} is not exported by monitor/metrics/exporter.py"
 
 
 def test_every_alert_is_documented_and_tested_both_ways() -> None:

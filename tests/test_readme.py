@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.settings import load_settings
+from monitor.config.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -28,7 +28,7 @@ from consumers.otel.attribute_values import Document, Message, as_str
 from consumers.otel.otlp import AttrValue, Span
 from consumers.otel.semconv import CAPTURE_HINT
 from monitor.errors import truncate, validation_error_lines
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 
 # Where each convention puts the conversation and the model, its own first.
 CONVERSATION_KEYS = (semconv.CONVERSATION_ID, openinference.SESSION_ID)

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from monitor.models import METRICS, Band, TurnEvent
+from monitor.schema.turn import METRICS, Band, TurnEvent
 
 HERE = Path(__file__).resolve().parent
 SPLITS = ("dev", "test")

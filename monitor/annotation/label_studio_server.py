@@ -19,7 +19,7 @@ from typing import IO
 import requests
 
 from monitor.errors import AnnotationServerError, LabelStudioNotInstalled
-from monitor.processes import start_supervised, stop_process
+from monitor.runtime.processes import start_supervised, stop_process
 
 # The one version casewatch runs; scripts/ensure-label-studio.sh pins the same (a test checks).
 LABEL_STUDIO_VERSION = "1.23.2"

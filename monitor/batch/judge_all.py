@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Container
 
-from monitor.clock import SystemClock
-from monitor.models import TurnEvent
+from monitor.runtime.clock import SystemClock
+from monitor.schema.turn import TurnEvent
 from monitor.sampling.budget import HourlyBudget
 from monitor.sampling.sampler import SampleDecision
 

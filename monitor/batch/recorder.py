@@ -15,7 +15,7 @@ from typing import Protocol
 
 from monitor.batch.judge_all import DUPLICATE
 from monitor.batch.summary import BatchSummary
-from monitor.models import Verdict
+from monitor.schema.turn import Verdict
 from monitor.sampling.sampler import SampleDecision
 
 

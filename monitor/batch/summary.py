@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.models import Band, Verdict
+from monitor.schema.turn import Band, Verdict
 
 
 @dataclass

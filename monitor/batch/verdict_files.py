@@ -22,7 +22,7 @@ import structlog
 from pydantic import ValidationError
 
 from monitor.errors import validation_error_lines
-from monitor.models import TurnEvent, Verdict
+from monitor.schema.turn import TurnEvent, Verdict
 
 log = structlog.get_logger(__name__)
 

@@ -17,7 +17,7 @@ import click
 
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.program import casewatch_program, install_extra, python_program
+from monitor.runtime.program import casewatch_program, install_extra, python_program
 
 DEFAULT_TOPIC = "support.turns"
 # The formats the broker has an example for (`mapped` reads a team's own events).
@@ -79,7 +79,7 @@ def broker_command(port: int, topics: tuple[str, ...], partitions: int, fmt: str
 
     For trying `casewatch produce` and `casewatch run` without the demo; stops on Ctrl-C.
     """
-    from monitor.logs import configure_logging
+    from monitor.runtime.logs import configure_logging
     from monitor.stream.signals import stop_signals_call
 
     configure_logging("warning")  # stdout is for the address and the hints

@@ -23,7 +23,7 @@ import click
 from monitor.commands.store_access import store_args
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.program import casewatch_program
+from monitor.runtime.program import casewatch_program
 from monitor.reports.case_label_files import (
     CASE_ID,
     CASE_LABEL_KEYS,

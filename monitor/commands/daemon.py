@@ -18,13 +18,13 @@ import click
 import structlog
 
 from consumers.replay import Pacer, PublishStats, publish, replay
-from monitor.clock import SystemClock
+from monitor.runtime.clock import SystemClock
 from monitor.commands.store_access import db_option, with_db
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import CasewatchError, OffsetsNotCommitted
 
 if TYPE_CHECKING:
-    from monitor.settings import Settings
+    from monitor.config.settings import Settings
     from monitor.stream.runner import DaemonRunner
 
 log = structlog.get_logger(__name__)
@@ -65,10 +65,10 @@ def run(
     db: str | None,
 ) -> None:
     """Run the streaming daemon: consume, sample, judge, store, export metrics."""
-    from monitor.allocator import limit_arenas
+    from monitor.runtime.allocator import limit_arenas
     from monitor.errors import ListenError
-    from monitor.exporter import process_registry
-    from monitor.logs import configure_logging
+    from monitor.metrics.exporter import process_registry
+    from monitor.runtime.logs import configure_logging
     from monitor.stream.runner import DaemonRunner
 
     if follow and (file_path is None or str(file_path) == "-"):
@@ -101,7 +101,7 @@ def _file_format(settings: Settings, file_format: str) -> Settings:
     from consumers.file_source import FILE_TOPIC
     from monitor.config.kafka import TopicConfig
     from monitor.errors import MappingError
-    from monitor.turn_mapping import TurnMapping
+    from monitor.schema.mapping import TurnMapping
 
     if file_format == "mapped":
         try:

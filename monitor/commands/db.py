@@ -11,7 +11,7 @@ import click
 
 from monitor.commands.store_access import db_option, stored, with_db
 from monitor.commands.usage import settings_or_fail
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 from monitor.storage.engine import redact_url
 from monitor.storage.retention import purge_older_than
 from monitor.storage.store import Store

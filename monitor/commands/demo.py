@@ -58,7 +58,7 @@ def demo(
     """
     from monitor.demo.options import DemoOptions
     from monitor.demo.run import Demo
-    from monitor.logs import configure_logging
+    from monitor.runtime.logs import configure_logging
     from monitor.stream.signals import drain_signals
 
     settings = settings_or_fail(config_file, prog="casewatch demo")

@@ -29,8 +29,8 @@ from monitor.commands.store_access import (
 )
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.models import METRICS, Band
-from monitor.program import casewatch_program
+from monitor.schema.turn import METRICS, Band
+from monitor.runtime.program import casewatch_program
 from monitor.reports.turn_view import (
     detail_doc,
     outcome_docs,

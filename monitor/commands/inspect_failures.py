@@ -16,7 +16,7 @@ import click
 from monitor.commands.store_access import check_assistant, db_options, open_store, store_args
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.program import casewatch_program
+from monitor.runtime.program import casewatch_program
 from monitor.reports.failure_view import (
     failures_doc,
     mode_turns_doc,

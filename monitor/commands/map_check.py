@@ -29,7 +29,7 @@ from monitor.errors import InvalidEvent
 def map_check(config_file: Path, events: Path) -> None:
     """Show the turn each JSON event of EVENTS.jsonl becomes under `mapping`, or why not."""
     from monitor.errors import MappingError
-    from monitor.turn_mapping import TurnMapping
+    from monitor.schema.mapping import TurnMapping
 
     settings = settings_or_fail(config_file)
     if not settings.mapping:

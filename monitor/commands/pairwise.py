@@ -26,10 +26,10 @@ from monitor.errors import ConfigError, validation_error_lines
 from monitor.judging.pairwise_factory import build_pairwise_judge
 from monitor.judging.pairwise_judge import PairwiseJudge, PairwiseOptions
 from monitor.judging.pairwise_prompt import PairwiseAnswer, PairwiseQuestion
-from monitor.logs import configure_logging
-from monitor.models import TurnEvent
+from monitor.runtime.logs import configure_logging
+from monitor.schema.turn import TurnEvent
 from monitor.reports.pairwise_report import PairwiseItem, summarise
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 from monitor.stats.tournament import (
     TournamentResult,
     bootstrap_intervals,
@@ -37,7 +37,7 @@ from monitor.stats.tournament import (
     round_robin,
     swiss,
 )
-from monitor.workers import fan_out
+from monitor.runtime.workers import fan_out
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)

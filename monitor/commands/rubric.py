@@ -26,7 +26,7 @@ from monitor.judging.rubric_set import (
     dump_rubric_set,
     load_rubric_set,
 )
-from monitor.logs import configure_logging
+from monitor.runtime.logs import configure_logging
 from monitor.reports.rubric_runs import grade_responses, read_responses
 from monitor.reports.trec import (
     DEFAULT_MEASURES,
@@ -37,7 +37,7 @@ from monitor.reports.trec import (
     read_ranking,
     read_run,
 )
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 from monitor.stats.paired import Correlation
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)

@@ -18,8 +18,8 @@ import click
 
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.program import casewatch_program
-from monitor.settings import Settings, load_settings
+from monitor.runtime.program import casewatch_program
+from monitor.config.settings import Settings, load_settings
 from monitor.storage.engine import redact_url
 from monitor.storage.location import missing_database_message
 from monitor.storage.store import Store

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from monitor.errors import CasewatchError
-from monitor.settings import Settings, load_settings
+from monitor.config.settings import Settings, load_settings
 
 
 def fail(message: str, code: int = 2, *, prog: str = "casewatch") -> NoReturn:

@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from monitor.config.judges import HEURISTIC
 from monitor.config.section import Section, read_key
-from monitor.secrets import Secret
+from monitor.config.secrets import Secret
 
 
 class AssistantEndpointConfig(Section):

@@ -18,7 +18,7 @@ TopicFormat = Literal["casewatch", "otlp_proto", "otlp_json", "mapped"]
 
 
 # What a topic carries: assistant turns (or the spans they come from), or outcome events
-# (end-user feedback and case outcomes, ``monitor/outcome_events.py``).
+# (end-user feedback and case outcomes, ``monitor/schema/outcome.py``).
 TopicKind = Literal["turns", "outcomes"]
 
 

@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from monitor.config.section import Section
 from monitor.errors import ConfigError
-from monitor.secrets import read_secret
+from monitor.config.secrets import read_secret
 
 MAX_TOPIC_NAME = 249
 
@@ -133,7 +133,7 @@ class OtelExportConfig(Section):
 
     @model_validator(mode="after")
     def _read_headers(self) -> OtelExportConfig:
-        # Read once, the one way casewatch reads secrets (monitor/secrets.py).
+        # Read once, the one way casewatch reads secrets (monitor/config/secrets.py).
         headers: dict[str, str] = {}
         error = None
         for name, env in self.headers_env.items():

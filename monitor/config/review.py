@@ -13,7 +13,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from monitor.config.section import Section
 from monitor.errors import ConfigError
-from monitor.secrets import Secret, read_secret
+from monitor.config.secrets import Secret, read_secret
 
 
 class ReviewConfig(Section):

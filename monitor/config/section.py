@@ -1,9 +1,9 @@
 """What every configuration section shares: unknown keys refused, frozen once built, and an
 endpoint's key read once.
 
-Every section of ``monitor/config/`` derives from ``Section``; ``monitor.settings`` holds them in
+Every section of ``monitor/config/`` derives from ``Section``; ``monitor.config.settings`` holds them in
 ``Settings``, checks what spans sections and loads them. A section is pure pydantic: the only
-thing one reads while it is built is a secret it names (``monitor/secrets.py``).
+thing one reads while it is built is a secret it names (``monitor/config/secrets.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from monitor.secrets import Secret, read_secret
+from monitor.config.secrets import Secret, read_secret
 
 
 class Section(BaseModel):

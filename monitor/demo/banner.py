@@ -11,9 +11,9 @@ from monitor.demo.examples import MALFORMED
 from monitor.demo.options import DEMO_PARTITIONS, DEMO_TOPIC
 from monitor.demo.regression import RegressionPlan
 from monitor.demo.severe_turn import severe_case, severe_turn
-from monitor.program import casewatch_program
+from monitor.runtime.program import casewatch_program
 from monitor.reports.turn_view import inspect_hint
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 
 
 def describe_judges(settings: Settings) -> str:

@@ -12,7 +12,7 @@ from monitor.config.sampling import SamplingConfig
 from monitor.demo.producer import PRODUCER_STOP_S
 from monitor.demo.prometheus_process import ALERTMANAGER_BIN, PROMETHEUS_BIN
 from monitor.demo.prometheus_process import STOP_TIMEOUT_S as PROMETHEUS_STOP_S
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 from monitor.stream.shutdown_budget import shutdown_budget_s
 
 DEMO_TOPIC = "support.turns"

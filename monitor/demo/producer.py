@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 
 from consumers.replay import Pacer, PublishStats, publish
-from monitor.clock import SystemClock
+from monitor.runtime.clock import SystemClock
 from monitor.demo.examples import demo_messages
 
 log = structlog.get_logger(__name__)

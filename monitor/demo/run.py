@@ -37,8 +37,8 @@ from monitor.demo.producer import ReplayProducer
 from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan_regression
 from monitor.demo.summary import AlertState, Snapshot, format_summary
 from monitor.errors import DemoError, ListenError
-from monitor.exporter import process_registry
-from monitor.settings import Settings
+from monitor.metrics.exporter import process_registry
+from monitor.config.settings import Settings
 from monitor.stream.runner import DaemonRunner
 from monitor.stream.shutdown_budget import shutdown_budget_s
 

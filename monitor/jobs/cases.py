@@ -32,9 +32,9 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from monitor import case_scoring
-from monitor.case_models import CaseVerdict
-from monitor.clock import Clock, SystemClock
+from monitor.scoring.turn import case as case_scoring
+from monitor.schema.case import CaseVerdict
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.cases import CasesConfig
 from monitor.errors import LeaseLost
 from monitor.jobs.recorders import CaseRecorder

@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from monitor.clock import Clock, SystemClock
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.detection import DetectionConfig
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.sampling.sampler import sample_point

@@ -16,9 +16,9 @@ from typing import Any
 
 import structlog
 
-from monitor.clock import Clock, SystemClock
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.drift import DriftConfig
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import DriftRecorder
 from monitor.stats.case_drift import analyze_cases
 from monitor.stats.drift import SignalResult, WindowSamples, analyze

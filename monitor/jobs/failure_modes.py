@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from monitor.clock import Clock, SystemClock
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.failure_modes import FailureModesConfig
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import FailureModeRecorder
-from monitor.models import METRICS
+from monitor.schema.turn import METRICS
 from monitor.storage.failure_modes import (
     assistants_with_failures,
     assistants_with_modes,

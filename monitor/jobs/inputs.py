@@ -22,7 +22,7 @@ from monitor.judging.rubric_set import RubricSet, load_rubric_set
 from monitor.redaction.config import RedactionConfig
 from monitor.reports.judge_canary import CanaryTurn, load_canary_file
 from monitor.sampling.judging_redaction import TOO_LARGE, JudgingRedaction, Unredactable
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 
 
 @dataclass(frozen=True)

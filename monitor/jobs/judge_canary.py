@@ -40,12 +40,12 @@ from typing import Any
 
 import structlog
 
-from monitor.clock import Clock, SystemClock
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.judge_canary import JudgeCanaryConfig
 from monitor.jobs.inputs import canary_redaction, redact_canary_turns
 from monitor.jobs.recorders import JudgeCanaryRecorder
 from monitor.judging.judge import Judge
-from monitor.models import Judgment, TurnEvent
+from monitor.schema.turn import Judgment, TurnEvent
 from monitor.redaction.config import RedactionConfig
 from monitor.reports.judge_canary import (
     Baseline,

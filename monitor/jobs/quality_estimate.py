@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import structlog
 
-from monitor.clock import Clock, SystemClock
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.quality_estimate import QualityEstimateConfig
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import QualityEstimateAnytimeRecorder, QualityEstimateRecorder
-from monitor.models import Band
+from monitor.schema.turn import Band
 from monitor.reports.label_files import LABEL_KEYS, consensus
 from monitor.stats.confidence_sequence import SequenceBounds, running_sequence
 from monitor.stats.ppi import (

@@ -1,5 +1,5 @@
 """What the scheduled jobs record: their runs, drift, rubric grading and the baseline tiers
-(the families are declared in ``monitor.exporter``). Each job builds its recorder from the
+(the families are declared in ``monitor.metrics.exporter``). Each job builds its recorder from the
 ``Metrics`` it is given; the baseline-tier job's judge requests go through judging's recorder.
 """
 
@@ -12,7 +12,7 @@ from typing import Protocol
 
 from prometheus_client import Gauge
 
-from monitor.exporter import FAILURE_MODE_RANKS, Metrics
+from monitor.metrics.exporter import FAILURE_MODE_RANKS, Metrics
 from monitor.judging.pairwise_scoring import KINDS, OUTCOMES
 from monitor.judging.probes import TIERS
 from monitor.judging.recorder import JudgingRecorder

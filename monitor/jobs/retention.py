@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from monitor.clock import Clock, SystemClock
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.storage.retention import purge_older_than
 from monitor.storage.store import Store
 

@@ -44,10 +44,10 @@ from typing import Any
 import structlog
 
 from monitor.annotation.label_studio import LabelStudioClient
-from monitor.clock import Clock, SystemClock
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.review import ReviewConfig
 from monitor.errors import AnnotationServerError
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import ReviewQueueRecorder
 from monitor.reports.label_files import (
     LABEL_KEYS,

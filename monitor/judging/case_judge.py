@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from monitor.case_models import Case, CaseJudgment
-from monitor.clock import Clock
+from monitor.schema.case import Case, CaseJudgment
+from monitor.runtime.clock import Clock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     JudgeFatalError,
@@ -34,7 +34,7 @@ from monitor.judging.case_schema import (
 )
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, OptionalParam, content_of
 from monitor.judging.chat_reply import ChatReply, RequestParams
-from monitor.models import MAX_JUSTIFICATION_CHARS, JudgeRole
+from monitor.schema.turn import MAX_JUSTIFICATION_CHARS, JudgeRole
 
 _log = structlog.get_logger(__name__)
 _MAX_FEEDBACK_CHARS = 1500

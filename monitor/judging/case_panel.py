@@ -28,13 +28,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor import case_scoring
-from monitor.case_models import Case, CaseJudgment
+from monitor.scoring.turn import case as case_scoring
+from monitor.schema.case import Case, CaseJudgment
 from monitor.config.judges import HEURISTIC, JudgeConfig
 from monitor.judging.case_judge import CaseJudge, OpenAICaseJudge
 from monitor.judging.case_prompt import CASE_PROMPT_VERSION
 from monitor.judging.heuristic.case_judge import HEURISTIC_CASE_VERSION, HeuristicCaseJudge
-from monitor.models import JudgeRole
+from monitor.schema.turn import JudgeRole
 
 PANEL_INSUFFICIENT = "panel_insufficient"
 PRIMARY_FAILED = "primary_failed"

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from monitor.case_models import CASE_METRICS, RESOLUTION_OUTCOMES, CaseScores
+from monitor.schema.case import CASE_METRICS, RESOLUTION_OUTCOMES, CaseScores
 from monitor.errors import JudgeOutputInvalid
 from monitor.judging.schema import (
     describe_validation_error,

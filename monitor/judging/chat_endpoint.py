@@ -8,7 +8,7 @@ pairwise judge), so there is one retry loop and one retry-with-feedback loop. Th
 - ``send`` makes one request through the transport;
 - ``with_retries`` retries transient failures (429, 5xx, 408, timeouts, connection errors) up
   to ``transport_retries`` times per call with capped exponential backoff and jitter from
-  ``monitor.clock.Backoff``, waiting at least ``Retry-After``; a Retry-After longer than
+  ``monitor.runtime.clock.Backoff``, waiting at least ``Retry-After``; a Retry-After longer than
   ``backoff_max_seconds`` ends the call as ``rate_limited`` instead of parking a worker;
 - ``send_preferred`` sends with the most preferred request option the endpoint has not
   rejected (json_schema output, a schema inside JSON mode, logprobs): the first rejection
@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import openai
 import structlog
 
-from monitor.clock import Backoff, Clock, SystemClock
+from monitor.runtime.clock import Backoff, Clock, SystemClock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     JudgeError,

@@ -12,7 +12,7 @@ from typing import Any
 from monitor.config.judges import HEURISTIC, JudgeConfig
 from monitor.judging.heuristic import judge as heuristic
 from monitor.judging.prompt import PROMPT_VERSION
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 
 
 def judge_config_hash(settings: Settings) -> str:

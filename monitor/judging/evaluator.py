@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from monitor.judging.verdicts import failed_verdict
-from monitor.models import TurnEvent, Verdict
-from monitor.settings import Settings
+from monitor.schema.turn import TurnEvent, Verdict
+from monitor.config.settings import Settings
 
 if TYPE_CHECKING:
     from monitor.judging.arbitration import PanelOutcome

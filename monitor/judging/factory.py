@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from monitor.config.judges import JudgeConfig
 from monitor.judging.judge import Judge
-from monitor.models import JudgeRole
+from monitor.schema.turn import JudgeRole
 
 
 def build_judge(name: str, cfg: JudgeConfig, role: JudgeRole = "single") -> Judge:

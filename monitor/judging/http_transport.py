@@ -41,7 +41,7 @@ from monitor.errors import (
     truncate,
 )
 from monitor.judging.chat_reply import ChatReply, RequestParams, encode_body
-from monitor.logs import SecretRedactor
+from monitor.runtime.logs import SecretRedactor
 
 # Local servers (vLLM, Ollama, llama.cpp) accept any key, but the client insists on one.
 NO_KEY = "no-key-configured"

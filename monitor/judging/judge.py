@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from monitor.models import Judgment, TurnEvent
+from monitor.schema.turn import Judgment, TurnEvent
 
 # Bounded values of Judgment.failure_reason (they become a metric label).
 FAILURE_REASONS: tuple[str, ...] = (

@@ -3,7 +3,7 @@ endpoint)."""
 
 from __future__ import annotations
 
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 from monitor.config.judges import JudgeConfig
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseJudge, PairwiseOptions
 

@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, OptionalParam, content_of

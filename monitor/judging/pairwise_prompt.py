@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.judging.prompt import FENCE_CLOSE, FENCE_OPEN, fence
-from monitor.models import Case, Context, Message
+from monitor.schema.turn import Case, Context, Message
 
 PAIRWISE_PROMPT_VERSION = "pairwise-v1"
 

@@ -18,7 +18,7 @@ import structlog
 from monitor.config.judges import JudgeConfig
 from monitor.errors import ConfigError, JudgeError, JudgeFatalError
 from monitor.judging.chat_endpoint import ChatEndpoint
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 
 DEFAULT_PROBE_TIMEOUT_S = 10.0
 # How often the daemon asks a judge that was down again.

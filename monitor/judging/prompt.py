@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from monitor.judging.schema import judge_output_json_schema
-from monitor.models import MAX_JUSTIFICATION_CHARS, METRICS, TurnEvent
+from monitor.schema.turn import MAX_JUSTIFICATION_CHARS, METRICS, TurnEvent
 
 PROMPT_VERSION = "case-aware-v2"  # v2: redaction placeholders
 

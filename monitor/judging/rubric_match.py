@@ -9,7 +9,7 @@ matching nothing is not graded.
 from __future__ import annotations
 
 from monitor.judging.rubric_set import RubricEntry, RubricSet
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 
 
 def _norm(text: str) -> str:

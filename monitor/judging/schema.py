@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from monitor.errors import JudgeOutputInvalid, validation_error_lines
-from monitor.models import MAX_JUSTIFICATION_CHARS, METRICS, JudgeScores
+from monitor.schema.turn import MAX_JUSTIFICATION_CHARS, METRICS, JudgeScores
 
 SCHEMA_NAME = "case_aware_judgment"
 

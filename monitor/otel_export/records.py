@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from monitor.models import METRICS, TurnEvent, Verdict
+from monitor.schema.turn import METRICS, TurnEvent, Verdict
 
 EVENT_NAME = "gen_ai.evaluation.result"
 # gen_ai.evaluation.name of the record that carries the turn's S_final and band.

@@ -1,6 +1,6 @@
 """The ``redaction`` section of the settings, and the policy it builds.
 
-Kept here rather than in ``monitor.settings`` so the section, its checks and the detectors it
+Kept here rather than in ``monitor.config.settings`` so the section, its checks and the detectors it
 configures change together; ``Settings`` holds it as ``redaction``.
 
 Modes per destination: ``before_judging`` (what sampling rules, the tripwire and the judges
@@ -29,7 +29,7 @@ from pydantic import (
 
 from monitor.errors import ConfigError
 from monitor.redaction.policy import BUILTIN_KINDS, DEFAULT_MAX_CHARS, RedactionPolicy
-from monitor.secrets import Secret, read_secret
+from monitor.config.secrets import Secret, read_secret
 
 __all__ = ["RedactionConfig"]
 

@@ -39,7 +39,7 @@ from rapidfuzz.distance import OSA
 
 import monitor.redaction.detectors as detectors
 from monitor.errors import TooLargeToRedact
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.redaction.detectors import Finding
 from monitor.redaction.placeholders import Pseudonymizer
 from monitor.redaction.policy import RedactionPolicy

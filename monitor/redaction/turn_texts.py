@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 from xml.sax.saxutils import escape
 
-from monitor.case_models import CASE_METRICS
-from monitor.models import TurnEvent
+from monitor.schema.case import CASE_METRICS
+from monitor.schema.turn import TurnEvent
 from monitor.reports.label_files import BANDS
 
 CASE_BAND = "case_band"

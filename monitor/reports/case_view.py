@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from monitor.case_models import CASE_METRICS
+from monitor.schema.case import CASE_METRICS
 
 _BAD = ("severe", "moderate")
 

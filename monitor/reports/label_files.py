@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 from xml.sax.saxutils import escape
 
-from monitor.models import METRICS, Band
+from monitor.schema.turn import METRICS, Band
 
 TURN_BAND = "turn_band"
 LABEL_KEYS: tuple[str, ...] = (*METRICS, TURN_BAND)

@@ -16,8 +16,8 @@ import click
 from pydantic import ValidationError
 
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import METRICS, TurnEvent
-from monitor.scoring import band
+from monitor.schema.turn import METRICS, TurnEvent
+from monitor.scoring.turn import band
 from monitor.storage.turn_queries import TurnDetail, TurnSummary
 
 _BAND_COLOURS = {"severe": "red", "moderate": "yellow", "minor": "cyan", "none": "green"}
@@ -122,7 +122,7 @@ def detail_doc(d: TurnDetail) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- text
 
-# What the verdict line's words mean (monitor/scoring.py), said under it.
+# What the verdict line's words mean (monitor/scoring/turn.py), said under it.
 BAND_LEGEND = (
     "(S_final: the weighted mean of the metric scores, 0 worst to 1 best, banded none >= 0.86, "
     "minor >= 0.61, moderate >= 0.31, else severe; in brackets its own band. The turn band "

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from typing import NamedTuple, Protocol
 
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 
 _HOUR_S = 3600.0
 _MINUTE_S = 60.0

@@ -23,8 +23,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from monitor.clock import Clock
-from monitor.models import Band
+from monitor.runtime.clock import Clock
+from monitor.schema.turn import Band
 from monitor.stats.inclusion import DEFAULT_FLOOR, DEFAULT_POWER, Pairs, allocate, risks
 
 # The cheap look's cells: the offline judge's band for the turn, worst first.

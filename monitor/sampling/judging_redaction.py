@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.redaction import Redactor, TooLargeToRedact, TurnRedaction
 from monitor.redaction.config import RedactionConfig
 from monitor.redaction.redactor import NONE_REPLACED

@@ -24,10 +24,10 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import ConfigError
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.sampling.budget import OVER_REQUESTS, HourlyBudget, Reservation
 from monitor.sampling.cascade import CELLS, CascadePolicy, DrawLedger
 from monitor.stats.inclusion import draws

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from monitor.models import METRICS, Band, TurnSignals
-from monitor.scoring import lower_edge, turn_band
+from monitor.schema.turn import METRICS, Band, TurnSignals
+from monitor.scoring.turn import lower_edge, turn_band
 
 SEVERE_EDGE = lower_edge(Band.MODERATE)  # the lowest score that is not severe
 EDGE_SPAN = 0.30  # a judge reading a score 0.1-0.2 off still flips the call at 0.2 away

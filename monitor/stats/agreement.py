@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from monitor.models import METRICS, Band, Verdict
+from monitor.schema.turn import METRICS, Band, Verdict
 from monitor.stats.lazy import LazyModule
 from monitor.stats.paired import Correlation, by_conversation, finite, quiet, rank_correlation
 

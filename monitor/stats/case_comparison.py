@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from monitor.case_models import CASE_METRICS
+from monitor.schema.case import CASE_METRICS
 from monitor.stats.comparison import MetricComparison
 from monitor.stats.paired import BOOTSTRAP_SEED, PairedTest, paired_test
 

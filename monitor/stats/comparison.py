@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from monitor.models import METRICS, Verdict
+from monitor.schema.turn import METRICS, Verdict
 from monitor.stats.paired import BOOTSTRAP_SEED, PairedTest, by_conversation, paired_test
 
 

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from monitor.config.drift import DriftConfig, drift_label_signal
-from monitor.models import METRICS, Band, TurnSample
+from monitor.schema.turn import METRICS, Band, TurnSample
 from monitor.stats.drift_stats import (
     SignalResult,
     adjust,

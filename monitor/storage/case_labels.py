@@ -20,8 +20,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.case_models import CASE_METRICS
-from monitor.models import TurnEvent
+from monitor.schema.case import CASE_METRICS
+from monitor.schema.turn import TurnEvent
 from monitor.storage.store import Store
 from monitor.storage.tables import (
     case_label_batches,

@@ -24,8 +24,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.case_models import Case, CaseJudgment, CaseTurn, CaseVerdict
-from monitor.models import TurnEvent
+from monitor.schema.case import Case, CaseJudgment, CaseTurn, CaseVerdict
+from monitor.schema.turn import TurnEvent
 from monitor.storage.leases import Fence, require_lease
 from monitor.storage.store import Store
 from monitor.storage.tables import case_judgments, case_verdicts, turns, verdicts

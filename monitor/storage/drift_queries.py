@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from monitor.models import METRICS, TurnSample
+from monitor.schema.turn import METRICS, TurnSample
 from monitor.storage.outcomes import judged_for_feedback
 from monitor.storage.store import Store
 from monitor.storage.tables import drift_results, turns, verdicts

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
-from monitor.clock import Backoff, Deadline, RetryState
-from monitor.program import install_extra
+from monitor.runtime.clock import Backoff, Deadline, RetryState
+from monitor.runtime.program import install_extra
 
 _SQLITE_BUSY_MS = 30_000
 _PG_CONNECT_TIMEOUT_S = 5

@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.models import METRICS, TurnSignals
+from monitor.schema.turn import METRICS, TurnSignals
 from monitor.storage.outcomes import judged_for_feedback
 from monitor.storage.store import Store
 from monitor.storage.tables import (

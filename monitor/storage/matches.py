@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 import structlog
 
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.storage.refusals import write_isolating
 from monitor.storage.store import Store
 from monitor.storage.tables import matches, turns

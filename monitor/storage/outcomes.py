@@ -18,8 +18,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.clock import Clock, SystemClock
-from monitor.outcome_events import OutcomeEvent
+from monitor.runtime.clock import Clock, SystemClock
+from monitor.schema.outcome import OutcomeEvent
 from monitor.stats.judge_user_agreement import cell
 from monitor.storage.refusals import Refused, write_isolating
 from monitor.storage.store import IN_CHUNK, Store

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 
-from monitor.models import Judgment, TurnEvent, Verdict
+from monitor.schema.turn import Judgment, TurnEvent, Verdict
 
 # Deterministic constraint names, so later migrations can drop or alter them by name on every
 # backend (SQLite batch mode needs names to recreate a table).
@@ -575,7 +575,7 @@ TABLES = (*TABLES, case_verdicts, case_judgments)
 # --- end cases ---
 
 # --- outcomes ---
-# End-user feedback and case outcomes (monitor/outcome_events.py), one row per outcome id (a
+# End-user feedback and case outcomes (monitor/schema/outcome.py), one row per outcome id (a
 # replayed or duplicated event is a no-op). ``joined_at``: when its turn (feedback) or a turn
 # of its case (case outcomes) was found stored; ``expired_at``: when the join window passed
 # without one; ``paired_at`` / ``agreement``: when feedback was compared with the turn's

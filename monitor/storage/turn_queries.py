@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.models import METRICS, Band
+from monitor.schema.turn import METRICS, Band
 from monitor.storage.store import Store
 from monitor.storage.tables import judgments, turns, verdicts
 

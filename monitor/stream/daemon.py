@@ -58,7 +58,7 @@ from consumers.patch_fallbacks import ReportsPatchFallbacks
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import TurnSource
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
-from monitor.clock import Backoff, Clock, Deadline, RetryState
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.config.daemon import DaemonConfig
 from monitor.config.kafka import KafkaConfig
 from monitor.config.sampling import SamplingConfig
@@ -76,7 +76,7 @@ from monitor.stream.run_summary import RunSummary
 from monitor.stream.steps.assemble import UNKNOWN_ASSISTANT
 from monitor.stream.steps.base import Envelope
 from monitor.stream.steps.store import UNSTORABLE
-from monitor.turn_mapping import MAPPED_DLQ_REASONS
+from monitor.schema.mapping import MAPPED_DLQ_REASONS
 
 log = structlog.get_logger(__name__)
 

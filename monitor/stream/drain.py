@@ -29,7 +29,7 @@ from typing import Protocol
 import structlog
 
 from consumers.source import TurnSource
-from monitor.clock import Backoff, Clock, Deadline, RetryState
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.errors import TransportError
 from monitor.stream.http import Heartbeat
 

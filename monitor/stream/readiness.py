@@ -12,7 +12,7 @@ from typing import Protocol
 
 from consumers.records import TopicPartition
 from consumers.unreadable import UnreadableBatch
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 
 STATUS_INTERVAL_S = 5.0
 

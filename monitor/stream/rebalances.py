@@ -18,7 +18,7 @@ from consumers.offsets import OffsetTracker
 from consumers.records import RawMessage, TopicPartition, partition_names
 from consumers.source import TurnSource
 from consumers.unreadable import REASONS as UNREADABLE_REASONS
-from monitor.clock import Clock, Deadline
+from monitor.runtime.clock import Clock, Deadline
 from monitor.stream.pipeline import Pipeline
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope

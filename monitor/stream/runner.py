@@ -22,7 +22,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from monitor.errors import ListenError, OffsetsNotCommitted
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 from monitor.stream.file_state import STDIN, STDIN_DLQ, file_sidecars
 from monitor.stream.shutdown_budget import (
     JOBS_STOP_S,
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from consumers.dlq import DeadLetterSink
     from consumers.repartition import TraceRepublisher
     from consumers.source import TurnSource
-    from monitor.clock import Clock
-    from monitor.exporter import Metrics
+    from monitor.runtime.clock import Clock
+    from monitor.metrics.exporter import Metrics
     from monitor.jobs.scheduler import JobScheduler
     from monitor.judging.evaluator import Evaluator
     from monitor.sampling.sampler import Sampler
@@ -101,7 +101,7 @@ def _outcome_intake(
     if not settings.kafka.outcome_topics and not settings.outcomes.retain_unsampled:
         return None
     from monitor.jobs.recorders import OutcomeRecorder
-    from monitor.outcome_events import OUTCOME_DLQ_REASONS
+    from monitor.schema.outcome import OUTCOME_DLQ_REASONS
     from monitor.storage.outcomes import OutcomeRecords
     from monitor.stream.pipeline import OutcomeIntake
     from monitor.stream.steps.outcomes import UNSTORABLE
@@ -137,7 +137,7 @@ def stream_daemon(
     (``prepare.stream_sampler``); ``dead_letters_to`` names where ``dlq`` writes and
     ``rerun`` how to read the input again, for the summary lines."""
     from consumers.offsets import OffsetTracker
-    from monitor.clock import SystemClock
+    from monitor.runtime.clock import SystemClock
     from monitor.otel_export.sender import OUTCOMES, EvaluationSender
     from monitor.stream.daemon import Daemon
     from monitor.stream.pipeline import PipelineConfig, build_pipeline
@@ -262,7 +262,7 @@ class DaemonRunner:
         self._shutdown_budget_s = shutdown_budget_s(settings)
         # Everything that can be checked without I/O, before the group is joined or the
         # database migrated.
-        from monitor.clock import SystemClock
+        from monitor.runtime.clock import SystemClock
         from monitor.stream.prepare import prepare
         from monitor.stream.run_summary import (
             dead_letters_text,
@@ -281,7 +281,7 @@ class DaemonRunner:
             # imported and opened (the join round is mostly the broker's waiting).
             source, dlq = _source_and_dlq(settings, file_path, follow, opened)
             log.info("startup: source and dead-letter sink ready")
-            from monitor.exporter import Metrics, disable_created_series
+            from monitor.metrics.exporter import Metrics, disable_created_series
             from monitor.jobs.build import build_jobs
             from monitor.jobs.scheduler import JobScheduler
             from monitor.judging.evaluator import build_evaluator

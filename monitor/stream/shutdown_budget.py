@@ -8,7 +8,7 @@ the bounded steps of closing. ``stream/runner.py`` gives these limits to what it
 
 from __future__ import annotations
 
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 from monitor.stream.steps.commit import FINAL_COMMIT_MIN_S
 
 # Limits of the Kafka calls the running loop makes (a commit, a dead-letter write), capped by

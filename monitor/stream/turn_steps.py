@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 from monitor.config.sampling import SamplingConfig
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.sampling.budget import HourlyBudget

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from consumers.group_health import MAX_BACKOFF, GroupFormation, LeaderTakeover, Rejoin
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 
 
 def _run(formation: GroupFormation, clock: ManualClock, states: str, step: float = 1.0) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from consumers.replay import Pacer, PublishStats, publish, replay
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 
 
 def _lines(*docs: Any) -> list[bytes]:

@@ -6,7 +6,7 @@ import pytest
 
 from consumers.records import TopicPartition
 from consumers.unreadable import CODEC_UNAVAILABLE, CORRUPT, UnreadablePartitions
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 
 TP = TopicPartition("turns", 3)
 

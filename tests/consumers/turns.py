@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 
 
 def turn_dict(

@@ -19,7 +19,7 @@ import pytest
 from dashboards import generate
 from dashboards.model import DashboardSpec, PanelSpec, Query, RowSpec
 from dashboards.specs import DASHBOARDS
-from monitor.exporter import METRIC_NAMES, is_declared
+from monitor.metrics.exporter import METRIC_NAMES, is_declared
 from tests.dashboards.queries import (
     dashboard_files,
     default_values,
@@ -144,7 +144,7 @@ def test_every_query_parses_and_uses_declared_metrics_only(query: Any) -> None:
     parsed = promql_parser.parse(expr)
     names, labels = _selectors(parsed)
     undeclared = {n for n in names if not is_declared(n) and n not in BUILTIN_SERIES}
-    assert not undeclared, f"{query.where}: not in monitor/exporter.py METRIC_NAMES: {undeclared}"
+    assert not undeclared, f"{query.where}: not in monitor/metrics/exporter.py METRIC_NAMES: {undeclared}"
     assert labels <= ALLOWED_LABELS, f"{query.where}: unbounded labels {labels - ALLOWED_LABELS}"
     assert not FORBIDDEN.search(expr)
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from monitor.config.daemon import DaemonConfig
-from monitor.settings import load_settings
+from monitor.config.settings import load_settings
 from monitor.stream.shutdown_budget import shutdown_budget_s
 from tests.helm.chart import (
     CHART_DIR,

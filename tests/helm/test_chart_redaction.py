@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitor.settings import load_settings
+from monitor.config.settings import load_settings
 from tests.helm.chart import containers, one, render, rendered_config
 
 

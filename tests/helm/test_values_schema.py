@@ -40,7 +40,7 @@ def test_committed_schema_is_the_generated_one() -> None:
 
 
 def test_config_schema_is_the_settings_schema_without_secrets() -> None:
-    from monitor.settings import Settings
+    from monitor.config.settings import Settings
 
     schema = json.loads((CHART_DIR / "values.schema.json").read_text())
     config = schema["properties"]["config"]

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 
 # Settings the developer's environment may hold that the command tests set themselves (the
 # suite's own CASEWATCH_SAMPLING stays: tests/conftest.py).

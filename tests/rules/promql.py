@@ -10,7 +10,7 @@ import re
 
 from prometheus_client import CollectorRegistry
 
-from monitor.exporter import HISTOGRAMS, Metrics
+from monitor.metrics.exporter import HISTOGRAMS, Metrics
 
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`')
 _NAME = re.compile(r"(?<![\w:.])([a-zA-Z_:][a-zA-Z0-9_:]*)")

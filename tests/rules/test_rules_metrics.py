@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from monitor.exporter import HISTOGRAMS, METRIC_NAMES, is_declared
+from monitor.metrics.exporter import HISTOGRAMS, METRIC_NAMES, is_declared
 from tests.rules.markdown import anchors
 from tests.rules.promql import (
     TARGET_LABELS,

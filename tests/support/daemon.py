@@ -17,12 +17,12 @@ from prometheus_client import CollectorRegistry
 
 from consumers.dlq import DeadLetterSink
 from consumers.source import TurnSource
-from monitor.clock import Clock, SystemClock
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.kafka import KafkaConfig
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.judging.evaluator import Evaluator, build_evaluator
 from monitor.sampling.sampler import Sampler
-from monitor.settings import Settings, load_settings
+from monitor.config.settings import Settings, load_settings
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon

@@ -9,7 +9,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 from monitor.storage.store import Store
 from monitor.storage.tables import verdicts
 from monitor.stream.file_state import file_sidecars

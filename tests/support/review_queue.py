@@ -8,13 +8,13 @@ from datetime import timedelta
 from prometheus_client import CollectorRegistry
 
 from monitor.annotation.label_studio import LabelStudioClient
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.config.quality_estimate import QualityEstimateConfig
 from monitor.config.review import ReviewConfig
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.quality_estimate import QualityEstimateJob
 from monitor.jobs.review_queue import ReviewQueueJob
-from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
+from monitor.scoring.turn import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
 from monitor.storage.store import Store
 from tests.fixtures.turns import T0, seed_turn
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from monitor.judging.verdicts import scored_verdict
-from monitor.models import METRICS, JudgeScores, Judgment, TurnEvent, Verdict
-from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
+from monitor.schema.turn import METRICS, JudgeScores, Judgment, TurnEvent, Verdict
+from monitor.scoring.turn import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
 from monitor.stats.failure_features import FailedTurn
 from monitor.storage.store import Store
 

@@ -52,7 +52,7 @@ from monitor.judging.heuristic.lexicon import (
     VERB_FAMILIES,
     WORD,
 )
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 
 __all__ = ["Finding", "PastStep", "Prohibition", "Step", "Workflow", "steps_in", "workflow"]
 

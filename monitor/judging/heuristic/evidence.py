@@ -38,7 +38,7 @@ from monitor.judging.heuristic.lexicon import (
     WHY,
     WORD,
 )
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 
 Intent = Literal["instruct", "explain", "clarify"]
 

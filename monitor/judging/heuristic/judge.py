@@ -43,7 +43,7 @@ from monitor.judging.heuristic.evidence import (
     outermost,
 )
 from monitor.judging.heuristic.identifiers import IdKind
-from monitor.models import (
+from monitor.schema.turn import (
     MAX_JUSTIFICATION_CHARS,
     Band,
     JudgeRole,
@@ -52,7 +52,7 @@ from monitor.models import (
     MetricScore,
     TurnEvent,
 )
-from monitor.scoring import lower_edge
+from monitor.scoring.turn import lower_edge
 
 __all__ = ["ALGORITHM_VERSION", "PROMPT_HASH", "HeuristicJudge", "score_turn"]
 

@@ -43,7 +43,7 @@ from rapidfuzz.distance import OSA
 
 from monitor.judging.heuristic.identifiers import NearMiss, extract, find_near_miss
 from monitor.judging.heuristic.kinds import Identifier, IdKind
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.redaction.placeholders import PLACEHOLDER
 
 __all__ = ["TripwireHit", "identifier_tripwire"]

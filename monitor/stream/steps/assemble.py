@@ -69,9 +69,9 @@ from consumers.otel.genai import CaseAttributes, Skipped, turns_from_trace
 from consumers.otel.otlp import OtlpEncoding, Span, decode_spans, split_by_trace
 from consumers.records import RawMessage, TopicPartition
 from consumers.repartition import KnowsPartitions, TraceRepublisher
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 from monitor.errors import InvalidEvent, MessageRejected
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.sampling.sampler import SampleDecision
 from monitor.stream.steps.base import (
     DoneStep,

@@ -32,7 +32,7 @@ import structlog
 from consumers.file_source import FILE_TP
 from consumers.records import Delivery, RawMessage, TopicPartition
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
-from monitor.models import TurnEvent, Verdict
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.sampling.budget import Reservation
 from monitor.sampling.sampler import SampleDecision
 

@@ -21,7 +21,7 @@ import structlog
 
 from consumers.offsets import OffsetTracker
 from consumers.records import TopicPartition
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 from monitor.errors import TransportError
 from monitor.stream.steps.base import Envelope
 

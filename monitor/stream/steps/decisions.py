@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from consumers.decode import decode_value
-from monitor.clock import SystemClock
+from monitor.runtime.clock import SystemClock
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import InvalidEvent
 from monitor.judging.heuristic.judge import score_turn
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.redaction import Redactor
 from monitor.redaction.redactor import NONE_REPLACED
 from monitor.sampling.judging_redaction import (
@@ -33,7 +33,7 @@ from monitor.sampling.judging_redaction import (
     redact_for_judging,
 )
 from monitor.sampling.sampler import Sampler
-from monitor.scoring import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE, turn_band
+from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE, turn_band
 
 TRIPWIRE_REASON = "rule:identifier_tripwire"
 

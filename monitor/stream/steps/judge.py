@@ -24,13 +24,13 @@ from typing import Protocol
 import structlog
 
 from consumers.records import TopicPartition
-from monitor.clock import Clock, Deadline, SystemClock
+from monitor.runtime.clock import Clock, Deadline, SystemClock
 from monitor.errors import MessageRejected
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
-from monitor.models import TurnEvent, Verdict
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.sampling.budget import Reservation
 from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, forward, release_all
-from monitor.workers import DaemonThreadPool
+from monitor.runtime.workers import DaemonThreadPool
 
 log = structlog.get_logger(__name__)
 

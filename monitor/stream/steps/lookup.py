@@ -19,9 +19,9 @@ from typing import Protocol
 import structlog
 
 from consumers.records import TopicPartition
-from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import MessageRejected, StorageError
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, forward, release_all
 
 log = structlog.get_logger(__name__)

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from consumers.records import RawMessage
-from monitor.clock import Backoff, Clock, Deadline, RetryState, SystemClock
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import InvalidEvent, MessageRejected, StorageError
-from monitor.outcome_events import OutcomeEvent
+from monitor.schema.outcome import OutcomeEvent
 from monitor.redaction import Redactor
 from monitor.stream.steps.base import (
     HELD_UNAVAILABLE,

@@ -19,7 +19,7 @@ import structlog
 
 from consumers.records import RawMessage, TopicPartition
 from consumers.repartition import Ack, KnowsPartitions, TraceRepublisher
-from monitor.clock import Clock
+from monitor.runtime.clock import Clock
 from monitor.errors import TransportError
 from monitor.stream.steps.base import DoneStep, Envelope
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import structlog
 
 from monitor.errors import CasewatchError
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope
 
 log = structlog.get_logger(__name__)

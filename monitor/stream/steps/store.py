@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import structlog
 
-from monitor.clock import Backoff, Clock, Deadline, RetryState
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.errors import MessageRejected, StorageError, TransportError
-from monitor.models import TurnEvent, Verdict
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, VerdictWriter, turn_record
 
 if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from monitor.cli import main
 from monitor.judging.verdicts import scored_verdict
-from monitor.models import METRICS, TurnEvent
-from monitor.scoring import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
+from monitor.schema.turn import METRICS, TurnEvent
+from monitor.scoring.turn import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
 from monitor.storage.store import Store
 from tests.fixtures.databases import make_judgment
 from tests.support.cli_judging import EXAMPLES

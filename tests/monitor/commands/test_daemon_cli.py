@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from consumers.tansu import EmbeddedBroker, create_topics, free_port
 from monitor.cli import main
 from monitor.errors import StorageError
-from monitor.settings import load_settings
+from monitor.config.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.stream.file_state import file_sidecars

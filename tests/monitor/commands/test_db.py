@@ -9,7 +9,7 @@ from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 
 from monitor.cli import main
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.storage.audit import counts
 from monitor.storage.schema import alembic_config
 from monitor.storage.store import Store

@@ -9,7 +9,7 @@ import json
 from click.testing import CliRunner
 
 from monitor.cli import main
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.judging.heuristic.case_judge import HeuristicCaseJudge
 from monitor.storage.case_queries import newest_case
 from monitor.storage.store import Store

@@ -1,5 +1,5 @@
 """Ctrl-C stops the judging commands at once: the judge calls not started are cancelled
-(``monitor.workers``), not run one by one against a slow judge before the exit.
+(``monitor.runtime.workers``), not run one by one against a slow judge before the exit.
 ``casewatch judge`` is covered in test_batch_judge_down.py."""
 
 from __future__ import annotations

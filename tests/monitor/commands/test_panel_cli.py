@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner
 
 from monitor.cli import main
-from monitor.models import METRICS
+from monitor.schema.turn import METRICS
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

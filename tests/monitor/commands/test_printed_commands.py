@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from consumers.otel.otlp import decode_spans
 from monitor.cli import main
 from monitor.commands.broker import topic_format, try_lines
-from monitor.settings import Settings, load_settings
+from monitor.config.settings import Settings, load_settings
 from monitor.storage.store import Store
 from tests.fixtures.turns import seed_mixed
 from tests.support.kafka import read_topic

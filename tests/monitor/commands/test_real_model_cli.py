@@ -20,7 +20,7 @@ from monitor.cli import main
 from monitor.judging.judge import FAILURE_REASONS
 from monitor.judging.panel import PANEL_INSUFFICIENT
 from monitor.judging.rubric_prompt import PARSE_PATHS
-from monitor.models import METRICS
+from monitor.schema.turn import METRICS
 from tests.fixtures.model_server import real_judge_values
 from tests.model_server import RealModelServer
 

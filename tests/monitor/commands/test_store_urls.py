@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from monitor.cli import main
-from monitor.program import install_extra
+from monitor.runtime.program import install_extra
 from monitor.storage.engine import url_problem
 from tests.fixtures.databases import PG_URL, require_postgres
 

@@ -23,7 +23,7 @@ import pytest
 
 from consumers._kafka import KafkaProducer
 from consumers.tansu import EmbeddedBroker, create_topics, delete_topics, free_port
-from monitor.settings import load_settings
+from monitor.config.settings import load_settings
 from monitor.storage.store import Store
 from monitor.stream.shutdown_budget import shutdown_budget_s
 from tests.fake_judge_server import FakeJudgeServer

@@ -23,7 +23,7 @@ from monitor.demo.alerts import RULES, DemoAlerts, find_rules
 from monitor.demo.options import DemoOptions
 from monitor.demo.run import Demo
 from monitor.demo.summary import AlertState, format_alerts
-from monitor.settings import load_settings
+from monitor.config.settings import load_settings
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ import pytest
 from consumers.decode import decode_value
 from monitor.demo.examples import MALFORMED, demo_messages, find_examples, load_examples
 from monitor.errors import DemoError, InvalidEvent
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "turns.jsonl"

@@ -13,7 +13,7 @@ from monitor.config.baseline import AssistantEndpointConfig
 from monitor.errors import ConfigError
 from monitor.jobs.assistant_client import AssistantClient, AssistantError
 from monitor.judging.pairwise_prompt import PairwiseQuestion
-from monitor.models import Case
+from monitor.schema.turn import Case
 from tests.fake_judge_server import FakeJudgeServer, auth_error, content, disconnect, server_error
 
 QUESTION = PairwiseQuestion(

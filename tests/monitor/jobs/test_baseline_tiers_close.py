@@ -10,9 +10,9 @@ from typing import Any
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.config.baseline import BaselineConfig
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.baseline_tiers import BaselineTiersJob
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseOptions
 from monitor.judging.probes import load_probes

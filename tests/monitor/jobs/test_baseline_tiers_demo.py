@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.demo.options import DemoOptions
 from monitor.demo.run import Demo
-from monitor.settings import load_settings
+from monitor.config.settings import load_settings
 from monitor.storage.store import Store
 from monitor.storage.tables import matches, turns
 from tests.support.http import scrape

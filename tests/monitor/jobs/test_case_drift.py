@@ -8,9 +8,9 @@ from datetime import timedelta
 
 from prometheus_client import CollectorRegistry
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.config.drift import DriftConfig
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.drift import DriftJob
 from monitor.stats.case_drift import CASE_DRIFT_SIGNALS, CaseWindowSamples, analyze_cases
 from monitor.stats.drift import signal_names

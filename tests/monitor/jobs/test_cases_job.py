@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.errors import LeaseLost
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.cases import CaseJob
 from monitor.jobs.inputs import read_job_inputs
@@ -24,7 +24,7 @@ from monitor.judging.case_judge import OpenAICaseJudge
 from monitor.judging.heuristic.case_judge import HeuristicCaseJudge
 from monitor.judging.prompt import unfence
 from monitor.sampling.budget import HourlyBudget
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 from monitor.storage import case_queries
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store

@@ -14,8 +14,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from monitor.clock import ManualClock
-from monitor.exporter import Metrics
+from monitor.runtime.clock import ManualClock
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.scheduler import JobScheduler

@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from consumers.otel.genai import turns_from_trace
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.judging.heuristic.case_judge import HeuristicCaseJudge
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.storage import case_queries
 from monitor.storage.store import Store
 from tests.consumers.otel.spans import genai_trace

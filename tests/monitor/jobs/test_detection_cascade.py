@@ -10,13 +10,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from monitor.clock import ManualClock
-from monitor.exporter import Metrics
+from monitor.runtime.clock import ManualClock
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.detection import DetectionJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.sampling.cascade import CELLS, CascadePolicy, DrawLedger
 from monitor.sampling.sampler import sample_point
-from monitor.scoring import DEFAULT_CRITICAL_METRICS
+from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS
 from monitor.storage.store import Store
 from tests.fixtures.detection import Feed, config
 

@@ -12,14 +12,14 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.errors import LeaseLost
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.detection import DetectionJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.jobs.scheduler import JobScheduler
-from monitor.models import TurnEvent, Verdict
-from monitor.scoring import DEFAULT_CRITICAL_METRICS
+from monitor.schema.turn import TurnEvent, Verdict
+from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS
 from monitor.stats.baseline_policy import RATE_WINDOW_S
 from monitor.stats.detection import Detector
 from monitor.stats.detector_state import DetectorState

@@ -11,10 +11,10 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.config.failure_modes import FailureModesConfig
 from monitor.errors import LeaseLost
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.failure_modes import FailureModesJob
 from monitor.storage.failure_modes import latest_runs, list_modes, mode_turns
 from monitor.storage.leases import Leases

@@ -7,7 +7,7 @@ import math
 
 from prometheus_client import CollectorRegistry
 
-from monitor.exporter import Metrics, is_declared
+from monitor.metrics.exporter import Metrics, is_declared
 from monitor.jobs.recorders import DriftRecorder, JobRunRecorder, RubricRecorder
 
 

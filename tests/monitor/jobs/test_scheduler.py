@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.clock import ManualClock
-from monitor.exporter import Metrics
+from monitor.runtime.clock import ManualClock
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.scheduler import JobScheduler
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store
@@ -198,7 +198,7 @@ def test_a_lease_is_renewed_while_its_job_runs(store: Store) -> None:
 _ABANDON_SCRIPT = """
 import sys, threading
 from prometheus_client import CollectorRegistry
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.jobs.scheduler import JobScheduler
 from monitor.storage.store import Store
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.judging.case_judge import OpenAICaseJudge
 from monitor.judging.case_panel import PANEL_INSUFFICIENT, PRIMARY_FAILED, CasePanel
 from monitor.judging.case_prompt import CASE_PROMPT_VERSION

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseOptions
 from monitor.judging.pairwise_prompt import STAGE2_INSTRUCTION, PairwiseAnswer, PairwiseQuestion
-from monitor.models import Case, Context
+from monitor.schema.turn import Case, Context
 from tests.fake_judge_server import (
     FakeJudgeServer,
     Reply,

@@ -21,8 +21,8 @@ from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.config_hash import judge_config_hash
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.panel import PANEL_INSUFFICIENT, JudgePanel
-from monitor.models import METRICS, TurnEvent, Verdict
-from monitor.settings import Settings, load_settings
+from monitor.schema.turn import METRICS, TurnEvent, Verdict
+from monitor.config.settings import Settings, load_settings
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores, server_error
 from tests.fixtures.judge_server import fake_judge_config
 

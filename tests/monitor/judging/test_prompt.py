@@ -11,7 +11,7 @@ from monitor.judging.prompt import (
     prompt_hash,
     unfence,
 )
-from monitor.models import METRICS, TurnEvent
+from monitor.schema.turn import METRICS, TurnEvent
 from tests.fixtures.turns import marked_turn
 
 INJECTION = (

@@ -22,7 +22,7 @@ from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, content_of
 from monitor.judging.judge import FAILURE_REASONS
 from monitor.judging.openai_judge import OpenAIJudge
 from monitor.judging.schema import SCHEMA_NAME
-from monitor.models import METRICS, Judgment, TurnEvent
+from monitor.schema.turn import METRICS, Judgment, TurnEvent
 from tests.fake_judge_replies import llama_cpp_rejects_json_schema, render_completion, truncated
 from tests.fixtures.model_server import real_judge_config
 from tests.model_server import MODEL_ALIAS, RealModelServer

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import ConfigError, RubricGradingFailed
 from monitor.judging.rubric_grader import RubricGrader

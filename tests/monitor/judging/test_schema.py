@@ -6,7 +6,7 @@ import pytest
 from monitor.errors import JudgeOutputInvalid
 from monitor.judging.prompt import judge_output_json_schema as reexported
 from monitor.judging.schema import judge_output_json_schema, parse_judge_output
-from monitor.models import METRICS
+from monitor.schema.turn import METRICS
 
 
 def valid_doc(score: float = 0.8) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
-from monitor.models import METRICS, Band, JudgeScores, Judgment, MetricScore, TurnEvent, Verdict
+from monitor.schema.turn import METRICS, Band, JudgeScores, Judgment, MetricScore, TurnEvent, Verdict
 from monitor.otel_export.records import TURN_EVALUATION, evaluation_records
 from monitor.otel_export.sender import EvaluationSender
 from tests.otlp_receiver import otlp_receiver

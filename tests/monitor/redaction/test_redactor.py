@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.redaction import (
     PLACEHOLDER,
     RedactionPolicy,

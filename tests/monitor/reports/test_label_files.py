@@ -6,7 +6,7 @@ from collections import Counter
 
 from scipy import stats
 
-from monitor.models import Band
+from monitor.schema.turn import Band
 from monitor.reports.label_files import consensus, draw
 
 

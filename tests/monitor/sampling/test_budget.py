@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
 from monitor.sampling.budget import HourlyBudget, Reservation, UnitState
 from monitor.sampling.sampler import Sampler

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.cascade import REFRESH_S, CascadePolicy
 
 CELLS = ("severe", "moderate", "minor", "none")

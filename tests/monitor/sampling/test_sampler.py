@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import ConfigError
 from monitor.sampling.sampler import SKIP_REASONS, SampleDecision, Sampler, sample_point
 from tests.consumers.turns import turn
 
 # Everything sampled, no budget, unless a test says otherwise (the shipped defaults are a
-# tenth and an hourly budget: tests/monitor/test_settings.py).
+# tenth and an hourly budget: tests/monitor/config/test_settings.py).
 OPEN: dict[str, Any] = {
     "default_rate": 1.0,
     "budget_calls_per_hour": None,

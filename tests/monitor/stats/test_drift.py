@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from monitor.config.drift import DriftConfig
-from monitor.models import METRICS, TurnSample
+from monitor.schema.turn import METRICS, TurnSample
 from monitor.stats.drift import (
     MISSING,
     WindowSamples,

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 from scipy import stats as st
 
-from monitor.models import METRICS, Assistant, Verdict
+from monitor.schema.turn import METRICS, Assistant, Verdict
 from monitor.stats.paired import by_conversation, paired_test, rank_correlation
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.models import METRICS
+from monitor.schema.turn import METRICS
 from monitor.storage import detection_queries, drift_queries, labels
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.cascade import CELLS, CascadePolicy, DrawLedger
 from monitor.storage.store import Store
 from monitor.storage.tables import turns

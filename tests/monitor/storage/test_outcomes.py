@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from monitor.clock import ManualClock
-from monitor.outcome_events import OutcomeEvent
+from monitor.runtime.clock import ManualClock
+from monitor.schema.outcome import OutcomeEvent
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns

@@ -17,7 +17,7 @@ from consumers.tansu import EmbeddedBroker, create_topics, delete_topics
 from monitor.config.kafka import KafkaConfig
 from monitor.jobs.outcome_join import OutcomeJoinJob
 from monitor.jobs.recorders import OutcomeRecorder
-from monitor.settings import Settings, load_settings
+from monitor.config.settings import Settings, load_settings
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store

@@ -29,7 +29,7 @@ from consumers.kafka_source import KafkaTurnSource
 from consumers.otel.otlp import Span
 from consumers.tansu import create_topics
 from monitor.config.kafka import TopicConfig
-from monitor.settings import Settings
+from monitor.config.settings import Settings
 from monitor.storage.store import Store
 from tests.consumers.otel.otlp_messages import request_of
 from tests.consumers.otel.spans import genai_trace

@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
-from monitor.clock import ManualClock
-from monitor.exporter import Metrics
-from monitor.exposition import negotiate
+from monitor.runtime.clock import ManualClock
+from monitor.metrics.exporter import Metrics
+from monitor.metrics.scrape_body import negotiate
 from monitor.jobs.recorders import DriftRecorder
 from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
 from monitor.stream.recorder import StreamRecorder

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from monitor.settings import load_settings
+from monitor.config.settings import load_settings
 from tests.fixtures.databases import make_turn
 from tests.support.file_runs import outcome_of_a_file_run
 

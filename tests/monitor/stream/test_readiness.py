@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.stream.readiness import Readiness
 
 

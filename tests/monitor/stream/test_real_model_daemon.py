@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker
 from monitor.judging.judge import FAILURE_REASONS
-from monitor.models import METRICS
+from monitor.schema.turn import METRICS
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.runner import DaemonRunner

@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from consumers.patch_fallbacks import fallback_states
-from monitor.exporter import OTHER, Metrics
+from monitor.metrics.exporter import OTHER, Metrics
 from monitor.stream.recorder import StreamRecorder
 
 

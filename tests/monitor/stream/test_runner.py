@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from monitor.errors import ListenError
-from monitor.models import METRICS
-from monitor.settings import load_settings
+from monitor.schema.turn import METRICS
+from monitor.config.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.storage.tables import turns, verdicts
@@ -143,8 +143,8 @@ _STOP_SCRIPT = """
 import json, sys, time
 from pathlib import Path
 from prometheus_client import CollectorRegistry
-from monitor.logs import configure_logging
-from monitor.settings import load_settings
+from monitor.runtime.logs import configure_logging
+from monitor.config.settings import load_settings
 from monitor.stream.runner import DaemonRunner
 from monitor.stream.shutdown_budget import shutdown_budget_s
 

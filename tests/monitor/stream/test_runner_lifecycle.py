@@ -17,7 +17,7 @@ from monitor.jobs.judge_canary import JudgeCanaryJob
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.scheduler import JobScheduler
 from monitor.judging.heuristic.judge import HeuristicJudge
-from monitor.settings import Settings, load_settings
+from monitor.config.settings import Settings, load_settings
 from monitor.storage.store import Store
 from monitor.stream.runner import DaemonRunner
 

@@ -9,7 +9,7 @@ from monitor.judging.heuristic.judge import score_turn
 from monitor.judging.heuristic.kinds import IdKind
 from monitor.judging.heuristic.tokens import fills_template
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from monitor.redaction import RedactionPolicy, Redactor
 from tests.consumers.turns import turn
 from tests.monitor.judging.heuristic.tripwire_corpus import turns as corpus_turns

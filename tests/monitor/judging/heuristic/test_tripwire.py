@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 from tests.monitor.judging.heuristic.tripwire_corpus import EXPECTED, decisions, turn
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"

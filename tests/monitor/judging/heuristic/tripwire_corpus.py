@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.judging.heuristic.tripwire import TripwireHit, identifier_tripwire
-from monitor.models import TurnEvent
+from monitor.schema.turn import TurnEvent
 
 ROOT = Path(__file__).resolve().parents[4]
 SETS = (

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from consumers.records import RawMessage, TopicPartition
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
-from monitor.models import TurnEvent, Verdict
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.redaction.config import RedactionConfig
 from monitor.sampling.budget import Reservation
 from monitor.stream.steps.base import Envelope

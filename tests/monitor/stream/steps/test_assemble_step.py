@@ -17,10 +17,10 @@ from consumers.otel.assembly import TraceAssembler
 from consumers.otel.genai import CaseAttributes
 from consumers.otel.otlp import Span
 from consumers.records import RawMessage, TopicPartition
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.errors import MessageRejected
-from monitor.exporter import Metrics
-from monitor.models import TurnEvent
+from monitor.metrics.exporter import Metrics
+from monitor.schema.turn import TurnEvent
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep
 from monitor.stream.steps.base import Envelope

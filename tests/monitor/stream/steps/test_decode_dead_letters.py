@@ -14,7 +14,7 @@ from consumers.dlq import KafkaDeadLetterQueue
 from consumers.records import Delivery, RawMessage, TopicPartition
 from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.errors import InvalidEvent, MessageRejected
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import PendingDeadLetters
 from monitor.stream.steps.decode import DecodeStep
@@ -207,7 +207,7 @@ def test_the_bytes_of_the_records_held_are_bounded_too(gone_broker_sink: Countin
 
 
 def test_the_held_reasons_are_the_ones_the_exporter_exports_at_zero() -> None:
-    from monitor.exporter import DEAD_LETTER_HELD_WHY
+    from monitor.metrics.exporter import DEAD_LETTER_HELD_WHY
     from monitor.stream.steps import base
 
     held = {base.HELD_REFUSED, base.HELD_UNAVAILABLE, base.HELD_UNACKNOWLEDGED, base.HELD_BACKLOG}

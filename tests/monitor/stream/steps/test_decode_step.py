@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry
 
 from consumers.dlq import FileDeadLetterSink
 from monitor.errors import MessageRejected
-from monitor.exporter import Metrics
-from monitor.models import TurnEvent
+from monitor.metrics.exporter import Metrics
+from monitor.schema.turn import TurnEvent
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.decode import DecodeStep
 from tests.fixtures.databases import make_turn

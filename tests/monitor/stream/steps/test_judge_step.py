@@ -7,11 +7,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.records import TopicPartition
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
-from monitor.exporter import Metrics
-from monitor.models import TurnEvent
+from monitor.metrics.exporter import Metrics
+from monitor.schema.turn import TurnEvent
 from monitor.sampling.budget import HourlyBudget, Reservation
 from monitor.sampling.sampler import Sampler
 from monitor.stream.recorder import StreamRecorder

@@ -8,10 +8,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.records import TopicPartition
-from monitor.clock import Backoff, ManualClock
+from monitor.runtime.clock import Backoff, ManualClock
 from monitor.errors import MessageRejected, StorageError
-from monitor.exporter import Metrics
-from monitor.models import TurnEvent
+from monitor.metrics.exporter import Metrics
+from monitor.schema.turn import TurnEvent
 from monitor.sampling.budget import HourlyBudget, Reservation
 from monitor.storage.store import Store
 from monitor.stream.recorder import StreamRecorder

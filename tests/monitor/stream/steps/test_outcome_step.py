@@ -10,8 +10,8 @@ from typing import Any
 
 from consumers.dlq import FileDeadLetterSink
 from consumers.records import TopicPartition
-from monitor.clock import ManualClock
-from monitor.outcome_events import decode_outcome
+from monitor.runtime.clock import ManualClock
+from monitor.schema.outcome import decode_outcome
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.stream.pipeline import OutcomeIntake, outcome_step

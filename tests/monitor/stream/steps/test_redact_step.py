@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry
 from consumers.dlq import FileDeadLetterSink, decode_file_value
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
-from monitor.exporter import Metrics
-from monitor.models import TurnEvent, Verdict
+from monitor.metrics.exporter import Metrics
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.redaction import RedactionPolicy, Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.sampling.judging_redaction import JudgingRedaction

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.judging.heuristic.tripwire import identifier_tripwire
 from monitor.sampling.sampler import Sampler
 from monitor.stream.recorder import StreamRecorder

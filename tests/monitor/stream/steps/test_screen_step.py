@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from consumers.records import RawMessage, TopicPartition
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import MessageRejected
-from monitor.exporter import Metrics
+from monitor.metrics.exporter import Metrics
 from monitor.redaction.config import RedactionConfig
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope

@@ -10,10 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.dlq import FileDeadLetterSink, decode_file_value
-from monitor.clock import Backoff, ManualClock
+from monitor.runtime.clock import Backoff, ManualClock
 from monitor.errors import MessageRejected
-from monitor.exporter import Metrics
-from monitor.models import TurnEvent
+from monitor.metrics.exporter import Metrics
+from monitor.schema.turn import TurnEvent
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.stream.recorder import StreamRecorder

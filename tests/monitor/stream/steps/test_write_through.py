@@ -13,10 +13,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.dlq import FileDeadLetterSink
-from monitor.clock import ManualClock
+from monitor.runtime.clock import ManualClock
 from monitor.errors import StorageError
-from monitor.exporter import Metrics
-from monitor.models import TurnEvent, Verdict
+from monitor.metrics.exporter import Metrics
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.storage.audit import counts
 from monitor.storage.store import SaveResult, Store
 from monitor.stream.recorder import StreamRecorder

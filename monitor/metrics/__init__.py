@@ -1,0 +1,2 @@
+"""The Prometheus side: every series casewatch exports, its HTTP server, and the fast
+``/metrics`` body."""
