@@ -21,8 +21,10 @@ from dashboards.model import (
 # The rules of rules/ are all named Casewatch*: other applications' alerts on a shared
 # Prometheus stay off these panels.
 CASEWATCH_ALERTS = 'alertname=~"Casewatch.+"'
-JUDGED_OK = f'casewatch_turns_judged_total{{{A}, band!="judge_failed"}}'
-SEVERE = f'casewatch_turns_judged_total{{{A}, band="severe"}}'
+# The severe share is the traffic's: each judged turn weighs 1/inclusion probability (the
+# cascade draws unequally; under uniform sampling every weight is 1), as in rules/.
+JUDGED_OK = f'casewatch_turns_judged_weight_total{{{A}, band!="judge_failed"}}'
+SEVERE = f'casewatch_turns_judged_weight_total{{{A}, band="severe"}}'
 
 
 OVERVIEW = DashboardSpec(
@@ -39,7 +41,8 @@ OVERVIEW = DashboardSpec(
                     "stat",
                     "Severe share, last hour",
                     "Share of judged turns whose turn band is severe over the last hour "
-                    "(judge_failed turns excluded).",
+                    "(judge_failed turns excluded), each weighted by 1/its inclusion probability "
+                    "(sampling.strategy: cascade; 1 under uniform sampling): the traffic's share.",
                     (Query(share(SEVERE, JUDGED_OK, "assistant", "[1h]"), "{{assistant}}", True),),
                     unit="percentunit",
                     width=8,
@@ -106,9 +109,10 @@ OVERVIEW = DashboardSpec(
                 PanelSpec(
                     "timeseries",
                     "Severe share vs objective",
-                    "Severe share per assistant (over the rate interval) and the objective of "
-                    "the burn-rate alerts ($objective): sustained time above the line burns "
-                    "the error budget.",
+                    "Severe share per assistant (over the rate interval; judged turns weighted "
+                    "by 1/inclusion probability, as the burn-rate alerts weigh them) and the "
+                    "objective of the burn-rate alerts ($objective): sustained time above the "
+                    "line burns the error budget.",
                     (
                         Query(share(SEVERE, JUDGED_OK, "assistant"), "{{assistant}}"),
                         Query("vector($objective)", "objective"),

@@ -39,8 +39,10 @@ class JudgingRecorder:
             child = self._children[key] = metric.labels(*values)
         return child
 
-    def record_verdict(self, verdict: Verdict) -> None:
-        """Turn-level, metric-level and per-judge series for one finished verdict."""
+    def record_verdict(self, verdict: Verdict, weight: float = 1.0) -> None:
+        """Turn-level, metric-level and per-judge series for one finished verdict. ``weight``:
+        1/π, π the probability the turn was drawn with (the cascade; 1 for a rule's turn and
+        under uniform sampling)."""
         m = self._m
         assistant = self._assistant(verdict.assistant.name)
         child = self._child
@@ -50,8 +52,11 @@ class JudgingRecorder:
             self._judged_primed.add(assistant)
             for band in (*(b.value for b in Band), "judge_failed"):
                 child(m.turns_judged, assistant, band)
+                child(m.turns_judged_weight, assistant, band)
         if verdict.status == "ok" and verdict.turn_band is not None:
-            child(m.turns_judged, assistant, str(verdict.turn_band)).inc()
+            band = str(verdict.turn_band)
+            child(m.turns_judged, assistant, band).inc()
+            child(m.turns_judged_weight, assistant, band).inc(weight)
             if verdict.s_final is not None:
                 child(m.score_final, assistant).observe(verdict.s_final)
             for metric, score in verdict.metric_scores.items():
@@ -60,6 +65,7 @@ class JudgingRecorder:
                 child(m.metric_band, assistant, metric, str(band)).inc()
         else:
             child(m.turns_judged, assistant, "judge_failed").inc()
+            child(m.turns_judged_weight, assistant, "judge_failed").inc(weight)
         for j in verdict.judgments:
             self.record_judge_request(
                 j.judge,

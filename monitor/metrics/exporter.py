@@ -209,6 +209,16 @@ class Metrics:
             ["assistant", "band"],
             registry=r,
         )
+        # The severe share over traffic rather than over what was judged: each judged turn adds
+        # 1/inclusion probability (sampling.strategy: cascade draws turns unequally; 1 for a
+        # rule's turn and under uniform sampling, so there it equals casewatch_turns_judged_total).
+        # The share's rules and panels divide its severe band's rate by the judged bands' (Hajek).
+        self.turns_judged_weight = Counter(
+            "casewatch_turns_judged_weight",
+            "Judged turns weighted by 1/inclusion probability, by turn band (sum of weights)",
+            ["assistant", "band"],
+            registry=r,
+        )
         # Which metric drives a regression: per-metric band counts.
         self.metric_band = Counter(
             "casewatch_metric_band",

@@ -60,9 +60,25 @@ class RunTally:
     drawn: int = 0
 
 
+class Draws(Protocol):
+    """What ``record_verdict`` needs of the cascade's ``monitor.sampling.cascade.DrawLedger``."""
+
+    def of(self, event_id: str) -> tuple[float, str] | None: ...
+
+
 class StreamRecorder:
-    def __init__(self, metrics: Metrics, judging: JudgingRecorder | None = None) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        judging: JudgingRecorder | None = None,
+        *,
+        draws: Draws | None = None,
+    ) -> None:
         self.tally = RunTally()
+        # The cascade's draws (None: uniform sampling): a verdict's turn weighs 1/π in
+        # casewatch_turns_judged_weight_total, π the probability its draw stored. Read before
+        # the store step forgets the entry (the judge step records the verdict first).
+        self.draws = draws
         self._m = metrics
         self._assistant = metrics.assistant_label
         self._judging = judging or JudgingRecorder(metrics)
@@ -161,8 +177,11 @@ class StreamRecorder:
         self.tally.skipped[ALREADY_JUDGED] += count
 
     def record_verdict(self, verdict: Verdict) -> None:
-        """A verdict the stream finished: judging's series (``JudgingRecorder``)."""
-        self._judging.record_verdict(verdict)
+        """A verdict the stream finished: judging's series (``JudgingRecorder``), weighted by
+        1/π of its cascade draw (1: drawn uniformly, by a rule, or not in the ledger, which is
+        also what its stored row says)."""
+        drawn = None if self.draws is None else self.draws.of(verdict.event_id)
+        self._judging.record_verdict(verdict, 1.0 if drawn is None else 1.0 / drawn[0])
         if verdict.status == "ok" and verdict.turn_band is not None:
             self.tally.judged += 1
         else:

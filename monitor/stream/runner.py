@@ -144,7 +144,7 @@ def stream_daemon(
     from monitor.stream.recorder import StreamRecorder
 
     clock = clock or SystemClock()
-    recorder = StreamRecorder(metrics)
+    recorder = StreamRecorder(metrics, draws=sampler.draws)
     tracker = OffsetTracker()
     # Verdicts written back as OTLP log records, when configured: the SDK's export thread
     # sends them, so the stream never waits on the endpoint.

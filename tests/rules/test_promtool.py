@@ -97,15 +97,18 @@ def _slow_assistant_test(rules: Path, eval_time: str, expect_page: bool) -> dict
         "tests": [
             {
                 "interval": "1m",
+                # Uniform sampling: each judged turn weighs 1, so the weighted counter (the
+                # burn rates' numerator and denominator) equals the count.
                 "input_series": [
                     {
-                        "series": 'casewatch_turns_judged_total{assistant="slow",band="severe"}',
-                        "values": "0+1x120",
-                    },
-                    {
-                        "series": 'casewatch_turns_judged_total{assistant="slow",band="none"}',
-                        "values": "0+9x120",
-                    },
+                        "series": f'{family}{{assistant="slow",band="{band}"}}',
+                        "values": f"0+{per_minute}x120",
+                    }
+                    for family in (
+                        "casewatch_turns_judged_total",
+                        "casewatch_turns_judged_weight_total",
+                    )
+                    for band, per_minute in (("severe", 1), ("none", 9))
                 ],
                 "alert_rule_test": [
                     {

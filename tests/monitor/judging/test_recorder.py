@@ -184,3 +184,36 @@ def test_a_judge_request_without_latency_observes_none(registry: CollectorRegist
     assert get("casewatch_judge_requests_total", {"judge": "pairwise", "outcome": "ok"}) == 1
     assert get("casewatch_judge_cost_usd_total", {"judge": "pairwise"}) == 0.5
     assert get("casewatch_judge_latency_seconds_count", {"judge": "pairwise"}) is None
+
+
+def test_weighted_severe_share_counts_each_turn_by_its_weight(registry: CollectorRegistry) -> None:
+    """casewatch_turns_judged_weight_total adds 1/π per judged turn (the default 1 makes it
+    casewatch_turns_judged_total itself, which uniform deployments rely on)."""
+    metrics = JudgingRecorder(Metrics(registry))
+    kw = {
+        "weights": DEFAULT_PROFILE,
+        "weight_profile": "default",
+        "critical": DEFAULT_CRITICAL_METRICS,
+    }
+    severe = single_judge_verdict(_turn(), _judgment(0.2), **kw)  # type: ignore[arg-type]
+    clean = single_judge_verdict(_turn(), _judgment(0.95), **kw)  # type: ignore[arg-type]
+    failed = _judgment(0.5, status="judge_failed", scores=None, failure_reason="timeout")
+    metrics.record_verdict(severe)
+    metrics.record_verdict(clean)
+    metrics.record_verdict(clean, 4.0)
+    metrics.record_verdict(
+        failed_verdict(_turn(), [failed], "timeout", weight_profile="default"), 2.0
+    )
+    get = registry.get_sample_value
+
+    def weight(band: str) -> float | None:
+        return get("casewatch_turns_judged_weight_total", {"assistant": "helpdesk", "band": band})
+
+    assert [weight(b) for b in ("severe", "none", "judge_failed", "moderate", "minor")] == [
+        1.0,
+        5.0,
+        2.0,
+        0.0,
+        0.0,
+    ]
+    assert get("casewatch_turns_judged_total", {"assistant": "helpdesk", "band": "none"}) == 2

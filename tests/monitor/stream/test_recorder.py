@@ -86,3 +86,53 @@ def test_kafka_patch_fallbacks_are_one_per_patch_that_fell_back(
         "close_failed_connects": 1.0,
         "optimisations_switch": 1.0,
     }
+
+
+class _Ledger:
+    """The cascade's draws as ``record_verdict`` reads them (``DrawLedger.of``)."""
+
+    def __init__(self, draws: dict[str, tuple[float, str]]) -> None:
+        self._draws = draws
+
+    def of(self, event_id: str) -> tuple[float, str] | None:
+        return self._draws.get(event_id)
+
+
+def test_a_verdict_weighs_one_over_the_probability_its_draw_stored(
+    registry: CollectorRegistry,
+) -> None:
+    """Drawn at 0.25: weight 4; a turn the ledger does not hold (drawn uniformly, or evicted:
+    its row stores no probability either) weighs 1, as without the cascade."""
+    from datetime import UTC, datetime
+
+    from monitor.judging.verdicts import failed_verdict
+    from monitor.schema.turn import Assistant, Case, Judgment, TurnEvent
+
+    def verdict(event_id: str) -> object:
+        turn = TurnEvent(
+            event_id=event_id,
+            conversation_id="c1",
+            turn_index=0,
+            timestamp=datetime(2026, 1, 1, tzinfo=UTC),
+            assistant=Assistant(name="helpdesk", version="1", model="m"),
+            case=Case(subject="s", description="d"),
+            query="q",
+            answer="a",
+        )
+        failed = Judgment.model_validate(
+            {
+                "judge": "j",
+                "kind": "openai",
+                "model": "m",
+                "status": "judge_failed",
+                "failure_reason": "timeout",
+            }
+        )
+        return failed_verdict(turn, [failed], "timeout", weight_profile="default")
+
+    metrics = StreamRecorder(Metrics(registry), draws=_Ledger({"drawn": (0.25, "none")}))
+    metrics.record_verdict(verdict("drawn"))  # type: ignore[arg-type]
+    metrics.record_verdict(verdict("uniform"))  # type: ignore[arg-type]
+    labels = {"assistant": "helpdesk", "band": "judge_failed"}
+    assert registry.get_sample_value("casewatch_turns_judged_weight_total", labels) == 5.0
+    assert registry.get_sample_value("casewatch_turns_judged_total", labels) == 2
