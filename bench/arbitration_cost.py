@@ -35,13 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/ is not an installed package
 
 from monitor.commands.batch import panel_text  # noqa: E402
+from monitor.config.settings import load_settings  # noqa: E402
 from monitor.judging.arbitration import PanelOutcome  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.judging.prompt import case_data  # noqa: E402
+from monitor.reports import panel_report  # noqa: E402
 from monitor.runtime.logs import configure_logging  # noqa: E402
 from monitor.schema.turn import METRICS, Band, TurnEvent  # noqa: E402
-from monitor.reports import panel_report  # noqa: E402
-from monitor.config.settings import load_settings  # noqa: E402
 from monitor.stats.agreement import TURN_KEY  # noqa: E402
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores  # noqa: E402
 

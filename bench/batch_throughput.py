@@ -32,12 +32,12 @@ from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from monitor.batch.runner import run_batch
+from monitor.config.settings import load_settings
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.prompt import build_messages
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema
 from monitor.runtime.logs import configure_logging
 from monitor.schema.turn import TurnEvent
-from monitor.config.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "fake-judge"

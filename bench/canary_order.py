@@ -34,13 +34,13 @@ from prometheus_client import CollectorRegistry
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from monitor.runtime.clock import ManualClock  # noqa: E402
-from monitor.metrics.exporter import Metrics  # noqa: E402
+from monitor.config.settings import Settings  # noqa: E402
 from monitor.jobs.build import build_jobs  # noqa: E402
 from monitor.jobs.inputs import read_job_inputs  # noqa: E402
 from monitor.jobs.judge_canary import JudgeCanaryJob  # noqa: E402
+from monitor.metrics.exporter import Metrics  # noqa: E402
 from monitor.reports.judge_canary import DEFAULT_SHIFTS, CanaryRun, baseline_of  # noqa: E402
-from monitor.config.settings import Settings  # noqa: E402
+from monitor.runtime.clock import ManualClock  # noqa: E402
 from monitor.stats.cusum_calibration import calibrate  # noqa: E402
 from monitor.stats.detection import Detector  # noqa: E402
 from monitor.storage import canary_runs  # noqa: E402

@@ -20,12 +20,12 @@ if str(ROOT) not in sys.path:
 
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from monitor.runtime.clock import ManualClock  # noqa: E402
 from monitor.config.sampling import SamplingConfig  # noqa: E402
-from monitor.metrics.exporter import Metrics  # noqa: E402
 from monitor.judging.heuristic.tripwire import identifier_tripwire  # noqa: E402
-from monitor.schema.turn import TurnEvent  # noqa: E402
+from monitor.metrics.exporter import Metrics  # noqa: E402
+from monitor.runtime.clock import ManualClock  # noqa: E402
 from monitor.sampling.sampler import Sampler  # noqa: E402
+from monitor.schema.turn import TurnEvent  # noqa: E402
 from monitor.stream.recorder import StreamRecorder  # noqa: E402
 from monitor.stream.steps.decisions import cheap_cell  # noqa: E402
 from monitor.stream.steps.sample import SampleStep  # noqa: E402

@@ -36,14 +36,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
 
-from monitor.scoring.turn import case as case_scoring  # noqa: E402
-from monitor.schema.case import Case, CaseTurn, CaseVerdict  # noqa: E402
 from monitor.config.cases import CasesConfig  # noqa: E402
 from monitor.judging.case_prompt import build_case_prompt  # noqa: E402
 from monitor.judging.heuristic.case_judge import HeuristicCaseJudge  # noqa: E402
 from monitor.judging.heuristic.judge import HeuristicJudge  # noqa: E402
 from monitor.judging.prompt import build_messages  # noqa: E402
+from monitor.schema.case import Case, CaseTurn, CaseVerdict  # noqa: E402
 from monitor.schema.turn import TurnEvent  # noqa: E402
+from monitor.scoring import case as case_scoring  # noqa: E402
 from monitor.storage.case_queries import save_case_verdict  # noqa: E402
 from monitor.storage.store import Store  # noqa: E402
 

@@ -35,9 +35,9 @@ if str(ROOT) not in sys.path:
 
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+from monitor.config.settings import load_settings  # noqa: E402
 from monitor.demo.options import REGRESSION_AFTER_S, DemoOptions  # noqa: E402
 from monitor.demo.run import Demo  # noqa: E402
-from monitor.config.settings import load_settings  # noqa: E402
 
 DETECTOR = "CasewatchQualityRegressionDetected"
 BURN = "CasewatchSevereShareBurnRateHigh"

@@ -150,10 +150,10 @@ def _job_child(n: int) -> None:
 
     from prometheus_client import CollectorRegistry
 
-    from monitor.runtime.clock import ManualClock
     from monitor.config.failure_modes import FailureModesConfig
-    from monitor.metrics.exporter import Metrics
     from monitor.jobs.failure_modes import FailureModesJob
+    from monitor.metrics.exporter import Metrics
+    from monitor.runtime.clock import ManualClock
     from monitor.storage.store import Store
     from tests.support.stored_failures import store_failed
 

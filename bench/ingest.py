@@ -58,8 +58,8 @@ if str(ROOT) not in sys.path:
 
 from consumers._kafka import KafkaConsumer, KafkaProducer  # noqa: E402
 from consumers.tansu import FETCH_MAX_WAIT_MS, EmbeddedBroker, create_topics  # noqa: E402
-from monitor.runtime.logs import configure_logging  # noqa: E402
 from monitor.config.settings import Settings, load_settings  # noqa: E402
+from monitor.runtime.logs import configure_logging  # noqa: E402
 
 TOPIC = "bench.turns"
 OUTCOMES_TOPIC = "bench.outcomes"

@@ -69,9 +69,9 @@ def _worker(
     )
     from consumers._kafka_records import to_raw
     from consumers.records import RawMessage, TopicPartition
-    from monitor.runtime.clock import SystemClock
-    from monitor.metrics.exporter import Metrics
     from monitor.judging.evaluator import build_evaluator
+    from monitor.metrics.exporter import Metrics
+    from monitor.runtime.clock import SystemClock
     from monitor.runtime.logs import configure_logging
     from monitor.stream.prepare import stream_sampler
     from monitor.stream.runner import stream_daemon

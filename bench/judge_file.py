@@ -36,9 +36,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.batch_throughput import make_input  # noqa: E402
+from monitor.config.settings import load_settings  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
 from monitor.schema.turn import TurnEvent  # noqa: E402
-from monitor.config.settings import load_settings  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "turns.jsonl"
 

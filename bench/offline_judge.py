@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from monitor.scoring.turn import turn as scoring
 from monitor.judging.heuristic.judge import ALGORITHM_VERSION, score_turn
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.schema.turn import METRICS, TurnEvent
 from monitor.redaction import RedactionPolicy, Redactor
+from monitor.schema.turn import METRICS, TurnEvent
+from monitor.scoring import turn as scoring
 from monitor.stats.agreement import band_agreement
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -49,10 +49,10 @@ from bench.pipeline_cost import _median, _MemorySource, _NoDeadLetters  # noqa: 
 from consumers.otel.assembly import TraceAssembler  # noqa: E402
 from consumers.otel.otlp import decode_spans  # noqa: E402
 from consumers.records import TopicPartition  # noqa: E402
-from monitor.runtime.clock import SystemClock  # noqa: E402
 from monitor.config.kafka import TopicConfig  # noqa: E402
-from monitor.metrics.exporter import Metrics  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
+from monitor.metrics.exporter import Metrics  # noqa: E402
+from monitor.runtime.clock import SystemClock  # noqa: E402
 from monitor.runtime.logs import configure_logging  # noqa: E402
 from monitor.schema.turn import TurnEvent  # noqa: E402
 from monitor.storage.store import Store  # noqa: E402

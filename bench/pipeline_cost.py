@@ -46,9 +46,9 @@ from bench.ingest import bench_settings, turn_bytes  # noqa: E402
 from consumers._kafka_records import to_raw  # noqa: E402
 from consumers.decode import decode_value  # noqa: E402
 from consumers.records import RawMessage, TopicPartition  # noqa: E402
-from monitor.runtime.clock import SystemClock  # noqa: E402
-from monitor.metrics.exporter import Metrics  # noqa: E402
 from monitor.judging.evaluator import build_evaluator  # noqa: E402
+from monitor.metrics.exporter import Metrics  # noqa: E402
+from monitor.runtime.clock import SystemClock  # noqa: E402
 from monitor.runtime.logs import configure_logging  # noqa: E402
 from monitor.stream.prepare import stream_sampler  # noqa: E402
 from monitor.stream.runner import stream_daemon  # noqa: E402

@@ -53,12 +53,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from monitor.batch.runner import run_batch  # noqa: E402
+from monitor.config.settings import load_settings  # noqa: E402
 from monitor.judging.evaluator import Evaluator, build_evaluator  # noqa: E402
 from monitor.judging.prompt import build_messages  # noqa: E402
 from monitor.judging.schema import judge_output_json_schema  # noqa: E402
 from monitor.runtime.logs import configure_logging  # noqa: E402
 from monitor.schema.turn import TurnEvent  # noqa: E402
-from monitor.config.settings import load_settings  # noqa: E402
 from tests.model_server import MODEL_ALIAS, RealModelServer  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "turns.jsonl"

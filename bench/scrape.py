@@ -44,9 +44,9 @@ if str(ROOT) not in sys.path:
 from prometheus_client import CollectorRegistry, Counter, generate_latest  # noqa: E402
 from prometheus_client.metrics import MetricWrapperBase  # noqa: E402
 
+from monitor.judging.judge import FAILURE_REASONS  # noqa: E402
 from monitor.metrics.exporter import DEFAULT_MAX_LABEL_VALUES, Metrics, disable_created_series  # noqa: E402
 from monitor.metrics.scrape_body import Exposition  # noqa: E402
-from monitor.judging.judge import FAILURE_REASONS  # noqa: E402
 from monitor.schema.turn import METRICS, Band  # noqa: E402
 
 TARGET_MS = 20.0

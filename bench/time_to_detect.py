@@ -16,7 +16,8 @@ are scraped by the same Prometheus, which fires CasewatchQualityRegressionDetect
 in the loop: the SQL store and the job's cursor (the judged turns go straight to the detector, as
 the exporter's counters do for the burn-rate alerts). Each judged turn is a Bernoulli draw (severe
 or not), counted on ``casewatch_turns_judged_total{assistant,band}`` of the real exporter
-(``monitor.metrics.exporter``), served over HTTP and scraped by Debian's Prometheus, which evaluates rules/
+(``monitor.metrics.exporter``), served over HTTP and scraped by Debian's Prometheus, which
+evaluates rules/
 (the quality groups: objective, severe-share recording rules and burn-rate alerts) and sends alerts
 to Alertmanager. Measured: wall time from the step to the first severe-share alert seen ``firing``
 in Prometheus (polled every 0.1 s), and how many alerts ever fire for the flat streams (and for the
@@ -68,8 +69,8 @@ from prometheus_client import CollectorRegistry, start_http_server  # noqa: E402
 
 from monitor.demo.prometheus_config import format_duration, parse_duration  # noqa: E402
 from monitor.demo.prometheus_stack import PrometheusStack  # noqa: E402
-from monitor.metrics.exporter import Metrics, disable_created_series  # noqa: E402
 from monitor.jobs.recorders import DetectionRecorder  # noqa: E402
+from monitor.metrics.exporter import Metrics, disable_created_series  # noqa: E402
 from monitor.schema.turn import Band  # noqa: E402
 from monitor.stats.cusum_calibration import (  # noqa: E402
     Calibration,

@@ -28,8 +28,8 @@ from consumers._kafka_group import (
 )
 from consumers.broker_quirks import kafka_stuck_bound_s, tansu_stuck_bound_s
 from consumers.group_health import GroupFormation, LeaderTakeover, Rejoin
-from monitor.runtime.clock import SystemClock
 from monitor.config.kafka import KafkaConfig
+from monitor.runtime.clock import SystemClock
 
 log = structlog.get_logger(__name__)
 

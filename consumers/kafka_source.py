@@ -54,9 +54,9 @@ from consumers.unreadable import (
     UnreadableListener,
 )
 from consumers.unreadable_holds import UnreadableHolds
-from monitor.runtime.clock import SystemClock
 from monitor.config.kafka import KafkaConfig
 from monitor.errors import BrokerError
+from monitor.runtime.clock import SystemClock
 
 log = structlog.get_logger(__name__)
 

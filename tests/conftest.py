@@ -24,13 +24,15 @@ settings.register_profile("casewatch", deadline=None, suppress_health_check=[Hea
 settings.load_profile("casewatch")
 
 # The daemon runner turns *_created series off for the whole process (an entrypoint's decision,
-# monitor.metrics.exporter.disable_created_series); tests that build a Metrics of their own expose what
+# monitor.metrics.exporter.disable_created_series); tests that build a Metrics of their own expose
+# what
 # the daemon would.
 disable_created_series()
 # The shipped sampling defaults are a tenth of the conversations under an hourly call budget
 # (a monitor must not surprise its user with cost). The suite's streams are small and
 # count every turn, so the tests judge everything unless a test says otherwise; the defaults
-# themselves are tested with this variable removed (tests/monitor/config/test_settings.py). The budget
+# themselves are tested with this variable removed (tests/monitor/config/test_settings.py). The
+# budget
 # stays on, finite and far above what a test's stream spends, so its accounting runs in every
 # test: a reservation a path forgets to settle is seen (the daemon harness checks that none is
 # left when a daemon stops, tests/support/daemon.py). Set for the session (not at import:

@@ -141,13 +141,14 @@ def test_stats_sits_under_every_group_that_does_io() -> None:
 
 
 # What a pure statistic may import: the standard library's computing modules, the numeric
-# libraries, and of casewatch the models (the turn's and the case's), the scoring, the exception
-# tree and a section's settings (pure pydantic).
+# libraries, and of casewatch the schema (the turn's and the case's models), the scoring, the
+# exception tree and a section's settings (pure pydantic), never the root settings.
 STATS_MAY_IMPORT = re.compile(
     r"(__future__|array|bisect|collections|dataclasses|datetime|enum|fractions|functools"
     r"|hashlib|heapq|importlib|itertools|math|random|re|statistics|types|typing|warnings"
     r"|numpy|scipy|sklearn)(\..*)?"
-    r"|monitor|monitor\.(models|case_models|scoring|errors|config|stats)(\..*)?"
+    r"|monitor|monitor\.(schema|scoring|errors|stats)(\..*)?"
+    r"|monitor\.config(\.(?!settings\b)\w+)?(\..*)?"
 )
 
 

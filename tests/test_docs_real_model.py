@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from monitor.runtime.processes import start_supervised, stop_process
 from monitor.config.settings import load_settings
+from monitor.runtime.processes import start_supervised, stop_process
 from tests.model_server import DEFAULT_CONTEXT, free_port, server_installed, smollm2_gguf
 from tests.support.components import unavailable
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from monitor.scoring.turn import turn as scoring
 from monitor.judging.heuristic.judge import HeuristicJudge
 from monitor.schema.turn import METRICS, Band, JudgeScores, TurnEvent
+from monitor.scoring import turn as scoring
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GENERATED = ["turns-stable.jsonl", "turns-canary.jsonl", "turns.jsonl"]

@@ -131,7 +131,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("evaluator",),
     ),
     "monitor.config": (
-        ("__init__", "section", "secrets", "messages"),
+        ("__init__", "secrets", "messages"),
+        ("section",),
         # one section per concept; the baseline's names a judge, so it sits above judges
         (
             "cases",

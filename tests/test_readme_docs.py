@@ -20,8 +20,8 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from monitor.metrics.exporter import METRIC_NAMES, is_declared
 from monitor.config.settings import Settings
+from monitor.metrics.exporter import METRIC_NAMES, is_declared
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

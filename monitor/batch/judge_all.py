@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Container
 
 from monitor.runtime.clock import SystemClock
-from monitor.schema.turn import TurnEvent
 from monitor.sampling.budget import HourlyBudget
 from monitor.sampling.sampler import SampleDecision
+from monitor.schema.turn import TurnEvent
 
 JUDGED = SampleDecision(True, "batch")
 DUPLICATE = SampleDecision(False, "duplicate")

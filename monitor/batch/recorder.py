@@ -15,8 +15,8 @@ from typing import Protocol
 
 from monitor.batch.judge_all import DUPLICATE
 from monitor.batch.summary import BatchSummary
-from monitor.schema.turn import Verdict
 from monitor.sampling.sampler import SampleDecision
+from monitor.schema.turn import Verdict
 
 
 class Progress(Protocol):

@@ -36,10 +36,10 @@ from monitor.batch.recorder import BatchRecorder
 from monitor.batch.rejects import RejectsFile
 from monitor.batch.summary import BatchSummary
 from monitor.batch.verdict_files import VerdictFiles, default_rejects_path
-from monitor.runtime.clock import SystemClock
 from monitor.errors import MessageRejected
 from monitor.judging.evaluator import Evaluator
 from monitor.redaction.config import RedactionConfig
+from monitor.runtime.clock import SystemClock
 from monitor.stream.steps.base import Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
 from monitor.stream.steps.judge import JudgeStep

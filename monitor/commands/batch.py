@@ -26,9 +26,9 @@ from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import ConfigError, InvalidInput, TransportError
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.preflight import judges_to_probe, probe_judges
+from monitor.reports.panel_report import panel_report
 from monitor.runtime.logs import configure_logging
 from monitor.schema.turn import Band
-from monitor.reports.panel_report import panel_report
 from monitor.stats.agreement import agreement, judge_agreement
 from monitor.stats.comparison import compare
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from monitor.batch.summary import BatchSummary
 from monitor.commands.output import MISSING, num, p_value, percent, table
-from monitor.schema.turn import Band
 from monitor.reports.panel_report import PanelReport
+from monitor.schema.turn import Band
 from monitor.stats.agreement import BANDS, HumanAgreement, JudgeAgreement
 from monitor.stats.case_comparison import CaseComparison
 from monitor.stats.comparison import Comparison

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from monitor.commands.store_access import check_assistant, db_options, open_store
 from monitor.commands.usage import fail
-from monitor.schema.turn import TurnEvent
 from monitor.reports.cascade_check import check_doc, render_check
+from monitor.schema.turn import TurnEvent
 from monitor.stats.cheap_agreement import agreement
 from monitor.storage.cascade_pairs import llm_judged
 from monitor.stream.steps.decisions import cheap_cell

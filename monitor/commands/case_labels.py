@@ -23,7 +23,6 @@ import click
 from monitor.commands.store_access import store_args
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.runtime.program import casewatch_program
 from monitor.reports.case_label_files import (
     CASE_ID,
     CASE_LABEL_KEYS,
@@ -32,6 +31,7 @@ from monitor.reports.case_label_files import (
     case_label_studio_task,
 )
 from monitor.reports.label_files import consensus, draw, parse_labels
+from monitor.runtime.program import casewatch_program
 from monitor.stats.agreement import HumanAgreement, case_agreement
 from monitor.storage import case_labels as case_sql
 from monitor.storage.store import Store

@@ -18,10 +18,10 @@ import click
 import structlog
 
 from consumers.replay import Pacer, PublishStats, publish, replay
-from monitor.runtime.clock import SystemClock
 from monitor.commands.store_access import db_option, with_db
 from monitor.commands.usage import fail, settings_or_fail
 from monitor.errors import CasewatchError, OffsetsNotCommitted
+from monitor.runtime.clock import SystemClock
 
 if TYPE_CHECKING:
     from monitor.config.settings import Settings
@@ -65,9 +65,9 @@ def run(
     db: str | None,
 ) -> None:
     """Run the streaming daemon: consume, sample, judge, store, export metrics."""
-    from monitor.runtime.allocator import limit_arenas
     from monitor.errors import ListenError
     from monitor.metrics.exporter import process_registry
+    from monitor.runtime.allocator import limit_arenas
     from monitor.runtime.logs import configure_logging
     from monitor.stream.runner import DaemonRunner
 

@@ -19,9 +19,9 @@ import click
 from monitor.commands.output import percent, table
 from monitor.commands.store_access import db_option, with_db
 from monitor.commands.usage import fail
+from monitor.config.settings import load_settings
 from monitor.errors import CasewatchError
 from monitor.reports.judge_change import JudgeChange, judge_change
-from monitor.config.settings import load_settings
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import canary_runs
 from monitor.storage.detection_queries import read_states

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import click
 
-from monitor.schema.case import CASE_METRICS
 from monitor.commands.output import percent, table
 from monitor.commands.store_access import check_assistant, db_options, open_store
 from monitor.commands.usage import fail
@@ -31,8 +30,9 @@ from monitor.jobs.quality_estimate import (
     estimate_batch,
     labelled_batch,
 )
-from monitor.schema.turn import METRICS
 from monitor.reports.case_label_files import CASE_BAND
+from monitor.schema.case import CASE_METRICS
+from monitor.schema.turn import METRICS
 from monitor.stats.ppi import Interval
 from monitor.storage import case_labels as case_sql
 from monitor.storage import labels as label_sql

@@ -29,8 +29,6 @@ from monitor.commands.store_access import (
 )
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.schema.turn import METRICS, Band
-from monitor.runtime.program import casewatch_program
 from monitor.reports.turn_view import (
     detail_doc,
     outcome_docs,
@@ -38,6 +36,8 @@ from monitor.reports.turn_view import (
     render_summaries,
     summary_doc,
 )
+from monitor.runtime.program import casewatch_program
+from monitor.schema.turn import METRICS, Band
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.turn_queries import get_turn, list_turns
 

@@ -16,13 +16,13 @@ import click
 from monitor.commands.store_access import check_assistant, db_options, open_store, store_args
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.runtime.program import casewatch_program
 from monitor.reports.failure_view import (
     failures_doc,
     mode_turns_doc,
     render_failures,
     render_mode,
 )
+from monitor.runtime.program import casewatch_program
 from monitor.storage.failure_modes import get_mode, latest_runs, list_modes, mode_turns
 
 _MAX_WIDTH = 100

@@ -31,8 +31,6 @@ from monitor.commands.store_access import (
 )
 from monitor.commands.usage import fail
 from monitor.errors import CasewatchError
-from monitor.schema.turn import Assistant, Band, Verdict
-from monitor.runtime.program import casewatch_program
 from monitor.reports.label_files import (
     check_inclusion,
     consensus,
@@ -42,6 +40,8 @@ from monitor.reports.label_files import (
     label_studio_task,
     parse_labels,
 )
+from monitor.runtime.program import casewatch_program
+from monitor.schema.turn import Assistant, Band, Verdict
 from monitor.scoring.turn import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
 from monitor.stats.active_sampling import (
     inclusion_probabilities,

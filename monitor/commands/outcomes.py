@@ -80,12 +80,12 @@ def import_command(
     from consumers.dlq import FileDeadLetterSink
     from consumers.file_source import FILE_TP
     from consumers.records import RawMessage
-    from monitor.metrics.exporter import Metrics
+    from monitor.config.settings import load_settings
     from monitor.jobs.outcome_join import OutcomeJoinJob
     from monitor.jobs.recorders import OutcomeRecorder
-    from monitor.schema.outcome import OutcomeMapping, decode_outcome
+    from monitor.metrics.exporter import Metrics
     from monitor.redaction import Redactor
-    from monitor.config.settings import load_settings
+    from monitor.schema.outcome import OutcomeMapping, decode_outcome
     from monitor.storage.outcomes import OutcomeRecords
     from monitor.stream.pipeline import OutcomeIntake, outcome_step
     from monitor.stream.steps.base import Envelope

@@ -22,14 +22,15 @@ from pydantic import ValidationError
 from monitor.commands.output import num, table
 from monitor.commands.usage import fail as _fail
 from monitor.commands.usage import settings_or_fail
+from monitor.config.settings import Settings
 from monitor.errors import ConfigError, validation_error_lines
 from monitor.judging.pairwise_factory import build_pairwise_judge
 from monitor.judging.pairwise_judge import PairwiseJudge, PairwiseOptions
 from monitor.judging.pairwise_prompt import PairwiseAnswer, PairwiseQuestion
-from monitor.runtime.logs import configure_logging
-from monitor.schema.turn import TurnEvent
 from monitor.reports.pairwise_report import PairwiseItem, summarise
-from monitor.config.settings import Settings
+from monitor.runtime.logs import configure_logging
+from monitor.runtime.workers import fan_out
+from monitor.schema.turn import TurnEvent
 from monitor.stats.tournament import (
     TournamentResult,
     bootstrap_intervals,
@@ -37,7 +38,6 @@ from monitor.stats.tournament import (
     round_robin,
     swiss,
 )
-from monitor.runtime.workers import fan_out
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 _OUT = click.Path(dir_okay=False, writable=True, path_type=Path)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from monitor.commands.output import num, table
 from monitor.commands.usage import fail as _fail
 from monitor.commands.usage import settings_or_fail
+from monitor.config.settings import Settings
 from monitor.errors import ConfigError, InvalidInput, RubricGradingFailed, TrecFormatError
 from monitor.judging.rubric_grader import RubricGrader
 from monitor.judging.rubric_set import (
@@ -26,7 +27,6 @@ from monitor.judging.rubric_set import (
     dump_rubric_set,
     load_rubric_set,
 )
-from monitor.runtime.logs import configure_logging
 from monitor.reports.rubric_runs import grade_responses, read_responses
 from monitor.reports.trec import (
     DEFAULT_MEASURES,
@@ -37,7 +37,7 @@ from monitor.reports.trec import (
     read_ranking,
     read_run,
 )
-from monitor.config.settings import Settings
+from monitor.runtime.logs import configure_logging
 from monitor.stats.paired import Correlation
 
 _IN = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 import click
 
 from monitor.commands.usage import fail
+from monitor.config.settings import Settings, load_settings
 from monitor.errors import CasewatchError
 from monitor.runtime.program import casewatch_program
-from monitor.config.settings import Settings, load_settings
 from monitor.storage.engine import redact_url
 from monitor.storage.location import missing_database_message
 from monitor.storage.store import Store

@@ -13,8 +13,8 @@ from typing import Any, NoReturn
 
 import click
 
-from monitor.errors import CasewatchError
 from monitor.config.settings import Settings, load_settings
+from monitor.errors import CasewatchError
 
 
 def fail(message: str, code: int = 2, *, prog: str = "casewatch") -> NoReturn:

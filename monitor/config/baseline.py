@@ -11,8 +11,8 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, model_validator
 
 from monitor.config.judges import HEURISTIC
-from monitor.config.section import Section, read_key
 from monitor.config.secrets import Secret
+from monitor.config.section import Section, read_key
 
 
 class AssistantEndpointConfig(Section):

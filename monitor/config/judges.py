@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 
+from monitor.config.secrets import Secret
 from monitor.config.section import Section, read_key
 from monitor.schema.turn import JudgeRole
-from monitor.config.secrets import Secret
 
 # The offline judge: always configured, so the default of the settings' `judge` and the
 # baseline's.

@@ -1,6 +1,7 @@
 """Operator-facing messages for a configuration that cannot be read.
 
-``monitor.config.settings`` builds the settings; this module turns what goes wrong reading them into a
+``monitor.config.settings`` builds the settings; this module turns what goes wrong reading them
+into a
 ``ConfigError`` that says what to write instead: a YAML syntax error names the file, line and
 column; a list where a mapping belongs says a mapping is expected; an environment value that is
 not JSON where a list or mapping is expected shows the JSON to write; an API key written into a

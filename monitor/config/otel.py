@@ -10,9 +10,9 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from monitor.config.secrets import read_secret
 from monitor.config.section import Section
 from monitor.errors import ConfigError
-from monitor.config.secrets import read_secret
 
 MAX_TOPIC_NAME = 249
 

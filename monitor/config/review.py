@@ -11,9 +11,9 @@ from pathlib import Path
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from monitor.config.secrets import Secret, read_secret
 from monitor.config.section import Section
 from monitor.errors import ConfigError
-from monitor.config.secrets import Secret, read_secret
 
 
 class ReviewConfig(Section):

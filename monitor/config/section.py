@@ -1,7 +1,8 @@
 """What every configuration section shares: unknown keys refused, frozen once built, and an
 endpoint's key read once.
 
-Every section of ``monitor/config/`` derives from ``Section``; ``monitor.config.settings`` holds them in
+Every section of ``monitor/config/`` derives from ``Section``; ``monitor.config.settings`` holds
+them in
 ``Settings``, checks what spans sections and loads them. A section is pure pydantic: the only
 thing one reads while it is built is a secret it names (``monitor/config/secrets.py``).
 """

@@ -36,6 +36,13 @@ from monitor.config.failure_modes import FailureModesConfig
 from monitor.config.judge_canary import JudgeCanaryConfig
 from monitor.config.judges import HEURISTIC, JudgeConfig, PanelConfig
 from monitor.config.kafka import KafkaConfig, TopicConfig, TopicFormat
+from monitor.config.messages import (
+    CheckedYamlSource,
+    env_value_errors,
+    env_variable_for,
+    mapping_expected,
+    unknown_key,
+)
 from monitor.config.otel import AssemblyConfig, OtelExportConfig
 from monitor.config.outcomes import OutcomesConfig
 from monitor.config.quality_estimate import QualityEstimateConfig
@@ -44,17 +51,10 @@ from monitor.config.rubric import RubricConfig
 from monitor.config.sampling import SamplingConfig
 from monitor.config.storage import StorageConfig
 from monitor.errors import ConfigError, validation_error_lines
-from monitor.schema.outcome import OutcomeMapping
 from monitor.redaction.config import RedactionConfig
-from monitor.scoring.turn import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
-from monitor.config.messages import (
-    CheckedYamlSource,
-    env_value_errors,
-    env_variable_for,
-    mapping_expected,
-    unknown_key,
-)
 from monitor.schema.mapping import TurnMapping
+from monitor.schema.outcome import OutcomeMapping
+from monitor.scoring.turn import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS, validate_weights
 
 
 class Settings(BaseSettings):

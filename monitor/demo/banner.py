@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from monitor.config.settings import Settings
 from monitor.demo.examples import MALFORMED
 from monitor.demo.options import DEMO_PARTITIONS, DEMO_TOPIC
 from monitor.demo.regression import RegressionPlan
 from monitor.demo.severe_turn import severe_case, severe_turn
-from monitor.runtime.program import casewatch_program
 from monitor.reports.turn_view import inspect_hint
-from monitor.config.settings import Settings
+from monitor.runtime.program import casewatch_program
 
 
 def describe_judges(settings: Settings) -> str:

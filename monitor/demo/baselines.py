@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from monitor.schema.turn import Band, TurnEvent, Verdict
 from monitor.config.settings import Settings
+from monitor.schema.turn import Band, TurnEvent, Verdict
 from monitor.stats.detection_signals import signals
 
 

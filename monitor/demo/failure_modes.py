@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from monitor.errors import CasewatchError
-from monitor.runtime.program import casewatch_program
 from monitor.reports.failure_view import status
+from monitor.runtime.program import casewatch_program
 from monitor.storage.failure_modes import ModeRow, list_modes
 from monitor.storage.store import Store
 

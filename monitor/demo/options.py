@@ -9,10 +9,10 @@ from pathlib import Path
 from monitor.config.cases import CasesConfig
 from monitor.config.failure_modes import FailureModesConfig
 from monitor.config.sampling import SamplingConfig
+from monitor.config.settings import Settings
 from monitor.demo.producer import PRODUCER_STOP_S
 from monitor.demo.prometheus_process import ALERTMANAGER_BIN, PROMETHEUS_BIN
 from monitor.demo.prometheus_process import STOP_TIMEOUT_S as PROMETHEUS_STOP_S
-from monitor.config.settings import Settings
 from monitor.stream.shutdown_budget import shutdown_budget_s
 
 DEMO_TOPIC = "support.turns"

@@ -10,8 +10,8 @@ from typing import Any
 import structlog
 
 from consumers.replay import Pacer, PublishStats, publish
-from monitor.runtime.clock import SystemClock
 from monitor.demo.examples import demo_messages
+from monitor.runtime.clock import SystemClock
 
 log = structlog.get_logger(__name__)
 

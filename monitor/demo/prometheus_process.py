@@ -2,7 +2,8 @@
 
 The binaries are Debian's packages (``/usr/bin/prometheus``, ``/usr/bin/prometheus-alertmanager``,
 ``/usr/bin/promtool``, installed by ``make services``). A ``ServerProcess`` starts one in its
-working directory with its output in its own log file (``monitor.runtime.processes``: a session of its
+working directory with its output in its own log file (``monitor.runtime.processes``: a session of
+its
 own, dying with its parent), waits for the readiness condition its owner gives, retries on
 another port when the binary exited at start (a free port can be taken between probe and
 bind), and stops it. What the binary is configured with is ``monitor.demo.prometheus_stack``'s.

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import structlog
 from prometheus_client import CollectorRegistry
 
+from monitor.config.settings import Settings
 from monitor.demo.alerts import DemoAlerts, find_rules
 from monitor.demo.banner import closing_hint, opening
 from monitor.demo.baselines import pin_baselines
@@ -38,7 +39,6 @@ from monitor.demo.regression import FLAWS_FILE, RegressionPlan, load_flaws, plan
 from monitor.demo.summary import AlertState, Snapshot, format_summary
 from monitor.errors import DemoError, ListenError
 from monitor.metrics.exporter import process_registry
-from monitor.config.settings import Settings
 from monitor.stream.runner import DaemonRunner
 from monitor.stream.shutdown_budget import shutdown_budget_s
 

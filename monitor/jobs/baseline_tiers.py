@@ -37,11 +37,9 @@ from typing import Any
 
 import structlog
 
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.baseline import BaselineAssistantConfig, BaselineConfig
 from monitor.config.judges import JudgeConfig
 from monitor.errors import AssistantError, CasewatchError, ConfigError
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.assistant_client import AssistantClient
 from monitor.jobs.recorders import BaselineRecorder
 from monitor.judging.pairwise_factory import build_pairwise_judge
@@ -50,12 +48,14 @@ from monitor.judging.pairwise_judge import PairwiseJudge, PairwiseJudgment, Pair
 from monitor.judging.pairwise_prompt import PairwiseAnswer
 from monitor.judging.pairwise_scoring import OUTCOMES
 from monitor.judging.probes import TIERS, Probe, Tier, normalise_query
-from monitor.schema.turn import Context
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import Clock, SystemClock
+from monitor.runtime.workers import DaemonThreadPool
 from monitor.sampling.budget import Budget
+from monitor.schema.turn import Context
 from monitor.stats.elo import MatchResult, replay
 from monitor.storage.matches import insert_matches, recent_turns
 from monitor.storage.store import Store
-from monitor.runtime.workers import DaemonThreadPool
 
 log = structlog.get_logger(__name__)
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import TypeVar
 
-from monitor.runtime.clock import Clock
-from monitor.metrics.exporter import Metrics
+from monitor.config.settings import Settings
 from monitor.jobs.drift import DriftJob
 from monitor.jobs.inputs import JobInputs
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.rubric import RubricJob
 from monitor.jobs.scheduler import Job
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import Clock
 from monitor.sampling.budget import Budget
 from monitor.sampling.sampler import Sampler
-from monitor.config.settings import Settings
 from monitor.storage.store import Store
 
 T = TypeVar("T")

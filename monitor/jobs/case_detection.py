@@ -29,9 +29,9 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.detection import DetectionConfig
 from monitor.jobs.recorders import DetectionRecorder
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.stats import baseline_policy as policy
 from monitor.stats.cusum_calibration import calibrate
 from monitor.stats.detection_signals import Signal, case_signals

@@ -21,9 +21,9 @@ import numpy as np
 import structlog
 
 from monitor.config.quality_estimate import QualityEstimateConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.quality_estimate import SEVERE, QualityEstimate
 from monitor.jobs.recorders import QualityEstimateAnytimeRecorder, QualityEstimateRecorder
+from monitor.metrics.exporter import Metrics
 from monitor.reports.case_label_files import CASE_BAND, CASE_ID, CASE_LABEL_KEYS
 from monitor.reports.label_files import consensus
 from monitor.stats.confidence_sequence import SequenceBounds, running_sequence

@@ -32,15 +32,15 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from monitor.scoring.turn import case as case_scoring
-from monitor.schema.case import CaseVerdict
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.cases import CasesConfig
 from monitor.errors import LeaseLost
 from monitor.jobs.recorders import CaseRecorder
 from monitor.judging.case_panel import CasePanel, CaseResult
 from monitor.judging.judge import FAILURE_REASONS
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.sampling.budget import Budget
+from monitor.schema.case import CaseVerdict
+from monitor.scoring import case as case_scoring
 from monitor.storage import case_queries as sql
 from monitor.storage.leases import Fence
 from monitor.storage.store import Store

@@ -16,10 +16,10 @@ from typing import Any
 
 import structlog
 
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.drift import DriftConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import DriftRecorder
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.stats.case_drift import analyze_cases
 from monitor.stats.drift import SignalResult, WindowSamples, analyze
 from monitor.storage.case_drift_queries import case_window

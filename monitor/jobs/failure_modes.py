@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.failure_modes import FailureModesConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import FailureModeRecorder
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.schema.turn import METRICS
 from monitor.storage.failure_modes import (
     assistants_with_failures,

@@ -24,8 +24,8 @@ from monitor.config.outcomes import OutcomesConfig
 from monitor.jobs.recorders import OutcomeRecorder
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.judging.recorder import JudgingRecorder
-from monitor.schema.turn import TurnEvent
 from monitor.sampling.budget import Budget
+from monitor.schema.turn import TurnEvent
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from monitor.config.baseline import BaselineConfig
 from monitor.config.judge_canary import JudgeCanaryConfig
 from monitor.config.rubric import RubricConfig
+from monitor.config.settings import Settings
 from monitor.errors import CanarySetError, ConfigError, RubricSetError
 from monitor.judging.probes import Probe, load_probes
 from monitor.judging.rubric_set import RubricSet, load_rubric_set
 from monitor.redaction.config import RedactionConfig
 from monitor.reports.judge_canary import CanaryTurn, load_canary_file
 from monitor.sampling.judging_redaction import TOO_LARGE, JudgingRedaction, Unredactable
-from monitor.config.settings import Settings
 
 
 @dataclass(frozen=True)

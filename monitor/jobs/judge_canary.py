@@ -40,12 +40,10 @@ from typing import Any
 
 import structlog
 
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.judge_canary import JudgeCanaryConfig
 from monitor.jobs.inputs import canary_redaction, redact_canary_turns
 from monitor.jobs.recorders import JudgeCanaryRecorder
 from monitor.judging.judge import Judge
-from monitor.schema.turn import Judgment, TurnEvent
 from monitor.redaction.config import RedactionConfig
 from monitor.reports.judge_canary import (
     Baseline,
@@ -58,7 +56,9 @@ from monitor.reports.judge_canary import (
     score_run,
 )
 from monitor.reports.label_files import LABEL_KEYS, consensus
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.sampling.budget import Budget
+from monitor.schema.turn import Judgment, TurnEvent
 from monitor.stats.run_cusum import RunDetector
 from monitor.storage import canary_runs as sql
 from monitor.storage.leases import Fence

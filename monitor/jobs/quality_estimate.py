@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import structlog
 
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.quality_estimate import QualityEstimateConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import QualityEstimateAnytimeRecorder, QualityEstimateRecorder
-from monitor.schema.turn import Band
+from monitor.metrics.exporter import Metrics
 from monitor.reports.label_files import LABEL_KEYS, consensus
+from monitor.runtime.clock import Clock, SystemClock
+from monitor.schema.turn import Band
 from monitor.stats.confidence_sequence import SequenceBounds, running_sequence
 from monitor.stats.ppi import (
     RateEstimates,

@@ -12,10 +12,10 @@ from typing import Protocol
 
 from prometheus_client import Gauge
 
-from monitor.metrics.exporter import FAILURE_MODE_RANKS, Metrics
 from monitor.judging.pairwise_scoring import KINDS, OUTCOMES
 from monitor.judging.probes import TIERS
 from monitor.judging.recorder import JudgingRecorder
+from monitor.metrics.exporter import FAILURE_MODE_RANKS, Metrics
 
 # Outcomes of grading one live turn against its rubric entry (rubric job).
 RUBRIC_OUTCOMES: tuple[str, ...] = ("ok", "failed", "budget")

@@ -44,11 +44,10 @@ from typing import Any
 import structlog
 
 from monitor.annotation.label_studio import LabelStudioClient
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.review import ReviewConfig
 from monitor.errors import AnnotationServerError
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import ReviewQueueRecorder
+from monitor.metrics.exporter import Metrics
 from monitor.reports.label_files import (
     LABEL_KEYS,
     consensus,
@@ -56,6 +55,7 @@ from monitor.reports.label_files import (
     label_studio_task,
     parse_label_studio,
 )
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.stats.active_sampling import (
     inclusion_probabilities,
     poisson_draw,

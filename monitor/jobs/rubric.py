@@ -31,19 +31,19 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.judges import JudgeConfig
 from monitor.config.rubric import RubricConfig
 from monitor.errors import ConfigError, RubricGradingFailed
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import RubricRecorder
 from monitor.judging.passages import split_passages
 from monitor.judging.rubric_grader import RubricGrader, TextGrading
 from monitor.judging.rubric_match import RubricMatcher
 from monitor.judging.rubric_prompt import PARSE_PATHS
 from monitor.judging.rubric_set import RubricEntry, RubricSet
-from monitor.schema.turn import TurnEvent
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.sampling.budget import Budget
+from monitor.schema.turn import TurnEvent
 from monitor.storage.rubric_gradings import RubricGradings
 from monitor.storage.store import Store
 

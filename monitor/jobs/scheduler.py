@@ -14,7 +14,8 @@ A job's lifecycle, all of it here:
    abandoned; every job's ``close()`` is called (an abandoned run's HTTP client is closed under
    it); the leases are released so another replica need not wait for them to expire.
 
-Runs execute on daemon threads (``monitor.runtime.workers``), not on ``concurrent.futures`` ones, which
+Runs execute on daemon threads (``monitor.runtime.workers``), not on ``concurrent.futures`` ones,
+which
 the interpreter joins at exit: an abandoned run must not stretch a stop beyond its budget
 (``monitor.stream.shutdown_budget.shutdown_budget_s``).
 """
@@ -35,12 +36,12 @@ from apscheduler.executors.pool import BasePoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from monitor.runtime.clock import Clock, Deadline, SystemClock
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.recorders import JobRunRecorder
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import Clock, Deadline, SystemClock
+from monitor.runtime.workers import DaemonThreadPool
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store
-from monitor.runtime.workers import DaemonThreadPool
 
 log = structlog.get_logger(__name__)
 

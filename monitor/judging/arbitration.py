@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from monitor.scoring.turn import turn as scoring
 from monitor.schema.turn import METRICS
+from monitor.scoring import turn as scoring
 
 Rule = Literal["any_band", "critical_band", "s_final_delta"]
 Side = Literal["primary_a", "primary_b", "neither", "both"]

@@ -17,8 +17,6 @@ from typing import Any, Protocol
 
 import structlog
 
-from monitor.schema.case import Case, CaseJudgment
-from monitor.runtime.clock import Clock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     JudgeFatalError,
@@ -34,6 +32,8 @@ from monitor.judging.case_schema import (
 )
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, OptionalParam, content_of
 from monitor.judging.chat_reply import ChatReply, RequestParams
+from monitor.runtime.clock import Clock
+from monitor.schema.case import Case, CaseJudgment
 from monitor.schema.turn import MAX_JUSTIFICATION_CHARS, JudgeRole
 
 _log = structlog.get_logger(__name__)

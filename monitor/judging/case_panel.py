@@ -28,13 +28,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.scoring.turn import case as case_scoring
-from monitor.schema.case import Case, CaseJudgment
 from monitor.config.judges import HEURISTIC, JudgeConfig
 from monitor.judging.case_judge import CaseJudge, OpenAICaseJudge
 from monitor.judging.case_prompt import CASE_PROMPT_VERSION
 from monitor.judging.heuristic.case_judge import HEURISTIC_CASE_VERSION, HeuristicCaseJudge
+from monitor.schema.case import Case, CaseJudgment
 from monitor.schema.turn import JudgeRole
+from monitor.scoring import case as case_scoring
 
 PANEL_INSUFFICIENT = "panel_insufficient"
 PRIMARY_FAILED = "primary_failed"

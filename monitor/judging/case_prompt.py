@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.schema.case import CASE_METRICS, RESOLUTION_OUTCOMES, Case
 from monitor.judging.prompt import BAND_ANCHORS, FENCE_CLOSE, FENCE_OPEN, fence, prompt_hash
+from monitor.schema.case import CASE_METRICS, RESOLUTION_OUTCOMES, Case
 from monitor.schema.turn import MAX_JUSTIFICATION_CHARS, TurnEvent
 
 CASE_PROMPT_VERSION = "case-v1"

@@ -12,13 +12,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from monitor.schema.case import CASE_METRICS, RESOLUTION_OUTCOMES, CaseScores
 from monitor.errors import JudgeOutputInvalid
 from monitor.judging.schema import (
     describe_validation_error,
     judge_output_json_schema,
     strip_code_fence,
 )
+from monitor.schema.case import CASE_METRICS, RESOLUTION_OUTCOMES, CaseScores
 
 CASE_SCHEMA_NAME = "case_judgment"
 

@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 import openai
 import structlog
 
-from monitor.runtime.clock import Backoff, Clock, SystemClock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     JudgeError,
@@ -42,6 +41,7 @@ from monitor.errors import (
 from monitor.judging.chat_options import OptionalParam
 from monitor.judging.chat_reply import ChatReply, RequestParams, encode_model
 from monitor.judging.http_transport import NO_KEY, CallStats, HttpTransport, TransportConfig
+from monitor.runtime.clock import Backoff, Clock, SystemClock
 
 _log = structlog.get_logger("monitor.judging.chat_endpoint")
 

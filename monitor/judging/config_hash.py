@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 from monitor.config.judges import HEURISTIC, JudgeConfig
+from monitor.config.settings import Settings
 from monitor.judging.heuristic import judge as heuristic
 from monitor.judging.prompt import PROMPT_VERSION
-from monitor.config.settings import Settings
 
 
 def judge_config_hash(settings: Settings) -> str:

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from monitor.config.settings import Settings
 from monitor.judging.verdicts import failed_verdict
 from monitor.schema.turn import TurnEvent, Verdict
-from monitor.config.settings import Settings
 
 if TYPE_CHECKING:
     from monitor.judging.arbitration import PanelOutcome

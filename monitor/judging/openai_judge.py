@@ -34,7 +34,6 @@ from typing import Any
 import structlog
 from openai.types.chat.completion_create_params import ResponseFormat
 
-from monitor.runtime.clock import Clock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     JudgeFatalError,
@@ -46,6 +45,7 @@ from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, OptionalParam
 from monitor.judging.chat_reply import ChatReply, RequestParams
 from monitor.judging.prompt import PROMPT_VERSION, build_messages, prompt_hash
 from monitor.judging.schema import SCHEMA_NAME, judge_output_json_schema, parse_judge_output
+from monitor.runtime.clock import Clock
 from monitor.schema.turn import MAX_JUSTIFICATION_CHARS, JudgeRole, JudgeScores, Judgment, TurnEvent
 
 _log = structlog.get_logger("monitor.judging.openai_judge")

@@ -3,9 +3,9 @@ endpoint)."""
 
 from __future__ import annotations
 
-from monitor.runtime.clock import Clock
 from monitor.config.judges import JudgeConfig
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseJudge, PairwiseOptions
+from monitor.runtime.clock import Clock
 
 
 def build_pairwise_judge(

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from monitor.scoring.turn import turn as scoring
 from monitor.judging.heuristic.judge import score_turn
 from monitor.judging.pairwise_judge import OrderJudgment, PairwiseJudgment, combine
 from monitor.judging.pairwise_prompt import PairwiseAnswer, PairwiseQuestion
 from monitor.judging.pairwise_scoring import Label, score_label
 from monitor.schema.turn import Assistant, TurnEvent
+from monitor.scoring import turn as scoring
 
 DEFAULT_MARGIN = 0.02
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

@@ -26,7 +26,6 @@ from typing import Any, Literal, Protocol
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from monitor.runtime.clock import Clock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import JudgeFatalError, JudgeOutputInvalid, JudgeTransientError
 from monitor.judging.chat_endpoint import CallStats, ChatEndpoint, OptionalParam, content_of
@@ -49,6 +48,7 @@ from monitor.judging.pairwise_scoring import (
     score_label,
     score_logprobs,
 )
+from monitor.runtime.clock import Clock
 
 _log = structlog.get_logger("monitor.judging.pairwise_judge")
 _MAX_RAW_CHARS = 20_000

@@ -37,8 +37,8 @@ from monitor.judging import arbitration
 from monitor.judging.arbitration import OutcomeObserver, PanelOutcome
 from monitor.judging.judge import Judge
 from monitor.judging.verdicts import failed_verdict, scored_verdict, single_judge_verdict
-from monitor.schema.turn import JudgeRole, Judgment, TurnEvent, Verdict
 from monitor.runtime.workers import DaemonThreadPool
+from monitor.schema.turn import JudgeRole, Judgment, TurnEvent, Verdict
 
 PANEL_INSUFFICIENT = "panel_insufficient"
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import structlog
 
 from monitor.config.judges import JudgeConfig
+from monitor.config.settings import Settings
 from monitor.errors import ConfigError, JudgeError, JudgeFatalError
 from monitor.judging.chat_endpoint import ChatEndpoint
-from monitor.config.settings import Settings
 
 DEFAULT_PROBE_TIMEOUT_S = 10.0
 # How often the daemon asks a judge that was down again.

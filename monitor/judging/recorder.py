@@ -1,6 +1,7 @@
 """What judging records: each verdict's turn- and metric-level series, every judge request
 (outcome, failure reason, retries, latency, tokens, cost) and the two-primary panel's
-agreement, arbiter calls and cost by role. The families are declared in ``monitor.metrics.exporter``.
+agreement, arbiter calls and cost by role. The families are declared in
+``monitor.metrics.exporter``.
 
 Used by the stream (each finished verdict), the panel (its ``on_result`` observer) and the
 baseline-tier job (its pairwise judge requests): one place bounds a failure reason.
@@ -10,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from monitor.metrics.exporter import Metrics
 from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.judge import FAILURE_REASONS
+from monitor.metrics.exporter import Metrics
 from monitor.schema.turn import Band, Verdict
 
 

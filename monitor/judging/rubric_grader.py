@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from monitor.runtime.clock import Clock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import (
     ConfigError,
@@ -49,6 +48,7 @@ from monitor.judging.rubric_prompt import (
 )
 from monitor.judging.rubric_scoring import coverage, relevance
 from monitor.judging.rubric_set import RubricEntry
+from monitor.runtime.clock import Clock
 from monitor.runtime.workers import DaemonThreadPool
 
 _log = structlog.get_logger("monitor.judging.rubric_grader")

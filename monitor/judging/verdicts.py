@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from monitor.scoring.turn import turn as scoring
 from monitor.schema.turn import Judgment, TurnEvent, Verdict
+from monitor.scoring import turn as scoring
 
 
 def scored_verdict(

@@ -16,7 +16,8 @@ Every render reads every current value: a scrape never sees an older value than
 prometheus_client's own render would, and no update path needs to flag anything.
 
 The fast path covers plain ``Counter``, ``Gauge`` and ``Histogram`` wrappers (every metric of
-``monitor.metrics.exporter``) in the single-process value mode, without exemplars, in the text format
+``monitor.metrics.exporter``) in the single-process value mode, without exemplars, in the text
+format
 (0.0.4 and 1.0.0) and OpenMetrics 1.0.0, with names that no escaping scheme rewrites. Anything
 else (process/platform collectors of the default registry, custom collectors, target_info, the
 ``dots`` escaping, ...) is collected and formatted by prometheus_client itself, in registry
@@ -60,7 +61,8 @@ log = structlog.get_logger(__name__)
 
 # The private prometheus_client attributes read below, in one place: pyproject pins
 # prometheus-client to the minor version they were written against, the byte-for-byte tests
-# (tests/monitor/metrics/test_scrape_body.py) catch a change of meaning, and a test resolves each one on
+# (tests/monitor/metrics/test_scrape_body.py) catch a change of meaning, and a test resolves each
+# one on
 # real objects, so an upgrade that renames one fails there first. An entry starts with a module
 # or the kind of object it is read from (``.child``: a labelled series, ``.function``: a gauge
 # after ``set_function``).

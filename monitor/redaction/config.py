@@ -27,9 +27,9 @@ from pydantic import (
     model_validator,
 )
 
+from monitor.config.secrets import Secret, read_secret
 from monitor.errors import ConfigError
 from monitor.redaction.policy import BUILTIN_KINDS, DEFAULT_MAX_CHARS, RedactionPolicy
-from monitor.config.secrets import Secret, read_secret
 
 __all__ = ["RedactionConfig"]
 

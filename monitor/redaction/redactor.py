@@ -39,12 +39,12 @@ from rapidfuzz.distance import OSA
 
 import monitor.redaction.detectors as detectors
 from monitor.errors import TooLargeToRedact
-from monitor.schema.turn import TurnEvent
 from monitor.redaction.detectors import Finding
 from monitor.redaction.placeholders import Pseudonymizer
 from monitor.redaction.policy import RedactionPolicy
 from monitor.redaction.turn_texts import replaced
 from monitor.redaction.turn_texts import texts as _texts
+from monitor.schema.turn import TurnEvent
 
 __all__ = [
     "NONE_REPLACED",

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 from xml.sax.saxutils import escape
 
+from monitor.reports.label_files import BANDS
 from monitor.schema.case import CASE_METRICS
 from monitor.schema.turn import TurnEvent
-from monitor.reports.label_files import BANDS
 
 CASE_BAND = "case_band"
 CASE_LABEL_KEYS: tuple[str, ...] = (*CASE_METRICS, CASE_BAND)

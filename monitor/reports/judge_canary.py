@@ -37,8 +37,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from monitor.errors import CanarySetError
-from monitor.schema.turn import Band, Judgment, TurnEvent
 from monitor.reports.label_files import BANDS, LABEL_KEYS, TURN_BAND
+from monitor.schema.turn import Band, Judgment, TurnEvent
 from monitor.scoring.turn import metric_bands, s_final, turn_band
 from monitor.stats.cusum_calibration import Calibration
 from monitor.stats.run_cusum import RunDetector, calibrate_runs

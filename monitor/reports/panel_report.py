@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from monitor.scoring.turn import turn as scoring
 from monitor.judging import arbitration
 from monitor.schema.turn import METRICS, Band, Judgment, Verdict
+from monitor.scoring import turn as scoring
 from monitor.stats.agreement import TURN_KEY, BandAgreement, band_agreement
 
 POOLED = "all_metrics"  # every (turn, metric) pair of the eight metrics in one sample

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from monitor.schema.turn import TurnEvent
 from monitor.redaction import Redactor, TooLargeToRedact, TurnRedaction
 from monitor.redaction.config import RedactionConfig
 from monitor.redaction.redactor import NONE_REPLACED
 from monitor.sampling.sampler import SampleDecision
+from monitor.schema.turn import TurnEvent
 
 # Why a turn that cannot be redacted is neither judged nor stored (bounded label values).
 TOO_LARGE = SampleDecision(False, "redaction_too_large")

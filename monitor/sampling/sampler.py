@@ -24,12 +24,12 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from monitor.runtime.clock import Clock
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import ConfigError
-from monitor.schema.turn import TurnEvent
+from monitor.runtime.clock import Clock
 from monitor.sampling.budget import OVER_REQUESTS, HourlyBudget, Reservation
 from monitor.sampling.cascade import CELLS, CascadePolicy, DrawLedger
+from monitor.schema.turn import TurnEvent
 from monitor.stats.inclusion import draws
 
 SKIP_REASONS: tuple[str, ...] = ("not_sampled", "budget_calls", "budget_usd")

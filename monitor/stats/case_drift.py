@@ -26,8 +26,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from monitor.schema.case import CASE_METRICS, RESOLUTION_OUTCOMES
 from monitor.config.drift import DriftConfig
+from monitor.schema.case import CASE_METRICS, RESOLUTION_OUTCOMES
 from monitor.stats.drift import BAD_BANDS, BAND_ORDER
 from monitor.stats.drift_stats import (
     SignalResult,

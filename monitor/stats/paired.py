@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from monitor.scoring.turn import turn as scoring
 from monitor.schema.turn import METRICS, Verdict
+from monitor.scoring import turn as scoring
 from monitor.stats.lazy import LazyModule
 
 st = LazyModule("scipy.stats")  # imported on first use: see monitor.stats.lazy

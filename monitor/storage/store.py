@@ -25,9 +25,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.storage import StorageConfig
 from monitor.errors import StorageError, UnstorableRow
+from monitor.runtime.clock import Clock, SystemClock
 from monitor.schema.turn import Band, TurnEvent, Verdict
 from monitor.storage import schema
 from monitor.storage.engine import (

@@ -58,13 +58,14 @@ from consumers.patch_fallbacks import ReportsPatchFallbacks
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import TurnSource
 from consumers.unreadable import ReportsUnreadable, UnreadableBatch
-from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.config.daemon import DaemonConfig
 from monitor.config.kafka import KafkaConfig
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected, TransportError
 from monitor.otel_export.sender import EvaluationSender
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.sampling.sampler import SampleDecision
+from monitor.schema.mapping import MAPPED_DLQ_REASONS
 from monitor.storage.store import Store
 from monitor.stream.drain import Drain
 from monitor.stream.http import Heartbeat
@@ -76,7 +77,6 @@ from monitor.stream.run_summary import RunSummary
 from monitor.stream.steps.assemble import UNKNOWN_ASSISTANT
 from monitor.stream.steps.base import Envelope
 from monitor.stream.steps.store import UNSTORABLE
-from monitor.schema.mapping import MAPPED_DLQ_REASONS
 
 log = structlog.get_logger(__name__)
 

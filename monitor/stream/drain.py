@@ -29,8 +29,8 @@ from typing import Protocol
 import structlog
 
 from consumers.source import TurnSource
-from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.errors import TransportError
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.stream.http import Heartbeat
 
 log = structlog.get_logger(__name__)

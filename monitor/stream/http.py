@@ -1,7 +1,8 @@
 """One HTTP port for Prometheus and Kubernetes: ``/metrics``, ``/healthz``, ``/readyz``.
 
 - ``/metrics``: the registry in the Prometheus text format or OpenMetrics, negotiated as
-  prometheus_client's WSGI app does and rendered by ``monitor.metrics.scrape_body.Exposition`` (the same
+  prometheus_client's WSGI app does and rendered by ``monitor.metrics.scrape_body.Exposition`` (the
+  same
   bytes at a fraction of the cost, or prometheus_client's own encoder once the fast renderer
   cannot read the library: never a 500 for that); gzip (level 1) when the client accepts it.
   Anything but a plain GET (``name[]`` filters, OPTIONS, other methods) is prometheus_client's
@@ -34,8 +35,8 @@ import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import gzip_accepted
 
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.metrics.scrape_body import Exposition, negotiate
+from monitor.runtime.clock import Clock, SystemClock
 
 log = structlog.get_logger(__name__)
 

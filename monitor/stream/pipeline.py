@@ -25,16 +25,17 @@ from consumers.otel.otlp import OtlpEncoding
 from consumers.records import RawMessage, TopicPartition
 from consumers.repartition import KnowsPartitions, TraceRepublisher
 from consumers.source import TurnSource
-from monitor.runtime.clock import Clock
 from monitor.config.kafka import TopicFormat
 from monitor.config.otel import AssemblyConfig
 from monitor.config.sampling import SamplingConfig
+from monitor.config.settings import Settings
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
 from monitor.otel_export.sender import EvaluationSender
-from monitor.schema.outcome import OutcomeMapping, decode_outcome
 from monitor.redaction import Redactor
-from monitor.config.settings import Settings
+from monitor.runtime.clock import Clock
+from monitor.schema.mapping import TurnMapping
+from monitor.schema.outcome import OutcomeMapping, decode_outcome
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
@@ -64,7 +65,6 @@ from monitor.stream.turn_steps import (
     build_turn_steps,
     turn_decisions,
 )
-from monitor.schema.mapping import TurnMapping
 
 
 class Pipeline:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.runtime.clock import Clock
+from monitor.config.settings import Settings
 from monitor.errors import ConfigError
 from monitor.jobs.assistant_client import check_endpoint
 from monitor.jobs.inputs import JobInputs, read_job_inputs
 from monitor.judging.rubric_grader import require_llm_judge
+from monitor.runtime.clock import Clock
 from monitor.sampling.sampler import Sampler
-from monitor.config.settings import Settings
 from monitor.storage.engine import url_problem
 
 

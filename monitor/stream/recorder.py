@@ -1,6 +1,7 @@
 """What the stream records: intake, sampling, the identifier tripwire, dead letters, stored
 verdicts, offset commits, backpressure, consumer lag and rebalances (the families are declared
-in ``monitor.metrics.exporter``; the verdicts' own series are judging's, ``monitor.judging.recorder``).
+in ``monitor.metrics.exporter``; the verdicts' own series are judging's,
+``monitor.judging.recorder``).
 
 The daemon builds one ``StreamRecorder`` over its ``Metrics`` and hands it to the steps, which
 type it by the small protocol each needs (``SamplingMetrics``, ``StoreMetrics``, ...).
@@ -19,11 +20,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from monitor.metrics.exporter import Metrics
 from monitor.judging.recorder import JudgingRecorder, failure_label
-from monitor.schema.turn import Verdict
+from monitor.metrics.exporter import Metrics
 from monitor.sampling.budget import UnitState
 from monitor.sampling.sampler import CASCADE_REASON
+from monitor.schema.turn import Verdict
 
 # Sampling counter children kept per (sampled, assistant, reason): every consumed turn is
 # counted, and ``labels()`` costs several microseconds. Bounded, as assistant names are input.

@@ -20,11 +20,11 @@ from typing import Any
 import structlog
 
 from consumers.file_source import FILE_TOPIC
-from monitor.runtime.clock import Clock
 from monitor.config.sampling import SamplingConfig
+from monitor.config.settings import Settings
+from monitor.runtime.clock import Clock
 from monitor.sampling.budget import OVER_REQUESTS, OVER_USD
 from monitor.sampling.sampler import NOT_SAMPLED
-from monitor.config.settings import Settings
 from monitor.storage.engine import redact_url
 from monitor.stream.file_state import STDIN, STDIN_DLQ, file_sidecars
 from monitor.stream.recorder import RunTally

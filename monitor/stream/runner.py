@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import structlog
 from prometheus_client import CollectorRegistry
 
-from monitor.errors import ListenError, OffsetsNotCommitted
 from monitor.config.settings import Settings
+from monitor.errors import ListenError, OffsetsNotCommitted
 from monitor.stream.file_state import STDIN, STDIN_DLQ, file_sidecars
 from monitor.stream.shutdown_budget import (
     JOBS_STOP_S,
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from consumers.dlq import DeadLetterSink
     from consumers.repartition import TraceRepublisher
     from consumers.source import TurnSource
-    from monitor.runtime.clock import Clock
-    from monitor.metrics.exporter import Metrics
     from monitor.jobs.scheduler import JobScheduler
     from monitor.judging.evaluator import Evaluator
+    from monitor.metrics.exporter import Metrics
+    from monitor.runtime.clock import Clock
     from monitor.sampling.sampler import Sampler
     from monitor.storage.store import Store
     from monitor.stream.daemon import Daemon
@@ -137,8 +137,8 @@ def stream_daemon(
     (``prepare.stream_sampler``); ``dead_letters_to`` names where ``dlq`` writes and
     ``rerun`` how to read the input again, for the summary lines."""
     from consumers.offsets import OffsetTracker
-    from monitor.runtime.clock import SystemClock
     from monitor.otel_export.sender import OUTCOMES, EvaluationSender
+    from monitor.runtime.clock import SystemClock
     from monitor.stream.daemon import Daemon
     from monitor.stream.pipeline import PipelineConfig, build_pipeline
     from monitor.stream.recorder import StreamRecorder
@@ -281,12 +281,12 @@ class DaemonRunner:
             # imported and opened (the join round is mostly the broker's waiting).
             source, dlq = _source_and_dlq(settings, file_path, follow, opened)
             log.info("startup: source and dead-letter sink ready")
-            from monitor.metrics.exporter import Metrics, disable_created_series
             from monitor.jobs.build import build_jobs
             from monitor.jobs.scheduler import JobScheduler
             from monitor.judging.evaluator import build_evaluator
             from monitor.judging.preflight import JudgeWatch, judges_to_probe
             from monitor.judging.recorder import JudgingRecorder
+            from monitor.metrics.exporter import Metrics, disable_created_series
             from monitor.storage.store import Store
             from monitor.stream.http import ProbeApp, ProbeServer
             from monitor.stream.recorder import StreamRecorder

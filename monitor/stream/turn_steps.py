@@ -14,16 +14,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from monitor.runtime.clock import Clock
 from monitor.config.sampling import SamplingConfig
 from monitor.judging.evaluator import Evaluator
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.schema.turn import TurnEvent
 from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
+from monitor.runtime.clock import Clock
 from monitor.sampling.budget import HourlyBudget
 from monitor.sampling.judging_redaction import JudgingRedaction
 from monitor.sampling.sampler import Sampler
+from monitor.schema.turn import TurnEvent
 from monitor.stream.steps.base import (
     DoneStep,
     JudgedTurn,

@@ -144,7 +144,9 @@ def test_every_query_parses_and_uses_declared_metrics_only(query: Any) -> None:
     parsed = promql_parser.parse(expr)
     names, labels = _selectors(parsed)
     undeclared = {n for n in names if not is_declared(n) and n not in BUILTIN_SERIES}
-    assert not undeclared, f"{query.where}: not in monitor/metrics/exporter.py METRIC_NAMES: {undeclared}"
+    assert not undeclared, (
+        f"{query.where}: not in monitor/metrics/exporter.py METRIC_NAMES: {undeclared}"
+    )
     assert labels <= ALLOWED_LABELS, f"{query.where}: unbounded labels {labels - ALLOWED_LABELS}"
     assert not FORBIDDEN.search(expr)
 

@@ -39,11 +39,11 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker, create_topics
+from monitor.config.settings import Settings, load_settings
 from monitor.demo.examples import find_examples, load_examples
 from monitor.demo.producer import ReplayProducer
 from monitor.demo.prometheus_stack import PrometheusStack
 from monitor.schema.turn import METRICS
-from monitor.config.settings import Settings, load_settings
 from monitor.stream.runner import DaemonRunner
 from tests.dashboards.queries import (
     ROOT,
@@ -80,7 +80,8 @@ DRIFT_SERIES = (
     "casewatch_drift_window_turns",
     "casewatch_drift_last_run_timestamp_seconds",
 )
-# NaN is what the drift gauges hold for insufficient_data (monitor/metrics/exporter.py), which is what
+# NaN is what the drift gauges hold for insufficient_data (monitor/metrics/exporter.py), which is
+# what
 # a few minutes of traffic against an empty reference window gives: a series counts as data.
 NAN_MEANS_INSUFFICIENT = ("casewatch_drift_pvalue", "casewatch_drift_effect")
 DRIFT_EXCLUSION = "needs a drift run, and the daemon schedules no drift job (monitor/jobs/build.py)"

@@ -17,10 +17,10 @@ from prometheus_client import CollectorRegistry
 
 from consumers.tansu import EmbeddedBroker, create_topics
 from dashboards import generate, turns
+from monitor.config.settings import load_settings
 from monitor.demo.examples import find_examples, load_examples
 from monitor.demo.producer import ReplayProducer
 from monitor.schema.turn import METRICS
-from monitor.config.settings import load_settings
 from monitor.stream.runner import DaemonRunner
 from tests.dashboards.queries import ROOT
 from tests.dashboards.sql_macros import Var, expand

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import numpy as np
 import sqlalchemy as sa
 
+from monitor.runtime.clock import ManualClock
 from monitor.schema.case import CASE_METRICS, CaseVerdict
 from monitor.scoring.case import case_band, case_score, metric_bands
-from monitor.runtime.clock import ManualClock
 from monitor.storage import case_queries
 from monitor.storage.store import Store
 from monitor.storage.tables import case_verdicts

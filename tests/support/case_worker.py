@@ -8,12 +8,12 @@ import sys
 
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import SystemClock
-from monitor.metrics.exporter import Metrics
+from monitor.config.settings import Settings
 from monitor.jobs.build import build_jobs
 from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.scheduler import JobScheduler
-from monitor.config.settings import Settings
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import SystemClock
 from monitor.storage.store import Store
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, FAKE_JUDGE_MODEL
 

@@ -10,17 +10,17 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from monitor.schema.case import CASE_METRICS, Case, CaseTurn
-from monitor.runtime.clock import ManualClock
 from monitor.config.cases import CasesConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.cases import CaseJob
 from monitor.jobs.recorders import CaseRecorder
 from monitor.judging.case_judge import CaseJudge
 from monitor.judging.case_panel import CasePanel
 from monitor.judging.verdicts import scored_verdict
-from monitor.schema.turn import METRICS, JudgeScores, Judgment, TurnEvent
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.budget import HourlyBudget
+from monitor.schema.case import CASE_METRICS, Case, CaseTurn
+from monitor.schema.turn import METRICS, JudgeScores, Judgment, TurnEvent
 from monitor.scoring.turn import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
 from monitor.storage.store import Store
 

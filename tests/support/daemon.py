@@ -17,12 +17,12 @@ from prometheus_client import CollectorRegistry
 
 from consumers.dlq import DeadLetterSink
 from consumers.source import TurnSource
-from monitor.runtime.clock import Clock, SystemClock
 from monitor.config.kafka import KafkaConfig
-from monitor.metrics.exporter import Metrics
-from monitor.judging.evaluator import Evaluator, build_evaluator
-from monitor.sampling.sampler import Sampler
 from monitor.config.settings import Settings, load_settings
+from monitor.judging.evaluator import Evaluator, build_evaluator
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import Clock, SystemClock
+from monitor.sampling.sampler import Sampler
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon

@@ -8,12 +8,12 @@ from datetime import timedelta
 from prometheus_client import CollectorRegistry
 
 from monitor.annotation.label_studio import LabelStudioClient
-from monitor.runtime.clock import ManualClock
 from monitor.config.quality_estimate import QualityEstimateConfig
 from monitor.config.review import ReviewConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.quality_estimate import QualityEstimateJob
 from monitor.jobs.review_queue import ReviewQueueJob
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.scoring.turn import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
 from monitor.storage.store import Store
 from tests.fixtures.turns import T0, seed_turn

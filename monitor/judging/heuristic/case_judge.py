@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 import time
 
-from monitor.schema.case import Case, CaseJudgment, CaseScores, ResolutionOutcome
 from monitor.judging.heuristic import identifiers
 from monitor.judging.heuristic.lexicon import (
     ACK,
@@ -36,6 +35,7 @@ from monitor.judging.heuristic.lexicon import (
     WORD,
 )
 from monitor.judging.heuristic.tokens import extract_tokens, normalise_token
+from monitor.schema.case import Case, CaseJudgment, CaseScores, ResolutionOutcome
 from monitor.schema.turn import JudgeRole, MetricScore
 
 HEURISTIC_CASE_VERSION = "heuristic-case-v1"

@@ -43,8 +43,8 @@ from rapidfuzz.distance import OSA
 
 from monitor.judging.heuristic.identifiers import NearMiss, extract, find_near_miss
 from monitor.judging.heuristic.kinds import Identifier, IdKind
-from monitor.schema.turn import TurnEvent
 from monitor.redaction.placeholders import PLACEHOLDER
+from monitor.schema.turn import TurnEvent
 
 __all__ = ["TripwireHit", "identifier_tripwire"]
 

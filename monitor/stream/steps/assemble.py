@@ -69,10 +69,10 @@ from consumers.otel.genai import CaseAttributes, Skipped, turns_from_trace
 from consumers.otel.otlp import OtlpEncoding, Span, decode_spans, split_by_trace
 from consumers.records import RawMessage, TopicPartition
 from consumers.repartition import KnowsPartitions, TraceRepublisher
-from monitor.runtime.clock import Clock
 from monitor.errors import InvalidEvent, MessageRejected
-from monitor.schema.turn import TurnEvent
+from monitor.runtime.clock import Clock
 from monitor.sampling.sampler import SampleDecision
+from monitor.schema.turn import TurnEvent
 from monitor.stream.steps.base import (
     DoneStep,
     Envelope,

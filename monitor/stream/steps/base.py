@@ -32,9 +32,9 @@ import structlog
 from consumers.file_source import FILE_TP
 from consumers.records import Delivery, RawMessage, TopicPartition
 from monitor.errors import InvalidEvent, MessageRejected, TransportError
-from monitor.schema.turn import TurnEvent, Verdict
 from monitor.sampling.budget import Reservation
 from monitor.sampling.sampler import SampleDecision
+from monitor.schema.turn import TurnEvent, Verdict
 
 if TYPE_CHECKING:  # types only: a step runs without kafka-python or the SQL driver loaded
     from consumers.dlq import DeadLetterSink

@@ -21,8 +21,8 @@ import structlog
 
 from consumers.offsets import OffsetTracker
 from consumers.records import TopicPartition
-from monitor.runtime.clock import Clock
 from monitor.errors import TransportError
+from monitor.runtime.clock import Clock
 from monitor.stream.steps.base import Envelope
 
 log = structlog.get_logger(__name__)

@@ -17,13 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from consumers.decode import decode_value
-from monitor.runtime.clock import SystemClock
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import InvalidEvent
 from monitor.judging.heuristic.judge import score_turn
-from monitor.schema.turn import TurnEvent
 from monitor.redaction import Redactor
 from monitor.redaction.redactor import NONE_REPLACED
+from monitor.runtime.clock import SystemClock
 from monitor.sampling.judging_redaction import (
     FAILED,
     TOO_LARGE,
@@ -33,6 +32,7 @@ from monitor.sampling.judging_redaction import (
     redact_for_judging,
 )
 from monitor.sampling.sampler import Sampler
+from monitor.schema.turn import TurnEvent
 from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE, turn_band
 
 TRIPWIRE_REASON = "rule:identifier_tripwire"

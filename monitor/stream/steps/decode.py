@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from consumers.records import RawMessage
-from monitor.runtime.clock import Clock, Deadline, SystemClock
 from monitor.errors import InvalidEvent
+from monitor.runtime.clock import Clock, Deadline, SystemClock
 from monitor.schema.turn import TurnEvent
 from monitor.stream.steps.base import (
     MAX_PENDING_DEAD_LETTERS,

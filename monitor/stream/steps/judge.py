@@ -24,13 +24,13 @@ from typing import Protocol
 import structlog
 
 from consumers.records import TopicPartition
-from monitor.runtime.clock import Clock, Deadline, SystemClock
 from monitor.errors import MessageRejected
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
-from monitor.schema.turn import TurnEvent, Verdict
-from monitor.sampling.budget import Reservation
-from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, forward, release_all
+from monitor.runtime.clock import Clock, Deadline, SystemClock
 from monitor.runtime.workers import DaemonThreadPool
+from monitor.sampling.budget import Reservation
+from monitor.schema.turn import TurnEvent, Verdict
+from monitor.stream.steps.base import Envelope, JudgedTurn, ProcessingStep, forward, release_all
 
 log = structlog.get_logger(__name__)
 

@@ -19,8 +19,8 @@ from typing import Protocol
 import structlog
 
 from consumers.records import TopicPartition
-from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import MessageRejected, StorageError
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.schema.turn import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, forward, release_all
 

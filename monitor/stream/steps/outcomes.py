@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from consumers.records import RawMessage
-from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState, SystemClock
 from monitor.errors import InvalidEvent, MessageRejected, StorageError
-from monitor.schema.outcome import OutcomeEvent
 from monitor.redaction import Redactor
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState, SystemClock
+from monitor.schema.outcome import OutcomeEvent
 from monitor.stream.steps.base import (
     HELD_UNAVAILABLE,
     MAX_PENDING_DEAD_LETTERS,

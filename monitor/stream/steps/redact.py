@@ -29,9 +29,9 @@ import structlog
 
 from consumers.records import Delivery, RawMessage
 from monitor.errors import InvalidEvent, MessageRejected
-from monitor.schema.turn import TurnEvent, Verdict
 from monitor.redaction import Redactor, TooLargeToRedact
 from monitor.sampling.sampler import SampleDecision
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.stream.steps.base import (
     DoneStep,
     Envelope,

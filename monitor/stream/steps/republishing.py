@@ -19,8 +19,8 @@ import structlog
 
 from consumers.records import RawMessage, TopicPartition
 from consumers.repartition import Ack, KnowsPartitions, TraceRepublisher
-from monitor.runtime.clock import Clock
 from monitor.errors import TransportError
+from monitor.runtime.clock import Clock
 from monitor.stream.steps.base import DoneStep, Envelope
 
 log = structlog.get_logger(__name__)

@@ -29,8 +29,8 @@ import structlog
 
 from consumers.records import TopicPartition
 from monitor.errors import MessageRejected
-from monitor.schema.turn import TurnEvent
 from monitor.sampling.sampler import NOT_SAMPLED, SampleDecision
+from monitor.schema.turn import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
 from monitor.stream.steps.decisions import Tripwire, tripwire_rule
 

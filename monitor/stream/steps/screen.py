@@ -40,8 +40,8 @@ from concurrent.futures.process import BrokenProcessPool
 import structlog
 
 from consumers.records import RawMessage, TopicPartition
-from monitor.runtime.clock import Clock, Deadline, SystemClock
 from monitor.errors import MessageRejected, ScreeningOff
+from monitor.runtime.clock import Clock, Deadline, SystemClock
 from monitor.sampling.sampler import NOT_SAMPLED
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics, forward
 from monitor.stream.steps.decisions import TurnDecisions

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import structlog
 
-from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.errors import MessageRejected, StorageError, TransportError
+from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.schema.turn import TurnEvent, Verdict
 from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, VerdictWriter, turn_record
 

@@ -7,10 +7,10 @@ import pytest
 
 from monitor.batch.runner import run_batch
 from monitor.batch.verdict_files import default_rejects_path, read_verdicts
-from monitor.judging.evaluator import Evaluator, build_evaluator
-from monitor.schema.turn import TurnEvent, Verdict
-from monitor.redaction.config import RedactionConfig
 from monitor.config.settings import load_settings
+from monitor.judging.evaluator import Evaluator, build_evaluator
+from monitor.redaction.config import RedactionConfig
+from monitor.schema.turn import TurnEvent, Verdict
 from tests.fake_judge_server import FakeJudgeServer, malformed
 from tests.fixtures.judge_server import fake_judge_config
 from tests.support.turn_lines import dump, jsonl, turn, write_lines

@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from monitor.schema.case import CASE_METRICS
 from monitor.cli import main
 from monitor.config.quality_estimate import QualityEstimateConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.case_estimate import CaseQualityEstimateJob
+from monitor.metrics.exporter import Metrics
+from monitor.schema.case import CASE_METRICS
 from monitor.storage import case_labels as case_sql
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store

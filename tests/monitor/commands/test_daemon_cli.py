@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from consumers.tansu import EmbeddedBroker, create_topics, free_port
 from monitor.cli import main
-from monitor.errors import StorageError
 from monitor.config.settings import load_settings
+from monitor.errors import StorageError
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.stream.file_state import file_sidecars

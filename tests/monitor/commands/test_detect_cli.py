@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
 from monitor.cli import main
-from monitor.runtime.clock import ManualClock
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.detection import DetectionJob
 from monitor.jobs.recorders import DetectionRecorder
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS
 from monitor.storage.store import Store
 from tests.fixtures.detection import Feed, config

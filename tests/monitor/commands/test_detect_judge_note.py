@@ -15,17 +15,17 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
 from monitor.cli import main
-from monitor.runtime.clock import ManualClock
-from monitor.metrics.exporter import Metrics
+from monitor.config.settings import Settings
 from monitor.jobs.build import build_jobs
 from monitor.jobs.detection import DetectionJob
 from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.judge_canary import JudgeCanaryJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.judging.evaluator import build_evaluator
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.schema.turn import TurnEvent
 from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS
-from monitor.config.settings import Settings
 from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.databases import make_turn

@@ -9,8 +9,8 @@ import json
 from click.testing import CliRunner
 
 from monitor.cli import main
-from monitor.runtime.clock import ManualClock
 from monitor.judging.heuristic.case_judge import HeuristicCaseJudge
+from monitor.runtime.clock import ManualClock
 from monitor.storage.case_queries import newest_case
 from monitor.storage.store import Store
 from tests.support.cases import case_job, store_turn, turn

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
 from monitor.cli import main
-from monitor.runtime.clock import ManualClock
 from monitor.config.failure_modes import FailureModesConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.failure_modes import FailureModesJob
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.storage.store import Store
 from tests.support.planted_failures import planted_turn, planted_turns
 from tests.support.stored_failures import store_failed

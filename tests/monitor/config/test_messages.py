@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from monitor.cli import main
-from monitor.errors import ConfigError
 from monitor.config.settings import load_settings
+from monitor.errors import ConfigError
 
 
 def _file(tmp_path: Path, text: str) -> Path:

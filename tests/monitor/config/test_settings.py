@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
+from monitor.config.settings import load_settings
 from monitor.errors import ConfigError
 from monitor.judging.config_hash import judge_config_hash
 from monitor.judging.heuristic import judge as heuristic_judge
-from monitor.config.settings import load_settings
 
 
 def test_defaults_use_the_offline_heuristic_judge(monkeypatch: pytest.MonkeyPatch) -> None:

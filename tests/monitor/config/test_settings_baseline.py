@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.errors import ConfigError
 from monitor.config.settings import load_settings
+from monitor.errors import ConfigError
 
 
 def test_disabled_by_default() -> None:

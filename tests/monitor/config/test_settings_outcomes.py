@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.errors import ConfigError
 from monitor.config.settings import load_settings
+from monitor.errors import ConfigError
 
 TURNS = "support.turns"
 

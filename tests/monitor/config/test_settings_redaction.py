@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.errors import ConfigError
 from monitor.config.settings import load_settings
+from monitor.errors import ConfigError
 
 
 def test_defaults_redact_for_judges_storage_and_dead_letters_but_keep_network_ids() -> None:

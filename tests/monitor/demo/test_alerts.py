@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from monitor.config.settings import load_settings
 from monitor.demo.alerts import RULES, DemoAlerts, find_rules
 from monitor.demo.options import DemoOptions
 from monitor.demo.run import Demo
 from monitor.demo.summary import AlertState, format_alerts
-from monitor.config.settings import load_settings
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from monitor.config.settings import load_settings
 from monitor.demo.baselines import offline_judges, pin_baselines, severe_rates
 from monitor.demo.examples import load_examples
 from monitor.demo.regression import FLAWS_FILE, load_flaws, plan_regression
 from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS
-from monitor.config.settings import load_settings
 from tests.fixtures.databases import make_turn
 from tests.fixtures.detection import verdict
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from monitor.config.settings import load_settings
 from monitor.demo.options import DemoOptions
 from monitor.demo.run import Demo
 from monitor.errors import CasewatchError
-from monitor.config.settings import load_settings
 from monitor.storage.failure_modes import list_modes, mode_turns
 from monitor.storage.store import Store
 from monitor.storage.turn_queries import get_turn

@@ -22,9 +22,9 @@ from prometheus_client import CollectorRegistry
 
 from consumers.tansu import FETCH_MAX_WAIT_MS
 from monitor.cli import main
+from monitor.config.settings import load_settings
 from monitor.demo.options import DemoOptions, demo_settings, stop_budget_s
 from monitor.demo.run import Demo
-from monitor.config.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from tests.support.http import scrape

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from monitor.config.settings import load_settings
 from monitor.demo.examples import load_examples
 from monitor.demo.summary import Snapshot, format_summary
-from monitor.metrics.exporter import Metrics
 from monitor.judging.evaluator import build_evaluator
+from monitor.metrics.exporter import Metrics
 from monitor.schema.turn import TurnEvent
-from monitor.config.settings import load_settings
 from monitor.stream.recorder import StreamRecorder
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "turns.jsonl"

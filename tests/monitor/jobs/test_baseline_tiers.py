@@ -14,17 +14,17 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.baseline import BaselineConfig
+from monitor.config.settings import load_settings
 from monitor.errors import CasewatchError, ConfigError
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.baseline_tiers import JOB_NAME, BaselineTiersJob, build_baseline_job
 from monitor.jobs.build import build_jobs
 from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.scheduler import JobScheduler
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseOptions
 from monitor.judging.probes import Probe, load_probes
-from monitor.config.settings import load_settings
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.stats.elo import MatchResult, replay
 from monitor.storage.matches import run_matches
 from monitor.storage.store import Store

@@ -10,12 +10,12 @@ from typing import Any
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.baseline import BaselineConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.baseline_tiers import BaselineTiersJob
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseOptions
 from monitor.judging.probes import load_probes
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.storage.store import Store
 from monitor.storage.tables import matches
 from tests.fake_judge_replies import Reply, content, pairwise

@@ -11,9 +11,9 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
+from monitor.config.settings import load_settings
 from monitor.demo.options import DemoOptions
 from monitor.demo.run import Demo
-from monitor.config.settings import load_settings
 from monitor.storage.store import Store
 from monitor.storage.tables import matches, turns
 from tests.support.http import scrape

@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
+from monitor.config.settings import Settings
 from monitor.errors import LeaseLost
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.case_detection import CaseDetectionJob
 from monitor.jobs.detection import DetectionJob
 from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.recorders import DetectionRecorder
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS
-from monitor.config.settings import Settings
 from monitor.stats.detection_signals import CASE_SEVERE, CASE_UNRESOLVED, Signal
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import case_detection_queries as q

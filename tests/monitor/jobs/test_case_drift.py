@@ -8,10 +8,10 @@ from datetime import timedelta
 
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.drift import DriftConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.drift import DriftJob
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.stats.case_drift import CASE_DRIFT_SIGNALS, CaseWindowSamples, analyze_cases
 from monitor.stats.drift import signal_names
 from monitor.storage.drift_queries import latest_results

@@ -14,17 +14,17 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
+from monitor.config.settings import Settings
 from monitor.errors import LeaseLost
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.cases import CaseJob
 from monitor.jobs.inputs import read_job_inputs
 from monitor.judging.case_judge import OpenAICaseJudge
 from monitor.judging.heuristic.case_judge import HeuristicCaseJudge
 from monitor.judging.prompt import unfence
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.budget import HourlyBudget
-from monitor.config.settings import Settings
 from monitor.storage import case_queries
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store

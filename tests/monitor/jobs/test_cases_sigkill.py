@@ -14,11 +14,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.scheduler import JobScheduler
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.storage import case_queries
 from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer, Reply, content

@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from consumers.otel.genai import turns_from_trace
-from monitor.runtime.clock import ManualClock
 from monitor.judging.heuristic.case_judge import HeuristicCaseJudge
+from monitor.runtime.clock import ManualClock
 from monitor.schema.turn import TurnEvent
 from monitor.storage import case_queries
 from monitor.storage.store import Store

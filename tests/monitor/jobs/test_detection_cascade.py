@@ -10,10 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from monitor.runtime.clock import ManualClock
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.detection import DetectionJob
 from monitor.jobs.recorders import DetectionRecorder
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.cascade import CELLS, CascadePolicy, DrawLedger
 from monitor.sampling.sampler import sample_point
 from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS

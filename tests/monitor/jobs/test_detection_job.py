@@ -12,12 +12,12 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from monitor.runtime.clock import ManualClock
 from monitor.errors import LeaseLost
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.detection import DetectionJob
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.jobs.scheduler import JobScheduler
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.schema.turn import TurnEvent, Verdict
 from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS
 from monitor.stats.baseline_policy import RATE_WINDOW_S

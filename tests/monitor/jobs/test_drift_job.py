@@ -8,14 +8,14 @@ from datetime import timedelta
 from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.drift import DriftConfig
-from monitor.metrics.exporter import Metrics
+from monitor.config.settings import load_settings
 from monitor.jobs.build import build_jobs
 from monitor.jobs.drift import DriftJob, windows
 from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.scheduler import JobScheduler
-from monitor.config.settings import load_settings
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.stats.drift import signal_names
 from monitor.storage.drift_queries import latest_results
 from monitor.storage.store import Store

@@ -11,11 +11,11 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.failure_modes import FailureModesConfig
 from monitor.errors import LeaseLost
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.failure_modes import FailureModesJob
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.storage.failure_modes import latest_runs, list_modes, mode_turns
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store

@@ -10,16 +10,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
-from monitor.metrics.exporter import Metrics
+from monitor.config.settings import Settings, load_settings
 from monitor.jobs.feedback_judging import FeedbackJudgingJob
 from monitor.jobs.recorders import OutcomeRecorder
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.recorder import JudgingRecorder
-from monitor.schema.turn import TurnEvent
-from monitor.schema.outcome import OutcomeEvent
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.sampler import Sampler
-from monitor.config.settings import Settings, load_settings
+from monitor.schema.outcome import OutcomeEvent
+from monitor.schema.turn import TurnEvent
 from monitor.storage.detection_queries import read_new
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store

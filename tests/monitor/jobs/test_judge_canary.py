@@ -22,17 +22,17 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 from structlog.testing import capture_logs
 
-from monitor.runtime.clock import ManualClock
 from monitor.commands.detect import detect_command
 from monitor.config.sampling import SamplingConfig
+from monitor.config.settings import Settings
 from monitor.errors import ConfigError, LeaseLost
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.inputs import JobInputs, read_job_inputs
 from monitor.jobs.judge_canary import JudgeCanaryJob
 from monitor.jobs.scheduler import JobScheduler
+from monitor.metrics.exporter import Metrics
 from monitor.redaction.config import RedactionConfig
-from monitor.config.settings import Settings
+from monitor.runtime.clock import ManualClock
 from monitor.storage import canary_runs
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store

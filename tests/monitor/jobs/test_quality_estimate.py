@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 
 from monitor.cli import main
 from monitor.config.quality_estimate import QualityEstimateConfig
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.quality_estimate import QualityEstimateJob
+from monitor.metrics.exporter import Metrics
 from monitor.storage.store import Store
 from tests.fixtures.turns import T0, seed_turn
 

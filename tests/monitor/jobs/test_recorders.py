@@ -7,8 +7,8 @@ import math
 
 from prometheus_client import CollectorRegistry
 
-from monitor.metrics.exporter import Metrics, is_declared
 from monitor.jobs.recorders import DriftRecorder, JobRunRecorder, RubricRecorder
+from monitor.metrics.exporter import Metrics, is_declared
 
 
 def test_record_rubric_grading(registry: CollectorRegistry) -> None:

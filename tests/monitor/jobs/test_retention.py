@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from monitor.runtime.clock import ManualClock
 from monitor.jobs.retention import RetentionJob
+from monitor.runtime.clock import ManualClock
 from monitor.storage.audit import counts
 from monitor.storage.matches import insert_matches, run_matches
 from monitor.storage.store import Store

@@ -10,14 +10,14 @@ from prometheus_client import CollectorRegistry
 
 from monitor.annotation.label_studio import LabelStudioClient
 from monitor.annotation.label_studio_server import LabelStudioServer
-from monitor.runtime.clock import ManualClock
+from monitor.config.settings import load_settings
 from monitor.errors import ConfigError
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.scheduler import JobScheduler
+from monitor.metrics.exporter import Metrics
 from monitor.reports.label_files import consensus
-from monitor.config.settings import load_settings
+from monitor.runtime.clock import ManualClock
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
 from monitor.storage.tables import label_batches, outcome_events, review_tasks

@@ -12,18 +12,18 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.rubric import RubricConfig
 from monitor.config.sampling import SamplingConfig
+from monitor.config.settings import load_settings
 from monitor.errors import ConfigError
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.build import build_jobs
 from monitor.jobs.inputs import JobInputs, read_job_inputs
 from monitor.jobs.rubric import RubricJob
 from monitor.judging.rubric_set import parse_rubric_set
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.budget import HourlyBudget
 from monitor.sampling.sampler import Sampler
-from monitor.config.settings import load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.engine import normalize_url
 from monitor.storage.retention import purge_older_than

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
-from monitor.metrics.exporter import Metrics
 from monitor.jobs.scheduler import JobScheduler
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store
 from tests.support.waiting import wait_for

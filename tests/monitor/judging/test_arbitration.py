@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.scoring.turn import turn as scoring
 from monitor.judging import arbitration
 from monitor.schema.turn import METRICS
+from monitor.scoring import turn as scoring
 
 score = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 score_map = st.fixed_dictionaries({m: score for m in METRICS})

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from monitor.runtime.clock import ManualClock
 from monitor.judging.case_judge import OpenAICaseJudge
 from monitor.judging.case_panel import PANEL_INSUFFICIENT, PRIMARY_FAILED, CasePanel
 from monitor.judging.case_prompt import CASE_PROMPT_VERSION
+from monitor.runtime.clock import ManualClock
 from tests.fake_judge_server import FakeJudgeServer, Reply, content, malformed, server_error
 from tests.fixtures.judge_server import fake_judge_config
 from tests.support.cases import case_document, case_of, case_reply_text, turn

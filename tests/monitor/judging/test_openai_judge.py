@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import structlog
 
-from monitor.runtime.clock import ManualClock
 from monitor.judging.judge import FAILURE_REASONS, Judge
 from monitor.judging.openai_judge import OpenAIJudge
 from monitor.judging.prompt import PROMPT_VERSION, build_messages, prompt_hash
 from monitor.judging.schema import judge_output_json_schema
+from monitor.runtime.clock import ManualClock
 from monitor.runtime.logs import configure_logging
 from monitor.schema.turn import METRICS, Judgment
 from tests.fake_judge_server import (

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from monitor.runtime.clock import ManualClock
 from monitor.judging.pairwise_judge import OpenAIPairwiseJudge, PairwiseOptions
 from monitor.judging.pairwise_prompt import STAGE2_INSTRUCTION, PairwiseAnswer, PairwiseQuestion
+from monitor.runtime.clock import ManualClock
 from monitor.schema.turn import Case, Context
 from tests.fake_judge_server import (
     FakeJudgeServer,

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from monitor.config.settings import Settings, load_settings
 from monitor.errors import ConfigError
 from monitor.judging import arbitration
 from monitor.judging.arbitration import PanelOutcome
@@ -22,7 +23,6 @@ from monitor.judging.config_hash import judge_config_hash
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.panel import PANEL_INSUFFICIENT, JudgePanel
 from monitor.schema.turn import METRICS, TurnEvent, Verdict
-from monitor.config.settings import Settings, load_settings
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores, server_error
 from tests.fixtures.judge_server import fake_judge_config
 

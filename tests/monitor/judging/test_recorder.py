@@ -8,11 +8,19 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from monitor.metrics.exporter import Metrics
 from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.recorder import JudgingRecorder
 from monitor.judging.verdicts import failed_verdict, single_judge_verdict
-from monitor.schema.turn import METRICS, Assistant, Case, JudgeScores, Judgment, MetricScore, TurnEvent
+from monitor.metrics.exporter import Metrics
+from monitor.schema.turn import (
+    METRICS,
+    Assistant,
+    Case,
+    JudgeScores,
+    Judgment,
+    MetricScore,
+    TurnEvent,
+)
 from monitor.scoring.turn import BAND_BUCKET_BOUNDS, DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE
 
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.judges import JudgeConfig
 from monitor.errors import ConfigError, RubricGradingFailed
 from monitor.judging.rubric_grader import RubricGrader
 from monitor.judging.rubric_prompt import GRADE_JSON_SCHEMA
 from monitor.judging.rubric_set import RubricEntry, RubricQuestion
+from monitor.runtime.clock import ManualClock
 from tests.fake_judge_server import (
     FakeJudgeServer,
     Reply,

@@ -34,6 +34,7 @@ from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
+from monitor.jobs.recorders import DriftRecorder, JobRunRecorder
 from monitor.metrics.exporter import Metrics
 from monitor.metrics.scrape_body import (
     PRIVATE_ATTRIBUTES,
@@ -41,7 +42,6 @@ from monitor.metrics.scrape_body import (
     missing_private_attributes,
     negotiate,
 )
-from monitor.jobs.recorders import DriftRecorder, JobRunRecorder
 from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
 from monitor.stream.recorder import StreamRecorder
 

@@ -12,9 +12,17 @@ from datetime import UTC, datetime
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
-from monitor.schema.turn import METRICS, Band, JudgeScores, Judgment, MetricScore, TurnEvent, Verdict
 from monitor.otel_export.records import TURN_EVALUATION, evaluation_records
 from monitor.otel_export.sender import EvaluationSender
+from monitor.schema.turn import (
+    METRICS,
+    Band,
+    JudgeScores,
+    Judgment,
+    MetricScore,
+    TurnEvent,
+    Verdict,
+)
 from tests.otlp_receiver import otlp_receiver
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"

@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from monitor.schema.turn import TurnEvent
 from monitor.redaction import (
     PLACEHOLDER,
     RedactionPolicy,
@@ -15,6 +14,7 @@ from monitor.redaction import (
     is_placeholder,
 )
 from monitor.redaction.placeholders import Pseudonymizer
+from monitor.schema.turn import TurnEvent
 from tests.consumers.turns import turn
 
 EMAIL = "Jane.Doe@Example.com"

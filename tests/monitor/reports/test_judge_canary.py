@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from monitor.schema.turn import Band
 from monitor.reports.judge_canary import CanaryRun, CanaryTurn, baseline_of, score_run
 from monitor.reports.judge_change import judge_change
+from monitor.schema.turn import Band
 from monitor.scoring.turn import BUILTIN_PROFILES, DEFAULT_CRITICAL_METRICS
 from tests.fixtures.databases import make_judgment, make_turn
 

@@ -6,8 +6,8 @@ from collections import Counter
 
 from scipy import stats
 
-from monitor.schema.turn import Band
 from monitor.reports.label_files import consensus, draw
+from monitor.schema.turn import Band
 
 
 def test_draw_is_reproducible_without_repeats_and_capped() -> None:

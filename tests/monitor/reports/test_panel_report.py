@@ -11,8 +11,8 @@ import pytest
 from monitor.commands.batch_report import panel_text
 from monitor.judging import arbitration
 from monitor.judging.verdicts import failed_verdict, scored_verdict
-from monitor.schema.turn import METRICS, JudgeScores, Judgment, MetricScore, TurnEvent
 from monitor.reports import panel_report
+from monitor.schema.turn import METRICS, JudgeScores, Judgment, MetricScore, TurnEvent
 from monitor.scoring.turn import DEFAULT_PROFILE
 
 GOOD, BAD, MID = 0.9, 0.1, 0.45  # bands none, severe, moderate

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.budget import HourlyBudget, Reservation, UnitState
 from monitor.sampling.sampler import Sampler
 from tests.consumers.turns import turn

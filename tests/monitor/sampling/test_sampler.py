@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import ConfigError
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.sampler import SKIP_REASONS, SampleDecision, Sampler, sample_point
 from tests.consumers.turns import turn
 

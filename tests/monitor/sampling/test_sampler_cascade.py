@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
+from monitor.config.settings import Settings
 from monitor.errors import ConfigError
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.cascade import REFRESH_S
 from monitor.sampling.sampler import CASCADE_REASON, Sampler, sample_point
-from monitor.config.settings import Settings
 from tests.consumers.turns import turn
 
 CASCADE: dict[str, Any] = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.scoring.turn import case as case_scoring
 from monitor.schema.case import CASE_METRICS
 from monitor.schema.turn import Band
+from monitor.scoring import case as case_scoring
 
 
 def _scores(value: float = 0.95, **overrides: float) -> dict[str, float]:

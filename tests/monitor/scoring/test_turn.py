@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.scoring.turn import turn as scoring
 from monitor.schema.turn import METRICS, Band
+from monitor.scoring import turn as scoring
 
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 score_maps = st.fixed_dictionaries({m: unit for m in METRICS})

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from monitor.scoring.turn import turn as scoring
 from monitor.schema.turn import METRICS, Assistant, Band, Verdict
+from monitor.scoring import turn as scoring
 from monitor.stats.agreement import BANDS, agreement, band_agreement, judge_agreement
 
 

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from monitor.scoring.turn import turn as scoring
 from monitor.schema.turn import METRICS, Assistant, Verdict
+from monitor.scoring import turn as scoring
 from monitor.stats.comparison import compare
 
 

@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 
 import monitor.storage.retention as retention_module
-from monitor.runtime.clock import ManualClock
 from monitor.config.storage import StorageConfig
 from monitor.errors import StorageError, UnstorableRow
+from monitor.runtime.clock import ManualClock
 from monitor.schema.turn import METRICS, TurnEvent, Verdict
 from monitor.storage.audit import counts, has_verdict, stored_event, stored_verdicts
 from monitor.storage.engine import normalize_url, redact_url

@@ -23,10 +23,10 @@ from consumers.records import TopicPartition
 from consumers.source import TurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.config.judges import JudgeConfig
-from monitor.metrics.exporter import Metrics
-from monitor.judging.evaluator import build_evaluator
-from monitor.sampling.sampler import sample_point
 from monitor.config.settings import Settings, load_settings
+from monitor.judging.evaluator import build_evaluator
+from monitor.metrics.exporter import Metrics
+from monitor.sampling.sampler import sample_point
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon

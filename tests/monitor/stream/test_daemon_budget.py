@@ -21,10 +21,10 @@ from consumers.dlq import FileDeadLetterSink, KafkaDeadLetterQueue
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import TopicPartition
 from consumers.tansu import create_topics
-from monitor.runtime.clock import SystemClock
-from monitor.metrics.exporter import Metrics
-from monitor.sampling.sampler import Sampler
 from monitor.config.settings import load_settings
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import SystemClock
+from monitor.sampling.sampler import Sampler
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
 from monitor.stream.prepare import stream_sampler

@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry
 import monitor.stream.daemon as daemon_module
 from consumers.dlq import FileDeadLetterSink
 from consumers.file_source import FileTurnSource
-from monitor.metrics.exporter import Metrics
-from monitor.judging.evaluator import build_evaluator
 from monitor.config.settings import load_settings
+from monitor.judging.evaluator import build_evaluator
+from monitor.metrics.exporter import Metrics
 from monitor.storage.store import Store
 from monitor.stream.http import Heartbeat
 from tests.fake_judge_server import FakeJudgeServer, Reply, scores

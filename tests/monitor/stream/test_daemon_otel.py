@@ -29,8 +29,8 @@ from consumers.dlq import KafkaDeadLetterQueue
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import EmbeddedBroker, create_topics
 from monitor.config.kafka import KafkaConfig, TopicConfig
-from monitor.schema.turn import METRICS
 from monitor.otel_export.records import TURN_EVALUATION
+from monitor.schema.turn import METRICS
 from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer, content
 from tests.fixtures.broker import DLQ_SUFFIX, produce

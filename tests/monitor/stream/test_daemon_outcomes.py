@@ -15,9 +15,9 @@ from consumers.dlq import HEADER_REASON, KafkaDeadLetterQueue
 from consumers.kafka_source import KafkaTurnSource
 from consumers.tansu import EmbeddedBroker, create_topics, delete_topics
 from monitor.config.kafka import KafkaConfig
+from monitor.config.settings import Settings, load_settings
 from monitor.jobs.outcome_join import OutcomeJoinJob
 from monitor.jobs.recorders import OutcomeRecorder
-from monitor.config.settings import Settings, load_settings
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store

@@ -15,11 +15,11 @@ from prometheus_client import CollectorRegistry
 
 from consumers.dlq import FileDeadLetterSink
 from consumers.file_source import FileTurnSource
-from monitor.metrics.exporter import Metrics
+from monitor.config.settings import load_settings
 from monitor.judging.evaluator import build_evaluator
 from monitor.judging.recorder import JudgingRecorder
+from monitor.metrics.exporter import Metrics
 from monitor.schema.turn import METRICS
-from monitor.config.settings import load_settings
 from monitor.storage.audit import counts, stored_verdicts
 from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores

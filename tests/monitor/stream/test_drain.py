@@ -23,9 +23,9 @@ from consumers.file_source import FILE_TP, FileTurnSource
 from consumers.kafka_source import KafkaTurnSource
 from consumers.records import RawMessage, TopicPartition
 from consumers.source import TurnSource
-from monitor.runtime.clock import Deadline, ManualClock
-from monitor.metrics.exporter import Metrics
 from monitor.config.settings import Settings, load_settings
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import Deadline, ManualClock
 from monitor.storage.store import Store
 from monitor.stream.daemon import Daemon
 from monitor.stream.drain import Drain

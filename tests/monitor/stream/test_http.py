@@ -13,10 +13,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
-from monitor.runtime.clock import ManualClock
+from monitor.jobs.recorders import DriftRecorder
 from monitor.metrics.exporter import Metrics
 from monitor.metrics.scrape_body import negotiate
-from monitor.jobs.recorders import DriftRecorder
+from monitor.runtime.clock import ManualClock
 from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
 from monitor.stream.recorder import StreamRecorder
 

@@ -11,10 +11,10 @@ from prometheus_client import CollectorRegistry
 
 from consumers.dlq import FileDeadLetterSink
 from consumers.records import RawMessage, TopicPartition
-from monitor.runtime.clock import ManualClock
-from monitor.metrics.exporter import Metrics
-from monitor.judging.evaluator import build_evaluator
 from monitor.config.settings import load_settings
+from monitor.judging.evaluator import build_evaluator
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.storage.store import Store
 from monitor.stream.daemon import HEARTBEAT_MAX_AGE_S, Daemon
 from monitor.stream.http import Heartbeat

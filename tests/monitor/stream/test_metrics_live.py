@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.demo.prometheus_api import Sample
 from monitor.demo.prometheus_stack import PrometheusStack
+from monitor.jobs.recorders import DriftRecorder
 from monitor.metrics.exporter import Metrics
 from monitor.metrics.scrape_body import Exposition, negotiate
-from monitor.jobs.recorders import DriftRecorder
 from monitor.stream.http import Heartbeat, ProbeApp, ProbeServer
 from monitor.stream.recorder import StreamRecorder
 from tests.support.waiting import wait_for

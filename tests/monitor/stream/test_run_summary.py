@@ -16,10 +16,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
-from monitor.sampling.sampler import sample_point
 from monitor.config.settings import load_settings
+from monitor.runtime.clock import ManualClock
+from monitor.sampling.sampler import sample_point
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.file_state import file_sidecars

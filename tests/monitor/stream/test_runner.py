@@ -15,9 +15,9 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
+from monitor.config.settings import load_settings
 from monitor.errors import ListenError
 from monitor.schema.turn import METRICS
-from monitor.config.settings import load_settings
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.storage.tables import turns, verdicts

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from monitor.config.settings import Settings, load_settings
 from monitor.jobs.detection import DetectionJob
 from monitor.jobs.judge_canary import JudgeCanaryJob
 from monitor.jobs.retention import RetentionJob
 from monitor.jobs.scheduler import JobScheduler
 from monitor.judging.heuristic.judge import HeuristicJudge
-from monitor.config.settings import Settings, load_settings
 from monitor.storage.store import Store
 from monitor.stream.runner import DaemonRunner
 

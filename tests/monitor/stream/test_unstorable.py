@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 
 from consumers.dlq import FileDeadLetterSink
 from consumers.file_source import FileTurnSource
-from monitor.metrics.exporter import Metrics
-from monitor.judging.evaluator import build_evaluator
 from monitor.config.settings import load_settings
+from monitor.judging.evaluator import build_evaluator
+from monitor.metrics.exporter import Metrics
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from tests.fixtures.databases import make_turn

@@ -7,9 +7,9 @@ import collections
 import json
 from pathlib import Path
 
-from monitor.scoring.turn import case as case_scoring
 from monitor.judging.heuristic.case_judge import HeuristicCaseJudge, heuristic_case_scores
 from monitor.schema.turn import Band, TurnEvent
+from monitor.scoring import case as case_scoring
 from tests.support.cases import case_of, turn
 
 ROOT = Path(__file__).resolve().parents[4]

@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
-from monitor.scoring.turn import turn as scoring
 from monitor.judging.heuristic.constraints import Step, steps_in, workflow
 from monitor.judging.heuristic.evidence import analyse, stem
 from monitor.judging.heuristic.judge import score_turn
 from monitor.schema.turn import TurnEvent
+from monitor.scoring import turn as scoring
 
 
 def turn(answer: str, **overrides: Any) -> TurnEvent:

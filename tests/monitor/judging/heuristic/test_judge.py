@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.scoring.turn import turn as scoring
 from monitor.judging.heuristic.judge import ALGORITHM_VERSION, HeuristicJudge, score_turn
 from monitor.judging.judge import Judge
 from monitor.schema.turn import MAX_JUSTIFICATION_CHARS, METRICS, JudgeScores, TurnEvent
+from monitor.scoring import turn as scoring
 
 KB_OVERVIEW = (
     "KB-1042: E4021 on Acme BackupPro 4.12.0. Symptom: full backups abort with E4021 "

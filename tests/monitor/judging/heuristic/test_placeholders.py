@@ -9,8 +9,8 @@ from monitor.judging.heuristic.judge import score_turn
 from monitor.judging.heuristic.kinds import IdKind
 from monitor.judging.heuristic.tokens import fills_template
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.schema.turn import TurnEvent
 from monitor.redaction import RedactionPolicy, Redactor
+from monitor.schema.turn import TurnEvent
 from tests.consumers.turns import turn
 from tests.monitor.judging.heuristic.tripwire_corpus import turns as corpus_turns
 

@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 from consumers.records import RawMessage, TopicPartition
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
-from monitor.schema.turn import TurnEvent, Verdict
 from monitor.redaction.config import RedactionConfig
 from monitor.sampling.budget import Reservation
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.stream.steps.base import Envelope
 from monitor.stream.steps.decisions import Decoder, TurnDecisions
 from monitor.stream.turn_steps import TurnStepsConfig, turn_decisions

@@ -16,9 +16,9 @@ from consumers.otel.genai import CaseAttributes
 from consumers.records import RawMessage, TopicPartition
 from consumers.repartition import TraceRepublisher
 from consumers.tansu import EmbeddedBroker, free_port
-from monitor.runtime.clock import ManualClock
 from monitor.config.kafka import KafkaConfig
 from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep
 from monitor.stream.steps.base import Envelope

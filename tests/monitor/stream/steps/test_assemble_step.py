@@ -17,9 +17,9 @@ from consumers.otel.assembly import TraceAssembler
 from consumers.otel.genai import CaseAttributes
 from consumers.otel.otlp import Span
 from consumers.records import RawMessage, TopicPartition
-from monitor.runtime.clock import ManualClock
 from monitor.errors import MessageRejected
 from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.schema.turn import TurnEvent
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep

@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry
 from consumers.file_source import FILE_TP, FileTurnSource
 from consumers.offsets import OffsetTracker
 from consumers.records import TopicPartition
-from monitor.runtime.clock import ManualClock
 from monitor.errors import BrokerError
 from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.commit import FINAL_COMMIT_MIN_S, CommitStep
 from tests.monitor.stream.steps.helpers import env

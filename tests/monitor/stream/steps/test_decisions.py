@@ -9,8 +9,8 @@ import pickle
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import InvalidEvent
 from monitor.redaction.config import RedactionConfig
-from monitor.stream.steps.decisions import TurnDecisions, Unredactable
 from monitor.schema.mapping import TurnMapping
+from monitor.stream.steps.decisions import TurnDecisions, Unredactable
 from tests.fixtures.databases import make_turn
 from tests.monitor.stream.steps.helpers import chain_decisions
 

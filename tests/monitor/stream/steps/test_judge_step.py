@@ -7,13 +7,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.records import TopicPartition
-from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
 from monitor.metrics.exporter import Metrics
-from monitor.schema.turn import TurnEvent
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.budget import HourlyBudget, Reservation
 from monitor.sampling.sampler import Sampler
+from monitor.schema.turn import TurnEvent
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope, JudgedTurn
 from monitor.stream.steps.judge import JudgeStep

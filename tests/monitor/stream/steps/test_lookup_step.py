@@ -8,11 +8,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.records import TopicPartition
-from monitor.runtime.clock import Backoff, ManualClock
 from monitor.errors import MessageRejected, StorageError
 from monitor.metrics.exporter import Metrics
-from monitor.schema.turn import TurnEvent
+from monitor.runtime.clock import Backoff, ManualClock
 from monitor.sampling.budget import HourlyBudget, Reservation
+from monitor.schema.turn import TurnEvent
 from monitor.storage.store import Store
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope

@@ -11,10 +11,10 @@ from consumers.dlq import FileDeadLetterSink, decode_file_value
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected
 from monitor.metrics.exporter import Metrics
-from monitor.schema.turn import TurnEvent, Verdict
 from monitor.redaction import RedactionPolicy, Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.sampling.judging_redaction import JudgingRedaction
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.storage.store import SaveResult
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.decisions import TurnDecisions

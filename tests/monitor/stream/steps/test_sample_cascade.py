@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import SamplingConfig
-from monitor.metrics.exporter import Metrics
 from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.sampler import Sampler
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.decisions import cheap_cell

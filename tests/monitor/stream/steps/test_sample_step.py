@@ -9,11 +9,11 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from consumers.records import TopicPartition
-from monitor.runtime.clock import ManualClock
 from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import MessageRejected
-from monitor.metrics.exporter import Metrics
 from monitor.judging.heuristic.tripwire import identifier_tripwire
+from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.sampling.sampler import Sampler
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.sample import SampleStep

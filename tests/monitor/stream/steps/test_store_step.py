@@ -10,9 +10,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.dlq import FileDeadLetterSink, decode_file_value
-from monitor.runtime.clock import Backoff, ManualClock
 from monitor.errors import MessageRejected
 from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import Backoff, ManualClock
 from monitor.schema.turn import TurnEvent
 from monitor.storage.audit import counts
 from monitor.storage.store import Store

@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.dlq import FileDeadLetterSink
-from monitor.runtime.clock import ManualClock
 from monitor.errors import StorageError
 from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
 from monitor.schema.turn import TurnEvent, Verdict
 from monitor.storage.audit import counts
 from monitor.storage.store import SaveResult, Store
