@@ -1,7 +1,14 @@
 """CPU per turn of the sample step with the cascade's cheap look (the offline judge) against
 the uniform strategy, on the example turns (7 copies of examples/turns.jsonl's 144, each in its
 own conversation), the identifier tripwire on in both; the cascade at several
-``sampling.cascade_look_share``. Process CPU time per turn, median of 3 runs.
+``sampling.cascade_look_share``. Process CPU time per turn, median of 3 runs, and its ratio to
+the uniform strategy's in the same run.
+
+The offline judge remembers its readings of the last texts it read (a case, a knowledge-base
+chunk or an earlier message comes back turn after turn); it forgets them before each copy, so
+each copy is read as new traffic and the only texts read twice are those the examples repeat
+(a conversation's case and history, the knowledge-base chunks retrieved for several turns).
+``--cold`` forgets them before every turn: no text read twice at all.
 
     .venv/bin/python bench/cascade_cpu.py
 """
@@ -21,6 +28,7 @@ if str(ROOT) not in sys.path:
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from monitor.config.sampling import SamplingConfig  # noqa: E402
+from monitor.judging.heuristic.tokens import forget_readings  # noqa: E402
 from monitor.judging.heuristic.tripwire import identifier_tripwire  # noqa: E402
 from monitor.metrics.exporter import Metrics  # noqa: E402
 from monitor.runtime.clock import ManualClock  # noqa: E402
@@ -46,7 +54,7 @@ def example_turns() -> list[TurnEvent]:
     ]
 
 
-def per_turn_us(turns: list[TurnEvent], share: float | None) -> float:
+def per_turn_us(turns: list[TurnEvent], share: float | None, *, cold: bool = False) -> float:
     """``share`` None: the uniform strategy; else the cascade with that look share."""
     cfg: dict[str, Any] = {"budget_calls_per_hour": None, "budget_usd_per_hour": None}
     if share is not None:
@@ -65,23 +73,33 @@ def per_turn_us(turns: list[TurnEvent], share: float | None) -> float:
         tripwire=identifier_tripwire,
         cascade=(sampler, cheap_cell) if share is not None else None,
     )
+    per_copy = len(turns) // COPIES
     started = time.process_time()
     for offset, turn in enumerate(turns):
+        if cold or offset % per_copy == 0:
+            forget_readings()
         step.submit(env(turn, offset=offset))
     step.poll()
     return (time.process_time() - started) / len(turns) * 1e6
 
 
 def main() -> int:
+    cold = "--cold" in sys.argv[1:]
     turns = example_turns()
+    uniform = 0.0
     for name, share in (
         ("uniform", None),
         ("cascade, look share 1.0", 1.0),
         ("cascade, look share 0.2", 0.2),
         ("cascade, look share 0.05", 0.05),
     ):
-        us = statistics.median(per_turn_us(turns, share) for _ in range(3))
-        print(f"{name}: {us:.0f} us per turn (sample step, tripwire included)", flush=True)
+        us = statistics.median(per_turn_us(turns, share, cold=cold) for _ in range(3))
+        uniform = uniform or us
+        print(
+            f"{name}: {us:.0f} us per turn (sample step, tripwire included), "
+            f"{us / uniform:.1f} x uniform",
+            flush=True,
+        )
     return 0
 
 

@@ -22,11 +22,13 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from monitor.judging.heuristic.evidence import (
     ACTION_VERBS,
     Sentence,
     TurnEvidence,
+    frozen_key_terms,
     key_terms,
     split_sentences,
     stem,
@@ -52,6 +54,7 @@ from monitor.judging.heuristic.lexicon import (
     VERB_FAMILIES,
     WORD,
 )
+from monitor.judging.heuristic.tokens import TEXT_CACHE_SIZE, remembered
 from monitor.schema.turn import TurnEvent
 
 __all__ = ["Finding", "PastStep", "Prohibition", "Step", "Workflow", "steps_in", "workflow"]
@@ -125,6 +128,14 @@ def steps_in(text: str, *, purposes: bool = False) -> tuple[Step, ...]:
     restart"): what an answer prescribes. Past and refused steps keep them ("we tried to
     restart the agent", "not allowed to restart").
     """
+    return _steps_in(text, purposes)
+
+
+# The readings of a text below are remembered for the last TEXT_CACHE_SIZE texts (pure
+# functions of the text; a case, a knowledge-base chunk or an earlier message comes back).
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _steps_in(text: str, purposes: bool) -> tuple[Step, ...]:
     found: list[Step] = []
     for clause in _CLAUSES.split(_prose(text)):
         tokens = WORD.findall(clause)
@@ -141,7 +152,7 @@ def steps_in(text: str, *, purposes: bool = False) -> tuple[Step, ...]:
                 if word in STOPWORDS or not word.isalpha() or _family(word) is not None:
                     continue
                 objects.append(stem(word))
-            found.append(Step(family, frozenset(objects) & frozenset(key_terms(clause))))
+            found.append(Step(family, frozenset(objects) & frozen_key_terms(clause)))
     return tuple(found)
 
 
@@ -159,14 +170,10 @@ def _past_steps(turn: TurnEvent) -> list[PastStep]:
             previous_assistant = content if role == "assistant" else previous_assistant
             continue
         for sentence in split_sentences(content):
-            refused = bool(REFUSED.search(sentence))
-            if not (refused or TRIED.search(sentence) or DONE.search(sentence)):
+            said = _user_said(sentence)
+            if said is None:
                 continue
-            ids = extract(sentence)
-            commands = {i.norm for i in ids if i.kind is IdKind.COMMAND}
-            keys = _step_keys(ids)
-            steps = tuple(s for s in steps_in(sentence, purposes=True) if s.objects)
-            back = BACK_REFERENCE.search(sentence) or BACK_REFERENCE_MORE.search(sentence)
+            refused, commands, keys, steps, back = said
             # "Did that, same error": the step is the previous assistant turn's.
             if previous_assistant and not refused and (back or not (commands or keys or steps)):
                 earlier = extract(previous_assistant)
@@ -183,6 +190,24 @@ def _past_steps(turn: TurnEvent) -> list[PastStep]:
                     )
                 )
     return found
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _user_said(
+    sentence: str,
+) -> tuple[bool, frozenset[str], frozenset[str], tuple[Step, ...], bool] | None:
+    """A user's sentence that says a step was done, failed or cannot be done: (refused, its
+    commands, its keys, its steps, refers back); None for any other sentence."""
+    refused = bool(REFUSED.search(sentence))
+    if not (refused or TRIED.search(sentence) or DONE.search(sentence)):
+        return None
+    ids = extract(sentence)
+    commands = frozenset(i.norm for i in ids if i.kind is IdKind.COMMAND)
+    keys = frozenset(_step_keys(ids))
+    steps = tuple(s for s in steps_in(sentence, purposes=True) if s.objects)
+    back = bool(BACK_REFERENCE.search(sentence) or BACK_REFERENCE_MORE.search(sentence))
+    return refused, commands, keys, steps, back
 
 
 def _same_step(answer: Sequence[Step], past: Sequence[Step]) -> bool:
@@ -220,10 +245,21 @@ def _step_keys(ids: Iterable[Identifier]) -> set[str]:
 def _prohibitions(texts: Iterable[str]) -> list[Prohibition]:
     found: list[Prohibition] = []
     for text in texts:
-        for sentence in split_sentences(text):
-            for clause in re.split(r"[;:](?:\s|$)", sentence):
-                found.extend(_clause_prohibitions(clause))
+        found.extend(_text_prohibitions(text))
     return found
+
+
+_CLAUSE_END = re.compile(r"[;:](?:\s|$)")
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _text_prohibitions(text: str) -> tuple[Prohibition, ...]:
+    found: list[Prohibition] = []
+    for sentence in split_sentences(text):
+        for clause in _CLAUSE_END.split(sentence):
+            found.extend(_clause_prohibitions(clause))
+    return tuple(found)
 
 
 def _clause_prohibitions(clause: str) -> Iterable[Prohibition]:
@@ -251,21 +287,36 @@ def _violates(s: Sentence, rule: Prohibition) -> bool:
     shared = rule.terms & s.terms
     if not rule.families:
         return len(shared) >= 2
-    words = {f for f in (_family(w) for w in WORD.findall(_prose(s.text))) if f}
-    words |= {stem(w) for w in WORD.findall(s.text.lower())}
-    return bool(rule.families & words) and len(shared) >= 1
+    return bool(rule.families & _verb_words(s.text)) and len(shared) >= 1
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _verb_words(text: str) -> frozenset[str]:
+    """The verb families and the word stems of a sentence (what a rule's verbs are met by)."""
+    words = {f for f in (_family(w) for w in WORD.findall(_prose(text))) if f}
+    words |= {stem(w) for w in WORD.findall(text.lower())}
+    return frozenset(words)
+
+
+_NO = re.compile(r"\b(?:no|not|nothing)\b", re.I)
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _negative(text: str) -> bool:
+    return bool(NEGATED.search(text) or _NO.search(text))
 
 
 def _engages(answer: Sequence[Sentence], rule: Prohibition) -> bool:
     """The answer speaks to the rule's condition in the negative ("no running connector")."""
-    return any(
-        (NEGATED.search(s.text) or re.search(r"\b(?:no|not|nothing)\b", s.text, re.I))
-        and s.terms & rule.terms
-        for s in answer
-    )
+    return any(_negative(s.text) and s.terms & rule.terms for s in answer)
 
 
 # ---------------------------------------------------------------- the answer against both
+
+
+_NUMBERING = re.compile(r"^\W*(?:\d+[.)]\s*)?")
 
 
 def _prescribes(s: Sentence) -> bool:
@@ -274,7 +325,7 @@ def _prescribes(s: Sentence) -> bool:
         return False
     if s.action or any(i.kind is IdKind.COMMAND for i in s.ids):
         return True
-    first = WORD.search(_prose(re.sub(r"^\W*(?:\d+[.)]\s*)?", "", s.text)))
+    first = WORD.search(_prose(_NUMBERING.sub("", s.text, count=1)))
     return first is not None and _family(first.group(0)) is not None
 
 
@@ -293,12 +344,13 @@ def workflow(turn: TurnEvent, ev: TurnEvidence) -> Workflow:
         text = s.text
         if text.rstrip().endswith(":") and n + 1 < len(ev.answer):
             text += "\n" + ev.answer[n + 1].text  # "Set this annotation:\n<the annotation>"
-        ids = extract(text)
-        commands = {i.norm for i in ids if i.kind is IdKind.COMMAND}
-        keys = _step_keys(ids)
-        steps = steps_in(text)
         short = " ".join(s.text.split())[:60]
-        if not ACK.search(s.text):
+        if past and not ACK.search(s.text):
+            # Read only when there is a past step to compare with.
+            ids = extract(text)
+            commands = {i.norm for i in ids if i.kind is IdKind.COMMAND}
+            keys = _step_keys(ids)
+            steps = steps_in(text)
             for p in past:
                 # The same key, changed the same way ("raised X" / "set X"), not another
                 # step that happens to name it.

@@ -38,6 +38,7 @@ from monitor.judging.heuristic.lexicon import (
     WHY,
     WORD,
 )
+from monitor.judging.heuristic.tokens import TEXT_CACHE_SIZE, remembered
 from monitor.schema.turn import TurnEvent
 
 Intent = Literal["instruct", "explain", "clarify"]
@@ -71,6 +72,16 @@ ACTION_VERBS = frozenset(stem(w) for w in ACTION_VERB_WORDS.split())
 
 def words(text: str) -> list[str]:
     """Stems of the words of a text (stopwords removed, order kept)."""
+    return list(_words(text))
+
+
+# The readings of a text below are remembered for the last TEXT_CACHE_SIZE texts: pure
+# functions of the text, and a case, a knowledge-base chunk or an earlier message comes back
+# turn after turn. A word never spans a line break, so the words of texts joined by "\n" are
+# the union of each text's: a turn's evidence is read part by part.
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _words(text: str) -> tuple[str, ...]:
     out = []
     for token in WORD.findall(text.lower()):
         if token in STOPWORDS:
@@ -78,23 +89,46 @@ def words(text: str) -> list[str]:
         if token.isdigit() and len(token) < _NUMERIC_TOKEN_MIN:
             continue
         out.append(stem(token) if token.isalpha() else token)
-    return out
+    return tuple(out)
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def word_set(text: str) -> frozenset[str]:
+    """The set of ``words(text)``."""
+    return frozenset(_words(text))
 
 
 def key_terms(text: str) -> set[str]:
     """Stems that carry case content: no stopwords, no support-speak, no tiny words."""
-    return {w for w in words(text) if w not in _GENERIC and len(w) >= 3}
+    return set(frozen_key_terms(text))
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def frozen_key_terms(text: str) -> frozenset[str]:
+    """``key_terms(text)``, frozen."""
+    return frozenset(w for w in _words(text) if w not in _GENERIC and len(w) >= 3)
+
+
+_FENCED = re.compile(r"(```.*?```)", re.DOTALL)
 
 
 def split_sentences(text: str) -> list[str]:
+    return list(_split_sentences(text))
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _split_sentences(text: str) -> tuple[str, ...]:
     # Fenced code is one unit: a line of a command block is not a sentence.
     pieces: list[str] = []
-    for block in re.split(r"(```.*?```)", text, flags=re.DOTALL):
+    for block in _FENCED.split(text) if "```" in text else (text,):
         if block.startswith("```"):
             pieces.append(block)
         else:
             pieces.extend(p.strip() for p in SENTENCE_BREAK.split(block))
-    return [p for p in pieces if p and any(c.isalnum() for c in p)]
+    return tuple(p for p in pieces if p and any(c.isalnum() for c in p))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,20 +176,37 @@ def step_verbs(text: str) -> int:
 
 def analyse_sentence(text: str, ids: Sequence[Identifier] | None = None) -> Sentence:
     """One answer sentence; ``ids`` are the identifiers of the whole answer, if known."""
-    body = LEAD_IN.sub("", LIST_MARK.sub("", text)).strip()
     ids = extract(text) if ids is None else tuple(i for i in ids if i.raw in text)
     has_command = any(i.kind is IdKind.COMMAND for i in ids)
-    question = bool(QUESTION.search(body))
+    question, starts_with_action, acknowledges, insufficient, explains, verbs = _sentence(text)
     return Sentence(
         text=text,
-        terms=frozenset(key_terms(text)),
+        terms=frozen_key_terms(text),
         ids=ids,
         question=question,
-        action=not question and (has_command or _starts_with_action(body)),
-        acknowledges=bool(ACK.search(text)),
-        insufficient=bool(INSUFFICIENT.search(text)),
-        explains=bool(EXPLAINS.search(text)),
-        verbs=_actions(body),
+        action=not question and (has_command or starts_with_action),
+        acknowledges=acknowledges,
+        insufficient=insufficient,
+        explains=explains,
+        verbs=verbs,
+    )
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _sentence(
+    text: str,
+) -> tuple[bool, bool, bool, bool, bool, tuple[tuple[str, frozenset[str]], ...]]:
+    """What a sentence's words say, whatever its identifiers: question, starts with an action
+    verb, acknowledges, says information is insufficient, explains, its verbs."""
+    body = LEAD_IN.sub("", LIST_MARK.sub("", text)).strip()
+    return (
+        bool(QUESTION.search(body)),
+        _starts_with_action(body),
+        bool(ACK.search(text)),
+        bool(INSUFFICIENT.search(text)),
+        bool(EXPLAINS.search(text)),
+        _actions(body),
     )
 
 
@@ -190,13 +241,16 @@ def need_key(kind: IdKind, norm: str) -> str:
     return f"{kind.value}:{norm}"
 
 
+_WHAT_NEXT = re.compile(r"\bwhat (?:should|else|next)\b", re.I)
+
+
 def infer_intent(query: str, query_ids: Sequence[Identifier] | None = None) -> Intent:
     """What kind of answer the query asks for (the Case-Aware paper's M5: instruct, explain or
     clarify)."""
     has_ids = bool(extract(query) if query_ids is None else query_ids)
-    if WHY.search(query) and not re.search(r"\bwhat (?:should|else|next)\b", query, re.I):
+    if WHY.search(query) and not _WHAT_NEXT.search(query):
         return "explain"
-    n_terms = len(key_terms(query))
+    n_terms = len(frozen_key_terms(query))
     if not has_ids and VAGUE.search(query) and n_terms <= _VAGUE_MAX_TERMS:
         return "clarify"
     if HOWTO.search(query) or has_ids:
@@ -207,10 +261,10 @@ def infer_intent(query: str, query_ids: Sequence[Identifier] | None = None) -> I
 def _needs(
     turn: TurnEvent, intent: Intent, case_ids: Sequence[Identifier], query_ids: Sequence[Identifier]
 ) -> dict[str, float]:
-    needs: dict[str, float] = dict.fromkeys(key_terms(turn.case.subject), 1.0)
+    needs: dict[str, float] = dict.fromkeys(frozen_key_terms(turn.case.subject), 1.0)
     # A vague follow-up ("it's acting weird now") says little about what evidence is needed.
     query_weight = 0.3 if intent == "clarify" else 1.0
-    for term in key_terms(turn.query):
+    for term in frozen_key_terms(turn.query):
         needs.setdefault(term, query_weight)
     for ident in (*case_ids, *query_ids):
         # Error codes and articles are what a support engineer searches for first.
@@ -221,16 +275,19 @@ def _needs(
     return needs
 
 
-def _context_view(cid: str, text: str, ids: Sequence[Identifier]) -> ContextView:
+def _context_view(cid: str, text: str) -> ContextView:
+    terms, keys, actionable = _context_reading(text)
+    return ContextView(id=cid, terms=terms, keys=keys, actionable=actionable)
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _context_reading(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
+    ids = extract(text)
     actionable = any(i.kind is IdKind.COMMAND for i in ids) or any(
-        _starts_with_action(s) for s in split_sentences(text)
+        _starts_with_action(s) for s in _split_sentences(text)
     )
-    return ContextView(
-        id=cid,
-        terms=frozenset(key_terms(text)),
-        keys=frozenset(need_key(i.kind, i.norm) for i in ids),
-        actionable=actionable,
-    )
+    return frozen_key_terms(text), frozenset(need_key(i.kind, i.norm) for i in ids), actionable
 
 
 def _starts_with_action(sentence: str) -> bool:
@@ -260,7 +317,8 @@ def analyse(turn: TurnEvent) -> TurnEvidence:
     case_text = f"{turn.case.subject}\n{turn.case.description}"
     # Product and environment name the user's own resources (the LLM judges see them too).
     setting = "\n".join(x for x in (turn.case.product, turn.case.environment) if x)
-    history_text = "\n".join(m.content for m in turn.history)
+    history = [m.content for m in turn.history]
+    history_text = "\n".join(history)
     case_ids = extract(case_text)
     query_ids = extract(turn.query)
     history_ids = extract(history_text)
@@ -271,21 +329,21 @@ def analyse(turn: TurnEvent) -> TurnEvidence:
     )
     answer_ids = extract(turn.answer)
     intent = infer_intent(turn.query, query_ids)
-    dialogue = f"{case_text}\n{history_text}\n{turn.query}"
+    # Read part by part (words never span the "\n" that joins them): the key terms of
+    # case, history and query, and the words of all the evidence.
+    dialogue = (case_text, *history, turn.query)
+    evidence_parts = (*dialogue, setting, *(c.text for c in turn.contexts))
     return TurnEvidence(
         intent=intent,
         needs=_needs(turn, intent, case_ids, query_ids),
-        contexts=tuple(
-            _context_view(c.id, c.text, ids)
-            for c, ids in zip(turn.contexts, context_ids, strict=True)
-        ),
-        subject_terms=frozenset(key_terms(turn.case.subject)),
-        description_terms=frozenset(key_terms(turn.case.description)),
-        dialogue_terms=frozenset(key_terms(dialogue)),
+        contexts=tuple(_context_view(c.id, c.text) for c in turn.contexts),
+        subject_terms=frozen_key_terms(turn.case.subject),
+        description_terms=frozen_key_terms(turn.case.description),
+        dialogue_terms=frozenset().union(*map(frozen_key_terms, dialogue)),
         case_codes=tuple(i for i in case_ids if i.kind is IdKind.ERROR_CODE),
-        support_vocab=frozenset(words(evidence_text)),
-        answer=tuple(analyse_sentence(s, answer_ids) for s in split_sentences(turn.answer)),
-        answer_terms=frozenset(key_terms(turn.answer)),
+        support_vocab=frozenset().union(*map(word_set, evidence_parts)),
+        answer=tuple(analyse_sentence(s, answer_ids) for s in _split_sentences(turn.answer)),
+        answer_terms=frozen_key_terms(turn.answer),
         answer_ids=answer_ids,
         id_check=check(answer_ids, evidence_ids, evidence_text),
     )

@@ -15,16 +15,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rapidfuzz.distance import Levenshtein
 
 from monitor.judging.heuristic.kinds import Identifier, IdKind
 from monitor.judging.heuristic.tokens import (
+    TEXT_CACHE_SIZE,
     TOKEN_KINDS,
     extract_tokens,
     fills_template,
+    may_contain,
     near_token,
     normalise_token,
+    remembered,
 )
 from monitor.redaction.placeholders import PLACEHOLDER
 
@@ -79,6 +83,7 @@ _ERRNO = re.compile(
     r"\bE(?:CONNRESET|CONNREFUSED|CONNABORTED|TIMEDOUT|NOSPC|ACCES|PERM|NOENT|HOSTUNREACH"
     r"|NETUNREACH|PIPE|AGAIN|EXIST|BUSY|MFILE|STALE|NOTCONN|ADDRINUSE|IO)\b"
 )
+_THREE_DIGITS = re.compile(r"\d{3}")
 _HEX_CODE = re.compile(r"\b0x[0-9A-Fa-f]{4,16}\b")
 _HTTP_STATUS = re.compile(
     r"\b(?:HTTPS?(?:/\d(?:\.\d)?)?|status(?:\s+code)?)\s*:?\s*([1-5]\d\d)\b", re.IGNORECASE
@@ -171,7 +176,9 @@ def normalise(kind: IdKind, raw: str) -> str:
 # ---------------------------------------------------------------- extraction
 
 
-def _mask(text: str, spans: Iterable[tuple[int, int]]) -> str:
+def _mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    if not spans:
+        return text
     chars = list(text)
     for start, end in spans:
         chars[start:end] = " " * (end - start)
@@ -192,24 +199,39 @@ def _looks_like_version(text: str, start: int, prefix: str, body: str, end: int)
 
 
 def _error_codes(text: str) -> list[tuple[int, str]]:
+    # A pass whose pattern needs what the text lacks (three digits in a row, an upper-case
+    # letter, "0x", "error") could match nothing and is skipped.
     found: list[tuple[int, str]] = []
-    for m in _PREFIXED_CODE.finditer(text):
-        if m.group(1) not in _NOT_ERROR_PREFIXES:
-            found.append((m.start(), m.group(0)))
-    for pattern in (_SNAKE_CODE, _ERRNO, _HEX_CODE):
-        found.extend((m.start(), m.group(0)) for m in pattern.finditer(text))
-    for m in _HTTP_STATUS.finditer(text):
-        found.append((m.start(), f"HTTP {m.group(1)}"))
-    for m in _HTTP_PHRASE.finditer(text):
-        found.append((m.start(), f"HTTP {m.group(1)}"))
-    for m in _NUMERIC_ERROR.finditer(text):
-        word, number = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        found.append((m.start(), f"{word.upper()} {number}"))
+    digits = _THREE_DIGITS.search(text) is not None
+    upper = text.lower() != text
+    if digits and upper:
+        for m in _PREFIXED_CODE.finditer(text):
+            if m.group(1) not in _NOT_ERROR_PREFIXES:
+                found.append((m.start(), m.group(0)))
+    for pattern, needed in (
+        (_SNAKE_CODE, "_" in text),
+        (_ERRNO, "E" in text),
+        (_HEX_CODE, "0x" in text),
+    ):
+        if needed:
+            found.extend((m.start(), m.group(0)) for m in pattern.finditer(text))
+    if digits and may_contain(text, "http", "status"):
+        for m in _HTTP_STATUS.finditer(text):
+            found.append((m.start(), f"HTTP {m.group(1)}"))
+    if digits and upper:
+        for m in _HTTP_PHRASE.finditer(text):
+            found.append((m.start(), f"HTTP {m.group(1)}"))
+    if may_contain(text, "error", "exit", "return"):
+        for m in _NUMERIC_ERROR.finditer(text):
+            word, number = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            found.append((m.start(), f"{word.upper()} {number}"))
     return found
 
 
 def _paths(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
+    if "/" not in text and ":\\" not in text:
+        return found
     for m in _UNIX_PATH.finditer(text):
         path = m.group(1).rstrip(".,;:)")
         segments = [s for s in path.split("/") if s and s != "~"]
@@ -249,20 +271,21 @@ def _commands(text: str) -> list[tuple[int, IdKind, str]]:
     """
     found: list[tuple[int, IdKind, str]] = []
     spans: list[tuple[int, int]] = []
-    for m in _FENCE.finditer(text):
+    for m in _FENCE.finditer(text) if "```" in text else ():
         spans.append(m.span())
         for line in m.group(1).splitlines():
             line = _PROMPT_PREFIX.sub("", line.strip())
             if line and not line.startswith("#"):
                 found.append((m.start(1), IdKind.COMMAND, line))
     masked = _mask(text, spans)
-    for m in _BACKTICK.finditer(masked):
+    for m in _BACKTICK.finditer(masked) if "`" in masked else ():
         spans.append(m.span())
         classified = _command_or_other(m.group(1))
         if classified is not None:
             found.append((m.start(1), *classified))
     masked = _mask(text, spans)
-    for m in _PROMPT_LINE.finditer(masked):
+    prompt = "$" in masked or "#" in masked or ">" in masked
+    for m in _PROMPT_LINE.finditer(masked) if prompt else ():
         line = m.group(1).strip()
         tokens = line.split()
         # "# Steps" is a markdown heading; "# systemctl restart x" is a root prompt.
@@ -288,17 +311,27 @@ def extract(text: str) -> tuple[Identifier, ...]:
 
     Identifiers inside commands are reported on their own as well: a corrupted version inside
     an upgrade command is both a wrong command and a wrong version.
+
+    Remembered for the last texts read (a pure function of the text: a case, a knowledge-base
+    chunk or an earlier message comes back turn after turn).
     """
+    return _extract(text)
+
+
+@remembered
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _extract(text: str) -> tuple[Identifier, ...]:
     found: list[tuple[int, IdKind, str]] = []
     found.extend(_commands(text))
     # Redaction placeholders (<EMAIL_1>) are whole identifiers; nothing else is read inside one.
     held = [(m.start(), m.end()) for m in PLACEHOLDER.finditer(text)] if "<" in text else []
     if held:
         found.extend((start, IdKind.ID, text[start:end]) for start, end in held)
-    for m in _ARTICLE.finditer(text):
-        found.append((m.start(), IdKind.ARTICLE, m.group(0)))
+    if may_contain(text, "kb", "art", "doc", "tsb"):
+        for m in _ARTICLE.finditer(text):
+            found.append((m.start(), IdKind.ARTICLE, m.group(0)))
     found.extend((pos, IdKind.ERROR_CODE, raw) for pos, raw in _error_codes(text))
-    for m in _VERSION.finditer(text):
+    for m in _VERSION.finditer(text) if "." in text else ():
         if _looks_like_version(text, m.start(), m.group(1), m.group(2), m.end()):
             found.append((m.start(), IdKind.VERSION, m.group(0)))
     found.extend((pos, IdKind.PATH, raw) for pos, raw in _paths(text))

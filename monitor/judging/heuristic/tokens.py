@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import lru_cache
+from typing import Protocol, TypeVar
 
 from rapidfuzz.distance import OSA
 
@@ -26,11 +27,15 @@ from monitor.judging.heuristic.kinds import IdKind
 from monitor.redaction.placeholders import PLACEHOLDER_BODY
 
 __all__ = [
+    "TEXT_CACHE_SIZE",
     "TOKEN_KINDS",
     "extract_tokens",
     "fills_template",
+    "forget_readings",
+    "may_contain",
     "near_token",
     "normalise_token",
+    "remembered",
 ]
 
 TOKEN_KINDS = frozenset(
@@ -45,6 +50,31 @@ TOKEN_KINDS = frozenset(
         IdKind.NUMBER,
     }
 )
+
+# How many texts' readings the heuristic judge remembers (per kind of reading): a case, a
+# knowledge-base chunk or an earlier message comes back turn after turn.
+TEXT_CACHE_SIZE = 2048
+
+
+class _Remembered(Protocol):
+    def cache_clear(self) -> None: ...
+
+
+_R = TypeVar("_R", bound=_Remembered)
+_REMEMBERED: list[_Remembered] = []
+
+
+def remembered(reading: _R) -> _R:
+    """Register a text reading's ``lru_cache`` with ``forget_readings``."""
+    _REMEMBERED.append(reading)
+    return reading
+
+
+def forget_readings() -> None:
+    """Forget every text reading the heuristic judge remembers (a benchmark's cold start)."""
+    for reading in _REMEMBERED:
+        reading.cache_clear()
+
 
 # ---------------------------------------------------------------- patterns
 
@@ -83,6 +113,7 @@ _CAMEL = re.compile(r"(?<![\w.$/-])[a-z]+[0-9]*(?:[A-Z][a-z0-9]+)+(?![\w-])")
 _MIXED_ID = re.compile(r"(?<![\w-])[A-Za-z]+_[A-Za-z0-9]*\d[A-Za-z0-9]*(?![\w-])")
 _RESOURCE = re.compile(r"(?<![\w./@:\\-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w]|-\w|\.\w)")
 _NUMBER = re.compile(r"(?<![\w.:/,-])\d{4,12}(?![\w:/-]|[.,]\d)")
+_FOUR_DIGITS = re.compile(r"\d{4}")
 # Prefixes of UPPER_CASE tokens that are error codes (the error-code extractor has them).
 _CODE_PREFIXES = ("ERR_", "ERROR_", "E_", "STATUS_", "NT_STATUS_", "WSA_")
 _TRAILING = ".,;:)]!?'\""
@@ -95,6 +126,35 @@ def _mask(text: str, spans: list[tuple[int, int]]) -> str:
     for start, end in spans:
         chars[start:end] = " " * (end - start)
     return "".join(chars)
+
+
+class _Masked:
+    """The text with every span found so far blanked out, blanking only the spans added since
+    the last look (blanking is idempotent, so this equals ``_mask(text, spans)``)."""
+
+    __slots__ = ("_done", "_spans", "text")
+
+    def __init__(self, text: str, spans: list[tuple[int, int]]) -> None:
+        self.text = text
+        self._spans = spans
+        self._done = 0
+
+    def current(self) -> str:
+        new = self._spans[self._done :]
+        self._done = len(self._spans)
+        if new:
+            self.text = _mask(self.text, new)
+        return self.text
+
+
+def may_contain(text: str, *words: str) -> bool:
+    """Whether a case-insensitive pattern that needs one of ``words`` (lower-case ASCII) may
+    match the text: False only when none of them occurs in any case. Non-ASCII text always may
+    (``re.IGNORECASE`` matches "ı" for "i" and "ſ" for "s", which lower-casing does not)."""
+    if not text.isascii():
+        return True
+    lower = text.lower()
+    return any(w in lower for w in words)
 
 
 def _is_hostname(name: str) -> bool:
@@ -110,77 +170,99 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
 
     Each pass blanks what it found, so a URL's host is not also a hostname and a file name is
     not also a resource name; ports are reported beside the URL or host they belong to.
+
+    A pass whose pattern needs a character the text lacks (``://`` for a URL, ``_`` for a
+    snake_case key) is skipped: it could match nothing, and a pass costs a scan of the text.
     """
     spans: list[tuple[int, int]] = []
-    for m in _URL.finditer(text):
-        raw = m.group(0).rstrip(_TRAILING)
-        spans.append((m.start(), m.start() + len(raw)))
-        yield m.start(), IdKind.URL, raw
-        port = re.match(r"[^:/]+://[^/:?#]+:(\d{2,5})\b", raw)
-        if port:
-            yield m.start(), IdKind.PORT, port.group(1)
-        host = re.match(r"[^:/]+://([^/:?#<>{}]+)", raw)
-        if host and _is_hostname(host.group(1).lower()):
-            yield m.start(), IdKind.HOSTNAME, host.group(1)
-    for pattern, kind in (
-        (_EMAIL, IdKind.ID),
-        (_UUID, IdKind.ID),
-        (_DOMAIN_KEY, IdKind.CONFIG_KEY),
+    blank = _Masked(text, spans)
+    dotted = "." in text
+    hyphen = "-" in text
+    underscore = "_" in text
+    if "://" in text:
+        for m in _URL.finditer(text):
+            raw = m.group(0).rstrip(_TRAILING)
+            spans.append((m.start(), m.start() + len(raw)))
+            yield m.start(), IdKind.URL, raw
+            port = re.match(r"[^:/]+://[^/:?#]+:(\d{2,5})\b", raw)
+            if port:
+                yield m.start(), IdKind.PORT, port.group(1)
+            host = re.match(r"[^:/]+://([^/:?#<>{}]+)", raw)
+            if host and _is_hostname(host.group(1).lower()):
+                yield m.start(), IdKind.HOSTNAME, host.group(1)
+    for pattern, kind, needed in (
+        (_EMAIL, IdKind.ID, "@" in text),
+        (_UUID, IdKind.ID, hyphen),
+        (_DOMAIN_KEY, IdKind.CONFIG_KEY, dotted and "/" in text),
     ):
-        masked = _mask(text, spans)
+        if not needed:
+            continue
+        masked = blank.current()
         for m in pattern.finditer(masked):
             spans.append(m.span())
             yield m.start(), kind, m.group(0)
-    masked = _mask(text, spans)
-    for m in _FILE.finditer(masked):
-        spans.append(m.span())
-        yield m.start(), IdKind.PATH, m.group(0)
-    masked = _mask(text, spans)
-    for m in _HOST.finditer(masked):
-        if _is_hostname(m.group(1)):
+    if dotted:
+        masked = blank.current()
+        for m in _FILE.finditer(masked):
             spans.append(m.span())
-            yield m.start(), IdKind.HOSTNAME, m.group(1)
-            if m.group(2):
-                yield m.start(2), IdKind.PORT, m.group(2)
-    for m in _IPV4.finditer(masked):
-        if all(int(p) <= 255 for p in m.group(1).split(".")):
+            yield m.start(), IdKind.PATH, m.group(0)
+        masked = blank.current()
+        for m in _HOST.finditer(masked):
+            if _is_hostname(m.group(1)):
+                spans.append(m.span())
+                yield m.start(), IdKind.HOSTNAME, m.group(1)
+                if m.group(2):
+                    yield m.start(2), IdKind.PORT, m.group(2)
+        for m in _IPV4.finditer(masked):
+            if all(int(p) <= 255 for p in m.group(1).split(".")):
+                spans.append(m.span())
+                yield m.start(), IdKind.HOSTNAME, m.group(1)
+                if m.group(3):
+                    yield m.start(3), IdKind.PORT, m.group(3)
+    else:
+        masked = blank.current()
+    if may_contain(text, "port", "tcp", "udp"):
+        for m in _PORT_PHRASE.finditer(masked):
+            for group in (1, 2):
+                if m.group(group):
+                    spans.append(m.span(group))
+                    yield m.start(group), IdKind.PORT, m.group(group)
+    if "--" in text:
+        masked = blank.current()
+        for m in _FLAG.finditer(masked):
             spans.append(m.span())
-            yield m.start(), IdKind.HOSTNAME, m.group(1)
-            if m.group(3):
-                yield m.start(3), IdKind.PORT, m.group(3)
-    for m in _PORT_PHRASE.finditer(masked):
-        for group in (1, 2):
-            if m.group(group):
-                spans.append(m.span(group))
-                yield m.start(group), IdKind.PORT, m.group(group)
-    masked = _mask(text, spans)
-    for m in _FLAG.finditer(masked):
-        spans.append(m.span())
-        yield m.start(), IdKind.FLAG, m.group(0)
-    masked = _mask(text, spans)
-    for m in _DOTTED_KEY.finditer(masked):
-        if any(c == "_" or c.isupper() for c in m.group(0)):
-            spans.append(m.span())
-            yield m.start(), IdKind.CONFIG_KEY, m.group(0)
-    masked = _mask(text, spans)
-    for m in _MIXED_ID.finditer(masked):
-        if not m.group(0).isupper() and not m.group(0).islower():
-            spans.append(m.span())
-            yield m.start(), IdKind.ID, m.group(0)
-    masked = _mask(text, spans)
-    for pattern in (_SNAKE, _CAMEL):
-        for m in pattern.finditer(masked):
-            spans.append(m.span())
-            yield m.start(), IdKind.CONFIG_KEY, m.group(0)
-    for m in _UPPER.finditer(masked):
-        if not m.group(0).startswith(_CODE_PREFIXES):
-            spans.append(m.span())
-            yield m.start(), IdKind.CONFIG_KEY, m.group(0)
-    masked = _mask(text, spans)
-    for m in _RESOURCE.finditer(masked):
-        yield m.start(), IdKind.RESOURCE, m.group(0)
-    for m in _NUMBER.finditer(masked):
-        yield m.start(), IdKind.NUMBER, m.group(0)
+            yield m.start(), IdKind.FLAG, m.group(0)
+    if dotted:
+        masked = blank.current()
+        for m in _DOTTED_KEY.finditer(masked):
+            if any(c == "_" or c.isupper() for c in m.group(0)):
+                spans.append(m.span())
+                yield m.start(), IdKind.CONFIG_KEY, m.group(0)
+    if underscore:
+        masked = blank.current()
+        for m in _MIXED_ID.finditer(masked):
+            if not m.group(0).isupper() and not m.group(0).islower():
+                spans.append(m.span())
+                yield m.start(), IdKind.ID, m.group(0)
+    masked = blank.current()
+    # camelCase needs an upper-case letter: lower-casing changes the text.
+    for pattern, needed in ((_SNAKE, underscore), (_CAMEL, text.lower() != text)):
+        if needed:
+            for m in pattern.finditer(masked):
+                spans.append(m.span())
+                yield m.start(), IdKind.CONFIG_KEY, m.group(0)
+    if underscore:
+        for m in _UPPER.finditer(masked):
+            if not m.group(0).startswith(_CODE_PREFIXES):
+                spans.append(m.span())
+                yield m.start(), IdKind.CONFIG_KEY, m.group(0)
+    masked = blank.current()
+    if hyphen:
+        for m in _RESOURCE.finditer(masked):
+            yield m.start(), IdKind.RESOURCE, m.group(0)
+    if _FOUR_DIGITS.search(text):
+        for m in _NUMBER.finditer(masked):
+            yield m.start(), IdKind.NUMBER, m.group(0)
 
 
 def extract_tokens(text: str) -> list[tuple[int, IdKind, str]]:
