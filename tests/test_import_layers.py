@@ -180,7 +180,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "review_queue",
             "rubric_gradings",
         ),
-        ("case_detection_queries", "case_drift_queries"),
+        ("case_detection_queries", "case_drift_queries", "outcome_detection_queries"),
     ),
     "monitor.sampling": (
         ("__init__", "budget", "cascade"),
@@ -230,6 +230,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.jobs": (
         ("__init__", "assistant_template", "recorders"),
         ("assistant_client", "inputs"),
+        # the sequential detectors' run, shared by the case and outcome detection jobs
+        ("signal_detection",),
         # the jobs themselves and their scheduler: siblings, none imports another
         (
             "baseline_tiers",
@@ -240,6 +242,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "failure_modes",
             "feedback_judging",
             "judge_canary",
+            "outcome_detection",
             "outcome_join",
             "quality_estimate",
             "retention",

@@ -184,6 +184,19 @@ def _build_jobs(
                 lease_owner=lease_owner,
             )
         )
+    if settings.detection.enabled:  # detectors on what users said (outcomes in the store)
+        from monitor.jobs.outcome_detection import OutcomeDetectionJob
+        from monitor.jobs.recorders import DetectionRecorder
+
+        jobs.append(
+            OutcomeDetectionJob(
+                settings.detection,
+                store,
+                DetectionRecorder(metrics),
+                clock=clock,
+                lease_owner=lease_owner,
+            )
+        )
     if settings.baseline.enabled:
         from monitor.jobs.baseline_tiers import build_baseline_job
 

@@ -3,7 +3,11 @@
 ``turn_severe`` (the judged turn's band is severe) and ``<metric>_severe`` for each critical
 metric. The case detectors (monitor/jobs/case_detection.py) watch one 0/1 signal per case
 verdict: ``case_severe`` (the case band is severe) and ``case_unresolved`` (the case judge
-found it unresolved). A signal is a typed value, not a string taken apart: its stored and
+found it unresolved). The outcome detectors (monitor/jobs/outcome_detection.py) watch what the
+users said, one 0/1 observation per outcome event of an assistant, sampled or not:
+``negative_feedback`` (per feedback with a polarity: was it negative), ``handoff`` (per case that
+ended, handed off or resolved: was it handed to a person) and ``reopen`` (per resolution or
+reopening: was it a reopening). A signal is a typed value, not a string taken apart: its stored and
 exported name is ``Signal.name``, and a stored name is read back with ``Signal.from_name``.
 """
 
@@ -17,18 +21,26 @@ _SUFFIX = "_severe"
 CASE_SEVERE = "case_severe"
 CASE_UNRESOLVED = "case_unresolved"
 CASE_SIGNALS: tuple[str, ...] = (CASE_SEVERE, CASE_UNRESOLVED)
+NEGATIVE_FEEDBACK = "negative_feedback"
+HANDOFF = "handoff"
+REOPEN = "reopen"
+OUTCOME_SIGNALS: tuple[str, ...] = (NEGATIVE_FEEDBACK, HANDOFF, REOPEN)
 
 
 @dataclass(frozen=True, order=True)
 class Signal:
     """``metric`` None: the turn's band; else that metric's band. ``case``: a case signal
-    (one of ``CASE_SIGNALS``), observed per case verdict instead."""
+    (one of ``CASE_SIGNALS``), observed per case verdict instead. ``outcome``: an outcome
+    signal (one of ``OUTCOME_SIGNALS``), observed per outcome event."""
 
     metric: str | None = None
     case: str | None = None
+    outcome: str | None = None
 
     @property
     def name(self) -> str:
+        if self.outcome is not None:
+            return self.outcome
         if self.case is not None:
             return self.case
         return TURN_SEVERE if self.metric is None else f"{self.metric}{_SUFFIX}"
@@ -43,11 +55,13 @@ class Signal:
             return cls(None)
         if name in CASE_SIGNALS:
             return cls(case=name)
+        if name in OUTCOME_SIGNALS:
+            return cls(outcome=name)
         metric = name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else ""
         if not metric:
             raise ValueError(
                 f"{name!r} is not a detector signal (turn_severe, <metric>_severe, "
-                f"{', '.join(CASE_SIGNALS)})"
+                f"{', '.join(CASE_SIGNALS + OUTCOME_SIGNALS)})"
             )
         return cls(metric)
 
@@ -64,3 +78,8 @@ def signals(critical_metrics: Iterable[str]) -> list[Signal]:
 def case_signals() -> list[Signal]:
     """The case signals watched per assistant."""
     return [Signal(case=name) for name in CASE_SIGNALS]
+
+
+def outcome_signals() -> list[Signal]:
+    """The outcome signals watched per assistant."""
+    return [Signal(outcome=name) for name in OUTCOME_SIGNALS]

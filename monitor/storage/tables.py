@@ -726,3 +726,21 @@ case_verdict_observations = sa.Table(
 )
 TABLES = (*TABLES, case_verdict_observations)
 # --- end case labels ---
+
+# --- outcome detection ---
+# Which outcome events the outcome detectors (monitor/jobs/outcome_detection.py) have observed:
+# a row per outcome, written in the transaction that saves their state, so an outcome is fed to
+# them once whenever it was stored.
+outcome_observations = sa.Table(
+    "outcome_observations",
+    metadata,
+    sa.Column(
+        "outcome_id",
+        sa.String(256),
+        sa.ForeignKey("outcome_events.outcome_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("observed_at", UTCDateTime, nullable=False),
+)
+TABLES = (*TABLES, outcome_observations)
+# --- end outcome detection ---

@@ -1,0 +1,276 @@
+"""The sequential detectors' run, shared by the jobs that feed them something other than judged
+turns: the case detection job (case verdicts) and the outcome detection job (what users said).
+
+A job gives a ``Source``: how to read its cursor, the observations not observed yet, the
+reference and live counts per assistant and signal, and how to save the detectors' state with
+the marks in one transaction. ``SignalDetection`` does the rest exactly as the turn detection job
+(``monitor.jobs.detection``) does: baselines from the reference window (or pinned under
+``detection.baselines``), thresholds calibrated to the deployment's false-alarm budget at the
+live rate each detector is fed, the Bernoulli CUSUMs fed, alarms latched, the state saved fenced
+on the job's lease, and the ``casewatch_detector_*{assistant, signal}`` gauges exported.
+
+Each job's CUSUMs count in the false-alarm budget of their own grid (the union bound over its
+armed CUSUMs); docs/detection.md says what that makes of the deployment's budget.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+import structlog
+
+from monitor.config.detection import DetectionConfig
+from monitor.jobs.recorders import DetectionRecorder
+from monitor.runtime.clock import Clock, SystemClock
+from monitor.stats import baseline_policy as policy
+from monitor.stats.cusum_calibration import calibrate
+from monitor.stats.detection_signals import Signal
+from monitor.stats.detector_state import DetectorState
+from monitor.storage import detection_queries
+from monitor.storage.detection_queries import Cursor, LiveCounts
+from monitor.storage.leases import Fence
+from monitor.storage.store import Store
+
+log = structlog.get_logger(__name__)
+
+Key = tuple[str, Signal]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One thing read: ``values`` maps each signal it is an observation of to its 0/1 (empty:
+    read and marked, observed by no detector, e.g. a failed verdict)."""
+
+    id: Hashable
+    assistant: str
+    at: datetime  # its time on the detectors' clock (the change point is estimated on it)
+    values: Mapping[str, bool]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One signal of one assistant in the reference window: observations, and how many were 1."""
+
+    n: int
+    x: int
+
+
+class Source(Protocol):
+    def read_cursor(self) -> Cursor: ...
+
+    def read_new(self, limit: int) -> list[Observation]: ...
+
+    def reference_counts(
+        self, start: datetime, end: datetime, assistants: set[str] | None
+    ) -> dict[str, dict[str, Counts]]: ...
+
+    def live_counts(
+        self, since: datetime, recent_since: datetime
+    ) -> dict[str, dict[str, LiveCounts]]: ...
+
+    def save(
+        self,
+        states: Iterable[Mapping[str, object]],
+        cursor: Cursor,
+        observed: Sequence[Hashable],
+        now: datetime,
+        *,
+        history: bool,
+        fence: Fence | None,
+    ) -> Cursor: ...
+
+
+class SignalDetection:
+    """The detectors of ``signals`` per assistant, fed from ``source``."""
+
+    def __init__(
+        self,
+        job_name: str,
+        what: str,
+        config: DetectionConfig,
+        signals: Sequence[Signal],
+        source: Source,
+        store: Store,
+        gauges: DetectionRecorder | None,
+        *,
+        clock: Clock | None = None,
+        lease_owner: str | None = None,
+        read_limit: int,
+    ) -> None:
+        """``what``: the words its logs use (``case quality``, ``outcome``)."""
+        self.name = job_name
+        self._what = what
+        self._cfg = config
+        self._signals = list(signals)
+        self._source = source
+        self._store = store
+        self._shifts = tuple(config.shifts)
+        self._gauges = gauges
+        self._clock = clock or SystemClock()
+        self._lease_owner = lease_owner
+        self._read_limit = read_limit
+        self._refreshed_at: datetime | None = None
+        self.interval_seconds = config.interval_seconds
+        self.alarms_raised = 0  # this process's count, for logs and tests
+
+    def close(self) -> None:
+        pass  # holds nothing beyond the store, which the daemon closes
+
+    def run(self) -> None:
+        self.run_once()
+
+    def run_once(self) -> list[DetectorState]:
+        now = datetime.fromtimestamp(self._clock.time(), tz=UTC)
+        cursor = self._source.read_cursor()
+        rows = self._load()
+        history = cursor.position is None  # what was stored before the first run: history
+        read = [] if history else self._source.read_new(self._read_limit)
+        if len(read) == self._read_limit:
+            log.info(f"{self.name} backlog: the rest is read by the next runs", read=len(read))
+        for name in {o.assistant for o in read} | set(self._cfg.baselines):
+            self._add(rows, name)
+        self._refresh_baselines(rows, now)
+        self._calibrate(rows, now)
+        self._observe(rows, read, now)
+        fence = None
+        if self._lease_owner is not None:  # the lease as it is now, not at the run's start
+            at = datetime.fromtimestamp(self._clock.time(), tz=UTC)
+            fence = Fence(self.name, self._lease_owner, at)
+        states = (r.to_row(now) for r in rows.values())
+        observed = [o.id for o in read]
+        self._source.save(states, cursor, observed, now, history=history, fence=fence)
+        self._export(rows.values(), now)
+        return sorted(rows.values(), key=lambda r: (r.assistant, r.signal.name))
+
+    def _load(self) -> dict[Key, DetectorState]:
+        names = {s.name for s in self._signals}
+        rows = {}
+        for raw in detection_queries.read_states(self._store):
+            if str(raw["signal"]) not in names:
+                continue  # another job's detector
+            state = DetectorState.from_row(raw, self._shifts)
+            rows[state.key] = state
+        return rows
+
+    def _add(self, rows: dict[Key, DetectorState], assistant: str) -> None:
+        pinned = self._cfg.baselines.get(assistant, {})
+        for signal in self._signals:
+            if (assistant, signal) in rows:
+                continue
+            row = DetectorState.new(assistant, signal, self._shifts)
+            if (rate := pinned.get(signal.name)) is not None:
+                row.apply(policy.choose_baseline(rate, 0, 0, self._cfg.min_reference_turns))
+            rows[(assistant, signal)] = row
+
+    def _refresh_baselines(self, rows: dict[Key, DetectorState], now: datetime) -> None:
+        cfg = self._cfg
+        unarmed = {r.assistant for r in rows.values() if r.baseline_rate is None and not r.frozen}
+        due = policy.reference_refresh_due(
+            self._refreshed_at, now, cfg.baseline_refresh_seconds, any_unarmed=bool(unarmed)
+        )
+        if due == "none":
+            return
+        end = now - timedelta(seconds=cfg.reference_gap_seconds)
+        start = end - timedelta(seconds=cfg.reference_window_seconds)
+        names = None if due == "all" else unarmed
+        counts = self._source.reference_counts(start, end, names)
+        if due == "all":
+            self._refreshed_at = now
+            for name in counts:
+                self._add(rows, name)
+        for row in rows.values():
+            if names is not None and row.assistant not in names:
+                continue
+            ref = counts.get(row.assistant, {}).get(row.signal.name, Counts(0, 0))
+            row.reference_turns = ref.n
+            pinned = cfg.baselines.get(row.assistant, {}).get(row.signal.name)
+            row.apply(policy.choose_baseline(pinned, ref.n, ref.x, cfg.min_reference_turns))
+
+    def _calibrate(self, rows: dict[Key, DetectorState], now: datetime) -> None:
+        """Thresholds for every armed detector at the live rate it is fed."""
+        cfg = self._cfg
+        live = self._source.live_counts(
+            now - timedelta(seconds=policy.RATE_WINDOW_S),
+            now - timedelta(seconds=policy.BURST_WINDOW_S),
+        )
+        watched = [r for r in rows.values() if r.baseline_rate is not None or r.frozen]
+        cusums = max(1, len(watched)) * len(self._shifts)
+        for row in watched:
+            if row.frozen or row.baseline_rate is None:
+                continue
+            c = live.get(row.assistant, {}).get(row.signal.name)
+            measured = 0.0 if c is None else policy.measured_rate(c.turns, c.first, c.recent, now)
+            rate = policy.calibration_rate(row.turn_rate, measured)
+            calibration = calibrate(
+                row.baseline_rate,
+                self._shifts,
+                false_alarm_days=cfg.false_alarm_days,
+                rate_per_s=rate,
+                detectors=cusums,
+            )
+            if calibration != row.calibration:
+                row.calibration, row.calibrated_at = calibration, now
+            row.turn_rate, row.armed = rate, True
+
+    def _observe(
+        self, rows: dict[Key, DetectorState], read: list[Observation], now: datetime
+    ) -> None:
+        per: dict[Key, tuple[list[bool], list[float]]] = defaultdict(lambda: ([], []))
+        for o in read:
+            t = o.at.timestamp()
+            for signal in self._signals:
+                x = o.values.get(signal.name)
+                if x is None:
+                    continue
+                xs, ts = per[(o.assistant, signal)]
+                xs.append(bool(x))
+                ts.append(t)
+        for key, (xs, ts) in per.items():
+            row = rows[key]
+            row.observations += len(xs)
+            if not row.armed or row.calibration is None:
+                continue
+            was = row.detector.latched is not None
+            raised = row.detector.update(xs, ts, row.calibration)
+            if raised:
+                row.alarm_at = now
+                self.alarms_raised += raised
+                latched = row.detector.latched
+                log.warning(
+                    f"{self._what} regression detected",
+                    assistant=row.assistant,
+                    signal=row.signal.name,
+                    baseline_rate=row.baseline_rate,
+                    shift=None if latched is None else latched.shift,
+                    rate_since=None if latched is None else latched.rate_since,
+                    change_point=row.change_point,
+                )
+            elif was and row.detector.latched is None:
+                row.alarm_at = None
+                log.info(
+                    f"{self._what} regression over", assistant=row.assistant, signal=row.signal.name
+                )
+
+    def _export(self, rows: Iterable[DetectorState], now: datetime) -> None:
+        g = self._gauges
+        if g is None:
+            return
+        for r in rows:
+            latched = r.detector.latched
+            g.record(
+                r.assistant,
+                r.signal.name,
+                armed=r.armed,
+                statistic=r.statistic,
+                alarm=latched is not None,
+                baseline_rate=r.baseline_rate if r.armed else None,
+                rate_since=None if latched is None else latched.rate_since,
+                change_point=None if latched is None else latched.change_point,
+            )
+        # The alert reads the detectors' gauges only where they ran lately: this job's runs
+        # count, so its alarms page from the replica holding this job's lease.
+        g.record_run(now.timestamp())
