@@ -15,7 +15,7 @@ from pathlib import Path
 
 # The checkout this module runs from, when it runs from one (an editable install or the
 # source tree): pyproject.toml beside the package.
-_CHECKOUT = Path(__file__).resolve().parents[1]
+_CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def _relative(path: Path, cwd: Path | None) -> str:

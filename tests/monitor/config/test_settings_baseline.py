@@ -60,7 +60,7 @@ def test_bad_baseline_sections_name_the_problem(baseline: dict[str, object], mes
 
 
 def test_the_docs_baseline_example_loads(tmp_path: Path) -> None:
-    page = Path(__file__).resolve().parents[2] / "docs" / "pairwise.md"
+    page = Path(__file__).resolve().parents[3] / "docs" / "pairwise.md"
     blocks = re.findall(r"```yaml\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
     (block,) = [b for b in blocks if b.startswith("baseline:")]
     config = tmp_path / "baseline.yaml"

@@ -21,7 +21,7 @@ from monitor.metrics.exporter import (
 from monitor.schema.turn import Band
 from monitor.scoring.turn import BAND_BUCKET_BOUNDS, band
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # The only modules that set metric values (see monitor/metrics/exporter.py).
 RECORDERS = frozenset(
     {

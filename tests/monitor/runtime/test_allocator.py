@@ -11,7 +11,7 @@ import pytest
 
 from monitor.runtime.allocator import _glibc, limit_arenas
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # Eight threads each allocate outside pymalloc (objects > 512 bytes go to malloc) while the
 # others hold theirs, then glibc's malloc_info reports one <heap> per arena.

@@ -49,7 +49,7 @@ def test_a_child_dies_when_its_parent_is_killed(tmp_path: Path) -> None:
         [sys.executable, "-c", parent_code],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     )
     try:
         assert parent.stdout is not None

@@ -10,7 +10,7 @@ import pytest
 
 from monitor.runtime.program import casewatch_program, install_extra
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent  # not resolved: the venv's bin/, not the interpreter's
 
 
