@@ -54,7 +54,9 @@ if [ ! -e "$DIR/.installed-stamp" ]; then
   rm -rf "$DIR"
   "$PYTHON" -m venv "$DIR"
   quiet_pip --upgrade pip
-  quiet_pip "label-studio==$VERSION"
+  # Label Studio pins few of its dependencies: sentry-sdk 3 (December 2026) drops an option its
+  # settings pass at import (`send_default_pii`), and no Django command starts with it.
+  quiet_pip "label-studio==$VERSION" "sentry-sdk>=2,<3"
   # A migrated empty database (Label Studio's ~300 Django migrations take a minute or two):
   # each server casewatch starts copies it into its own data directory and is up in seconds.
   echo "ensure-label-studio: migrating the template database (once)" >&2
