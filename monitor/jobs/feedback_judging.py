@@ -11,7 +11,8 @@ run), judges, stores the verdict as any verdict, and marks the turn judged.
 Such a verdict is not a draw of the random sample, so it is kept out of the random sample's
 rates: it is counted in ``casewatch_feedback_judged_total`` and ``casewatch_turns_sampled_total
 {reason="feedback"}``, never in ``casewatch_turns_judged_total`` (the severe share, its burn
-rates and alerts), and its row is marked observed as it is stored, so the sequential detectors
+rates and alerts), and its row is marked observed, with the kept turn marked judged, in the
+transaction that stores it (a read never sees one without the other), so the sequential detectors
 (which read only unobserved verdicts) never see it. Judge requests, tokens and cost are counted
 as any judge call's.
 """
@@ -93,8 +94,8 @@ class FeedbackJudgingJob:
                     sum(max(1, j.attempts) for j in judgments),
                     sum(j.cost_usd for j in judgments),
                 )
-            self._store.save(turn, verdict)
-            self._records.mark_feedback_judged(turn.event_id, verdict.judge_config_hash)
+            # The verdict and the turn's mark in one transaction: never seen apart.
+            self._records.save_feedback_verdict(turn, verdict)
             band = str(verdict.turn_band) if verdict.status == "ok" else "judge_failed"
             self._recorder.record_feedback_judged(turn.assistant.name, band)
             for j in verdict.judgments:

@@ -17,9 +17,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from monitor.runtime.clock import Clock, SystemClock
 from monitor.schema.outcome import OutcomeEvent
+from monitor.schema.turn import TurnEvent, Verdict
 from monitor.stats.judge_user_agreement import cell
 from monitor.storage.refusals import Refused, write_isolating
 from monitor.storage.store import IN_CHUNK, Store
@@ -296,20 +298,30 @@ class OutcomeRecords:
         with self._store.transaction(write=False, action="reading turns to judge") as conn:
             return [str(event) for event in conn.scalars(query)]
 
-    def mark_feedback_judged(self, event_id: str, verdict_hash: str) -> None:
-        """The turn was judged for its feedback: never again, and its verdict is marked
-        observed so the sequential detectors (which read only unobserved verdicts) leave it
-        out of the random sample's rates."""
-        now = self._now()
-        v = verdicts.c
-        with self._store.transaction(write=True, action="marking a turn judged") as conn:
-            conn.execute(
-                sa.update(retained_turns)
-                .where(retained_turns.c.event_id == event_id)
-                .values(feedback_judged_at=now, event="")
-            )
-            conn.execute(
-                sa.update(verdicts)
-                .where(v.event_id == event_id, v.judge_config_hash == verdict_hash)
-                .values(observed_at=now)
-            )
+    def save_feedback_verdict(self, turn: TurnEvent, verdict: Verdict) -> None:
+        """Store the verdict of a turn judged for its feedback and mark the turn judged, in one
+        transaction (``mark_judged``). A reader never sees the verdict without its mark (it
+        would count once in drift, detection and labels), nor the mark without the verdict; a
+        failure stores neither."""
+        event_id, config_hash = turn.event_id, verdict.judge_config_hash
+        self._store.save_with(
+            turn, verdict, lambda conn, now: mark_judged(conn, event_id, config_hash, now)
+        )
+
+
+def mark_judged(conn: Connection, event_id: str, config_hash: str, now: datetime) -> None:
+    """In the transaction storing its verdict: the turn was judged for its feedback, never again
+    (its kept row marked, its text dropped), and its verdict is marked observed so the
+    sequential detectors (which read only unobserved verdicts) leave it out of the random
+    sample's rates."""
+    conn.execute(
+        sa.update(retained_turns)
+        .where(retained_turns.c.event_id == event_id)
+        .values(feedback_judged_at=now, event="")
+    )
+    v = verdicts.c
+    conn.execute(
+        sa.update(verdicts)
+        .where(v.event_id == event_id, v.judge_config_hash == config_hash)
+        .values(observed_at=now)
+    )

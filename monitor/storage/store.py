@@ -13,7 +13,7 @@ data of a row (``monitor.storage.refusals``) as ``UnstorableRow``, which is neve
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
@@ -223,7 +223,22 @@ class Store:
             counts, refused = write_isolating(ordered, self._write_batch)
         return SaveResult(sum(counts), refused)
 
-    def _write_batch(self, pairs: Sequence[Item]) -> int:
+    def save_with(
+        self, turn: TurnEvent, verdict: Verdict, also: Callable[[Connection, datetime], None]
+    ) -> bool:
+        """``save`` one turn and verdict, and run ``also(conn, now)`` in the same transaction:
+        a reader sees both writes or neither, and a failure in ``also`` stores nothing.
+        False if this (event, judge config) was stored before (``also`` runs all the same)."""
+        if verdict.event_id != turn.event_id:
+            raise ValueError(
+                f"verdict for event {verdict.event_id!r} paired with turn {turn.event_id!r}"
+            )
+        with self._translate("saving verdicts"):
+            return self._write_batch([(turn, verdict)], also) == 1
+
+    def _write_batch(
+        self, pairs: Sequence[Item], also: Callable[[Connection, datetime], None] | None = None
+    ) -> int:
         now = self._now()
         # A replayed event keeps its first stored copy (ON CONFLICT DO NOTHING on turns too).
         turn_rows = {turn.event_id: turn_row(turn, now) for turn, _ in pairs}
@@ -252,6 +267,8 @@ class Store:
             ]
             if judgment_rows:
                 conn.execute(sa.insert(judgments), judgment_rows)
+            if also is not None:
+                also(conn, now)
         if draws is not None:
             for _, verdict in pairs:
                 severe = None if verdict.final_band is None else verdict.final_band is Band.SEVERE
