@@ -7,6 +7,13 @@ that finds it full is not kept (``casewatch_turns_retained_total{outcome="droppe
 the database does not take is not kept either (``outcome="failed"``, logged once per outage),
 and its offset is committed all the same: the turn was not sampled, and nothing about it is
 lost but the chance to judge it for feedback. The writer thread is the pipeline's to close.
+
+What waits in the queue is the row to write, serialised on the consumer thread, not the turn:
+a queued ``TurnEvent`` (a tree of models, dicts and lists) outlives the young garbage-collector
+generations, and the full collections it then brings walk every object of the daemon, on
+whichever thread allocates. That cost more than serialising the turn (``bench/ingest.py
+--outcomes``). A turn that still needs redacting (``redaction.before_judging: false``) waits as
+it is, and is redacted and serialised on the writer thread, off intake.
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ log = structlog.get_logger(__name__)
 RetainedRow = tuple[str, str, str, str]
 BATCH = 500
 FLUSH_INTERVAL_S = 0.5
+
+
+def _row(turn: TurnEvent) -> RetainedRow:
+    return (turn.event_id, turn.conversation_id, turn.assistant.name, turn.model_dump_json())
 
 
 class RetainWriter(Protocol):
@@ -55,7 +66,7 @@ class RetainingDone:
         self._metrics = metrics
         self._redact = redact
         self._max = max_queued
-        self._queue: deque[TurnEvent] = deque()
+        self._queue: deque[TurnEvent | RetainedRow] = deque()
         self._lock = threading.Condition()
         self._stopping = False
         self._failing = False
@@ -66,9 +77,11 @@ class RetainingDone:
     def submit(self, message: Envelope[Any]) -> None:
         turn = message.payload
         if isinstance(turn, TurnEvent):
+            # Already redacted (or never to be): the row now, so no turn waits in the queue.
+            item: TurnEvent | RetainedRow = turn if self._redact is not None else _row(turn)
             with self._lock:
                 if len(self._queue) < self._max:
-                    self._queue.append(turn)
+                    self._queue.append(item)
                     if len(self._queue) >= BATCH:
                         self._lock.notify()
                     turn = None
@@ -98,7 +111,7 @@ class RetainingDone:
             self._lock.notify()
         self._thread.join(timeout=10.0)
 
-    def _take(self) -> list[TurnEvent]:
+    def _take(self) -> list[TurnEvent | RetainedRow]:
         with self._lock:
             if not self._queue and not self._stopping:
                 self._lock.wait(FLUSH_INTERVAL_S)
@@ -118,18 +131,18 @@ class RetainingDone:
         if dropped:
             self._metrics.record_retained("dropped", dropped)
 
-    def _write(self, batch: list[TurnEvent]) -> None:
+    def _write(self, batch: list[TurnEvent | RetainedRow]) -> None:
         rows: list[RetainedRow] = []
-        for turn in batch:
-            kept = turn
-            if self._redact is not None:
-                try:
-                    kept = self._redact(turn)
-                except Exception:  # too large or a detector failed: never kept unredacted
-                    self._metrics.record_retained("dropped", 1)
-                    continue
-            rows.append((kept.event_id, kept.conversation_id, kept.assistant.name,
-                         kept.model_dump_json()))  # fmt: skip
+        for item in batch:
+            if not isinstance(item, TurnEvent):
+                rows.append(item)
+                continue
+            try:
+                kept = item if self._redact is None else self._redact(item)
+            except Exception:  # too large or a detector failed: never kept unredacted
+                self._metrics.record_retained("dropped", 1)
+                continue
+            rows.append(_row(kept))
         try:
             self._writer.retain(rows)
         except CasewatchError as exc:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import sqlalchemy as sa
+
 from monitor.runtime.clock import ManualClock
 from monitor.schema.outcome import OutcomeEvent
 from monitor.storage.outcomes import OutcomeRecords
@@ -109,6 +111,32 @@ def test_an_outcome_joins_a_retained_unsampled_turn(store: Store) -> None:
             )
         )
     saved = OutcomeRecords(store).save([(feedback("o-k", "evt-kept"), None)])
+    assert [s.joined for s in saved.inserted] == [True]
+
+
+def test_unsampled_turns_are_kept_once_with_their_time(store: Store) -> None:
+    # The driver-level insert: its SQL and its one processed timestamp, on both backends.
+    clock = ManualClock(datetime(2026, 3, 1, 12, 0, tzinfo=UTC).timestamp())
+    records = OutcomeRecords(store, clock)
+    turns = [make_turn(f"evt-{i}") for i in range(3)]
+    rows = [(t.event_id, t.conversation_id, "helpdesk", t.model_dump_json()) for t in turns]
+    assert records.retain([*rows, rows[0]]) == 3  # one offered twice: kept once
+    clock.advance(60)
+    # Kept before: left alone (its text and time), the new one kept.
+    changed = (rows[1][0], rows[1][1], "helpdesk", "{}")
+    assert records.retain([changed, ("evt-3", "conv-3", "helpdesk", "{}")]) == 2
+    with store.transaction(write=False) as conn:
+        kept = {
+            r.event_id: (r.event, r.retained_at)
+            for r in conn.execute(sa.select(retained_turns)).all()
+        }
+    first = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    assert sorted(kept) == ["evt-0", "evt-1", "evt-2", "evt-3"]
+    assert kept["evt-1"] == (rows[1][3], first)
+    assert kept["evt-3"][1] == datetime(2026, 3, 1, 12, 1, tzinfo=UTC)
+    # The kept time is what the window reads: the three older turns go, the newer stays.
+    assert records.prune_retained(max_age_s=30, max_rows=100) == 3
+    saved = records.save([(feedback("o-3", "evt-3"), None)])
     assert [s.joined for s in saved.inserted] == [True]
 
 

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
+from monitor.schema.turn import TurnEvent
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns
@@ -54,6 +55,26 @@ def test_unsampled_turns_are_committed_at_once_and_kept_redacted(tmp_path: Path)
     rows = kept(store)
     assert sorted(rows) == ["evt-0", "evt-1", "evt-2"]
     assert all("@example.com" not in row["answer"] for row in rows.values())
+    store.close()
+
+
+def test_a_turn_already_redacted_is_kept_as_it_came(tmp_path: Path) -> None:
+    # No redaction left to do (the chain redacted before judging): the row is built as the
+    # turn is handed over, and what is kept reads back as the same turn.
+    store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
+    store.migrate()
+    done, counts = Recorder(), Counts()
+    step = RetainingDone(done, OutcomeRecords(store), counts)
+    turns = [make_turn(f"evt-{i}", answer=f"Answer {i}") for i in range(3)]
+    try:
+        for i, turn in enumerate(turns):
+            step.submit(env(turn, offset=i))
+        assert done.offsets == [0, 1, 2]
+        wait_for(lambda: counts.by_outcome.get("stored") == 3, what="3 turns kept")
+    finally:
+        step.close()
+    rows = kept(store)
+    assert [TurnEvent.model_validate(rows[t.event_id]) for t in turns] == turns
     store.close()
 
 
