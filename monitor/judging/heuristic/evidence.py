@@ -20,6 +20,7 @@ from monitor.judging.heuristic.identifiers import (
     IdKind,
     check,
     extract,
+    extract_joined,
 )
 from monitor.judging.heuristic.lexicon import (
     ACK,
@@ -321,7 +322,7 @@ def analyse(turn: TurnEvent) -> TurnEvidence:
     history_text = "\n".join(history)
     case_ids = extract(case_text)
     query_ids = extract(turn.query)
-    history_ids = extract(history_text)
+    history_ids = extract_joined(history)
     context_ids = [extract(c.text) for c in turn.contexts]
     evidence_ids = _dedup([case_ids, extract(setting), history_ids, query_ids, *context_ids])
     evidence_text = "\n".join(

@@ -12,6 +12,7 @@ Pure functions and precompiled patterns only: no I/O, no state, safe from any th
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ __all__ = [
     "NearMiss",
     "check",
     "extract",
+    "extract_joined",
     "find_near_miss",
     "normalise",
 ]
@@ -348,6 +350,41 @@ def _extract(text: str) -> tuple[Identifier, ...]:
         if norm and (kind, norm) not in seen:
             seen.add((kind, norm))
             result.append(Identifier(kind, raw.strip().rstrip(_TRAILING), norm))
+    return tuple(result)
+
+
+# A version right after a line break may take its context word from the line before
+# ("running\n4.12"): a seam followed by one is read whole.
+_SEAM_HEAD = re.compile(r"\W{0,2}[vV\d]")
+_SENTENCE_END = (".", "!", "?")
+
+
+def extract_joined(parts: Sequence[str]) -> tuple[Identifier, ...]:
+    """``extract("\\n".join(parts))``, read part by part where that is the same, so that the
+    readings of earlier messages are reused.
+
+    It is the same when no identifier can span a seam or read across it: every part but the
+    last ends a sentence (its last visible character is ".", "!" or "?": what spans a line
+    break, "status\\n404", "error\\n1603", "sudo\\nkubectl ...", cannot pass one) and holds
+    no code fence, and no part after a seam starts with a version (which takes its context
+    word from before it). Otherwise the joined text is read whole.
+    """
+    if len(parts) < 2:
+        return extract("\n".join(parts))
+    for before, after in itertools.pairwise(parts):
+        if (
+            "```" in before
+            or not before.rstrip().endswith(_SENTENCE_END)
+            or _SEAM_HEAD.match(after)
+        ):
+            return extract("\n".join(parts))
+    seen: set[tuple[IdKind, str]] = set()
+    result: list[Identifier] = []
+    for part in parts:
+        for ident in extract(part):
+            if (ident.kind, ident.norm) not in seen:
+                seen.add((ident.kind, ident.norm))
+                result.append(ident)
     return tuple(result)
 
 

@@ -113,7 +113,15 @@ _CAMEL = re.compile(r"(?<![\w.$/-])[a-z]+[0-9]*(?:[A-Z][a-z0-9]+)+(?![\w-])")
 _MIXED_ID = re.compile(r"(?<![\w-])[A-Za-z]+_[A-Za-z0-9]*\d[A-Za-z0-9]*(?![\w-])")
 _RESOURCE = re.compile(r"(?<![\w./@:\\-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w]|-\w|\.\w)")
 _NUMBER = re.compile(r"(?<![\w.:/,-])\d{4,12}(?![\w:/-]|[.,]\d)")
+# What a pattern needs, found with a fast scan (each starts with a literal): a text without it
+# skips the pattern's slow scan.
 _FOUR_DIGITS = re.compile(r"\d{4}")
+_DOT_EXT = re.compile(rf"\.(?:{_FILE_EXT})")
+_DOT_LOWER = re.compile(r"\.[a-z]")
+_DOT_DIGIT = re.compile(r"\.\d")
+_DOT_KEY = re.compile(r"\.[A-Za-z_]")
+_HYPHEN_ALNUM = re.compile(r"-[a-z0-9]")
+_HEX_GROUP = re.compile(r"-[0-9a-fA-F]{4}-")
 # Prefixes of UPPER_CASE tokens that are error codes (the error-code extractor has them).
 _CODE_PREFIXES = ("ERR_", "ERROR_", "E_", "STATUS_", "NT_STATUS_", "WSA_")
 _TRAILING = ".,;:)]!?'\""
@@ -177,7 +185,7 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
     spans: list[tuple[int, int]] = []
     blank = _Masked(text, spans)
     dotted = "." in text
-    hyphen = "-" in text
+    resource = "-" in text and _HYPHEN_ALNUM.search(text) is not None
     underscore = "_" in text
     if "://" in text:
         for m in _URL.finditer(text):
@@ -192,7 +200,7 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
                 yield m.start(), IdKind.HOSTNAME, host.group(1)
     for pattern, kind, needed in (
         (_EMAIL, IdKind.ID, "@" in text),
-        (_UUID, IdKind.ID, hyphen),
+        (_UUID, IdKind.ID, "-" in text and _HEX_GROUP.search(text) is not None),
         (_DOMAIN_KEY, IdKind.CONFIG_KEY, dotted and "/" in text),
     ):
         if not needed:
@@ -203,17 +211,17 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
             yield m.start(), kind, m.group(0)
     if dotted:
         masked = blank.current()
-        for m in _FILE.finditer(masked):
+        for m in _FILE.finditer(masked) if _DOT_EXT.search(text) else ():
             spans.append(m.span())
             yield m.start(), IdKind.PATH, m.group(0)
         masked = blank.current()
-        for m in _HOST.finditer(masked):
+        for m in _HOST.finditer(masked) if _DOT_LOWER.search(text) else ():
             if _is_hostname(m.group(1)):
                 spans.append(m.span())
                 yield m.start(), IdKind.HOSTNAME, m.group(1)
                 if m.group(2):
                     yield m.start(2), IdKind.PORT, m.group(2)
-        for m in _IPV4.finditer(masked):
+        for m in _IPV4.finditer(masked) if _DOT_DIGIT.search(text) else ():
             if all(int(p) <= 255 for p in m.group(1).split(".")):
                 spans.append(m.span())
                 yield m.start(), IdKind.HOSTNAME, m.group(1)
@@ -232,7 +240,7 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
         for m in _FLAG.finditer(masked):
             spans.append(m.span())
             yield m.start(), IdKind.FLAG, m.group(0)
-    if dotted:
+    if dotted and _DOT_KEY.search(text):
         masked = blank.current()
         for m in _DOTTED_KEY.finditer(masked):
             if any(c == "_" or c.isupper() for c in m.group(0)):
@@ -257,7 +265,7 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
                 spans.append(m.span())
                 yield m.start(), IdKind.CONFIG_KEY, m.group(0)
     masked = blank.current()
-    if hyphen:
+    if resource:
         for m in _RESOURCE.finditer(masked):
             yield m.start(), IdKind.RESOURCE, m.group(0)
     if _FOUR_DIGITS.search(text):

@@ -7,6 +7,7 @@ from monitor.judging.heuristic.identifiers import (
     IdKind,
     check,
     extract,
+    extract_joined,
     find_near_miss,
     normalise,
 )
@@ -287,3 +288,39 @@ def test_check_accounts_for_every_answer_identifier(answer: str, evidence: str) 
     for miss in result.near_misses:
         assert miss.found.kind is miss.expected.kind
         assert miss.found.norm != miss.expected.norm
+
+
+# ---------------------------------------------------------------- a history read by message
+
+SEAMS = [
+    # What spans a line break, or reads across it, when the line before ends no sentence.
+    ["The job failed with status", "404 on the second run."],
+    ["It ended with error", "1603 again."],
+    ["Please run sudo", "kubectl rollout restart deploy/api now."],
+    ["We opened port", "5432 and 5433 on the firewall."],
+    ["Upgrade the agent.", "4.12.3 is the release with the fix."],
+    ["We are running.", "v4.12 fixed it?"],
+    ["```\nsystemctl restart foo", "```\nDone."],
+    ["Which version are you running?", "4.12 here."],
+    ["Set `max_conn=20` in /etc/app/app.conf.", "Then restart app-server-01 on port 8080."],
+    ["See KB-4012.", "ERR_CATALOG_LOCK came back after E4021!", "Retry with --force."],
+]
+
+
+@pytest.mark.parametrize("parts", SEAMS)
+def test_a_history_read_by_message_is_read_as_the_joined_text(parts: list[str]) -> None:
+    assert extract_joined(parts) == extract("\n".join(parts))
+
+
+# Messages that often end a sentence (read by message) or end on what may span the seam.
+message = st.tuples(
+    st.sampled_from(["", "status ", "error ", "sudo ", "port ", "running ", "``` "]),
+    support_text,
+    st.sampled_from(["", ".", "!", "?", ". ", " status", " error", " running", "\n```"]),
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(message, min_size=2, max_size=4))
+def test_reading_by_message_never_differs_from_the_joined_text(parts: list[str]) -> None:
+    assert extract_joined(parts) == extract("\n".join(parts))
