@@ -176,6 +176,29 @@ OVERVIEW = DashboardSpec(
                     unit="s",
                     width=4,
                 ),
+                PanelSpec(
+                    "table",
+                    "Failure modes since the change point",
+                    "While a detector holds an alarm: the three largest failure modes among its "
+                    "assistant's failed turns since the change point, as the newest failure-modes "
+                    "run grouped them, by rank: each mode's number (`casewatch inspect failure "
+                    "NUMBER` shows its turns) and its share of those turns. Empty while no "
+                    "detector alarms; CasewatchQualityRegressionDetected names the same modes.",
+                    (
+                        Query(
+                            "max by (assistant, signal, rank) "
+                            f"(casewatch_failure_mode_since_change_id{{{A}}})",
+                            instant=True,
+                        ),
+                        Query(
+                            "max by (assistant, signal, rank) "
+                            f"(casewatch_failure_mode_since_change_share{{{A}}})",
+                            instant=True,
+                        ),
+                    ),
+                    unit="none",
+                    width=24,
+                ),
             ),
         ),
         # --- end detection ---

@@ -138,6 +138,7 @@ def _build_jobs(
                 uniform_below=settings.sampling.cascade_floor
                 if settings.sampling.strategy == "cascade"
                 else None,
+                failure_modes=settings.failure_modes.enabled,
             )
         )
     outcomes = settings.outcomes

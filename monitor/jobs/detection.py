@@ -22,6 +22,12 @@ regression must not become its own baseline). After an alarm the CUSUMs restart 
 the detector stays in alarm until a reverse CUSUM shows the rate back at the baseline (see
 ``Detector``), so one regression pages once.
 
+While a detector holds an alarm, the largest failure modes among its assistant's failed turns
+since the change point (else since the alarm) are exported beside it, read from the
+failure-modes job's newest grouping (``storage/failure_modes.modes_since``): each mode's number
+as a gauge's value, never a label, so the regression page can name them. They are read again
+only when that grouping or the change point changes, and removed when the alarm clears.
+
 Each verdict is observed exactly once: a run reads the verdicts not marked observed yet,
 whenever their writers committed, and marks them in the transaction that saves the detectors'
 state (``monitor.storage.detection_queries``: no position on ``stored_at`` or the ids that a
@@ -43,6 +49,7 @@ import structlog
 
 from monitor.config.detection import DetectionConfig
 from monitor.jobs.recorders import DetectionRecorder
+from monitor.metrics.exporter import SINCE_CHANGE_RANKS
 from monitor.runtime.clock import Clock, SystemClock
 from monitor.sampling.sampler import sample_point
 from monitor.stats import baseline_policy as policy
@@ -50,6 +57,7 @@ from monitor.stats.cusum_calibration import calibrate
 from monitor.stats.detection_signals import Signal, signals
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import detection_queries as q
+from monitor.storage.failure_modes import mode_number, modes_since, newest_grouping
 from monitor.storage.leases import Fence
 from monitor.storage.store import Store
 
@@ -73,13 +81,16 @@ class DetectionJob:
         lease_owner: str | None = None,
         read_limit: int = q.READ_LIMIT,
         uniform_below: float | None = None,
+        failure_modes: bool = False,
     ) -> None:
         """``lease_owner``: the scheduler's owner id; saves are then refused once another
         replica holds the job's lease (None: unfenced, for a run outside the scheduler).
         ``uniform_below``: the cascade's floor (``sampling.strategy: cascade``). A turn the
         cascade drew is observed only when its conversation's point is below it: those turns
         are drawn whatever their cell, a uniform sample the Bernoulli CUSUMs stay valid on;
-        the others over-represent the risky cells and are left out (counted, logged once)."""
+        the others over-represent the risky cells and are left out (counted, logged once).
+        ``failure_modes``: the failure-modes job runs, so an alarm's gauges name the largest
+        modes since its change point."""
         self._uniform_below = uniform_below
         self.left_out = 0  # cascade draws outside the uniform part, this process
         self._cfg = config
@@ -94,6 +105,9 @@ class DetectionJob:
         self._refreshed_at: datetime | None = None
         self.interval_seconds = config.interval_seconds
         self.alarms_raised = 0  # this process's count, for logs and tests
+        self._failure_modes = failure_modes
+        # Per alarmed detector, the (since, grouping run) its modes were last read for.
+        self._modes_read: dict[Key, tuple[datetime, int]] = {}
         if "overlap_seconds" in config.model_fields_set:
             log.warning(
                 "detection.overlap_seconds is no longer used: the detectors mark each verdict "
@@ -131,6 +145,7 @@ class DetectionJob:
         observed = [o.id for o in read]
         q.save(self._store, states, cursor, observed, now, history=history, fence=fence)
         self._export(rows.values(), now)
+        self._export_modes_since(rows.values())
         return sorted(rows.values(), key=lambda r: (r.assistant, r.signal.name))
 
     def _load(self) -> dict[Key, DetectorState]:
@@ -282,3 +297,33 @@ class DetectionJob:
                 change_point=None if latched is None else latched.change_point,
             )
         g.record_run(now.timestamp())
+
+    def _export_modes_since(self, rows: Iterable[DetectorState]) -> None:
+        """The largest failure modes since each alarmed detector's change point (else its
+        alarm), read when the newest grouping or the point moved; removed once it clears."""
+        g = self._gauges
+        if g is None or not self._failure_modes:
+            return
+        for r in rows:
+            since = r.regression_start
+            if since is None:
+                if self._modes_read.pop(r.key, None) is not None:
+                    g.forget_modes_since(r.assistant, r.signal.name)
+                continue
+            grouping = newest_grouping(self._store, r.assistant)
+            if grouping is None:
+                continue  # no grouping yet: nothing to name
+            if self._modes_read.get(r.key) == (since, grouping[0]):
+                continue
+            found = modes_since(self._store, r.assistant, since, limit=SINCE_CHANGE_RANKS)
+            self._modes_read[r.key] = (since, grouping[0])
+            ranked = [(mode_number(m.mode_id), found.share(n)) for m, n in found.modes]
+            g.record_modes_since(r.assistant, r.signal.name, ranked)
+            log.info(
+                "failure modes since the change point",
+                assistant=r.assistant,
+                signal=r.signal.name,
+                since=since,
+                failed=found.failed,
+                modes=[f"{m.mode_id} {n}" for m, n in found.modes],
+            )

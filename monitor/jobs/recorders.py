@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from prometheus_client import Gauge
@@ -15,7 +15,7 @@ from prometheus_client import Gauge
 from monitor.judging.pairwise_scoring import KINDS, OUTCOMES
 from monitor.judging.probes import TIERS
 from monitor.judging.recorder import JudgingRecorder
-from monitor.metrics.exporter import FAILURE_MODE_RANKS, Metrics
+from monitor.metrics.exporter import FAILURE_MODE_RANKS, SINCE_CHANGE_RANKS, Metrics
 
 # Outcomes of grading one live turn against its rubric entry (rubric job).
 RUBRIC_OUTCOMES: tuple[str, ...] = ("ok", "failed", "budget")
@@ -196,6 +196,32 @@ class DetectionRecorder:
 
     def record_run(self, finished_at: float) -> None:
         self._m.detector_last_run.set(finished_at)
+
+    def record_modes_since(
+        self, assistant: str, signal: str, modes: Sequence[tuple[int, float]]
+    ) -> None:
+        """The largest failure modes since an alarmed detector's change point: each mode's
+        number and share, largest first; the ranks past them are removed."""
+        m, label = self._m, self._assistant(assistant)
+        for rank in range(1, SINCE_CHANGE_RANKS + 1):
+            if rank <= len(modes):
+                number, share = modes[rank - 1]
+                m.failure_mode_since_change_id.labels(label, signal, str(rank)).set(number)
+                m.failure_mode_since_change_share.labels(label, signal, str(rank)).set(share)
+            else:
+                self._remove_rank(label, signal, rank)
+
+    def forget_modes_since(self, assistant: str, signal: str) -> None:
+        """The detector reset (or there is no grouping to read): no modes named any more."""
+        label = self._assistant(assistant)
+        for rank in range(1, SINCE_CHANGE_RANKS + 1):
+            self._remove_rank(label, signal, rank)
+
+    def _remove_rank(self, label: str, signal: str, rank: int) -> None:
+        m = self._m
+        for gauge in (m.failure_mode_since_change_id, m.failure_mode_since_change_share):
+            with contextlib.suppress(KeyError):
+                gauge.remove(label, signal, str(rank))
 
 
 class QualityEstimateRecorder:

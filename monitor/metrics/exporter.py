@@ -98,6 +98,8 @@ REVIEW_OUTCOMES: tuple[str, ...] = (
 
 # Failure modes exported per assistant: the largest, by rank (jobs/failure_modes.py).
 FAILURE_MODE_RANKS: int = 5
+# The largest failure modes since an alarmed detector's change point (jobs/detection.py).
+SINCE_CHANGE_RANKS: int = 3
 
 
 class LabelGuard:
@@ -626,6 +628,26 @@ class Metrics:
             "casewatch_detector_change_point_timestamp_seconds",
             "Unix time of the estimated change point (only while in alarm)",
             detector,
+            registry=r,
+        )
+        # The largest failure modes among an assistant's failed turns since an alarmed
+        # detector's change point (jobs/detection.py over the failure-modes job's newest
+        # grouping), rank "1".."3" (SINCE_CHANGE_RANKS), only while the detector holds its
+        # alarm. The mode's id is the VALUE (its number: `casewatch inspect failure NUMBER`),
+        # never a label; CasewatchQualityRegressionDetected's annotations name them.
+        since_change = ["assistant", "signal", "rank"]
+        self.failure_mode_since_change_id = Gauge(
+            "casewatch_failure_mode_since_change_id",
+            "Number of the failure mode at this rank among the failed turns since the alarmed "
+            "detector's change point (casewatch inspect failure NUMBER; only while in alarm)",
+            since_change,
+            registry=r,
+        )
+        self.failure_mode_since_change_share = Gauge(
+            "casewatch_failure_mode_since_change_share",
+            "Share of the failed turns since the alarmed detector's change point in the failure "
+            "mode at this rank (only while in alarm)",
+            since_change,
             registry=r,
         )
         self.detector_last_run = Gauge(

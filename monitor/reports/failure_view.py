@@ -7,6 +7,10 @@ share, in points), whether new or growing, first seen; under each, its label and
 metrics. One mode
 shows its figures and then its turns, newest first, each failing metric with the reason of the
 judge that scored it lowest.
+
+``--since-change`` ranks the modes among the failed turns since each alarmed detector's
+change point, each with its number (what the regression page prints: ``inspect failure``
+takes either).
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from monitor.stats.detector_state import DetectorState
 from monitor.stats.failure_features import FailedTurn, clip
-from monitor.storage.failure_modes import ModeRow
+from monitor.storage.failure_modes import ModeRow, ModesSince, mode_number
 
 MISSING = "—"
+SINCE_CHANGE_LIMIT = 10  # modes listed since a change point (the page names 3)
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -167,4 +173,67 @@ def render_mode(m: ModeRow, turns: Sequence[FailedTurn], *, width: int) -> str:
             reason = clip(t.reasons.get(metric, "") or MISSING, 600)
             line = f"{metric}: {reason}"
             out.append(textwrap.fill(line, width, initial_indent="  ", subsequent_indent="    "))
+    return "\n".join(out)
+
+
+def _since_of(state: DetectorState) -> str:
+    return "change point" if state.change_point is not None else "alarm"
+
+
+def since_change_doc(found: Sequence[tuple[DetectorState, ModesSince]]) -> dict[str, Any]:
+    return {
+        "regressions": [
+            {
+                "assistant": state.assistant,
+                "signal": state.signal.name,
+                "since": _iso(ranked.since),
+                "since_kind": _since_of(state).replace(" ", "_"),
+                "grouped_at": _iso(ranked.grouped_at),
+                "failed": ranked.failed,
+                "modes": [
+                    {
+                        "rank": rank,
+                        "mode_id": m.mode_id,
+                        "number": mode_number(m.mode_id),
+                        "label": m.label,
+                        "metrics": list(m.metrics),
+                        "turns": n,
+                        "share": ranked.share(n),
+                    }
+                    for rank, (m, n) in enumerate(ranked.modes, start=1)
+                ],
+            }
+            for state, ranked in found
+        ]
+    }
+
+
+def render_since_change(found: Sequence[tuple[DetectorState, ModesSince]], *, width: int) -> str:
+    out: list[str] = []
+    for state, ranked in found:
+        if out:
+            out.append("")
+        out.append(
+            f"{state.assistant} {state.signal.name}: in alarm, {_since_of(state)} "
+            f"{_short(ranked.since)} UTC"
+        )
+        if ranked.grouped_at is None:
+            out.append("  no grouping run stored: the failure-modes job has not run on this store")
+            continue
+        out.append(
+            f"  {ranked.failed} failed turns since then, as grouped {_short(ranked.grouped_at)} UTC"
+        )
+        if not ranked.modes:
+            out.append("  none of them in a mode")
+            continue
+        rows = [
+            [str(rank), m.mode_id, str(mode_number(m.mode_id)), str(n),
+             f"{100 * ranked.share(n):.1f}%"]
+            for rank, (m, n) in enumerate(ranked.modes, start=1)
+        ]  # fmt: skip
+        lines = _table(["#", "mode", "number", "turns", "share"], rows, {1})
+        out.extend("  " + line for line in lines[:2])
+        for line, (m, _) in zip(lines[2:], ranked.modes, strict=True):
+            out.append("  " + line)
+            out.append("     " + clip(f"{m.label}  ({', '.join(m.metrics)})", width - 5))
     return "\n".join(out)

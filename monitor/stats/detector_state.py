@@ -105,6 +105,14 @@ class DetectorState:
         return None if latched is None else from_unix(latched.change_point)
 
     @property
+    def regression_start(self) -> datetime | None:
+        """While in alarm, where its regression began: the estimated change point, else the
+        alarm's time (None: no alarm). The failure modes since it name the regression."""
+        if self.detector.latched is None:
+            return None
+        return self.change_point or self.alarm_at
+
+    @property
     def frozen(self) -> bool:
         """In alarm: baseline and thresholds stay as they were (the regression must not
         become its own baseline, nor move the thresholds its recovery is judged by)."""

@@ -388,3 +388,94 @@ def mode_turns(store: Store, assistant: str, mode_id: str, *, limit: int) -> lis
         if current is not None:
             out.append(_turn(current, docs))
     return out
+
+
+# ------------------------------------------------- the modes since a detector's change point
+
+# A mode id as a number, for a gauge's value (an id never goes in a label): its ten hex
+# digits read as an integer, plus 2**40 per kind after the first, so every number stays below
+# 2**53 and a float64 (Prometheus' value) holds it exactly. ``inspect failure`` takes either.
+_ID_KINDS = ("fm-", "fc-")  # turns' modes, cases' modes
+_ID_SPAN = 1 << 40
+
+
+def mode_number(mode_id: str) -> int:
+    """``mode_id`` as the number the alert's annotations print."""
+    kind = _ID_KINDS.index(mode_id[:3])
+    return kind * _ID_SPAN + int(mode_id[3:], 16)
+
+
+def mode_id_of(text: str) -> str:
+    """A mode id as a person typed it: the id itself, or its number (``mode_number``)."""
+    if not text.isdigit():
+        return text
+    kind, digits = divmod(int(text), _ID_SPAN)
+    if kind >= len(_ID_KINDS):
+        return text
+    return f"{_ID_KINDS[kind]}{digits:010x}"
+
+
+@dataclass(frozen=True)
+class ModesSince:
+    """The modes of an assistant's failed turns since a point in time, largest first: what
+    the newest grouping run put in each mode among the turns since ``since``."""
+
+    assistant: str
+    since: datetime
+    grouped_at: datetime | None  # the newest grouping run (None: none stored)
+    failed: int  # failed turns from ``since`` to ``grouped_at``
+    modes: tuple[tuple[ModeRow, int], ...]  # each mode and its turns since, largest first
+
+    def share(self, turns: int) -> float:
+        return turns / max(self.failed, sum(n for _, n in self.modes), 1)
+
+
+def newest_grouping(store: Store, assistant: str) -> tuple[int, datetime] | None:
+    """The id and time of ``assistant``'s newest grouping run, whatever it found (None:
+    none); its members are the only ones stored."""
+    query = (
+        sa.select(failure_mode_runs.c.id, failure_mode_runs.c.run_at)
+        .where(failure_mode_runs.c.assistant == assistant)
+        .order_by(failure_mode_runs.c.id.desc())
+        .limit(1)
+    )
+    with store.transaction(write=False) as conn:
+        row = conn.execute(query).first()
+    return None if row is None else (int(row.id), row.run_at)
+
+
+def modes_since(store: Store, assistant: str, since: datetime, *, limit: int) -> ModesSince:
+    """The ``limit`` largest modes among ``assistant``'s failed turns since ``since``, as the
+    newest grouping run found them (its members), with the failed turns since then up to that
+    run: a turn failed after the run is in no mode yet and counts in neither."""
+    newest = newest_grouping(store, assistant)
+    if newest is None:
+        return ModesSince(assistant, since, None, 0, ())
+    grouped_at = newest[1]
+    members = failure_mode_members
+    turns_since = sa.func.count().label("turns_since")
+    counts = (
+        sa.select(members.c.mode_id, turns_since)
+        .where(
+            members.c.assistant == assistant,
+            members.c.mode_id.startswith(_ID_KINDS[0]),  # the turns' modes
+            members.c.event_timestamp >= since,
+        )
+        .group_by(members.c.mode_id)
+        .order_by(turns_since.desc(), members.c.mode_id)
+        .limit(limit)
+    )
+    with store.transaction(write=False) as conn:
+        ranked = [(str(r.mode_id), int(r.turns_since)) for r in conn.execute(counts)]
+        ids = [mode_id for mode_id, _ in ranked]
+        rows = {
+            r.mode_id: _mode_row(r)
+            for r in conn.execute(
+                sa.select(failure_modes).where(
+                    failure_modes.c.assistant == assistant, failure_modes.c.mode_id.in_(ids)
+                )
+            )
+        }
+    failed = count_failed(store, assistant, since, grouped_at) if since < grouped_at else 0
+    modes = tuple((rows[m], n) for m, n in ranked if m in rows)
+    return ModesSince(assistant, since, grouped_at, failed, modes)

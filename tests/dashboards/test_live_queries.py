@@ -139,6 +139,11 @@ REVIEW_EXCLUSION = "needs annotations from a review queue server, which the live
 # tests/monitor/stream/steps/test_sample_cascade.py exports and reads it.
 CASCADE_SERIES = ("casewatch_cheap_look_turns_total", "casewatch_detector_left_out_total")
 CASCADE_EXCLUSION = "needs sampling.strategy: cascade, and the live daemon samples uniformly"
+# The failure modes since a change point exist only while a detector holds an alarm
+# (tests/monitor/jobs/test_detection_failure_modes.py exports and reads them); the live
+# daemon's detectors never alarm.
+SINCE_CHANGE_SERIES = ("casewatch_failure_mode_since_change_",)
+SINCE_CHANGE_EXCLUSION = "needs a detector in alarm, which the live daemon has none of"
 # Queries run with every variable at "All", and those using $assistant again with this one
 # picked (an assistant of examples/ whose flawed answers make the judges disagree).
 PICKED_ASSISTANT = "acme-support-canary"
@@ -251,6 +256,8 @@ def live_stack(
 
 
 def _excluded(query: PanelQuery, job_names: list[str]) -> str | None:
+    if any(name in query.expr for name in SINCE_CHANGE_SERIES):
+        return SINCE_CHANGE_EXCLUSION
     if "drift" not in job_names and any(name in query.expr for name in DRIFT_SERIES):
         return DRIFT_EXCLUSION
     if "failure_modes" not in job_names and any(n in query.expr for n in FAILURE_MODE_SERIES):
@@ -346,7 +353,7 @@ def test_every_dashboard_query_returns_data_from_a_live_daemon(
     assert set(excluded.values()) <= {
         DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION, CANARY_EXCLUSION,
         OTEL_EXCLUSION, OUTCOME_EXCLUSION, CASCADE_EXCLUSION, FAILURE_MODE_EXCLUSION,
-        REVIEW_EXCLUSION,
+        REVIEW_EXCLUSION, SINCE_CHANGE_EXCLUSION,
     }  # fmt: skip
     if "drift" in job_names:
         assert DRIFT_EXCLUSION not in excluded.values()
