@@ -2,12 +2,18 @@
 redacted, stored once per outcome id and counted; every other record goes on unchanged.
 
 First in the daemon's chain (``docs/outcomes.md``), so the turn steps never see an outcome.
-Records are held in a bounded buffer and written in one transaction per poll
-(``OutcomeRecords.save``); a record is finished (handed to the commit step) only once its
-outcome is stored, found stored before (a duplicate: counted, nothing else), or dead-lettered:
+Records are held in a bounded buffer and written in one transaction per batch
+(``OutcomeRecords.save``) on a writer thread of the step's own, so the consumer thread never
+waits for the database (a write on it took a tenth of intake's time in ``bench/ingest.py
+--outcomes``): a poll hands the buffer to the writer when no write is under way, and a later
+poll collects the result. A record is finished (handed to the commit step, on the consumer
+thread) only once its outcome is stored, found stored before (a duplicate: counted, nothing
+else), or dead-lettered:
 a malformed event or a rating off its scale with its reason (``OUTCOME_DLQ_REASONS``), a row the
 database refuses as ``unstorable``. A database outage keeps the buffer and retries it with
-backoff; a full buffer rejects (intake waits). A comment is redacted as turns are
+backoff; a full buffer rejects (intake waits). A stop with a write under way (``join`` timed
+out, or a crash) leaves its records uncommitted: read again, they are stored once all the
+same. A comment is redacted as turns are
 (``Redactor.redact_loose``); one too large to redact is stored without it
 (``comment_dropped``).
 """
@@ -15,6 +21,8 @@ backoff; a full buffer rejects (intake waits). A comment is redacted as turns ar
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -23,6 +31,7 @@ from consumers.records import RawMessage
 from monitor.errors import InvalidEvent, MessageRejected, StorageError
 from monitor.redaction import Redactor
 from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState, SystemClock
+from monitor.runtime.workers import DaemonThreadPool
 from monitor.schema.outcome import OutcomeEvent
 from monitor.stream.steps.base import (
     HELD_UNAVAILABLE,
@@ -100,20 +109,29 @@ class OutcomeStep:
         self._retry = RetryState(Backoff(initial_s=0.5, max_s=30.0), self._clock)
         self._pending = PendingDeadLetters(dlq, done, metrics.record_dead_letter_held, max_pending)
         self._buffer: list[tuple[Envelope[RawMessage], OutcomeItem]] = []
+        # The batch the writer thread is storing, and its result to come.
+        self._writing: list[tuple[Envelope[RawMessage], OutcomeItem]] = []
+        self._write: Future[SaveOutcomes] | None = None
+        self._pool = DaemonThreadPool(1, "outcome-writer")
         self._refused: list[tuple[Envelope[RawMessage], InvalidEvent]] = []
         self._dlq = dlq
 
     @property
     def buffered(self) -> int:
-        """Outcome records decoded and not stored yet."""
-        return len(self._buffer)
+        """Outcome records decoded and not stored yet (a write under way included)."""
+        return len(self._buffer) + len(self._writing)
+
+    @property
+    def writing(self) -> bool:
+        """A batch is with the writer thread, its result not collected yet."""
+        return self._write is not None
 
     def submit(self, message: Envelope[RawMessage]) -> None:
         decode = self._decoders.get(message.tp.topic)
         if decode is None:
             self._next.submit(message)
             return
-        if len(self._buffer) + len(self._refused) >= self._max_buffered:
+        if self.buffered + len(self._refused) >= self._max_buffered:
             raise MessageRejected("outcome events await their database write")
         try:
             event = decode(message.payload.value, self._max_bytes)
@@ -136,20 +154,31 @@ class OutcomeStep:
             )
             return None
 
-    def _write(self) -> bool:
-        """Store the buffer; True when it is empty afterwards."""
-        if not self._buffer:
-            return True
-        if not self._retry.due():
-            return False
+    def _start_write(self) -> None:
+        """Hand the buffer to the writer thread, unless a write is under way or the retry of a
+        failed one is not due."""
+        if self._write is not None or not self._buffer or not self._retry.due():
+            return
+        self._writing, self._buffer = self._buffer, []
+        self._write = self._pool.submit(self._writer.save, [item for _, item in self._writing])
+
+    def _collect(self) -> None:
+        """Finish the records of a write that ended: stored ones to the commit step, refused
+        ones to be dead-lettered; a failed write's records go back to the buffer's front."""
+        write = self._write
+        if write is None or not write.done():
+            return
+        self._write = None
+        batch, self._writing = self._writing, []
         try:
-            result = self._writer.save([item for _, item in self._buffer])
+            result = write.result()
         except StorageError as exc:
+            self._buffer[:0] = batch
             delay = self._retry.failed()
             self._metrics.record_storage_error()
             if self._retry.failures == 1:
                 log.warning("outcome events not stored; retrying", error=str(exc), retry_s=delay)
-            return False
+            return
         if self._retry.succeeded():
             log.info("outcome events stored again")
         for saved in result.inserted:
@@ -157,15 +186,13 @@ class OutcomeStep:
             self._outcomes.record_outcome(event.assistant, event.signal_kind, joined=saved.joined)
         self._outcomes.record_duplicates(result.duplicates)
         refused = {r.item[0].outcome_id: r.message for r in result.refused}
-        for message, (event, _) in self._buffer:
+        for message, (event, _) in batch:
             why = refused.get(event.outcome_id)
             if why is None:
                 self._done.submit(message)
                 continue
             self._refused.append((message, InvalidEvent(UNSTORABLE, why)))
-        self._buffer = []
         self._dead_letter_refused()
-        return True
 
     def _dead_letter_refused(self) -> None:
         """Dead-letter the outcomes the database refused; one the sink does not take now stays
@@ -190,22 +217,38 @@ class OutcomeStep:
     def poll(self) -> None:
         self._pending.settle()
         self._dead_letter_refused()
-        self._write()
+        self._collect()
+        self._start_write()
         self._next.poll()
 
     def join(self, timeout: float | None = None) -> None:
         deadline = Deadline(timeout, self._clock)
-        while not self._write():
+        while True:
+            self._collect()
+            if self._write is None and not self._buffer:
+                break
             remaining = deadline.remaining()
-            if remaining is not None and remaining <= self._retry.remaining():
-                break  # left uncommitted: read again after a restart (stored once all the same)
-            self._retry.wait()
+            if self._write is not None:
+                if remaining is not None and remaining <= 0:
+                    break  # left uncommitted: read again after a restart (stored once all the same)
+                wait_futures([self._write], timeout=remaining)
+                continue
+            if not self._retry.due():
+                if remaining is not None and remaining <= self._retry.remaining():
+                    break  # likewise
+                self._retry.wait()
+            self._start_write()
         remaining = deadline.remaining()
         self._pending.flush(10.0 if remaining is None else remaining)
         self._next.join(deadline.remaining())
 
     def close(self) -> None:
+        """Drop what is not stored (uncommitted: read again after a restart) without waiting
+        for a write under way, whose result nobody collects."""
         self._buffer = []
+        self._writing = []
+        self._write = None
+        self._pool.shutdown()
         self._next.close()
 
 
