@@ -86,6 +86,7 @@ _ERRNO = re.compile(
     r"|NETUNREACH|PIPE|AGAIN|EXIST|BUSY|MFILE|STALE|NOTCONN|ADDRINUSE|IO)\b"
 )
 _THREE_DIGITS = re.compile(r"\d{3}")
+_E_UPPER = re.compile(r"E[A-Z]")
 _HEX_CODE = re.compile(r"\b0x[0-9A-Fa-f]{4,16}\b")
 _HTTP_STATUS = re.compile(
     r"\b(?:HTTPS?(?:/\d(?:\.\d)?)?|status(?:\s+code)?)\s*:?\s*([1-5]\d\d)\b", re.IGNORECASE
@@ -212,7 +213,7 @@ def _error_codes(text: str) -> list[tuple[int, str]]:
                 found.append((m.start(), m.group(0)))
     for pattern, needed in (
         (_SNAKE_CODE, "_" in text),
-        (_ERRNO, "E" in text),
+        (_ERRNO, _E_UPPER.search(text) is not None),
         (_HEX_CODE, "0x" in text),
     ):
         if needed:

@@ -122,6 +122,7 @@ _DOT_DIGIT = re.compile(r"\.\d")
 _DOT_KEY = re.compile(r"\.[A-Za-z_]")
 _HYPHEN_ALNUM = re.compile(r"-[a-z0-9]")
 _HEX_GROUP = re.compile(r"-[0-9a-fA-F]{4}-")
+_CAMEL_HUMP = re.compile(r"[A-Z](?<=[a-z0-9][A-Z])")
 # Prefixes of UPPER_CASE tokens that are error codes (the error-code extractor has them).
 _CODE_PREFIXES = ("ERR_", "ERROR_", "E_", "STATUS_", "NT_STATUS_", "WSA_")
 _TRAILING = ".,;:)]!?'\""
@@ -253,8 +254,8 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
                 spans.append(m.span())
                 yield m.start(), IdKind.ID, m.group(0)
     masked = blank.current()
-    # camelCase needs an upper-case letter: lower-casing changes the text.
-    for pattern, needed in ((_SNAKE, underscore), (_CAMEL, text.lower() != text)):
+    # camelCase needs an upper-case letter right after a lower-case letter or a digit.
+    for pattern, needed in ((_SNAKE, underscore), (_CAMEL, _CAMEL_HUMP.search(text) is not None)):
         if needed:
             for m in pattern.finditer(masked):
                 spans.append(m.span())
