@@ -153,11 +153,6 @@ class Settings(BaseSettings):
             TurnMapping.compile(self.mapping)  # MappingError (a ValueError) names the key
         if "mapped" in self.kafka.outcome_topics.values() or self.outcomes.mapping:
             OutcomeMapping.compile(self.outcomes.mapping)
-        if self.outcomes.retain_unsampled and self.daemon.screen_processes > 0:
-            raise ValueError(
-                "outcomes.retain_unsampled needs daemon.screen_processes: 0 (screening finishes "
-                "unsampled turns in its own processes, where they cannot be kept)"
-            )
         return self
 
     def _read_repartition_topics(self, formats: dict[str, TopicFormat]) -> None:

@@ -331,6 +331,7 @@ def build_pipeline(
             processes=config.screen_processes,
             decisions=decisions,
             clock=clock,
+            keeper=unsampled,  # the turns it finishes are kept too
         )
         first = screen
         rebalancing.insert(0, screen)

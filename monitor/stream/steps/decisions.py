@@ -148,6 +148,24 @@ class TurnDecisions:
         tripwire check, deciding as they do in their order (decode, redact, tripwire, the
         sampling reason); None for any other record, which the steps then decide themselves:
         invalid, unredactable, a tripwire hit or a truncated check, a rule or the rate."""
+        turn = self.unjudged_turn(topic, value)
+        return None if turn is None else turn.assistant.name
+
+    def kept_row(self, turn: TurnEvent) -> tuple[str, str, str, str] | None:
+        """An unsampled turn as it is kept for feedback (``outcomes.retain_unsampled``): (event
+        id, conversation id, assistant, the redacted turn as JSON text), redacted as the
+        pipeline's ``RetainingDone`` redacts it (here when the chain does not redact before
+        judging); None when it cannot be redacted (never kept unredacted)."""
+        r = self.redaction
+        if r is not None and not r.forward_redacted:
+            try:
+                turn = r.redactor.redact_turn(turn).turn
+            except Exception:  # too large or a detector failed: counted dropped by the keeper
+                return None
+        return (turn.event_id, turn.conversation_id, turn.assistant.name, turn.model_dump_json())
+
+    def unjudged_turn(self, topic: str, value: bytes | None) -> TurnEvent | None:
+        """``finishes_unjudged``'s turn (as the redact step forwards it)."""
         try:
             turn = self.decode(topic, value)
         except InvalidEvent:
@@ -163,7 +181,7 @@ class TurnDecisions:
                 return None
         if self._sampler is None or self._sampler.reason_for(turn) is not None:
             return None
-        return turn.assistant.name
+        return turn
 
 
 def _rebuild(

@@ -7,6 +7,8 @@ that finds it full is not kept (``casewatch_turns_retained_total{outcome="droppe
 the database does not take is not kept either (``outcome="failed"``, logged once per outage),
 and its offset is committed all the same: the turn was not sampled, and nothing about it is
 lost but the chance to judge it for feedback. The writer thread is the pipeline's to close.
+With screening processes (``daemon.screen_processes``) the turns they finish come back as rows
+made there (``keep_row``), redacted as here, and join the same queue.
 
 What waits in the queue is the row to write, serialised on the consumer thread, not the turn:
 a queued ``TurnEvent`` (a tree of models, dicts and lists) outlives the young garbage-collector
@@ -78,25 +80,36 @@ class RetainingDone:
         turn = message.payload
         if isinstance(turn, TurnEvent):
             # Already redacted (or never to be): the row now, so no turn waits in the queue.
-            item: TurnEvent | RetainedRow = turn if self._redact is not None else _row(turn)
-            with self._lock:
-                if len(self._queue) < self._max:
-                    self._queue.append(item)
-                    if len(self._queue) >= BATCH:
-                        self._lock.notify()
-                    turn = None
-            if turn is not None:
-                self._metrics.record_retained("dropped", 1)
-                if not self._dropping:  # said once per episode, counted every time
-                    self._dropping = True
-                    log.warning(
-                        "unsampled turns not kept for feedback: the writer's queue is full",
-                        max_queued=self._max,
-                    )
-            elif self._dropping:
-                self._dropping = False
-                log.info("unsampled turns kept for feedback again")
+            self._enqueue(turn if self._redact is not None else _row(turn))
         self._done.submit(message)
+
+    def keep_row(self, row: RetainedRow | None) -> None:
+        """Keep a turn the screening processes finished, as the row they made of it (redacted
+        as ``redact`` would; None: it could not be redacted, counted ``dropped``). The record
+        itself is finished by the screening step, not here."""
+        if row is None:
+            self._metrics.record_retained("dropped", 1)
+            return
+        self._enqueue(row)
+
+    def _enqueue(self, item: TurnEvent | RetainedRow) -> None:
+        with self._lock:
+            queued = len(self._queue) < self._max
+            if queued:
+                self._queue.append(item)
+                if len(self._queue) >= BATCH:
+                    self._lock.notify()
+        if not queued:
+            self._metrics.record_retained("dropped", 1)
+            if not self._dropping:  # said once per episode, counted every time
+                self._dropping = True
+                log.warning(
+                    "unsampled turns not kept for feedback: the writer's queue is full",
+                    max_queued=self._max,
+                )
+        elif self._dropping:
+            self._dropping = False
+            log.info("unsampled turns kept for feedback again")
 
     def poll(self) -> None:
         self._done.poll()

@@ -18,6 +18,13 @@ mapping too) and redactor included, so no decision is rebuilt here.
   decode → sample steps, which decide as they do without screening: dead-letter reasons, rule
   reasons, tripwire counts and the budget stay in one code path.
 
+With ``outcomes.retain_unsampled`` the pipeline gives the step its keeper (``RetainingDone``):
+the processes then hand each finished turn back as the row it is kept as (redacted as the keeper
+would redact it, serialised there, off the consumer's thread), and the step queues that row with
+the keeper before finishing the record, so unsampled turns are kept for feedback with screening
+as without it (a turn that cannot be redacted for keeping comes back without a row and is
+counted ``dropped`` by the keeper, as it would be there).
+
 So screening never changes an outcome; it only moves the common case off the consumer's
 thread. The processes start at the step's first poll, while the group join is under way, not
 with the first batch, whose marks would otherwise wait out their imports. A batch whose
@@ -36,6 +43,7 @@ import multiprocessing
 from collections import deque
 from collections.abc import Collection
 from concurrent.futures.process import BrokenProcessPool
+from typing import Protocol
 
 import structlog
 
@@ -61,25 +69,45 @@ _WAIT_SLICE_S = 0.05
 # Screening a batch takes milliseconds; a revoke waits at most this long for those in flight.
 SCREEN_FINISH_S = 5.0
 
-Mark = str | None  # the assistant of a turn finished by screening; None: goes on
+# (event id, conversation id, assistant, the redacted turn as JSON text): a kept turn's row.
+KeptRow = tuple[str, str, str, str]
+# The assistant of a turn finished by screening (with keeping on: and its row to keep, None
+# when it cannot be redacted for keeping); None: goes on.
+Mark = str | tuple[str, KeptRow | None] | None
 _Flight = tuple[list[Envelope[RawMessage]], "cf.Future[list[Mark]]", int]
 
 
+class Keeper(Protocol):
+    """Where unsampled turns are kept for feedback (``RetainingDone``)."""
+
+    def keep_row(self, row: KeptRow | None) -> None:
+        """Queue ``row`` to be kept (None: a turn that could not be redacted, not kept)."""
+        ...
+
+
 _decisions: TurnDecisions | None = None
+_keeping = False
 
 
-def _start_process(decisions: TurnDecisions) -> None:
-    global _decisions
-    _decisions = decisions
+def _start_process(decisions: TurnDecisions, keeping: bool = False) -> None:
+    global _decisions, _keeping
+    _decisions, _keeping = decisions, keeping
 
 
 def _screen(records: list[tuple[str, bytes | None]]) -> list[Mark]:
-    """One mark per (topic, value): ``TurnDecisions.finishes_unjudged``."""
+    """One mark per (topic, value): ``TurnDecisions.finishes_unjudged``, and with keeping on
+    the finished turn's row (``TurnDecisions.kept_row``)."""
     decisions = _decisions
     if decisions is None:  # pragma: no cover - the pool's initializer always ran
         raise ScreeningOff("the screening process was not initialised")
-    finishes = decisions.finishes_unjudged
-    return [finishes(topic, value) for topic, value in records]
+    if not _keeping:
+        finishes = decisions.finishes_unjudged
+        return [finishes(topic, value) for topic, value in records]
+    marks: list[Mark] = []
+    for topic, value in records:
+        turn = decisions.unjudged_turn(topic, value)
+        marks.append(None if turn is None else (turn.assistant.name, decisions.kept_row(turn)))
+    return marks
 
 
 class ScreenStep:
@@ -94,7 +122,10 @@ class ScreenStep:
         batch_size: int = DEFAULT_BATCH,
         batch_max_bytes: int = BATCH_MAX_BYTES,
         clock: Clock | None = None,
+        keeper: Keeper | None = None,
     ) -> None:
+        """``keeper``: where the turns screening finishes are kept for feedback (None: not
+        kept)."""
         if processes < 1 or batch_size < 1 or batch_max_bytes < 1:
             raise ValueError("processes, batch_size and batch_max_bytes must be >= 1")
         self._next = next_step
@@ -102,7 +133,8 @@ class ScreenStep:
         self._metrics = metrics
         self._processes = processes
         # Pickled once per process (the initializer's argument), not per batch.
-        self._init_args = (decisions,)
+        self._init_args = (decisions, keeper is not None)
+        self._keeper = keeper
         self._tripwire = decisions.tripwire is not None
         self._batch_size = batch_size
         self._batch_max_bytes = batch_max_bytes
@@ -186,9 +218,14 @@ class ScreenStep:
             for message, mark in zip(batch, marks, strict=True):
                 if mark is None:
                     self._ready.append(message)
-                else:
-                    self._done.submit(message)
-                    skipped[mark] = skipped.get(mark, 0) + 1
+                    continue
+                assistant = mark
+                if isinstance(mark, tuple):
+                    assistant, row = mark
+                    if self._keeper is not None:
+                        self._keeper.keep_row(row)
+                self._done.submit(message)
+                skipped[assistant] = skipped.get(assistant, 0) + 1
 
     @property
     def in_flight(self) -> int:

@@ -48,6 +48,9 @@ def test_a_mapped_outcomes_topic_needs_its_mapping() -> None:
     assert settings.mapping == {}
 
 
-def test_kept_unsampled_turns_and_screening_are_refused_together() -> None:
-    with pytest.raises(ConfigError, match=r"retain_unsampled needs daemon\.screen_processes: 0"):
-        load_settings(None, outcomes={"retain_unsampled": True}, daemon={"screen_processes": 1})
+def test_kept_unsampled_turns_and_screening_go_together() -> None:
+    # The screening processes hand the turns they finish back as kept rows.
+    settings = load_settings(
+        None, outcomes={"retain_unsampled": True}, daemon={"screen_processes": 1}
+    )
+    assert settings.outcomes.retain_unsampled and settings.daemon.screen_processes == 1

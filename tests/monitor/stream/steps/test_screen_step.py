@@ -4,7 +4,8 @@ What happens to each kind of record: a valid turn that no rule, rate or tripwire
 finished by screening and counted ``not_sampled``; everything else (invalid bytes, oversized,
 a rule, the rate, a tripwire hit) goes on unchanged to the in-process decode and sample steps,
 which dead-letter or sample it as they do without screening. A failed screening process hands
-its batch on whole.
+its batch on whole. With unsampled turns kept for feedback, the turns screening finishes come
+back as their kept rows, redacted in the process.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from consumers.records import RawMessage, TopicPartition
@@ -23,8 +26,13 @@ from monitor.config.sampling import AlwaysJudgeRule, SamplingConfig
 from monitor.errors import MessageRejected
 from monitor.metrics.exporter import Metrics
 from monitor.redaction.config import RedactionConfig
+from monitor.schema.turn import TurnEvent
+from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.store import Store
+from monitor.storage.tables import retained_turns
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import Envelope
+from monitor.stream.steps.retain import RetainingDone
 from monitor.stream.steps.screen import ScreenStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.judging.heuristic.tripwire_corpus import turn as tripwire_turn
@@ -268,3 +276,72 @@ def test_screening_that_cannot_start_is_switched_off_and_nothing_is_lost(
     assert done.items == []  # every record went to the in-process steps, which decide as usual
     step.submit(env(raw(value("after"), offset=40), offset=40))
     assert nxt.offsets[-1] == 40  # straight through now
+
+
+def test_turns_finished_by_screening_are_kept_for_feedback(tmp_path: Path) -> None:
+    """``outcomes.retain_unsampled`` with screening: the processes hand each turn they finish
+    back as its kept row, redacted there (judged raw, stored redacted: ``before_judging:
+    false``), and the keeper stores it; the turns screening hands on are left to the in-process
+    steps (whose sample step keeps them when unsampled)."""
+    store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
+    store.migrate()
+    nxt, done = Recorder(), Recorder()
+    counts = _Counts()
+    keeper = RetainingDone(done, OutcomeRecords(store), counts)
+    redaction = RedactionConfig(before_judging=False)
+    step = ScreenStep(
+        nxt,
+        done,
+        StreamRecorder(Metrics(CollectorRegistry())),
+        processes=1,
+        decisions=chain_decisions(SAMPLING, redaction),
+        batch_size=4,
+        keeper=keeper,
+    )
+    messages = records(
+        [
+            value("kept-1", answer="Write to jo@example.com"),
+            value("rule", feedback={"rating": "negative"}),  # a rule: goes on, not kept here
+            value("kept-2", answer="Call +1 415 555 0100"),
+            b"{not json",
+        ]
+    )
+    try:
+        submit_all(step, messages)
+        wait_for(lambda: len(nxt.items) + len(done.items) == 4, "screening", tick=step.poll)
+        assert done.offsets == [0, 2] and nxt.offsets == [1, 3]
+        wait_for(lambda: counts.by_outcome.get("stored") == 2, what="2 turns kept")
+    finally:
+        step.close()
+        keeper.close()
+    with store.transaction(write=False) as conn:
+        rows = dict(
+            conn.execute(sa.select(retained_turns.c.event_id, retained_turns.c.event)).all()
+        )
+    assert sorted(rows) == ["kept-1", "kept-2"]
+    assert "jo@example.com" not in rows["kept-1"]
+    assert TurnEvent.model_validate_json(rows["kept-1"]).event_id == "kept-1"
+    store.close()
+
+
+def test_a_turn_screening_could_not_redact_for_keeping_is_counted_dropped() -> None:
+    counts = _Counts()
+    keeper = RetainingDone(Recorder(), _NoWriter(), counts)
+    try:
+        keeper.keep_row(None)
+    finally:
+        keeper.close()
+    assert counts.by_outcome == {"dropped": 1}
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.by_outcome: dict[str, int] = {}
+
+    def record_retained(self, outcome: str, count: int) -> None:
+        self.by_outcome[outcome] = self.by_outcome.get(outcome, 0) + count
+
+
+class _NoWriter:
+    def retain(self, items: Any) -> int:
+        raise AssertionError("nothing is to be written")
