@@ -722,41 +722,49 @@ PIPELINE = DashboardSpec(
                 PanelSpec(
                     "timeseries",
                     "Failure modes",
-                    "Per assistant, from the newest failure-modes run: failed turns in each of "
-                    "the five largest modes (#1 the largest; ids and labels: `casewatch inspect "
-                    "failures`), the modes found, and the emerging ones (new or growing: "
+                    "Per assistant and unit (turn: failed turns; case: failed cases), from the "
+                    "newest failure-modes run: the size of each of the five largest modes (#1 "
+                    "the largest; ids and labels: `casewatch inspect failures`, `--cases`), the "
+                    "modes found, and the emerging ones (new or growing: "
                     "CasewatchNewFailureMode).",
                     (
                         Query(
-                            f"max by (assistant, rank) (casewatch_failure_mode_turns{{{A}}})",
-                            "{{assistant}} #{{rank}}",
+                            f"max by (assistant, unit, rank) (casewatch_failure_mode_turns{{{A}}})",
+                            "{{assistant}} {{unit}} #{{rank}}",
                         ),
                         Query(
-                            f"max by (assistant) (casewatch_failure_modes{{{A}}})",
-                            "{{assistant}} modes",
+                            f"max by (assistant, unit) (casewatch_failure_modes{{{A}}})",
+                            "{{assistant}} {{unit}} modes",
                         ),
                         Query(
-                            f"max by (assistant) (casewatch_failure_modes_emerging{{{A}}})",
-                            "{{assistant}} emerging",
+                            f"max by (assistant, unit) (casewatch_failure_modes_emerging{{{A}}})",
+                            "{{assistant}} {{unit}} emerging",
                         ),
                     ),
                 ),
                 PanelSpec(
                     "timeseries",
                     "Failed turns grouped",
-                    "The newest run's window: failed turns in a mode, in none (unsorted) and "
-                    "past failure_modes.max_turns (over_cap, not read); and runs per hour that "
-                    "grouped or had too few failed turns to group.",
+                    "The newest run's window, per unit (turn or case): failed turns or cases in "
+                    "a mode, in none (unsorted) and past failure_modes.max_turns (over_cap, not "
+                    "read); runs per hour that grouped or had too few to group; and groupings "
+                    "per hour that fell back from the embeddings endpoint to TF-IDF text "
+                    "features, by reason.",
                     (
                         Query(
-                            "max by (assistant, outcome) "
+                            "max by (assistant, unit, outcome) "
                             f"(casewatch_failure_mode_window_turns{{{A}}})",
-                            "{{assistant}} {{outcome}}",
+                            "{{assistant}} {{unit}} {{outcome}}",
                         ),
                         Query(
-                            "sum by (assistant, outcome) "
+                            "sum by (assistant, unit, outcome) "
                             f"(increase(casewatch_failure_mode_runs_total{{{A}}}[1h]))",
-                            "{{assistant}} runs {{outcome}}",
+                            "{{assistant}} {{unit}} runs {{outcome}}",
+                        ),
+                        Query(
+                            "sum by (reason) "
+                            "(increase(casewatch_failure_mode_embedding_fallback_total[1h]))",
+                            "embeddings fell back: {{reason}}",
                         ),
                     ),
                 ),

@@ -88,21 +88,24 @@ WHERE $__timeFilter(t.event_timestamp)
 GROUP BY 1, 2
 ORDER BY 1"""  # noqa: S608
 
-# The failure modes of the newest run per assistant active in range, largest first; an
-# assistant without modes shows the run's note instead (too few failed turns, or not run yet).
-FAILURE_MODES_SQL = """SELECT a.assistant, coalesce(f.mode_id, '-') AS mode_id,
+# The failure modes of the newest run per assistant active in range and unit (the turns'
+# modes, then the cases' where a case run exists), largest first; an assistant without modes
+# shows the run's note instead (too few failed turns, or not run yet).
+FAILURE_MODES_SQL = """SELECT a.assistant, u.unit, coalesce(f.mode_id, '-') AS mode_id,
   coalesce(f.label, r.note, 'not grouped yet (the failure-modes job has not run)') AS label,
   f.size, round(f.share::numeric, 3) AS share, round(f.trend::numeric, 3) AS trend,
   CASE WHEN f.new THEN 'new' WHEN f.growing THEN 'growing' ELSE '' END AS emerging,
   f.metrics::text AS metrics, f.first_seen, r.run_at AS grouped_at
 FROM (SELECT DISTINCT assistant_name AS assistant FROM turns
       WHERE $__timeFilter(event_timestamp) AND assistant_name IN ($assistant)) a
+CROSS JOIN (VALUES ('turn'), ('case')) AS u(unit)
 LEFT JOIN LATERAL (
   SELECT fr.run_at, fr.note FROM failure_mode_runs fr
-  WHERE fr.assistant = a.assistant ORDER BY fr.id DESC LIMIT 1
+  WHERE fr.assistant = a.assistant AND fr.unit = u.unit ORDER BY fr.id DESC LIMIT 1
 ) r ON true
-LEFT JOIN failure_modes f ON f.assistant = a.assistant AND f.present
-ORDER BY a.assistant, f.size DESC NULLS LAST, f.mode_id
+LEFT JOIN failure_modes f ON f.assistant = a.assistant AND f.unit = u.unit AND f.present
+WHERE u.unit = 'turn' OR r.run_at IS NOT NULL
+ORDER BY a.assistant, u.unit DESC, f.size DESC NULLS LAST, f.mode_id
 LIMIT 200"""
 
 TURN_SQL = """SELECT t.event_id, t.assistant_name AS assistant, t.event_timestamp AS "time",

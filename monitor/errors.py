@@ -24,6 +24,7 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     │   ├── JudgeFatalError         4xx other than 429, auth errors (not retryable)
     │   └── RubricGradingFailed     a text could not be graded on every rubric question
     ├── AssistantError              the assistant's endpoint gave no usable answer (baseline job)
+    ├── EmbeddingUnavailable        no vectors from the failure modes' embeddings endpoint
     ├── TemplateError               an assistant request template or answer selector cannot apply
     ├── StorageError                database unreachable or a write failed
     │   └── UnstorableRow           the database refuses one row's data (permanent, never retried)
@@ -168,6 +169,16 @@ class AssistantError(CasewatchError):
 
     def __init__(self, reason: str, detail: str) -> None:
         self.reason = reason
+        super().__init__(f"{reason}: {detail}")
+
+
+class EmbeddingUnavailable(CasewatchError):
+    """The failure modes' embeddings endpoint gave a grouping no vectors; ``reason`` is a
+    bounded label value (``monitor.judging.embeddings.REASONS``)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
         super().__init__(f"{reason}: {detail}")
 
 

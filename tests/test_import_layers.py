@@ -105,7 +105,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "heuristic.lexicon",
         ),
         ("case_schema", "chat_options", "http_transport"),
-        ("chat_endpoint", "prompt", "recorder", "rubric_match", "heuristic.tokens"),
+        ("chat_endpoint", "embeddings", "prompt", "recorder", "rubric_match", "heuristic.tokens"),
         (
             "case_prompt",
             "openai_judge",

@@ -1,6 +1,8 @@
 """``casewatch inspect failures`` and ``inspect failure MODE_ID``: the failure modes the
 failure-modes job stored, largest first with their trend, and one mode's turns newest first
-with the judges' reasons. Read-only; ``--json`` prints stable documents. ``inspect.py`` adds
+with the judges' reasons; ``--cases`` lists the modes of failed cases instead, and a case
+mode's id shows its cases (conversation ids, newest first, with the case judge's reasons).
+Read-only; ``--json`` prints stable documents. ``inspect.py`` adds
 both to the ``inspect`` group.
 
 ``--since-change`` ranks the modes among the failed turns since each alarmed detector's
@@ -33,9 +35,12 @@ from monitor.runtime.program import casewatch_program
 from monitor.stats.detector_state import DetectorState
 from monitor.storage.detection_queries import read_states
 from monitor.storage.failure_modes import (
+    CASE,
+    TURN,
     get_mode,
     latest_runs,
     list_modes,
+    mode_cases,
     mode_id_of,
     mode_turns,
     modes_since,
@@ -57,6 +62,8 @@ def _dump(doc: Any) -> None:
 @click.option("--assistant", help="Only this assistant.")
 @click.option("--all", "include_gone", is_flag=True,
               help="Also the modes the newest run no longer found.")  # fmt: skip
+@click.option("--cases", is_flag=True,
+              help="The modes of failed cases (whole conversations), not of turns.")  # fmt: skip
 @click.option(
     "--since-change",
     is_flag=True,
@@ -69,31 +76,37 @@ def failures_command(
     assistant: str | None,
     include_gone: bool,
     since_change: bool,
+    cases: bool,
     as_json: bool,
 ) -> None:
-    """List failure modes (recurring causes of failed turns), largest first, with their trend."""
+    """List failure modes (recurring causes of failed turns, or with --cases of failed cases),
+    largest first, with their trend."""
+    unit = CASE if cases else TURN
     if since_change:
         _since_change(db, config_file, assistant, as_json)
         return
-    with open_store(db, config_file, need_turns=True) as store:
-        check_assistant(store, assistant)
+    with open_store(db, config_file, need_turns=not cases) as store:
+        if not cases:
+            check_assistant(store, assistant)
         try:
-            modes = list_modes(store, assistant, include_gone=include_gone)
-            runs = latest_runs(store, assistant)
+            modes = list_modes(store, assistant, include_gone=include_gone, unit=unit)
+            runs = latest_runs(store, assistant, unit)
         except CasewatchError as exc:
             fail(str(exc))
     if as_json:
         _dump(failures_doc(modes, runs))
     elif not runs and not modes:
+        what = "failed cases' " if cases else ""
         click.echo(
-            "no failure modes stored: the failure-modes job has not run on this store "
+            f"no {what}failure modes stored: the failure-modes job has not run on this store "
             "(failure_modes.enabled, on `casewatch run`)"
+            + (", or no case was judged severe or moderate (failure_modes.cases)" if cases else "")
         )
     else:
         click.echo(render_failures(modes, runs, width=_width()))
         click.echo(
-            f"turns of a mode: {casewatch_program()} inspect failure MODE_ID"
-            f"{store_args(db, config_file)}"
+            f"{'cases' if cases else 'turns'} of a mode: {casewatch_program()} inspect failure "
+            f"MODE_ID{store_args(db, config_file)}"
         )
 
 
@@ -105,12 +118,14 @@ def failures_command(
 def failure_command(
     db: str | None, config_file: Path | None, mode_id: str, limit: int, as_json: bool
 ) -> None:
-    """Show one failure mode: its turns, newest first, with the judges' reasons."""
+    """Show one failure mode: its turns (or a case mode's cases), newest first, with the
+    judges' reasons."""
     mode_id = mode_id_of(mode_id)  # the id, or its number as the regression page prints it
     with open_store(db, config_file, need_turns=False) as store:
         try:
             mode = get_mode(store, mode_id)
-            turns = [] if mode is None else mode_turns(store, mode.assistant, mode_id, limit=limit)
+            read = mode_cases if mode is not None and mode.unit == CASE else mode_turns
+            turns = [] if mode is None else read(store, mode.assistant, mode_id, limit=limit)
         except CasewatchError as exc:
             fail(str(exc))
     if mode is None:

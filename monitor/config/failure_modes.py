@@ -1,13 +1,18 @@
 """The ``failure_modes`` section: the job ``jobs/failure_modes.py`` that groups each assistant's
 failed turns (severe and moderate) of a window into recurring causes, and when a mode counts as
-emerging. The grouping itself is ``stats/failure_modes.py``.
+emerging; the failed cases (``cases``) grouped the same way, apart; and the optional embeddings
+endpoint (``embeddings``) whose vectors replace the TF-IDF text features. The grouping itself is
+``stats/failure_modes.py``.
 """
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pathlib import Path
 
-from monitor.config.section import Section
+from pydantic import Field, PrivateAttr, SecretStr, model_validator
+
+from monitor.config.secrets import Secret
+from monitor.config.section import Section, read_key
 
 
 class FailureModeWeights(Section):
@@ -22,6 +27,50 @@ class FailureModeWeights(Section):
         if self.reasons + self.query + self.metrics <= 0:
             raise ValueError("at least one weight must be positive")
         return self
+
+
+class EmbeddingsConfig(Section):
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint for the failure modes' text features.
+    When it is down, errors or times out, a run falls back to the TF-IDF features (counted in
+    casewatch_failure_mode_embedding_fallback_total{reason})."""
+
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible base URL (…/v1); None means api.openai.com."
+    )
+    model: str = Field(description="The endpoint's embedding model name.")
+    api_key: SecretStr | None = None
+    api_key_env: str | None = Field(
+        default=None, description="Name of the env var holding the key."
+    )
+    api_key_file: Path | None = Field(default=None, description="File holding the key.")
+    timeout_seconds: float = Field(default=30.0, gt=0, description="Per request attempt.")
+    max_retries: int = Field(
+        default=2, ge=0, le=10, description="The openai client's retries on 429/5xx/timeout."
+    )
+    batch_size: int = Field(
+        default=64, ge=1, le=2048, description="Texts sent in one request at most."
+    )
+    max_texts: int = Field(
+        default=20_000,
+        ge=1,
+        description="Distinct texts embedded in one run at most; past it the run falls back "
+        "to TF-IDF (reason over_cap).",
+    )
+    dimensions: int | None = Field(
+        default=None, gt=0, description="Ask the endpoint for vectors this wide (if it can)."
+    )
+
+    _key: Secret = PrivateAttr(default=Secret())
+
+    @model_validator(mode="after")
+    def _read_key(self) -> EmbeddingsConfig:
+        self._key = read_key("embeddings", self.api_key, self.api_key_env, self.api_key_file)
+        return self
+
+    def resolve_api_key(self) -> str | None:
+        """The key from api_key, else the env var named by api_key_env, else api_key_file
+        (read once, when the settings were built)."""
+        return self._key.get()
 
 
 class FailureModesConfig(Section):
@@ -63,6 +112,14 @@ class FailureModesConfig(Section):
     )
     query_chars: int = Field(default=300, ge=0, description="The query is cut to this length.")
     weights: FailureModeWeights = Field(default_factory=FailureModeWeights)
+    cases: bool = Field(
+        default=True,
+        description="Group the failed cases (severe or moderate case band) too, apart from turns.",
+    )
+    embeddings: EmbeddingsConfig | None = Field(
+        default=None,
+        description="An embeddings endpoint whose vectors replace the TF-IDF text features.",
+    )
     match_threshold: float = Field(
         default=0.35,
         gt=0,

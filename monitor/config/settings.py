@@ -224,6 +224,14 @@ class Settings(BaseSettings):
                 token = None
             if token:
                 values.append(token)
+        embeddings = self.failure_modes.embeddings
+        if embeddings is not None:  # the failure modes' embeddings endpoint
+            try:
+                embeddings_key = embeddings.resolve_api_key()
+            except ConfigError:
+                embeddings_key = None
+            if embeddings_key:
+                values.append(embeddings_key)
         if self.kafka.sasl_password is not None:
             values.append(self.kafka.sasl_password.get_secret_value())
         try:  # the pseudonymization key

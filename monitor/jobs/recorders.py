@@ -108,15 +108,25 @@ class FailureModeRecorder:
 
     OUTCOMES: tuple[str, ...] = ("grouped", "too_few_turns")
     WINDOW: tuple[str, ...] = ("grouped", "unsorted", "over_cap")
+    FALLBACKS: tuple[str, ...] = ("down", "timeout", "error", "malformed", "over_cap")
 
     def __init__(self, metrics: Metrics) -> None:
         self._m = metrics
         self._assistant = metrics.assistant_label
 
+    def embeddings_configured(self) -> None:
+        """Every fallback reason exported at 0, so increase() sees the first one."""
+        for reason in self.FALLBACKS:
+            self._m.failure_mode_embedding_fallback.labels(reason)
+
+    def record_fallback(self, reason: str) -> None:
+        self._m.failure_mode_embedding_fallback.labels(reason).inc()
+
     def record_run(
         self,
         assistant: str,
         *,
+        unit: str = "turn",
         outcome: str,
         sizes: Iterable[int],
         emerging: int,
@@ -127,30 +137,31 @@ class FailureModeRecorder:
         label = self._assistant(assistant)
         m = self._m
         for o in self.OUTCOMES:  # both outcomes exported from the first run: increase() sees 1
-            m.failure_mode_runs.labels(label, o)
-        m.failure_mode_runs.labels(label, outcome).inc()
+            m.failure_mode_runs.labels(label, unit, o)
+        m.failure_mode_runs.labels(label, unit, outcome).inc()
         ranked = sorted(sizes, reverse=True)
-        m.failure_modes.labels(label).set(len(ranked))
-        m.failure_modes_emerging.labels(label).set(emerging)
+        m.failure_modes.labels(label, unit).set(len(ranked))
+        m.failure_modes_emerging.labels(label, unit).set(emerging)
         for rank in range(1, FAILURE_MODE_RANKS + 1):
             size = ranked[rank - 1] if rank <= len(ranked) else 0
-            m.failure_mode_turns.labels(label, str(rank)).set(size)
+            m.failure_mode_turns.labels(label, unit, str(rank)).set(size)
         for window, n in zip(self.WINDOW, (grouped, unsorted, over_cap), strict=True):
-            m.failure_mode_window_turns.labels(label, window).set(n)
+            m.failure_mode_window_turns.labels(label, unit, window).set(n)
 
-    def forget(self, assistant: str) -> None:
-        """An assistant with no failed turn in the window any more: no frozen last values."""
+    def forget(self, assistant: str, unit: str = "turn") -> None:
+        """An assistant with no failed turn (or case) in the window any more: no frozen last
+        values."""
         label = self._assistant(assistant)
         m = self._m
         for gauge in (m.failure_modes, m.failure_modes_emerging):
             with contextlib.suppress(KeyError):
-                gauge.remove(label)
+                gauge.remove(label, unit)
         for rank in range(1, FAILURE_MODE_RANKS + 1):
             with contextlib.suppress(KeyError):
-                m.failure_mode_turns.remove(label, str(rank))
+                m.failure_mode_turns.remove(label, unit, str(rank))
         for window in self.WINDOW:
             with contextlib.suppress(KeyError):
-                m.failure_mode_window_turns.remove(label, window)
+                m.failure_mode_window_turns.remove(label, unit, window)
 
 
 class DetectionRecorder:

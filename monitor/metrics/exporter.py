@@ -447,38 +447,51 @@ class Metrics:
         )
 
         # Failure modes (jobs/failure_modes.py, docs/failure-modes.md): each assistant's failed
-        # turns of the window grouped into recurring causes. rank: a mode's place by size in the
-        # newest run, "1".."5" (FAILURE_MODE_RANKS): mode ids stay in the store and in
-        # `casewatch inspect failures`, never in labels.
+        # turns, and apart its failed cases, of the window grouped into recurring causes.
+        # unit: turn | case (what the modes group; the turns' series are unit="turn"). rank: a
+        # mode's place by size in the newest run, "1".."5" (FAILURE_MODE_RANKS): mode ids stay
+        # in the store and in `casewatch inspect failures`, never in labels.
         self.failure_mode_turns = Gauge(
             "casewatch_failure_mode_turns",
-            "Failed turns in each of the largest failure modes of the newest run (rank=1..5)",
-            ["assistant", "rank"],
+            "Failed turns (unit=turn) or cases (unit=case) in each of the largest failure modes "
+            "of the newest run (rank=1..5)",
+            ["assistant", "unit", "rank"],
             registry=r,
         )
         self.failure_modes = Gauge(
             "casewatch_failure_modes",
-            "Failure modes the newest grouping run found",
-            ["assistant"],
+            "Failure modes the newest grouping run found (unit=turn | case)",
+            ["assistant", "unit"],
             registry=r,
         )
         self.failure_modes_emerging = Gauge(
             "casewatch_failure_modes_emerging",
-            "Failure modes of the newest run that are new or grow faster than their history allows",
-            ["assistant"],
+            "Failure modes of the newest run that are new or grow faster than their history "
+            "allows (unit=turn | case)",
+            ["assistant", "unit"],
             registry=r,
         )
         self.failure_mode_window_turns = Gauge(
             "casewatch_failure_mode_window_turns",
-            "Failed turns of the newest run's window (outcome=grouped | unsorted: in no mode | "
-            "over_cap: past failure_modes.max_turns, not read)",
-            ["assistant", "outcome"],
+            "Failed turns or cases of the newest run's window (outcome=grouped | unsorted: in no "
+            "mode | over_cap: past failure_modes.max_turns, not read; unit=turn | case)",
+            ["assistant", "unit", "outcome"],
             registry=r,
         )
         self.failure_mode_runs = Counter(
             "casewatch_failure_mode_runs",
-            "Grouping runs per assistant (outcome=grouped | too_few_turns: nothing grouped)",
-            ["assistant", "outcome"],
+            "Grouping runs per assistant and unit (outcome=grouped | too_few_turns: nothing "
+            "grouped)",
+            ["assistant", "unit", "outcome"],
+            registry=r,
+        )
+        # A grouping whose embeddings endpoint (failure_modes.embeddings) failed it: grouped on
+        # the TF-IDF text features instead. reason: down | timeout | error | malformed |
+        # over_cap (monitor/judging/embeddings.py).
+        self.failure_mode_embedding_fallback = Counter(
+            "casewatch_failure_mode_embedding_fallback",
+            "Groupings that fell back from embeddings to TF-IDF text features, by reason",
+            ["reason"],
             registry=r,
         )
 

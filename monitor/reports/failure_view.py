@@ -6,7 +6,9 @@ nothing), then its modes largest first: id, turns, share, trend (recent share mi
 share, in points), whether new or growing, first seen; under each, its label and failing
 metrics. One mode
 shows its figures and then its turns, newest first, each failing metric with the reason of the
-judge that scored it lowest.
+judge that scored it lowest. A mode of cases (unit ``case``) reads the same with cases for
+turns: each case by its conversation id, when it was judged, its case band and first query, and
+the case judge's reason for each failing case metric.
 
 ``--since-change`` ranks the modes among the failed turns since each alarmed detector's
 change point, each with its number (what the regression page prints: ``inspect failure``
@@ -66,7 +68,12 @@ def mode_doc(m: ModeRow) -> dict[str, Any]:
         "last_seen": _iso(m.last_seen),
         "grouped_at": _iso(m.updated_at),
         "examples": list(m.examples),
+        "unit": m.unit,
     }
+
+
+def _noun(unit: str) -> str:
+    return "cases" if unit == "case" else "turns"
 
 
 def run_doc(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,6 +88,7 @@ def run_doc(run: Mapping[str, Any]) -> dict[str, Any]:
         "modes": run["modes"],
         "emerging": run["emerging"],
         "note": run["note"],
+        "unit": run.get("unit", "turn"),
     }
 
 
@@ -124,7 +132,8 @@ def render_failures(
             for rank, m in enumerate(modes_of, start=1)
         ]  # fmt: skip
         if rows:
-            header = ["#", "mode", "turns", "share", "trend", "", "first seen"]
+            unit = modes_of[0].unit
+            header = ["#", "mode", _noun(unit), "share", "trend", "", "first seen"]
             lines = _table(header, rows, {1, 5, 6})
             out.extend(lines[:2])
             for line, m in zip(lines[2:], modes_of, strict=True):
@@ -135,6 +144,21 @@ def render_failures(
 
 
 def mode_turns_doc(m: ModeRow, turns: Sequence[FailedTurn]) -> dict[str, Any]:
+    if m.unit == "case":
+        return {
+            **mode_doc(m),
+            "cases": [
+                {
+                    "conversation_id": t.event_id,
+                    "judged_at": _iso(t.at),
+                    "case_band": t.band,
+                    "first_query": t.query,
+                    "failing": list(t.failing),
+                    "reasons": dict(t.reasons),
+                }
+                for t in turns
+            ],
+        }
     return {
         **mode_doc(m),
         "turns": [
@@ -153,22 +177,25 @@ def mode_turns_doc(m: ModeRow, turns: Sequence[FailedTurn]) -> dict[str, Any]:
 
 def render_mode(m: ModeRow, turns: Sequence[FailedTurn], *, width: int) -> str:
     flag = status(m)
+    noun = _noun(m.unit)
     out = [
         f"{m.mode_id} ({m.assistant}){'  ' + flag if flag else ''}",
         f"label:      {m.label}",
         f"metrics:    {', '.join(m.metrics)}",
-        f"turns:      {m.size} ({100 * m.share:.1f}% of the window's failed turns; "
+        f"{noun + ':':<11} {m.size} ({100 * m.share:.1f}% of the window's failed {noun}; "
         f"{m.recent} recent, {m.earlier} earlier; trend {trend_text(m.trend)})",
         f"first seen: {_short(m.first_seen)} UTC   last: {_short(m.last_seen)} UTC   "
         f"grouped: {_short(m.updated_at)} UTC",
     ]
     if not turns:
         out.append("")
-        out.append("no stored turn of this mode (purged, or the mode is gone)")
+        out.append(f"no stored {noun[:-1]} of this mode (purged, or the mode is gone)")
+    query = "first query: " if m.unit == "case" else "query: "
     for t in turns:
         out.append("")
         out.append(f"{_short(t.at)}  {t.event_id}  {t.band}")
-        out.append(textwrap.fill("query: " + clip(t.query, 300), width, subsequent_indent="  "))
+        shown = clip(t.query, 300) or MISSING
+        out.append(textwrap.fill(query + shown, width, subsequent_indent="  "))
         for metric in t.failing:
             reason = clip(t.reasons.get(metric, "") or MISSING, 600)
             line = f"{metric}: {reason}"

@@ -15,6 +15,12 @@ and scaled by the square root of its weight, so the cosine similarity of two tur
 weighted sum of their blocks' similarities: the reasons dominate, the metrics keep apart two
 causes worded alike, the query adds the product or topic.
 
+With an embeddings endpoint configured (``failure_modes.embeddings``), the two text blocks are
+one instead: the embedding of the reasons and the query together (``embed_text``), L2-normalised
+and scaled by the square root of their two weights added. The embedder is handed in as a
+function (texts in, one row per text out), so this module stays pure; each distinct text is
+asked for once per transform. The metrics block, the labels and the signatures stay as below.
+
 A mode's label and the signature that recognises it in the next run are words (runs of two or
 more letters, and pairs of them): a person reads words, and a word means the same thing in the
 next run's vocabulary, where a column of n-grams does not. Terms are distinctive when a mode
@@ -25,7 +31,7 @@ all), so words every reason uses ("answer", "the") never name a mode.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -39,6 +45,8 @@ if TYPE_CHECKING:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
 TRUNCATED = "…"
+# Texts in, one vector per text out (any width, the same in one run): an embeddings endpoint.
+TextEmbedder = Callable[[Sequence[str]], "np.ndarray[Any, Any]"]
 # Columns per text block: enough for many modes' vocabularies, bounded whatever the window.
 MAX_FEATURES = 30_000
 # Words of two or more letters (any script); digits and identifiers never name a mode.
@@ -81,6 +89,15 @@ def reasons_text(turn: FailedTurn, limit: int) -> str:
 
 
 _DIGITS = re.compile(r"\d")
+
+
+def embed_text(turn: FailedTurn, reason_chars: int, query_chars: int) -> str:
+    """What an embedding is asked for: the reasons, then the query; the failing metrics' names
+    when both are empty (an endpoint refuses an empty input)."""
+    text = " ".join(
+        part for part in (reasons_text(turn, reason_chars), clip(turn.query, query_chars)) if part
+    )
+    return text or ", ".join(sorted(turn.failing)) or "-"
 
 
 def _shape(text: str) -> str:
@@ -138,13 +155,15 @@ class TurnFeatures:
         weights: FeatureWeights,
         reason_chars: int,
         query_chars: int,
+        embed: TextEmbedder | None = None,
     ) -> None:
         self._metrics = {m: i for i, m in enumerate(metrics)}
         self._weights = weights
         self._reason_chars = reason_chars
         self._query_chars = query_chars
-        self._reasons = _fit([self._reason(t) for t in sample])
-        self._query = _fit([self._query_text(t) for t in sample])
+        self._embed = embed
+        self._reasons = None if embed else _fit([self._reason(t) for t in sample])
+        self._query = None if embed else _fit([self._query_text(t) for t in sample])
 
     def _reason(self, turn: FailedTurn) -> str:
         return reasons_text(turn, self._reason_chars)
@@ -158,6 +177,17 @@ class TurnFeatures:
 
         blocks: list[Any] = []
         w = self._weights
+        if self._embed is not None and w.reasons + w.query > 0:
+            texts = [embed_text(t, self._reason_chars, self._query_chars) for t in turns]
+            index: dict[str, int] = {}
+            rows = [index.setdefault(t, len(index)) for t in texts]
+            vectors = np.asarray(self._embed(list(index)), dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape[0] != len(index):
+                raise ValueError(
+                    f"the embedder gave {vectors.shape} for {len(index)} texts: one row each"
+                )
+            dense = normalize(vectors)[rows] * np.float32(np.sqrt(w.reasons + w.query))
+            blocks.append(sparse.csr_matrix(dense))
         if self._reasons is not None and w.reasons > 0:
             x = _transform_once(self._reasons, [self._reason(t) for t in turns])
             blocks.append(normalize(x) * np.float32(np.sqrt(w.reasons)))

@@ -24,7 +24,12 @@ the recent part.
 with their weights, and its failing metrics): the new groups and the known modes are paired
 one to one by the best total similarity (the assignment problem, ``linear_sum_assignment``);
 a pair at least ``match_threshold`` alike keeps the known id and first-seen time. A group
-matching none gets a new id, a hash of its earliest turn's event id (never the id itself).
+matching none gets a new id, a hash of its earliest turn's event id (never the id itself),
+``fm-`` for modes of turns, ``fc-`` for modes of cases (``id_prefix``).
+
+**Cases.** Failed cases are grouped the same way, each read as a ``FailedTurn`` (its
+conversation id, when it was judged, its first query, the case metrics failing and the case
+judge's reasons), with ``unit="case"``: their modes never mix with the turns'.
 
 **New and growing.** The window is split at ``recent_start``. A mode is *new* when its first
 turn is in the recent part and the earlier part held enough failed turns to have shown it; it
@@ -48,6 +53,7 @@ from monitor.stats.failure_features import (
     FailedTurn,
     FeatureWeights,
     Terms,
+    TextEmbedder,
     TurnFeatures,
     label,
     signature_similarity,
@@ -81,6 +87,8 @@ class GroupingParams:
     examples: int = 3
     growth_alpha: float = 0.01
     min_growth: float = 2.0
+    unit: str = "turn"  # what is grouped (turn | case): the notes' word
+    id_prefix: str = "fm-"  # a new mode's id: "fm-" for turns, "fc-" for cases
 
 
 @dataclass(frozen=True)
@@ -138,18 +146,21 @@ def group_failures(
     params: GroupingParams,
     *,
     recent_start: datetime,
+    embed: TextEmbedder | None = None,
 ) -> Grouping:
-    """The failure modes of ``turns`` (one assistant's window), recognising ``known`` ones."""
+    """The failure modes of ``turns`` (one assistant's window), recognising ``known`` ones.
+    With ``embed``, the text features are its embeddings (``failure_features.py``); an error it
+    raises is the caller's to handle (the job falls back to the TF-IDF features)."""
     ordered = sorted(turns, key=lambda t: (t.at, t.event_id))
     n = len(ordered)
     recent_total = sum(1 for t in ordered if t.at >= recent_start)
     if n < params.min_turns:
         note = (
-            f"{n} failed turns in the window, fewer than the {params.min_turns} "
+            f"{n} failed {params.unit}s in the window, fewer than the {params.min_turns} "
             "needed to group them: nothing grouped"
         )
         return Grouping(TOO_FEW_TURNS, n, recent_total, (), n, note)
-    assignment, terms, position = _cluster(ordered, metrics, params, recent_start)
+    assignment, terms, position = _cluster(ordered, metrics, params, recent_start, embed)
     groups: dict[int, list[int]] = {}
     for i, g in enumerate(assignment):
         if g != UNSORTED:
@@ -162,7 +173,9 @@ def group_failures(
         for g, ix in kept.items()
     }
     metric_sets = {g: _metrics_of(ordered, ix) for g, ix in kept.items()}
-    ids = _match(kept, signatures, metric_sets, known, ordered, params.match_threshold)
+    ids = _match(
+        kept, signatures, metric_sets, known, ordered, params.match_threshold, params.id_prefix
+    )
     known_by_id = {k.mode_id: k for k in known}
     earlier_total = n - recent_total
     modes = []
@@ -198,16 +211,17 @@ def group_failures(
         )
     modes.sort(key=lambda m: (-m.size, m.mode_id))
     unsorted = n - sum(m.size for m in modes)
-    return Grouping(GROUPED, n, recent_total, tuple(modes), unsorted, _note(modes, n, unsorted))
+    note = _note(modes, n, unsorted, params.unit)
+    return Grouping(GROUPED, n, recent_total, tuple(modes), unsorted, note)
 
 
-def _note(modes: Sequence[Mode], n: int, unsorted: int) -> str:
+def _note(modes: Sequence[Mode], n: int, unsorted: int, unit: str = "turn") -> str:
     if not modes:
-        return f"{n} failed turns, no recurring cause: every group was smaller than a mode"
-    note = f"{n} failed turns: {len(modes)} modes, {unsorted} unsorted"
+        return f"{n} failed {unit}s, no recurring cause: every group was smaller than a mode"
+    note = f"{n} failed {unit}s: {len(modes)} modes, {unsorted} unsorted"
     grouped = n - unsorted
     if len(modes) >= 1 and modes[0].size >= GIANT_SHARE * grouped:
-        note += f"; one mode holds {modes[0].size / grouped:.0%} of the grouped turns"
+        note += f"; one mode holds {modes[0].size / grouped:.0%} of the grouped {unit}s"
     return note
 
 
@@ -263,6 +277,7 @@ def _cluster(
     metrics: Sequence[str],
     params: GroupingParams,
     recent_start: datetime,
+    embed: TextEmbedder | None = None,
 ) -> tuple[np.ndarray, Terms, dict[int, int]]:
     """Each turn's group (``UNSORTED`` past the threshold), the sample's terms, and where each
     sampled turn sits in the sample."""
@@ -274,6 +289,7 @@ def _cluster(
         weights=params.weights,
         reason_chars=params.reason_chars,
         query_chars=params.query_chars,
+        embed=embed,
     )
     x = features.transform(sample)
     distances = np.clip(1.0 - (x @ x.T).toarray(), 0.0, 2.0)
@@ -347,6 +363,7 @@ def _match(
     known: Sequence[KnownMode],
     turns: Sequence[FailedTurn],
     threshold: float,
+    prefix: str = "fm-",
 ) -> dict[int, str]:
     """Each group's mode id: a known mode's, paired one to one by signature, else a new one."""
     order = sorted(groups)
@@ -372,17 +389,17 @@ def _match(
         if g in ids:
             continue
         seed = turns[groups[g][0]].event_id
-        mode_id = _new_id(seed, taken)
+        mode_id = _new_id(seed, taken, prefix)
         taken.add(mode_id)
         ids[g] = mode_id
     return ids
 
 
-def _new_id(seed: str, taken: set[str]) -> str:
+def _new_id(seed: str, taken: set[str], prefix: str = "fm-") -> str:
     salt = 0
     while True:
         digest = hashlib.blake2b(f"{seed}\x00{salt}".encode(), digest_size=5).hexdigest()
-        mode_id = "fm-" + digest
+        mode_id = prefix + digest
         if mode_id not in taken:
             return mode_id
         salt += 1

@@ -6,6 +6,13 @@ A failed turn is one whose newest verdict (the same anti-join as drift and ``ins
 justification of the judge that scored that metric lowest; the judgments come in the same
 query, one row per judgment, so a window is one streamed query whatever its size. Only the
 query and those reasons leave the database, never the contexts or the answer.
+
+A failed case is one whose newest case verdict is ``ok`` with a severe or moderate case band,
+judged in the window. It is read as a failed turn is (``FailedTurn``): its conversation id in
+``event_id``, its judged time in ``at``, the failing case metrics with the reasons of the case
+judge that scored each lowest, and the query of its first stored turn (empty once retention
+purged the turns). Modes of cases are kept apart from modes of turns by ``unit`` on every
+table: the two are grouped, recognised, listed and forgotten separately.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from monitor.stats.failure_modes import Grouping, KnownMode
 from monitor.storage.leases import Fence, require_lease
 from monitor.storage.store import Store
 from monitor.storage.tables import (
+    case_judgments,
+    case_verdicts,
     failure_mode_members,
     failure_mode_runs,
     failure_modes,
@@ -34,6 +43,9 @@ FAILED_BANDS = ("severe", "moderate")
 _STREAM_ROWS = 2_000
 _INSERT_CHUNK = 5_000
 KNOWN_LIMIT = 200  # the modes recognisable in a run: the most recently found
+TURN = "turn"
+CASE = "case"
+UNITS = (TURN, CASE)
 
 
 def _newest_verdict() -> sa.ColumnElement[bool]:
@@ -151,10 +163,122 @@ def _turn(row: Any, docs: Sequence[Any]) -> FailedTurn:
     )
 
 
-def known_modes(store: Store, assistant: str) -> list[KnownMode]:
+def _newest_case() -> sa.ColumnElement[bool]:
+    newer = sa.alias(case_verdicts, "newer_case")
+    return ~(
+        sa.select(newer.c.id)
+        .where(
+            newer.c.assistant_name == case_verdicts.c.assistant_name,
+            newer.c.conversation_id == case_verdicts.c.conversation_id,
+            newer.c.version > case_verdicts.c.version,
+        )
+        .exists()
+    )
+
+
+def _failed_case(assistant: str | None, start: datetime, end: datetime) -> list[Any]:
+    where: list[Any] = [
+        case_verdicts.c.status == "ok",
+        case_verdicts.c.case_band.in_(FAILED_BANDS),
+        case_verdicts.c.judged_at >= start,
+        case_verdicts.c.judged_at < end,
+        _newest_case(),
+    ]
+    if assistant is not None:
+        where.append(case_verdicts.c.assistant_name == assistant)
+    return where
+
+
+def assistants_with_failed_cases(store: Store, start: datetime, end: datetime) -> list[str]:
+    query = (
+        sa.select(case_verdicts.c.assistant_name)
+        .where(*_failed_case(None, start, end))
+        .distinct()
+        .order_by(case_verdicts.c.assistant_name)
+    )
+    with store.transaction(write=False) as conn:
+        return [str(a) for a in conn.scalars(query)]
+
+
+def count_failed_cases(store: Store, assistant: str, start: datetime, end: datetime) -> int:
+    query = sa.select(sa.func.count()).select_from(case_verdicts)
+    query = query.where(*_failed_case(assistant, start, end))
+    with store.transaction(write=False) as conn:
+        return int(conn.scalar(query) or 0)
+
+
+def _first_query() -> Any:
+    """The query of the case's first stored turn (NULL once its turns are purged)."""
+    return (
+        sa.select(turns.c.event["query"].as_string())
+        .where(
+            turns.c.assistant_name == case_verdicts.c.assistant_name,
+            turns.c.conversation_id == case_verdicts.c.conversation_id,
+        )
+        .order_by(turns.c.turn_index, turns.c.event_timestamp, turns.c.event_id)
+        .limit(1)
+        .correlate(case_verdicts)
+        .scalar_subquery()
+    )
+
+
+def _case_rows(ids: Any) -> Any:
+    """The cases whose verdict ids ``ids`` selects, one row per case judgment, newest first."""
+    return (
+        sa.select(
+            case_verdicts.c.id,
+            case_verdicts.c.conversation_id.label("event_id"),
+            case_verdicts.c.judged_at.label("event_timestamp"),
+            _first_query().label("query"),
+            case_verdicts.c.metric_bands,
+            case_verdicts.c.case_band.label("turn_band"),
+            case_judgments.c.scores,
+        )
+        .select_from(
+            ids.join(case_verdicts, case_verdicts.c.id == ids.c.id).outerjoin(
+                case_judgments, case_judgments.c.case_verdict_id == case_verdicts.c.id
+            )
+        )
+        .order_by(case_verdicts.c.judged_at.desc(), case_verdicts.c.id.desc())
+    )
+
+
+def _grouped_rows(rows: Any) -> Iterator[FailedTurn]:
+    current: Any = None
+    docs: list[Any] = []
+    for row in rows:
+        if current is not None and row.id != current.id:
+            yield _turn(current, docs)
+            docs = []
+        current = row
+        docs.append(row.scores)
+    if current is not None:
+        yield _turn(current, docs)
+
+
+def failed_cases(
+    store: Store, assistant: str, start: datetime, end: datetime, *, limit: int
+) -> Iterator[FailedTurn]:
+    """The failed cases of ``assistant`` judged in [start, end), newest first, at most
+    ``limit`` of them, streamed (each as a ``FailedTurn`` keyed by its conversation id)."""
+    newest = (
+        sa.select(case_verdicts.c.id)
+        .where(*_failed_case(assistant, start, end))
+        .order_by(case_verdicts.c.judged_at.desc(), case_verdicts.c.id.desc())
+        .limit(limit)
+        .subquery()
+    )
+    with store.transaction(write=False) as conn:
+        result = conn.execution_options(stream_results=True, yield_per=_STREAM_ROWS).execute(
+            _case_rows(newest)
+        )
+        yield from _grouped_rows(result)
+
+
+def known_modes(store: Store, assistant: str, unit: str = TURN) -> list[KnownMode]:
     query = (
         sa.select(failure_modes)
-        .where(failure_modes.c.assistant == assistant)
+        .where(failure_modes.c.assistant == assistant, failure_modes.c.unit == unit)
         .order_by(failure_modes.c.updated_at.desc(), failure_modes.c.mode_id)
         .limit(KNOWN_LIMIT)
     )
@@ -179,17 +303,16 @@ def save_run(
     over_cap: int,
     fence: Fence | None = None,
     prune_runs_before: datetime | None = None,
+    unit: str = TURN,
 ) -> None:
-    """One run's modes, memberships and run row for ``assistant``, in one transaction (fenced
-    on the job's lease when ``fence`` is given: a run whose lease lapsed saves nothing)."""
+    """One run's modes, memberships and run row for ``assistant``'s ``unit`` (turns or cases),
+    in one transaction (fenced on the job's lease when ``fence`` is given: a run whose lease
+    lapsed saves nothing)."""
     with store.transaction(write=True, action="saving failure modes") as conn:
         if fence is not None:
             require_lease(conn, fence.job, fence.owner, fence.at)
-        conn.execute(
-            sa.update(failure_modes)
-            .where(failure_modes.c.assistant == assistant)
-            .values(present=False)
-        )
+        mine = sa.and_(failure_modes.c.assistant == assistant, failure_modes.c.unit == unit)
+        conn.execute(sa.update(failure_modes).where(mine).values(present=False))
         for m in grouping.modes:
             values = {
                 "label": m.label,
@@ -207,6 +330,7 @@ def save_run(
                 "new": m.new,
                 "growing": m.growing,
                 "examples": list(m.examples),
+                "unit": unit,
             }
             updated = conn.execute(
                 sa.update(failure_modes)
@@ -219,11 +343,15 @@ def save_run(
                         assistant=assistant, mode_id=m.mode_id, **values
                     )
                 )
-        conn.execute(
-            sa.delete(failure_mode_members).where(failure_mode_members.c.assistant == assistant)
-        )
+        conn.execute(sa.delete(failure_mode_members).where(_members_of(assistant, unit)))
         rows = [
-            {"assistant": assistant, "event_id": e, "mode_id": m.mode_id, "event_timestamp": at}
+            {
+                "assistant": assistant,
+                "unit": unit,
+                "event_id": e,
+                "mode_id": m.mode_id,
+                "event_timestamp": at,
+            }  # fmt: skip
             for m in grouping.modes
             for e, at in zip(m.members, m.member_times, strict=True)
         ]
@@ -242,6 +370,7 @@ def save_run(
                 modes=len(grouping.modes),
                 emerging=sum(1 for m in grouping.modes if m.emerging),
                 note=grouping.note,
+                unit=unit,
             )
         )
         if prune_runs_before is not None:
@@ -250,23 +379,28 @@ def save_run(
             )
 
 
-def forget_assistant(store: Store, assistant: str) -> None:
-    """An assistant with no failed turn left in the window: its modes are no longer present."""
+def _members_of(assistant: str, unit: str) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        failure_mode_members.c.assistant == assistant, failure_mode_members.c.unit == unit
+    )
+
+
+def forget_assistant(store: Store, assistant: str, unit: str = TURN) -> None:
+    """An assistant with no failed turn (or case) left in the window: its modes of that unit
+    are no longer present."""
     with store.transaction(write=True) as conn:
         conn.execute(
             sa.update(failure_modes)
-            .where(failure_modes.c.assistant == assistant)
+            .where(failure_modes.c.assistant == assistant, failure_modes.c.unit == unit)
             .values(present=False)
         )
-        conn.execute(
-            sa.delete(failure_mode_members).where(failure_mode_members.c.assistant == assistant)
-        )
+        conn.execute(sa.delete(failure_mode_members).where(_members_of(assistant, unit)))
 
 
-def assistants_with_modes(store: Store) -> list[str]:
+def assistants_with_modes(store: Store, unit: str = TURN) -> list[str]:
     query = (
         sa.select(failure_modes.c.assistant)
-        .where(failure_modes.c.present)
+        .where(failure_modes.c.present, failure_modes.c.unit == unit)
         .distinct()
         .order_by(failure_modes.c.assistant)
     )
@@ -295,19 +429,23 @@ class ModeRow:
     new: bool
     growing: bool
     examples: tuple[str, ...]
+    unit: str = TURN
 
 
 def _mode_row(r: Any) -> ModeRow:
     return ModeRow(
         r.assistant, r.mode_id, r.label, tuple(r.metrics or ()), r.size, r.share, r.recent,
         r.earlier, r.trend, r.first_seen, r.last_seen, r.updated_at, bool(r.present),
-        bool(r.new), bool(r.growing), tuple(r.examples or ()),
+        bool(r.new), bool(r.growing), tuple(r.examples or ()), str(r.unit),
     )  # fmt: skip
 
 
-def list_modes(store: Store, assistant: str | None, *, include_gone: bool = False) -> list[ModeRow]:
-    """Modes largest first (of the newest run; with ``include_gone``, the others after)."""
-    query = sa.select(failure_modes)
+def list_modes(
+    store: Store, assistant: str | None, *, include_gone: bool = False, unit: str = TURN
+) -> list[ModeRow]:
+    """Modes of ``unit`` largest first (of the newest run; with ``include_gone``, the others
+    after)."""
+    query = sa.select(failure_modes).where(failure_modes.c.unit == unit)
     if assistant is not None:
         query = query.where(failure_modes.c.assistant == assistant)
     if not include_gone:
@@ -319,17 +457,19 @@ def list_modes(store: Store, assistant: str | None, *, include_gone: bool = Fals
         return [_mode_row(r) for r in conn.execute(query)]
 
 
-def latest_runs(store: Store, assistant: str | None) -> list[dict[str, Any]]:
-    """The newest run row of each assistant (or of ``assistant``)."""
+def latest_runs(store: Store, assistant: str | None, unit: str = TURN) -> list[dict[str, Any]]:
+    """The newest run row of ``unit`` of each assistant (or of ``assistant``)."""
     newer = sa.alias(failure_mode_runs, "newer")
     superseded = (
         sa.select(newer.c.id)
         .where(
-            newer.c.assistant == failure_mode_runs.c.assistant, newer.c.id > failure_mode_runs.c.id
+            newer.c.assistant == failure_mode_runs.c.assistant,
+            newer.c.unit == failure_mode_runs.c.unit,
+            newer.c.id > failure_mode_runs.c.id,
         )
         .exists()
     )
-    query = sa.select(failure_mode_runs).where(~superseded)
+    query = sa.select(failure_mode_runs).where(~superseded, failure_mode_runs.c.unit == unit)
     if assistant is not None:
         query = query.where(failure_mode_runs.c.assistant == assistant)
     with store.transaction(write=False) as conn:
@@ -349,10 +489,7 @@ def mode_turns(store: Store, assistant: str, mode_id: str, *, limit: int) -> lis
     """The turns the newest run put in the mode, newest first, with their reasons."""
     members = (
         sa.select(failure_mode_members.c.event_id)
-        .where(
-            failure_mode_members.c.assistant == assistant,
-            failure_mode_members.c.mode_id == mode_id,
-        )
+        .where(_members_of(assistant, TURN), failure_mode_members.c.mode_id == mode_id)
         .order_by(failure_mode_members.c.event_timestamp.desc())
         .limit(limit)
         .subquery()
@@ -388,6 +525,26 @@ def mode_turns(store: Store, assistant: str, mode_id: str, *, limit: int) -> lis
         if current is not None:
             out.append(_turn(current, docs))
     return out
+
+
+def mode_cases(store: Store, assistant: str, mode_id: str, *, limit: int) -> list[FailedTurn]:
+    """The cases the newest run put in a case mode, newest first, with the case judge's
+    reasons (each keyed by its conversation id; its newest verdict, as grouped)."""
+    members = (
+        sa.select(failure_mode_members.c.event_id)
+        .where(_members_of(assistant, CASE), failure_mode_members.c.mode_id == mode_id)
+        .order_by(failure_mode_members.c.event_timestamp.desc())
+        .limit(limit)
+        .subquery()
+    )
+    ids = (
+        sa.select(case_verdicts.c.id)
+        .join(members, members.c.event_id == case_verdicts.c.conversation_id)
+        .where(case_verdicts.c.assistant_name == assistant, _newest_case())
+        .subquery()
+    )
+    with store.transaction(write=False) as conn:
+        return list(_grouped_rows(conn.execute(_case_rows(ids))))
 
 
 # ------------------------------------------------- the modes since a detector's change point

@@ -467,6 +467,9 @@ failure_modes = sa.Table(
     sa.Column("new", sa.Boolean, nullable=False),
     sa.Column("growing", sa.Boolean, nullable=False),
     sa.Column("examples", JSONDoc, nullable=False),  # [event_id], newest first
+    # What the mode groups (migration 0017): failed turns, or failed cases (conversation ids).
+    sa.Column("unit", sa.String(8), nullable=False, server_default="turn"),
+    sa.CheckConstraint("unit IN ('turn', 'case')", name="unit"),
 )
 # Which turn the newest run put in which mode; replaced whole per assistant by each run (no
 # foreign key: a purged turn simply drops out of the join that reads it).
@@ -474,10 +477,13 @@ failure_mode_members = sa.Table(
     "failure_mode_members",
     metadata,
     sa.Column("assistant", sa.String(256), primary_key=True),
+    # turn: event_id is a turn's; case: the case's conversation id (migration 0017).
+    sa.Column("unit", sa.String(8), primary_key=True, server_default="turn"),
     sa.Column("event_id", sa.String(256), primary_key=True),
     sa.Column("mode_id", sa.String(32), nullable=False),
-    sa.Column("event_timestamp", UTCDateTime, nullable=False),
-    sa.Index(None, "assistant", "mode_id", "event_timestamp"),
+    sa.Column("event_timestamp", UTCDateTime, nullable=False),  # a case's: when it was judged
+    sa.Index(None, "assistant", "unit", "mode_id", "event_timestamp"),
+    sa.CheckConstraint("unit IN ('turn', 'case')", name="unit"),
 )
 # One row per run and assistant, the runs with too few failed turns to group included.
 failure_mode_runs = sa.Table(
@@ -495,8 +501,10 @@ failure_mode_runs = sa.Table(
     sa.Column("modes", sa.Integer, nullable=False),
     sa.Column("emerging", sa.Integer, nullable=False),
     sa.Column("note", sa.Text, nullable=False),
+    sa.Column("unit", sa.String(8), nullable=False, server_default="turn"),  # turn | case
     sa.Index(None, "assistant", "run_at"),
     sa.CheckConstraint("status IN ('grouped', 'too_few_turns')", name="status"),
+    sa.CheckConstraint("unit IN ('turn', 'case')", name="unit"),
 )
 TABLES = (*TABLES, failure_modes, failure_mode_members, failure_mode_runs)
 # --- end failure modes ---

@@ -93,6 +93,11 @@ FAILURE_MODE_EXCLUSION = (
     "needs a failure_modes run, and the daemon schedules no failure_modes job "
     "(monitor/jobs/build.py)"
 )
+# The embeddings fallback counter exists only with failure_modes.embeddings configured (an
+# embeddings endpoint), which these settings have none of; its path is tested against a fake
+# endpoint in tests/monitor/jobs/test_failure_modes_cases.py.
+EMBEDDINGS_SERIES = ("casewatch_failure_mode_embedding_fallback",)
+EMBEDDINGS_EXCLUSION = "needs failure_modes.embeddings, and these settings configure none"
 # The baseline-tier row needs the baseline_tiers job, which judges probes against assistant
 # endpoints; these settings configure none, so the job is absent (it has live tests of its own
 # in tests/monitor/jobs/test_baseline_tiers*.py).
@@ -260,6 +265,8 @@ def _excluded(query: PanelQuery, job_names: list[str]) -> str | None:
         return SINCE_CHANGE_EXCLUSION
     if "drift" not in job_names and any(name in query.expr for name in DRIFT_SERIES):
         return DRIFT_EXCLUSION
+    if any(n in query.expr for n in EMBEDDINGS_SERIES):
+        return EMBEDDINGS_EXCLUSION
     if "failure_modes" not in job_names and any(n in query.expr for n in FAILURE_MODE_SERIES):
         return FAILURE_MODE_EXCLUSION
     if "baseline_tiers" not in job_names and any(n in query.expr for n in BASELINE_SERIES):
@@ -353,7 +360,7 @@ def test_every_dashboard_query_returns_data_from_a_live_daemon(
     assert set(excluded.values()) <= {
         DRIFT_EXCLUSION, BASELINE_EXCLUSION, QUALITY_ESTIMATE_EXCLUSION, CANARY_EXCLUSION,
         OTEL_EXCLUSION, OUTCOME_EXCLUSION, CASCADE_EXCLUSION, FAILURE_MODE_EXCLUSION,
-        REVIEW_EXCLUSION, SINCE_CHANGE_EXCLUSION,
+        REVIEW_EXCLUSION, SINCE_CHANGE_EXCLUSION, EMBEDDINGS_EXCLUSION,
     }  # fmt: skip
     if "drift" in job_names:
         assert DRIFT_EXCLUSION not in excluded.values()

@@ -29,7 +29,7 @@ POLICY = 6  # "policy fabricated": fails hallucination, a critical metric, so th
 
 
 def _value(m: Metrics, name: str, **labels: str) -> float | None:
-    return m.registry.get_sample_value(name, labels)
+    return m.registry.get_sample_value(name, {"unit": "turn", **labels})  # the turns' modes
 
 
 def _job(store: Store, clock: ManualClock, **kw: object) -> tuple[FailureModesJob, Metrics]:
