@@ -22,6 +22,12 @@ Calibration to the same false-alarm budget as the Bernoulli CUSUM: an in-control
 turns, the number of detectors), solved on a Brook-Evans chain whose increments are the mixture
 over cells (each cell weighted by its share of judged turns) put on a lattice (each increment split
 between the two lattice points around it so that its mean is kept).
+
+The detection job runs it under the cascade through the stored detector
+(``monitor.stats.detection``'s ``Detector.update_steps``): ``calibrate_cells`` gives one
+detector's ``CellCalibration`` (a CUSUM per shift of the grid, p1 = ``shifted_rate(p0, shift)``
+of the population's baseline, each cell's in-control rate from the reference window), and
+``CellCalibration.steps`` the increments of a batch of judged turns.
 """
 
 from __future__ import annotations
@@ -29,8 +35,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+
+from monitor.stats.cusum_calibration import Calibration, shifted_rate, target_arl0
 
 _STEPS_PER_SMALLEST = 3  # lattice units in the smallest increment
 _MAX_STATES = 3_000
@@ -170,3 +179,137 @@ def cell_baseline(severe: int, judged: int, *, z: float = BASELINE_Z) -> float:
         raise ValueError(f"need 0 <= severe <= judged, got {severe}/{judged}")
     p = (severe + 0.5) / (judged + 1.0)
     return min(0.99, p + z * math.sqrt(p * (1.0 - p) / (judged + 1.0)))
+
+
+@dataclass(frozen=True)
+class CellCalibration(Calibration):
+    """One detector's cell-conditional CUSUMs: ``p0`` the population's baseline, ``rates`` the
+    p1 of each shift and ``thresholds`` their h (as ``Calibration``'s), ``cells`` each cell's
+    in-control rate and ``mix`` each cell's share of the judged turns the thresholds were
+    solved for. Its increments depend on the cell: ``steps``, never ``Calibration``'s."""
+
+    cells: Mapping[str, float]
+    mix: Mapping[str, float]
+
+    def knows(self, cell: str) -> bool:
+        return cell in self.cells
+
+    def steps(self, cells: Sequence[str], severe: Sequence[bool]) -> list[np.ndarray]:
+        """Per shift, each judged turn's increment (every cell known: ``knows``)."""
+        x = np.asarray(severe, dtype=bool)
+        model = CellModel(self.cells, self.mix, self.p0)
+        out = []
+        for p1 in self.rates:
+            incs = model.increments(p1)
+            up = np.array([incs[c][0] for c in cells], dtype=float)
+            down = np.array([incs[c][1] for c in cells], dtype=float)
+            out.append(np.where(x, up, down))
+        return out
+
+
+def calibrate_cells(
+    p0: float,
+    cells: Mapping[str, float],
+    mix: Mapping[str, float],
+    shifts: Sequence[float],
+    *,
+    false_alarm_days: float,
+    rate_per_s: float,
+    detectors: int,
+) -> CellCalibration:
+    """Thresholds for every shift of one cell-conditional detector, for the same false-alarm
+    budget as ``cusum_calibration.calibrate`` (an in-control ARL of ``target_arl0`` judged
+    turns each, ``detectors`` counting every CUSUM of the deployment). The cells' rates are
+    rounded up to two significant digits (a baseline read a little high: never more false
+    alarms), the mix to 0.02 and ARL0 to 1 %, so a slowly moving baseline reuses its cached
+    thresholds; the increments are those of the rounded rates, so the calibration holds
+    for exactly the CUSUM that runs."""
+    arl0 = target_arl0(false_alarm_days, rate_per_s, detectors)
+    if not 0.0 < p0 < 1.0:
+        raise ValueError(f"p0 must be in (0, 1), got {p0}")
+    rounded = tuple(sorted((c, _round_up2(r)) for c, r in cells.items()))
+    total = sum(max(0.0, mix.get(c, 0.0)) for c in cells)
+    if total <= 0:
+        raise ValueError("no cell has judged turns to calibrate on")
+    shares = tuple(sorted((c, _round_to(max(0.0, mix.get(c, 0.0)) / total, 0.02)) for c in cells))
+    rates = tuple(shifted_rate(_round3(p0), k) for k in shifts)
+    log_arl0 = round(math.log(arl0), 2)
+    thresholds = tuple(_cell_threshold(rounded, shares, _round3(p0), p1, log_arl0) for p1 in rates)
+    return CellCalibration(_round3(p0), rates, thresholds, dict(rounded), dict(shares))
+
+
+@lru_cache(maxsize=1024)
+def _cell_threshold(
+    cells: tuple[tuple[str, float], ...],
+    mix: tuple[tuple[str, float], ...],
+    p0: float,
+    p1: float,
+    log_arl0: float,
+) -> float:
+    """``threshold``'s h, found in fewer chain solves: ln ARL0 grows with h at a slope close
+    to 1, so a step of that slope from Lorden's h = ln ARL0 lands next to the root, and
+    regula falsi (Illinois) closes in; the side whose ARL0 is at least the target is kept."""
+    model = CellModel(dict(cells), dict(mix), p0)
+
+    def gap(h: float) -> float:
+        return math.log(arl(model, p1, h)) - log_arl0
+
+    hi = max(log_arl0, 1e-3)
+    g_hi = gap(hi)
+    while g_hi < 0:
+        hi *= 1.5
+        g_hi = gap(hi)
+    lo = max(hi - g_hi - 0.5, hi / 16.0)
+    g_lo = gap(lo)
+    while g_lo > 0 and lo > 1e-6:
+        hi, g_hi = lo, g_lo
+        lo /= 2.0
+        g_lo = gap(lo)
+    if g_lo > 0:
+        return lo
+    side = 0
+    for _ in range(_SOLVES):
+        if abs(g_hi) < _LOG_ARL_TOLERANCE or hi - lo < 1e-3 * hi:
+            break
+        h = hi - g_hi * (hi - lo) / (g_hi - g_lo)
+        g = gap(h)
+        if g >= 0:
+            hi, g_hi = h, g
+            g_lo = g_lo / 2 if side > 0 else g_lo
+            side = 1
+        else:
+            lo, g_lo = h, g
+            g_hi = g_hi / 2 if side < 0 else g_hi
+            side = -1
+    return hi
+
+
+_LOG_ARL_TOLERANCE = 2e-3  # ln ARL0 within this of the target (0.2 % in ARL0)
+
+
+def _round3(x: float) -> float:
+    return float(f"{x:.3g}")
+
+
+def _round_up2(x: float) -> float:
+    """``x`` rounded up to two significant digits, kept below 1."""
+    if x <= 0.0:
+        return x
+    scale = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return min(0.99, float(f"{math.ceil(x / scale - 1e-9) * scale:.2g}"))
+
+
+def _round_to(x: float, step: float) -> float:
+    return float(f"{round(x / step) * step:.4g}")
+
+
+CERTAIN = "@1"  # the suffix of a cell's turns drawn with probability 1
+
+
+def stratum(cell: str, probability: float) -> str:
+    """The stratum a drawn turn is conditioned on: its cheap-look cell, apart for the turns
+    drawn with probability 1 (an always-judge rule, the tripwire, or a cell at probability 1).
+    A rule picks turns by what they hold, not by their cell, so its turns may be severe more
+    often than their cell's others; kept apart, every stratum's turns are drawn independently
+    of their LLM call."""
+    return f"{cell}{CERTAIN}" if probability >= 1.0 else cell

@@ -4,6 +4,10 @@ The detection job reads and writes these rows, and ``casewatch detect`` prints t
 through ``DetectorState.from_row`` and ``to_row``, so the JSON ``state`` column (shifts,
 calibration, the CUSUMs) is parsed in one place. A state stored for another grid of shifts
 than the configured one starts afresh (its CUSUMs and calibration are for other shifts).
+A cell-conditional detector (the cascade: ``monitor.stats.cell_cusum``) stores its cells'
+in-control rates and judged mix with its calibration (``cells``, ``mix``); ``from_row`` with
+``cells`` True or False starts afresh a state stored for the other kind (the sampling strategy
+changed).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitor.stats.baseline_policy import Baseline, BaselineSource
+from monitor.stats.cell_cusum import CellCalibration
 from monitor.stats.cusum_calibration import Calibration
 from monitor.stats.detection import Alarm, Detector
 from monitor.stats.detection_signals import Signal
@@ -36,7 +41,7 @@ class DetectorState:
     baseline_source: BaselineSource
     reference_turns: int
     turn_rate: float | None  # judged turns per second the thresholds are calibrated for
-    calibration: Calibration | None
+    calibration: Calibration | None  # a CellCalibration for a cell-conditional detector
     detector: Detector
     observations: int
     calibrated_at: datetime | None
@@ -52,21 +57,36 @@ class DetectorState:
 
     @classmethod
     def from_row(
-        cls, row: Mapping[str, Any], shifts: Sequence[float] | None = None
+        cls,
+        row: Mapping[str, Any],
+        shifts: Sequence[float] | None = None,
+        *,
+        cells: bool | None = None,
     ) -> DetectorState:
-        """A stored row; ``shifts`` the configured grid (None: the stored one, for reading)."""
+        """A stored row; ``shifts`` the configured grid (None: the stored one, for reading);
+        ``cells`` whether the detector is cell-conditional (None: as stored, for reading)."""
         state = dict(row["state"] or {})
         stored = tuple(float(c) for c in state.get("shifts") or ())
         grid = stored if shifts is None else tuple(shifts)
-        same = stored == grid
-        cal = state.get("calibration") if same else None
-        calibration = None
+        cal = state.get("calibration")
+        kind = bool(cal and cal.get("cells") is not None)
+        same = stored == grid and (cells is None or cells == kind)
+        cal = cal if same else None
+        calibration: Calibration | None = None
         if cal and len(cal["thresholds"]) == len(grid):
-            calibration = Calibration(
-                float(cal["p0"]),
-                tuple(float(r) for r in cal["rates"]),
-                tuple(float(h) for h in cal["thresholds"]),
-            )
+            p0 = float(cal["p0"])
+            rates = tuple(float(r) for r in cal["rates"])
+            thresholds = tuple(float(h) for h in cal["thresholds"])
+            if kind:
+                calibration = CellCalibration(
+                    p0,
+                    rates,
+                    thresholds,
+                    {str(c): float(r) for c, r in cal["cells"].items()},
+                    {str(c): float(m) for c, m in (cal.get("mix") or {}).items()},
+                )
+            else:
+                calibration = Calibration(p0, rates, thresholds)
         detector = Detector.from_dict(grid, state.get("detector") if same else None)
         source: BaselineSource = next((s for s in _SOURCES if s == row["baseline_source"]), "none")
         return cls(
@@ -146,10 +166,19 @@ class DetectorState:
             "calibrated_at": self.calibrated_at,
             "state": {
                 "shifts": list(self.detector.shifts),
-                "calibration": None
-                if cal is None
-                else {"p0": cal.p0, "rates": list(cal.rates), "thresholds": list(cal.thresholds)},
+                "calibration": None if cal is None else _calibration_dict(cal),
                 "detector": self.detector.to_dict(),
             },
             "updated_at": now,
         }
+
+
+def _calibration_dict(cal: Calibration) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "p0": cal.p0,
+        "rates": list(cal.rates),
+        "thresholds": list(cal.thresholds),
+    }
+    if isinstance(cal, CellCalibration):
+        out["cells"], out["mix"] = dict(cal.cells), dict(cal.mix)
+    return out

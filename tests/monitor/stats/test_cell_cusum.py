@@ -3,18 +3,26 @@ simulation, and alarms on a rise."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 import pytest
 
 from monitor.stats import cusum_calibration as bernoulli
 from monitor.stats.cell_cusum import (
+    CellCalibration,
     CellCusum,
     CellModel,
     arl,
+    calibrate_cells,
     cell_alternative,
     cell_baseline,
+    stratum,
     threshold,
 )
+from monitor.stats.detection import Detector
+from monitor.stats.detection_signals import Signal
+from monitor.stats.detector_state import DetectorState
 
 
 def test_one_cell_is_the_bernoulli_cusum() -> None:
@@ -69,3 +77,71 @@ def test_a_cell_baseline_is_read_high_and_checked() -> None:
     assert 0 < cell_baseline(0, 0) < 1
     with pytest.raises(ValueError):
         cell_baseline(3, 2)
+
+
+RATES = {"severe@1": 0.35, "moderate": 0.09, "minor": 0.03, "none": 0.01}
+MIX = {"severe@1": 0.45, "moderate": 0.35, "minor": 0.12, "none": 0.08}
+SHIFTS = (1.5, 2.0, 3.0, 5.0)
+
+
+def _calibration() -> CellCalibration:
+    return calibrate_cells(
+        0.05, RATES, MIX, SHIFTS, false_alarm_days=1.0, rate_per_s=0.05, detectors=8
+    )
+
+
+def test_the_stored_detector_runs_the_cell_conditional_cusums() -> None:
+    cal = _calibration()
+    arl0 = bernoulli.target_arl0(1.0, 0.05, 8)
+    model = CellModel(cal.cells, cal.mix, cal.p0)
+    assert cal.thresholds[0] == pytest.approx(threshold(model, cal.rates[0], arl0), rel=0.01)
+    assert cal.rates == tuple(bernoulli.shifted_rate(0.05, k) for k in SHIFTS)
+    rng = np.random.default_rng(4)
+    cells = list(rng.choice(sorted(RATES), size=3000))
+    severe = [bool(rng.random() < RATES[c] * 2.5) for c in cells]
+    detector = Detector(SHIFTS)
+    raised = detector.update_steps(
+        severe, list(range(3000)), cal.steps(cells, severe), cal.thresholds
+    )
+    # Each shift's CUSUM is cell_cusum's CellCusum until the first alarm.
+    first = CellCusum(model.increments(cal.rates[1]), cal.thresholds[1])
+    alarms = first.update(cells, severe)
+    assert raised >= 1 and detector.latched is not None
+    assert alarms, "a 2.5x rise in every cell raises the 2x CUSUM"
+
+
+def test_the_rate_since_the_change_is_weighted() -> None:
+    cal = _calibration()
+    detector = Detector(SHIFTS)
+    # Severe turns of the risky stratum (drawn at 1) page; then clean turns of the clean one,
+    # each standing for 50 turns of traffic (too few to clear the alarm).
+    cells = ["severe@1"] * 40 + ["none"] * 10
+    severe = [True] * 40 + [False] * 10
+    weights = [1.0] * 40 + [50.0] * 10
+    detector.update_steps(
+        severe, list(range(50)), cal.steps(cells, severe), cal.thresholds, weights
+    )
+    latched = detector.latched
+    assert latched is not None and latched.observations_since >= 10
+    unweighted = latched.severe_since / latched.observations_since
+    assert latched.rate_since == pytest.approx(latched.weighted_severe_since / latched.weight_since)
+    assert latched.rate_since < unweighted / 2
+
+
+def test_a_cell_calibration_survives_the_store_and_a_strategy_change_starts_afresh() -> None:
+    state = DetectorState.new("helpdesk", Signal(None), SHIFTS)
+    state.calibration, state.armed, state.baseline_rate = _calibration(), True, 0.05
+    state.detector.states[0].s = 1.5
+    row = state.to_row(datetime.now(UTC))
+    back = DetectorState.from_row(row, SHIFTS, cells=True)
+    assert back.calibration == state.calibration and back.armed
+    assert back.detector.states[0].s == 1.5
+    assert DetectorState.from_row(row).calibration == state.calibration  # reading: as stored
+    uniform = DetectorState.from_row(row, SHIFTS, cells=False)
+    assert uniform.calibration is None and not uniform.armed
+    assert uniform.detector.states[0].s == 0.0
+
+
+def test_rule_turns_are_a_stratum_of_their_own() -> None:
+    assert stratum("none", 0.02) == "none"
+    assert stratum("none", 1.0) == "none@1"
