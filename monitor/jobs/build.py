@@ -135,9 +135,7 @@ def _build_jobs(
                 DetectionRecorder(metrics),
                 clock=clock,
                 lease_owner=lease_owner,
-                uniform_below=settings.sampling.cascade_floor
-                if settings.sampling.strategy == "cascade"
-                else None,
+                cascade=settings.sampling.strategy == "cascade",
                 failure_modes=settings.failure_modes.enabled,
             )
         )

@@ -37,12 +37,24 @@ serializer (``monitor.stats.detector_state``): a restart or a lease moving to an
 continues the statistics. Under the scheduler the save is fenced on the job's lease, and any
 save is refused when another run saved since this one read: a replica whose lease lapsed
 mid-run (and was taken), or a second run beside it, saves nothing and counts nothing twice.
+
+Under the cascade (``sampling.strategy: cascade``, ``cascade=True``) the judged turns
+over-represent the cells the cheap look finds risky, so the detectors are cell-conditional
+(``monitor.stats.cell_cusum``): every drawn turn is fed with its stratum (its stored cheap
+cell, apart when drawn with probability 1) and weight 1/pi, each stratum's in-control rate read
+from the reference window (each turn weighted by 1/pi), the population's baseline p0 and its
+shifts as for the Bernoulli detectors, and the thresholds solved for the same false-alarm
+budget. Left out, counted by reason and logged once per reason: a turn with no stored cell
+(``no_cell``: judged before the cascade, or stored without its draw) and a turn whose stratum
+the reference window holds none of (``cell_without_baseline``). Under the uniform strategy a
+turn the cascade drew (a store that ran the cascade before) is left out (``cascade_draw``).
+A state stored for the other strategy starts afresh.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
 import structlog
@@ -51,9 +63,9 @@ from monitor.config.detection import DetectionConfig
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.metrics.exporter import SINCE_CHANGE_RANKS
 from monitor.runtime.clock import Clock, SystemClock
-from monitor.sampling.sampler import sample_point
 from monitor.stats import baseline_policy as policy
-from monitor.stats.cusum_calibration import calibrate
+from monitor.stats.cell_cusum import CellCalibration, calibrate_cells, cell_baseline, stratum
+from monitor.stats.cusum_calibration import Calibration, calibrate
 from monitor.stats.detection_signals import Signal, signals
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import detection_queries as q
@@ -65,6 +77,19 @@ log = structlog.get_logger(__name__)
 
 JOB_NAME = "detection"
 Key = tuple[str, Signal]
+
+# Why a judged turn was not observed (casewatch_detector_left_out_total{reason}).
+NO_CELL = "no_cell"
+CELL_WITHOUT_BASELINE = "cell_without_baseline"
+CASCADE_DRAW = "cascade_draw"
+_LEFT_OUT_WHY = {
+    NO_CELL: "judged turns with no cheap-look cell stored are left out of the cell-conditional "
+    "detectors (judged before sampling.strategy: cascade, or stored without their draw)",
+    CELL_WITHOUT_BASELINE: "judged turns of a cheap-look cell the reference window holds no "
+    "turn of are left out of the cell-conditional detectors until it does",
+    CASCADE_DRAW: "judged turns the cascade drew are left out of the uniform strategy's "
+    "detectors (drawn by their cell, not uniformly)",
+}
 
 
 class DetectionJob:
@@ -80,19 +105,20 @@ class DetectionJob:
         clock: Clock | None = None,
         lease_owner: str | None = None,
         read_limit: int = q.READ_LIMIT,
-        uniform_below: float | None = None,
+        cascade: bool = False,
         failure_modes: bool = False,
     ) -> None:
         """``lease_owner``: the scheduler's owner id; saves are then refused once another
         replica holds the job's lease (None: unfenced, for a run outside the scheduler).
-        ``uniform_below``: the cascade's floor (``sampling.strategy: cascade``). A turn the
-        cascade drew is observed only when its conversation's point is below it: those turns
-        are drawn whatever their cell, a uniform sample the Bernoulli CUSUMs stay valid on;
-        the others over-represent the risky cells and are left out (counted, logged once).
+        ``cascade``: ``sampling.strategy: cascade``, the detectors are cell-conditional (see
+        the module doc).
         ``failure_modes``: the failure-modes job runs, so an alarm's gauges name the largest
         modes since its change point."""
-        self._uniform_below = uniform_below
-        self.left_out = 0  # cascade draws outside the uniform part, this process
+        self._cascade = cascade
+        # Per assistant, the reference window's counts per stratum (cell-conditional only).
+        self._cells: dict[str, dict[str, q.ReferenceCounts]] = {}
+        self._warned: set[str] = set()
+        self.left_out = 0  # judged turns not observed, this process
         self._cfg = config
         self._metrics = list(critical_metrics)
         self._signals = signals(self._metrics)
@@ -152,7 +178,7 @@ class DetectionJob:
         watched = set(self._signals)
         rows = {}
         for raw in q.read_states(self._store):
-            state = DetectorState.from_row(raw, self._shifts)
+            state = DetectorState.from_row(raw, self._shifts, cells=self._cascade)
             if state.signal in watched:  # a metric no longer critical is no longer watched
                 rows[state.key] = state
         return rows
@@ -179,7 +205,9 @@ class DetectionJob:
         end = now - timedelta(seconds=cfg.reference_gap_seconds)
         start = end - timedelta(seconds=cfg.reference_window_seconds)
         names = None if due == "all" else unarmed
-        counts = q.reference_counts(self._store, start, end, self._metrics, names)
+        counts = q.reference_counts(
+            self._store, start, end, self._metrics, names, by_cell=self._cascade
+        )
         if due == "all":
             self._refreshed_at = now
             for name in counts:
@@ -192,10 +220,18 @@ class DetectionJob:
             row.reference_turns = n
             severe = 0
             if ref is not None:
-                metric = row.signal.metric
-                severe = ref.severe_turns if metric is None else ref.severe_metrics.get(metric, 0)
+                severe = _severe(ref, row.signal)
             pinned = cfg.baselines.get(row.assistant, {}).get(row.signal.name)
-            row.apply(policy.choose_baseline(pinned, n, severe, cfg.min_reference_turns))
+            baseline = policy.choose_baseline(pinned, n, severe, cfg.min_reference_turns)
+            if self._cascade:
+                # The cells' in-control rates come from the reference window whatever the
+                # population's baseline: without min_reference_turns drawn turns with a cell
+                # there, a cell-conditional detector is not armed (a pinned rate included).
+                cells = {} if ref is None else ref.cells
+                self._cells[row.assistant] = cells
+                if sum(c.judged for c in cells.values()) < cfg.min_reference_turns:
+                    baseline = policy.NOT_ARMED
+            row.apply(baseline)
 
     def _calibrate(self, rows: dict[Key, DetectorState], now: datetime) -> None:
         """Thresholds for every armed detector at its assistant's live judged-turn rate."""
@@ -213,40 +249,83 @@ class DetectionJob:
             c = live.get(row.assistant)
             measured = 0.0 if c is None else policy.measured_rate(c.turns, c.first, c.recent, now)
             rate = policy.calibration_rate(row.turn_rate, measured)
-            calibration = calibrate(
-                row.baseline_rate,
-                self._shifts,
-                false_alarm_days=cfg.false_alarm_days,
-                rate_per_s=rate,
-                detectors=cusums,
-            )
+            calibration: Calibration | None
+            if self._cascade:
+                calibration = self._cell_calibration(row, rate, cusums)
+                if calibration is None:  # no reference read in this process yet: as it was
+                    continue
+            else:
+                calibration = calibrate(
+                    row.baseline_rate,
+                    self._shifts,
+                    false_alarm_days=cfg.false_alarm_days,
+                    rate_per_s=rate,
+                    detectors=cusums,
+                )
             if calibration != row.calibration:
                 row.calibration, row.calibrated_at = calibration, now
             row.turn_rate, row.armed = rate, True
 
+    def _cell_calibration(
+        self, row: DetectorState, rate: float, cusums: int
+    ) -> CellCalibration | None:
+        """The cell-conditional thresholds of an armed row: each stratum's in-control rate
+        read high (``cell_baseline``) from its reference turns, the judged mix as drawn."""
+        cells = self._cells.get(row.assistant)
+        if not cells or row.baseline_rate is None:
+            return None
+        rates = {c: cell_baseline(_severe(ref, row.signal), ref.turns) for c, ref in cells.items()}
+        mix = {c: float(ref.judged) for c, ref in cells.items()}
+        return calibrate_cells(
+            row.baseline_rate,
+            rates,
+            mix,
+            self._shifts,
+            false_alarm_days=self._cfg.false_alarm_days,
+            rate_per_s=rate,
+            detectors=cusums,
+        )
+
     def _observe(
         self, rows: dict[Key, DetectorState], read: list[q.Observation], now: datetime
     ) -> None:
-        per: dict[Key, tuple[list[bool], list[float]]] = defaultdict(lambda: ([], []))
-        left_out: dict[str, int] = defaultdict(int)
+        per: dict[Key, _Batch] = defaultdict(_Batch)
+        left_out: dict[tuple[str, str], int] = defaultdict(int)
         for o in read:
             if not o.ok:
                 continue
-            if o.inclusion_probability is not None and not self._uniform(o):
-                left_out[o.assistant] += 1
+            cell, weight = "", 1.0
+            if self._cascade:
+                if o.cheap_cell is None or o.inclusion_probability is None:
+                    left_out[(o.assistant, NO_CELL)] += 1
+                    continue
+                cell = stratum(o.cheap_cell, o.inclusion_probability)
+                weight = 1.0 / o.inclusion_probability
+            elif o.inclusion_probability is not None:
+                left_out[(o.assistant, CASCADE_DRAW)] += 1
                 continue
             t = o.event_timestamp.timestamp()
             for signal in self._signals:
-                xs, ts = per[(o.assistant, signal)]
-                xs.append(signal.severe(o.turn_severe, o.severe_metrics))
-                ts.append(t)
-        for key, (xs, ts) in per.items():
+                per[(o.assistant, signal)].add(
+                    signal.severe(o.turn_severe, o.severe_metrics), t, cell, weight
+                )
+        for key, batch in per.items():
             row = rows[key]
+            cal = row.calibration
+            if isinstance(cal, CellCalibration) and row.armed:
+                unknown = batch.keep(cal.knows)
+                if unknown and row.signal.metric is None:  # counted once, by the turn's signal
+                    left_out[(row.assistant, CELL_WITHOUT_BASELINE)] += unknown
+            xs, ts = batch.severe, batch.times
             row.observations += len(xs)
-            if not row.armed or row.calibration is None:
+            if not row.armed or cal is None or not xs:
                 continue
             was = row.detector.latched is not None
-            raised = row.detector.update(xs, ts, row.calibration)
+            if isinstance(cal, CellCalibration):
+                steps = cal.steps(batch.cells, xs)
+                raised = row.detector.update_steps(xs, ts, steps, cal.thresholds, batch.weights)
+            else:
+                raised = row.detector.update(xs, ts, cal)
             if raised:
                 row.alarm_at = now
                 self.alarms_raised += raised
@@ -264,21 +343,13 @@ class DetectionJob:
                 row.alarm_at = None
                 log.info("quality regression over", assistant=row.assistant, signal=row.signal.name)
 
-        if left_out:
-            if not self.left_out:
-                log.warning(
-                    "the detectors observe the uniform part of the cascade's draws only (the "
-                    "turns below sampling.cascade_floor); the others are left out",
-                    left_out=sum(left_out.values()),
-                )
-            self.left_out += sum(left_out.values())
+        for (assistant, reason), n in sorted(left_out.items()):
+            if reason not in self._warned:
+                self._warned.add(reason)
+                log.warning(_LEFT_OUT_WHY[reason], reason=reason, left_out=n)
+            self.left_out += n
             if self._gauges is not None:
-                for assistant, n in left_out.items():
-                    self._gauges.record_left_out(assistant, n)
-
-    def _uniform(self, o: q.Observation) -> bool:
-        below = self._uniform_below
-        return below is not None and sample_point(o.conversation_id) < below
+                self._gauges.record_left_out(assistant, n, reason)
 
     def _export(self, rows: Iterable[DetectorState], now: datetime) -> None:
         g = self._gauges
@@ -327,3 +398,36 @@ class DetectionJob:
                 failed=found.failed,
                 modes=[f"{m.mode_id} {n}" for m, n in found.modes],
             )
+
+
+def _severe(ref: q.ReferenceCounts, signal: Signal) -> int:
+    """The reference's severe count for a signal."""
+    metric = signal.metric
+    return ref.severe_turns if metric is None else ref.severe_metrics.get(metric, 0)
+
+
+class _Batch:
+    """One detector's observations of a run, in order: 0/1, time, stratum, weight."""
+
+    def __init__(self) -> None:
+        self.severe: list[bool] = []
+        self.times: list[float] = []
+        self.cells: list[str] = []
+        self.weights: list[float] = []
+
+    def add(self, severe: bool, at: float, cell: str, weight: float) -> None:
+        self.severe.append(severe)
+        self.times.append(at)
+        self.cells.append(cell)
+        self.weights.append(weight)
+
+    def keep(self, known: Callable[[str], bool]) -> int:
+        """Keep the observations whose stratum is ``known``; how many were dropped."""
+        kept = [i for i, c in enumerate(self.cells) if known(c)]
+        dropped = len(self.cells) - len(kept)
+        if dropped:
+            self.severe = [self.severe[i] for i in kept]
+            self.times = [self.times[i] for i in kept]
+            self.cells = [self.cells[i] for i in kept]
+            self.weights = [self.weights[i] for i in kept]
+        return dropped

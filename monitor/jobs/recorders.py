@@ -172,9 +172,11 @@ class DetectionRecorder:
         self._m = metrics
         self._assistant = metrics.assistant_label
 
-    def record_left_out(self, assistant: str, count: int) -> None:
-        """Judged turns the cascade drew outside its uniform part: not observed."""
-        self._m.detector_left_out.labels(self._assistant(assistant), "cascade_draw").inc(count)
+    def record_left_out(self, assistant: str, count: int, reason: str) -> None:
+        """Judged turns the detectors could not observe, by reason (``monitor.jobs.detection``:
+        no cheap-look cell stored, a cell without a baseline, a cascade draw under the
+        uniform strategy)."""
+        self._m.detector_left_out.labels(self._assistant(assistant), reason).inc(count)
 
     def record(
         self,

@@ -578,16 +578,21 @@ class Metrics:
             ["assistant"],
             registry=r,
         )
-        # The cascade's cheap look (sampling.strategy: cascade): every consumed turn by the
-        # offline judge's band. Its own severe share sits beside the LLM judge's weighted one,
-        # never in its place.
+        # Judged turns the turn detectors could not observe (jobs/detection.py). Under the
+        # cascade they are cell-conditional and observe every drawn turn but no_cell (no cheap
+        # cell stored: judged before the cascade) and cell_without_baseline (a cell the reference
+        # window holds no turn of); under the uniform strategy, cascade_draw (a turn the cascade
+        # drew, not a uniform sample).
         self.detector_left_out = Counter(
             "casewatch_detector_left_out",
-            "Judged turns the sequential detectors did not observe, by reason (cascade_draw: "
-            "drawn by the cascade outside its uniform part)",
+            "Judged turns the sequential detectors did not observe, by reason (no_cell, "
+            "cell_without_baseline, cascade_draw)",
             ["assistant", "reason"],
             registry=r,
         )
+        # The cascade's cheap look (sampling.strategy: cascade): every consumed turn by the
+        # offline judge's band. Its own severe share sits beside the LLM judge's weighted one,
+        # never in its place.
         self.cheap_look_turns = Counter(
             "casewatch_cheap_look_turns",
             "Turns the cascade's cheap look (the offline judge) put in each band",

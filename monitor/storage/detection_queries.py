@@ -19,13 +19,14 @@ the cursor's ``generation`` only from the generation its run read, and refuses t
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from monitor.errors import LeaseLost
+from monitor.stats.cell_cusum import stratum
 from monitor.storage.leases import Fence, require_lease
 from monitor.storage.outcomes import judged_for_feedback
 from monitor.storage.store import Store
@@ -49,10 +50,12 @@ class Observation:
     ok: bool
     turn_severe: bool
     severe_metrics: frozenset[str]
-    # The cascade: the turn's conversation and the probability it was drawn with (None: drawn
-    # uniformly), so the job can keep the uniform part of a cascade's draws.
+    # The cascade: the turn's conversation, the probability it was drawn with and the cheap
+    # look's cell it was drawn from (None: drawn uniformly), which the cell-conditional
+    # detectors condition on.
     conversation_id: str = ""
     inclusion_probability: float | None = None
+    cheap_cell: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,15 @@ class Cursor:
 
 @dataclass(frozen=True)
 class ReferenceCounts:
-    turns: int  # judged ok turns
+    turns: int  # judged ok turns (Kish's effective count when weighted)
     severe_turns: int
     severe_metrics: dict[str, int]
     first: datetime | None  # earliest event timestamp in the window
     last: datetime | None
+    judged: int = 0  # judged ok turns as drawn (unweighted)
+    # With ``by_cell``: the same per stratum of the cascade's draws (``cell_cusum.stratum``),
+    # turns with a stored cell only.
+    cells: dict[str, ReferenceCounts] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,7 @@ def read_new(store: Store, metrics: Sequence[str], limit: int = READ_LIMIT) -> l
             turns.c.event_timestamp,
             turns.c.conversation_id,
             turns.c.inclusion_probability,
+            turns.c.cheap_cell,
             *bands,
         )
         .select_from(verdicts.join(turns, turns.c.event_id == verdicts.c.event_id))
@@ -136,6 +144,7 @@ def read_new(store: Store, metrics: Sequence[str], limit: int = READ_LIMIT) -> l
                     inclusion_probability=None
                     if r.inclusion_probability is None
                     else float(r.inclusion_probability),
+                    cheap_cell=None if r.cheap_cell is None else str(r.cheap_cell),
                 )
             )
     return out
@@ -147,6 +156,8 @@ def reference_counts(
     end: datetime,
     metrics: Sequence[str],
     assistants: Collection[str] | None = None,
+    *,
+    by_cell: bool = False,
 ) -> dict[str, ReferenceCounts]:
     """Per assistant (of ``assistants``, None: all), judged ok turns (and severe ones, per
     metric) with an event timestamp in [start, end); turns judged because a user complained
@@ -154,7 +165,10 @@ def reference_counts(
 
     A turn the cascade drew weighs 1 / its probability: the counts are Kish's effective
     sample size (sum w)^2 / sum w^2 and the Hajek share of it, so the baseline is the
-    traffic's rate, not the draw's (a store of uniform draws: the plain counts)."""
+    traffic's rate, not the draw's (a store of uniform draws: the plain counts). With
+    ``by_cell``, the same per stratum of the cascade's draws (``ReferenceCounts.cells``: the
+    turns with a stored cell, by ``cell_cusum.stratum``), the cell-conditional detectors'
+    in-control rates."""
     w = 1.0 / sa.func.coalesce(turns.c.inclusion_probability, 1.0)
     severe = [
         sa.func.sum(
@@ -162,16 +176,18 @@ def reference_counts(
         ).label(f"m_{i}")
         for i, m in enumerate(metrics)
     ]
+    columns = [
+        turns.c.assistant_name,
+        sa.func.count().label("judged"),
+        sa.func.sum(w).label("n"),
+        sa.func.sum(w * w).label("n2"),
+        sa.func.sum(sa.case((verdicts.c.turn_band == "severe", w), else_=0.0)).label("x"),
+        sa.func.min(turns.c.event_timestamp).label("first"),
+        sa.func.max(turns.c.event_timestamp).label("last"),
+        *severe,
+    ]
     query = (
-        sa.select(
-            turns.c.assistant_name,
-            sa.func.sum(w).label("n"),
-            sa.func.sum(w * w).label("n2"),
-            sa.func.sum(sa.case((verdicts.c.turn_band == "severe", w), else_=0.0)).label("x"),
-            sa.func.min(turns.c.event_timestamp).label("first"),
-            sa.func.max(turns.c.event_timestamp).label("last"),
-            *severe,
-        )
+        sa.select(*columns)
         .select_from(verdicts.join(turns, turns.c.event_id == verdicts.c.event_id))
         .where(
             turns.c.event_timestamp >= start,
@@ -179,28 +195,42 @@ def reference_counts(
             verdicts.c.status == "ok",
             ~judged_for_feedback(turns.c.event_id),
         )
-        .group_by(turns.c.assistant_name)
     )
     if assistants is not None:
         query = query.where(turns.c.assistant_name.in_(sorted(assistants)))
-    out = {}
+    out: dict[str, ReferenceCounts] = {}
+    cells: dict[str, dict[str, ReferenceCounts]] = {}
     with store.transaction(write=False) as conn:
-        for r in conn.execute(query):
-            m = r._mapping
-            total, squares = float(m["n"] or 0.0), float(m["n2"] or 0.0)
-            effective = total * total / squares if squares > 0 else 0.0
-
-            def share(weighted: Any, total: float = total, effective: float = effective) -> int:
-                return round(float(weighted or 0.0) / total * effective) if total > 0 else 0
-
-            out[str(r.assistant_name)] = ReferenceCounts(
-                turns=round(effective),
-                severe_turns=share(m["x"]),
-                severe_metrics={metric: share(m[f"m_{i}"]) for i, metric in enumerate(metrics)},
-                first=m["first"],
-                last=m["last"],
+        for r in conn.execute(query.group_by(turns.c.assistant_name)):
+            out[str(r.assistant_name)] = _reference(r._mapping, metrics)
+        if by_cell:
+            certain = sa.case((turns.c.inclusion_probability >= 1.0, 1), else_=0).label("certain")
+            per_cell = (
+                query.add_columns(turns.c.cheap_cell, certain)
+                .where(turns.c.cheap_cell.is_not(None), turns.c.inclusion_probability.is_not(None))
+                .group_by(turns.c.assistant_name, turns.c.cheap_cell, certain)
             )
-    return out
+            for r in conn.execute(per_cell):
+                key = stratum(str(r.cheap_cell), 1.0 if r.certain else 0.0)
+                cells.setdefault(str(r.assistant_name), {})[key] = _reference(r._mapping, metrics)
+    return {name: replace(c, cells=cells.get(name, {})) for name, c in out.items()}
+
+
+def _reference(m: sa.RowMapping, metrics: Sequence[str]) -> ReferenceCounts:
+    total, squares = float(m["n"] or 0.0), float(m["n2"] or 0.0)
+    effective = total * total / squares if squares > 0 else 0.0
+
+    def share(weighted: Any) -> int:
+        return round(float(weighted or 0.0) / total * effective) if total > 0 else 0
+
+    return ReferenceCounts(
+        turns=round(effective),
+        severe_turns=share(m["x"]),
+        severe_metrics={metric: share(m[f"m_{i}"]) for i, metric in enumerate(metrics)},
+        first=m["first"],
+        last=m["last"],
+        judged=int(m["judged"] or 0),
+    )
 
 
 def live_counts(store: Store, since: datetime, recent_since: datetime) -> dict[str, LiveCounts]:
