@@ -720,9 +720,12 @@ METRICS = DashboardSpec(
                 PanelSpec(
                     "timeseries",
                     "Judged turns the detectors left out (cascade)",
-                    "Judged turns per second the sequential detectors did not observe: the "
-                    "cascade's draws outside its uniform part (the turns below "
-                    "sampling.cascade_floor are observed). No data under the uniform strategy.",
+                    "Judged turns per second the sequential detectors did not observe, by "
+                    "reason: under the cascade no_cell (judged before the switch, no cheap-look "
+                    "cell stored) and cell_without_baseline (a cell the reference window holds "
+                    "no turn of yet); every other drawn turn is observed by the cell-conditional "
+                    "detectors. Under the uniform strategy, cascade_draw (a turn the cascade "
+                    "drew).",
                     (
                         Query(
                             "sum by (assistant, reason) "
