@@ -52,8 +52,9 @@ TOKEN_KINDS = frozenset(
 )
 
 # How many texts' readings the heuristic judge remembers (per kind of reading): a case, a
-# knowledge-base chunk or an earlier message comes back turn after turn.
-TEXT_CACHE_SIZE = 2048
+# knowledge-base chunk or an earlier message comes back turn after turn. Twelve kinds of
+# reading at about 0.7 kB each (on the example turns) plus the texts: ~10 MB when all are full.
+TEXT_CACHE_SIZE = 1024
 
 
 class _Remembered(Protocol):
