@@ -351,7 +351,7 @@ def save_run(
                 "event_id": e,
                 "mode_id": m.mode_id,
                 "event_timestamp": at,
-            }  # fmt: skip
+            }
             for m in grouping.modes
             for e, at in zip(m.members, m.member_times, strict=True)
         ]
