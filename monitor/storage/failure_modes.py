@@ -588,11 +588,11 @@ class ModesSince:
 
 
 def newest_grouping(store: Store, assistant: str) -> tuple[int, datetime] | None:
-    """The id and time of ``assistant``'s newest grouping run, whatever it found (None:
-    none); its members are the only ones stored."""
+    """The id and time of ``assistant``'s newest grouping run of turns, whatever it found
+    (None: none); its members are the only ones stored."""
     query = (
         sa.select(failure_mode_runs.c.id, failure_mode_runs.c.run_at)
-        .where(failure_mode_runs.c.assistant == assistant)
+        .where(failure_mode_runs.c.assistant == assistant, failure_mode_runs.c.unit == TURN)
         .order_by(failure_mode_runs.c.id.desc())
         .limit(1)
     )
@@ -613,11 +613,7 @@ def modes_since(store: Store, assistant: str, since: datetime, *, limit: int) ->
     turns_since = sa.func.count().label("turns_since")
     counts = (
         sa.select(members.c.mode_id, turns_since)
-        .where(
-            members.c.assistant == assistant,
-            members.c.mode_id.startswith(_ID_KINDS[0]),  # the turns' modes
-            members.c.event_timestamp >= since,
-        )
+        .where(_members_of(assistant, TURN), members.c.event_timestamp >= since)
         .group_by(members.c.mode_id)
         .order_by(turns_since.desc(), members.c.mode_id)
         .limit(limit)
@@ -629,7 +625,9 @@ def modes_since(store: Store, assistant: str, since: datetime, *, limit: int) ->
             r.mode_id: _mode_row(r)
             for r in conn.execute(
                 sa.select(failure_modes).where(
-                    failure_modes.c.assistant == assistant, failure_modes.c.mode_id.in_(ids)
+                    failure_modes.c.assistant == assistant,
+                    failure_modes.c.unit == TURN,
+                    failure_modes.c.mode_id.in_(ids),
                 )
             )
         }
