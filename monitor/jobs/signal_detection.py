@@ -27,7 +27,7 @@ from monitor.config.detection import DetectionConfig
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.runtime.clock import Clock, SystemClock
 from monitor.stats import baseline_policy as policy
-from monitor.stats.cusum_calibration import calibrate
+from monitor.stats.cusum_calibration import Calibration, calibrate
 from monitor.stats.detection_signals import Signal
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import detection_queries
@@ -232,10 +232,11 @@ class SignalDetection:
         for key, (xs, ts) in per.items():
             row = rows[key]
             row.observations += len(xs)
-            if not row.armed or row.calibration is None:
-                continue
+            cal = row.calibration
+            if not row.armed or not isinstance(cal, Calibration):
+                continue  # not armed (these signals are never cell-conditional)
             was = row.detector.latched is not None
-            raised = row.detector.update(xs, ts, row.calibration)
+            raised = row.detector.update(xs, ts, cal)
             if raised:
                 row.alarm_at = now
                 self.alarms_raised += raised

@@ -173,10 +173,7 @@ def live_counts(
             for name in OUTCOME_SIGNALS:
                 n = int(m[f"{name}_n"] or 0)
                 if n:
-                    first = m[f"{name}_first"]
-                    if isinstance(first, str):  # SQLite: MIN over a CASE loses the column type
-                        first = _o.received_at.type.process_result_value(first, None)
-                    per[name] = LiveCounts(n, first, int(m[f"{name}_r"] or 0))
+                    per[name] = LiveCounts(n, m[f"{name}_first"], int(m[f"{name}_r"] or 0))
             out[str(r.assistant_name)] = per
     return out
 

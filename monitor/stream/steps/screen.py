@@ -219,11 +219,12 @@ class ScreenStep:
                 if mark is None:
                     self._ready.append(message)
                     continue
-                assistant = mark
                 if isinstance(mark, tuple):
                     assistant, row = mark
                     if self._keeper is not None:
                         self._keeper.keep_row(row)
+                else:
+                    assistant = mark
                 self._done.submit(message)
                 skipped[assistant] = skipped.get(assistant, 0) + 1
 
