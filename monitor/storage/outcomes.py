@@ -113,11 +113,13 @@ def _retain_rows(
     compiled = stmt.compile(dialect=dialect, column_keys=list(_RETAIN_COLUMNS))
     process = retained_turns.c.retained_at.type.dialect_impl(dialect).bind_processor(dialect)
     at = process(now) if process is not None else now
-    full = [dict(zip(_RETAIN_COLUMNS, (*row, at), strict=True)) for row in rows]
-    if compiled.positiontup is None:
-        return str(compiled), full
+    if compiled.positiontup is None:  # named (psycopg)
+        return str(compiled), [dict(zip(_RETAIN_COLUMNS, (*row, at), strict=True)) for row in rows]
     order = [compiled.bind_names[compiled.binds[name]] for name in compiled.positiontup]
-    return str(compiled), [tuple(r[key] for key in order) for r in full]
+    if order == list(_RETAIN_COLUMNS):  # positional in column order (SQLite): no reordering
+        return str(compiled), [(*row, at) for row in rows]
+    where = [_RETAIN_COLUMNS.index(key) for key in order]
+    return str(compiled), [tuple((*row, at)[i] for i in where) for row in rows]
 
 
 class OutcomeRecords:
