@@ -157,7 +157,12 @@ def sample_daemon(
     snapped = False
     while time.monotonic() - started < args.timeout:
         if proc.poll() is not None:
-            raise SystemExit(f"the daemon exited early with code {proc.returncode}")
+            log = Path(proc.args[-1]).parent / "daemon.log"  # type: ignore[index]
+            tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+            raise SystemExit(
+                f"the daemon exited early with code {proc.returncode}; its log ends:\n"
+                + "\n".join(tail)
+            )
         rss = float(ps.memory_info().rss) / MB
         metrics = scrape(port)
         if metrics is not None:
