@@ -146,7 +146,7 @@ CASCADE_SERIES = ("casewatch_cheap_look_turns_total", "casewatch_detector_left_o
 CASCADE_EXCLUSION = "needs sampling.strategy: cascade, and the live daemon samples uniformly"
 # The failure modes since a change point exist only while a detector holds an alarm
 # (tests/monitor/jobs/test_detection_failure_modes.py exports and reads them); the live
-# daemon's detectors never alarm.
+# daemon's detectors do not alarm within the test.
 SINCE_CHANGE_SERIES = ("casewatch_failure_mode_since_change_",)
 SINCE_CHANGE_EXCLUSION = "needs a detector in alarm, which the live daemon has none of"
 # Queries run with every variable at "All", and those using $assistant again with this one
