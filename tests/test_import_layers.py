@@ -168,6 +168,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         # turns judged because of feedback with its predicate.
         ("outcomes",),
         ("audit", "leases", "labels", "retention", "turn_queries"),
+        # What the three detectors' saves share, under their queries.
+        ("detector_saves",),
         (
             "canary_runs",
             "case_labels",

@@ -34,7 +34,7 @@ from monitor.jobs.signal_detection import Counts, Observation, SignalDetection
 from monitor.runtime.clock import Clock
 from monitor.stats.detection_signals import case_signals
 from monitor.storage import case_detection_queries as q
-from monitor.storage.detection_queries import Cursor, LiveCounts
+from monitor.storage.detector_saves import Cursor, LiveCounts
 from monitor.storage.leases import Fence
 from monitor.storage.store import Store
 

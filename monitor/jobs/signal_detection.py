@@ -31,7 +31,7 @@ from monitor.stats.cusum_calibration import Calibration, calibrate
 from monitor.stats.detection_signals import Signal
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import detection_queries
-from monitor.storage.detection_queries import Cursor, LiveCounts
+from monitor.storage.detector_saves import Cursor, LiveCounts
 from monitor.storage.leases import Fence
 from monitor.storage.store import Store
 

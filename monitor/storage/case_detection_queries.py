@@ -19,21 +19,22 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.errors import LeaseLost
 from monitor.stats.detection_signals import CASE_SEVERE, CASE_UNRESOLVED
-from monitor.storage.detection_queries import Cursor, LiveCounts
-from monitor.storage.leases import Fence, require_lease
-from monitor.storage.store import Store
-from monitor.storage.tables import (
-    case_verdict_observations,
-    case_verdicts,
-    detector_cursor,
-    detector_states,
+from monitor.storage import detector_saves
+from monitor.storage.detector_saves import (
+    Cursor,
+    LiveCounts,
+    mark_observed,
+    move_cursor,
+    require_marked,
+    upsert_states,
 )
+from monitor.storage.leases import Fence
+from monitor.storage.store import Store
+from monitor.storage.tables import case_verdict_observations, case_verdicts
 
 CURSOR_NAME = "case_verdicts"
 READ_LIMIT = 50_000
-_CHUNK = 500
 
 _SEVERE = sa.case((case_verdicts.c.case_band == "severe", 1), else_=0)
 _UNRESOLVED = sa.case((case_verdicts.c.resolution_outcome == "unresolved", 1), else_=0)
@@ -57,11 +58,7 @@ class CaseCounts:
 
 
 def read_cursor(store: Store) -> Cursor:
-    with store.transaction(write=False) as conn:
-        row = conn.execute(
-            sa.select(detector_cursor).where(detector_cursor.c.name == CURSOR_NAME)
-        ).first()
-    return Cursor() if row is None else Cursor(row.position, int(row.generation))
+    return detector_saves.read_cursor(store, CURSOR_NAME)
 
 
 def _unobserved() -> Any:
@@ -174,31 +171,18 @@ def save(
     marked yet), upsert the detectors' rows and move the cursor on from ``cursor``. With a
     ``fence``, only while its owner holds the job's lease. ``LeaseLost``, nothing written,
     when the lease is gone or another run saved since ``cursor`` was read."""
-    rows = [dict(s) for s in states]
     ids = sorted(set(observed))
-    moved = Cursor(now, cursor.generation + 1)
     with store.transaction(write=True, action="saving the case detectors' state") as conn:
-        if fence is not None:
-            require_lease(conn, fence.job, fence.owner, fence.at)
-        values = {"position": now, "generation": moved.generation, "updated_at": now}
-        if cursor.position is None:
-            insert = store.upsert(detector_cursor, ["name"], values={"name": CURSOR_NAME, **values})
-            taken = len(conn.execute(insert.returning(detector_cursor.c.name)).all())
-        else:
-            update = (
-                sa.update(detector_cursor)
-                .where(
-                    detector_cursor.c.name == CURSOR_NAME,
-                    detector_cursor.c.generation == cursor.generation,
-                )
-                .values(**values)
-            )
-            taken = len(conn.execute(update.returning(detector_cursor.c.name)).all())
-        if taken != 1:
-            raise LeaseLost(
-                "the case detectors' state was saved by another run since this run read it: "
-                "nothing saved, the next run reads the case verdicts again"
-            )
+        moved = move_cursor(
+            conn,
+            store,
+            CURSOR_NAME,
+            cursor,
+            now,
+            fence,
+            "the case detectors' state was saved by another run since this run read it: "
+            "nothing saved, the next run reads the case verdicts again",
+        )
         if history:  # the case verdicts before the first run: history, not observations
             conn.execute(
                 sa.insert(case_verdict_observations).from_select(
@@ -208,21 +192,7 @@ def save(
                     ).where(_unobserved()),
                 )
             )
-        marked = 0
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            mark = store.upsert(case_verdict_observations, ["case_verdict_id"])
-            result = conn.execute(
-                mark.returning(case_verdict_observations.c.case_verdict_id),
-                [{"case_verdict_id": i, "observed_at": now} for i in chunk],
-            )
-            marked += len(result.all())
-        if marked != len(ids):
-            raise LeaseLost(
-                f"{len(ids) - marked} of the case verdicts this run read were observed by "
-                "another run: nothing saved, the next run reads them again"
-            )
-        if rows:
-            keys = [c.name for c in detector_states.c if c.name not in ("assistant", "signal")]
-            conn.execute(store.upsert(detector_states, ["assistant", "signal"], keys), rows)
+        marked = mark_observed(conn, store, case_verdict_observations, "case_verdict_id", ids, now)
+        require_marked(marked, ids, "case verdicts")
+        upsert_states(conn, store, states)
     return moved

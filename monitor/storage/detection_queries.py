@@ -25,12 +25,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.errors import LeaseLost
 from monitor.stats.cell_cusum import stratum
-from monitor.storage.leases import Fence, require_lease
+from monitor.storage import detector_saves
+from monitor.storage.detector_saves import (
+    Cursor,
+    LiveCounts,
+    move_cursor,
+    require_marked,
+    upsert_states,
+)
+from monitor.storage.leases import Fence
 from monitor.storage.outcomes import judged_for_feedback
 from monitor.storage.store import Store
-from monitor.storage.tables import detector_cursor, detector_states, turns, verdicts
+from monitor.storage.tables import detector_states, turns, verdicts
 
 CURSOR_NAME = "verdicts"
 # Verdicts one run reads at most: a backlog (detection off for a while, a store restored)
@@ -59,14 +66,6 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class Cursor:
-    """Whether (and when) the detectors last saved, and the generation that save left."""
-
-    position: datetime | None = None  # None: the job never ran on this store
-    generation: int = 0
-
-
-@dataclass(frozen=True)
 class ReferenceCounts:
     turns: int  # judged ok turns (Kish's effective count when weighted)
     severe_turns: int
@@ -79,23 +78,8 @@ class ReferenceCounts:
     cells: dict[str, ReferenceCounts] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class LiveCounts:
-    """Judged ok turns of one assistant stored in the rate window, and in the burst window."""
-
-    turns: int
-    first: datetime | None  # the earliest stored_at among them
-    recent: int
-
-
 def read_cursor(store: Store) -> Cursor:
-    with store.transaction(write=False) as conn:
-        row = conn.execute(
-            sa.select(detector_cursor).where(detector_cursor.c.name == CURSOR_NAME)
-        ).first()
-    if row is None:
-        return Cursor()
-    return Cursor(row.position, int(row.generation))
+    return detector_saves.read_cursor(store, CURSOR_NAME)
 
 
 def read_new(store: Store, metrics: Sequence[str], limit: int = READ_LIMIT) -> list[Observation]:
@@ -278,32 +262,18 @@ def save(
     its owner holds the job's lease. ``LeaseLost``, nothing written, when
     the lease is gone or another run saved since ``cursor`` was read (it moved the generation
     on, or marked one of these verdicts). Returns the cursor saved."""
-    rows = [dict(s) for s in states]
     ids = sorted(set(observed))
-    moved = Cursor(now, cursor.generation + 1)
     with store.transaction(write=True, action="saving the detectors' state") as conn:
-        if fence is not None:
-            require_lease(conn, fence.job, fence.owner, fence.at)
-        values = {"position": now, "generation": moved.generation, "updated_at": now}
-        # Rows RETURNING, not rowcount: psycopg reports no count for INSERT ... ON CONFLICT.
-        if cursor.position is None:
-            insert = store.upsert(detector_cursor, ["name"], values={"name": CURSOR_NAME, **values})
-            taken = len(conn.execute(insert.returning(detector_cursor.c.name)).all())
-        else:
-            update = (
-                sa.update(detector_cursor)
-                .where(
-                    detector_cursor.c.name == CURSOR_NAME,
-                    detector_cursor.c.generation == cursor.generation,
-                )
-                .values(**values)
-            )
-            taken = len(conn.execute(update.returning(detector_cursor.c.name)).all())
-        if taken != 1:
-            raise LeaseLost(
-                "the detectors' state was saved by another run since this run read it: "
-                "nothing saved, the next run reads the verdicts again"
-            )
+        moved = move_cursor(
+            conn,
+            store,
+            CURSOR_NAME,
+            cursor,
+            now,
+            fence,
+            "the detectors' state was saved by another run since this run read it: "
+            "nothing saved, the next run reads the verdicts again",
+        )
         if history:  # one statement, however long the history: nothing is fed from it
             conn.execute(
                 sa.update(verdicts).where(verdicts.c.observed_at.is_(None)).values(observed_at=now)
@@ -319,12 +289,6 @@ def save(
                 .values(observed_at=now)
             )
             marked += len(conn.execute(mark.returning(verdicts.c.id)).all())
-        if marked != len(ids):
-            raise LeaseLost(
-                f"{len(ids) - marked} of the verdicts this run read were observed by another "
-                "run: nothing saved, the next run reads the verdicts again"
-            )
-        if rows:
-            keys = [c.name for c in detector_states.c if c.name not in ("assistant", "signal")]
-            conn.execute(store.upsert(detector_states, ["assistant", "signal"], keys), rows)
+        require_marked(marked, ids, "verdicts", again="the verdicts")
+        upsert_states(conn, store, states)
     return moved

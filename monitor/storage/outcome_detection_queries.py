@@ -28,17 +28,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.errors import LeaseLost
 from monitor.stats.detection_signals import HANDOFF, NEGATIVE_FEEDBACK, OUTCOME_SIGNALS, REOPEN
-from monitor.storage.detection_queries import Cursor, LiveCounts
-from monitor.storage.leases import Fence, require_lease
-from monitor.storage.store import IN_CHUNK, Store
-from monitor.storage.tables import (
-    detector_cursor,
-    detector_states,
-    outcome_events,
-    outcome_observations,
+from monitor.storage import detector_saves
+from monitor.storage.detector_saves import (
+    Cursor,
+    LiveCounts,
+    mark_observed,
+    move_cursor,
+    require_marked,
+    upsert_states,
 )
+from monitor.storage.leases import Fence
+from monitor.storage.store import Store
+from monitor.storage.tables import outcome_events, outcome_observations
 
 CURSOR_NAME = "outcomes"
 READ_LIMIT = 50_000
@@ -84,11 +86,7 @@ class SignalCounts:
 
 
 def read_cursor(store: Store) -> Cursor:
-    with store.transaction(write=False) as conn:
-        row = conn.execute(
-            sa.select(detector_cursor).where(detector_cursor.c.name == CURSOR_NAME)
-        ).first()
-    return Cursor() if row is None else Cursor(row.position, int(row.generation))
+    return detector_saves.read_cursor(store, CURSOR_NAME)
 
 
 def _unobserved() -> Any:
@@ -192,31 +190,18 @@ def save(
     marked yet), upsert the detectors' rows and move the cursor on from ``cursor``. With a
     ``fence``, only while its owner holds the job's lease. ``LeaseLost``, nothing written,
     when the lease is gone or another run saved since ``cursor`` was read."""
-    rows = [dict(s) for s in states]
     ids = sorted(set(observed))
-    moved = Cursor(now, cursor.generation + 1)
     with store.transaction(write=True, action="saving the outcome detectors' state") as conn:
-        if fence is not None:
-            require_lease(conn, fence.job, fence.owner, fence.at)
-        values = {"position": now, "generation": moved.generation, "updated_at": now}
-        if cursor.position is None:
-            insert = store.upsert(detector_cursor, ["name"], values={"name": CURSOR_NAME, **values})
-            taken = len(conn.execute(insert.returning(detector_cursor.c.name)).all())
-        else:
-            update = (
-                sa.update(detector_cursor)
-                .where(
-                    detector_cursor.c.name == CURSOR_NAME,
-                    detector_cursor.c.generation == cursor.generation,
-                )
-                .values(**values)
-            )
-            taken = len(conn.execute(update.returning(detector_cursor.c.name)).all())
-        if taken != 1:
-            raise LeaseLost(
-                "the outcome detectors' state was saved by another run since this run read it: "
-                "nothing saved, the next run reads the outcomes again"
-            )
+        moved = move_cursor(
+            conn,
+            store,
+            CURSOR_NAME,
+            cursor,
+            now,
+            fence,
+            "the outcome detectors' state was saved by another run since this run read it: "
+            "nothing saved, the next run reads the outcomes again",
+        )
         if history:  # the outcomes stored before the first run: history, not observations
             conn.execute(
                 sa.insert(outcome_observations).from_select(
@@ -226,21 +211,7 @@ def save(
                     ),
                 )
             )
-        marked = 0
-        for start in range(0, len(ids), IN_CHUNK):
-            chunk = ids[start : start + IN_CHUNK]
-            mark = store.upsert(outcome_observations, ["outcome_id"])
-            result = conn.execute(
-                mark.returning(outcome_observations.c.outcome_id),
-                [{"outcome_id": i, "observed_at": now} for i in chunk],
-            )
-            marked += len(result.all())
-        if marked != len(ids):
-            raise LeaseLost(
-                f"{len(ids) - marked} of the outcomes this run read were observed by another "
-                "run: nothing saved, the next run reads them again"
-            )
-        if rows:
-            keys = [c.name for c in detector_states.c if c.name not in ("assistant", "signal")]
-            conn.execute(store.upsert(detector_states, ["assistant", "signal"], keys), rows)
+        marked = mark_observed(conn, store, outcome_observations, "outcome_id", ids, now)
+        require_marked(marked, ids, "outcomes")
+        upsert_states(conn, store, states)
     return moved
