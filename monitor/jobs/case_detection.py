@@ -24,31 +24,28 @@ machinery's (``casewatch_detector_*{assistant, signal}``), so the quality-regres
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import ClassVar
 
-from monitor.config.detection import DetectionConfig
-from monitor.jobs.recorders import DetectionRecorder
-from monitor.jobs.signal_detection import Counts, Observation, SignalDetection
-from monitor.runtime.clock import Clock
-from monitor.stats.detection_signals import case_signals
+from monitor.jobs.signal_detection import (
+    Counts,
+    Observation,
+    Queries,
+    StoreSignalDetection,
+    StoreSource,
+)
+from monitor.stats.detection_signals import Signal, case_signals
 from monitor.storage import case_detection_queries as q
-from monitor.storage.detector_saves import Cursor, LiveCounts
-from monitor.storage.leases import Fence
-from monitor.storage.store import Store
+from monitor.storage.detector_saves import LiveCounts
 
 JOB_NAME = "case_detection"
 
 
-class _CaseVerdicts:
+class _CaseVerdicts(StoreSource):
     """The case verdicts as the detectors' source."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def read_cursor(self) -> Cursor:
-        return q.read_cursor(self._store)
+    queries: ClassVar[Queries] = q
 
     def read_new(self, limit: int) -> list[Observation]:
         return [
@@ -71,40 +68,12 @@ class _CaseVerdicts:
         live = q.live_counts(self._store, since, recent_since)
         return {name: dict.fromkeys(signals, c) for name, c in live.items()}
 
-    def save(
-        self,
-        states: Iterable[Mapping[str, Any]],
-        cursor: Cursor,
-        observed: Sequence[Hashable],
-        now: datetime,
-        *,
-        history: bool,
-        fence: Fence | None,
-    ) -> Cursor:
-        ids = cast(Sequence[int], observed)
-        return q.save(self._store, states, cursor, ids, now, history=history, fence=fence)
 
+class CaseDetectionJob(StoreSignalDetection):
+    JOB_NAME = JOB_NAME
+    WHAT = "case quality"
+    SOURCE = _CaseVerdicts
 
-class CaseDetectionJob(SignalDetection):
-    def __init__(
-        self,
-        config: DetectionConfig,
-        store: Store,
-        gauges: DetectionRecorder | None,
-        *,
-        clock: Clock | None = None,
-        lease_owner: str | None = None,
-        read_limit: int = q.READ_LIMIT,
-    ) -> None:
-        super().__init__(
-            JOB_NAME,
-            "case quality",
-            config,
-            case_signals(),
-            _CaseVerdicts(store),
-            store,
-            gauges,
-            clock=clock,
-            lease_owner=lease_owner,
-            read_limit=read_limit,
-        )
+    @staticmethod
+    def signals() -> Sequence[Signal]:
+        return case_signals()

@@ -15,11 +15,12 @@ armed CUSUMs); docs/detection.md says what that makes of the deployment's budget
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 import structlog
 
@@ -82,6 +83,65 @@ class Source(Protocol):
         history: bool,
         fence: Fence | None,
     ) -> Cursor: ...
+
+
+class Queries(Protocol):
+    """A store query module's cursor and save (``storage.case_detection_queries``, ...)."""
+
+    READ_LIMIT: int
+
+    def read_cursor(self, store: Store) -> Cursor: ...
+
+    def save(
+        self,
+        store: Store,
+        states: Iterable[Mapping[str, Any]],
+        cursor: Cursor,
+        observed: Collection[Any],
+        now: datetime,
+        *,
+        history: bool = False,
+        fence: Fence | None = None,
+    ) -> Cursor: ...
+
+
+class StoreSource(ABC):
+    """A ``Source`` over a store query module, which gives the cursor and the save as they are."""
+
+    queries: ClassVar[Queries]
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    @abstractmethod
+    def read_new(self, limit: int) -> list[Observation]: ...
+
+    @abstractmethod
+    def reference_counts(
+        self, start: datetime, end: datetime, assistants: set[str] | None
+    ) -> dict[str, dict[str, Counts]]: ...
+
+    @abstractmethod
+    def live_counts(
+        self, since: datetime, recent_since: datetime
+    ) -> dict[str, dict[str, LiveCounts]]: ...
+
+    def read_cursor(self) -> Cursor:
+        return self.queries.read_cursor(self._store)
+
+    def save(
+        self,
+        states: Iterable[Mapping[str, Any]],
+        cursor: Cursor,
+        observed: Sequence[Hashable],
+        now: datetime,
+        *,
+        history: bool,
+        fence: Fence | None,
+    ) -> Cursor:
+        return self.queries.save(
+            self._store, states, cursor, observed, now, history=history, fence=fence
+        )
 
 
 class SignalDetection:
@@ -275,3 +335,40 @@ class SignalDetection:
         # The alert reads the detectors' gauges only where they ran lately: this job's runs
         # count, so its alarms page from the replica holding this job's lease.
         g.record_run(now.timestamp())
+
+
+class StoreSignalDetection(SignalDetection):
+    """A job of ``SignalDetection`` over a ``StoreSource``: what it is, as class attributes."""
+
+    JOB_NAME: ClassVar[str]
+    WHAT: ClassVar[str]  # the words its logs use
+    SOURCE: ClassVar[type[StoreSource]]
+
+    @staticmethod
+    def signals() -> Sequence[Signal]:
+        raise NotImplementedError
+
+    def __init__(
+        self,
+        config: DetectionConfig,
+        store: Store,
+        gauges: DetectionRecorder | None,
+        *,
+        clock: Clock | None = None,
+        lease_owner: str | None = None,
+        read_limit: int | None = None,
+    ) -> None:
+        """``read_limit``: at most that many read a run (default: the query module's)."""
+        source = self.SOURCE(store)
+        super().__init__(
+            self.JOB_NAME,
+            self.WHAT,
+            config,
+            self.signals(),
+            source,
+            store,
+            gauges,
+            clock=clock,
+            lease_owner=lease_owner,
+            read_limit=source.queries.READ_LIMIT if read_limit is None else read_limit,
+        )
