@@ -231,7 +231,8 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.jobs": (
         ("__init__", "assistant_template", "recorders"),
         ("assistant_client", "inputs"),
-        # the sequential detectors' run, shared by the case and outcome detection jobs
+        # the sequential detectors' run, shared by the case and outcome detection jobs, and
+        # the helpers the turn detection job shares with it
         ("signal_detection",),
         # the jobs themselves and their scheduler: siblings, none imports another
         (

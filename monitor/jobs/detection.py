@@ -55,12 +55,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import structlog
 
 from monitor.config.detection import DetectionConfig
 from monitor.jobs.recorders import DetectionRecorder
+from monitor.jobs.signal_detection import (
+    add_detectors,
+    export_states,
+    lease_fence,
+    live_rate,
+    live_window,
+    note_alarm,
+    reference_due,
+    watched,
+)
 from monitor.metrics.exporter import SINCE_CHANGE_RANKS
 from monitor.runtime.clock import Clock, SystemClock
 from monitor.stats import baseline_policy as policy
@@ -70,7 +80,6 @@ from monitor.stats.detection_signals import Signal, signals
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import detection_queries as q
 from monitor.storage.failure_modes import mode_number, modes_since, newest_grouping
-from monitor.storage.leases import Fence
 from monitor.storage.store import Store
 
 log = structlog.get_logger(__name__)
@@ -163,10 +172,7 @@ class DetectionJob:
         self._refresh_baselines(rows, now)
         self._calibrate(rows, now)
         self._observe(rows, read, now)
-        fence = None
-        if self._lease_owner is not None:  # the lease as it is now, not at the run's start
-            at = datetime.fromtimestamp(self._clock.time(), tz=UTC)
-            fence = Fence(JOB_NAME, self._lease_owner, at)
+        fence = lease_fence(self._clock, JOB_NAME, self._lease_owner)
         states = (r.to_row(now) for r in rows.values())
         observed = [o.id for o in read]
         q.save(self._store, states, cursor, observed, now, history=history, fence=fence)
@@ -185,30 +191,18 @@ class DetectionJob:
 
     def _add(self, rows: dict[Key, DetectorState], assistant: str, now: datetime) -> None:
         """The detectors of an assistant seen for the first time; pinned ones armed at once."""
-        pinned = self._cfg.baselines.get(assistant, {})
-        for signal in self._signals:
-            if (assistant, signal) in rows:
-                continue
-            row = DetectorState.new(assistant, signal, self._shifts)
-            if (rate := pinned.get(signal.name)) is not None:
-                row.apply(policy.choose_baseline(rate, 0, 0, self._cfg.min_reference_turns))
-            rows[(assistant, signal)] = row
+        add_detectors(rows, assistant, self._signals, self._shifts, self._cfg)
 
     def _refresh_baselines(self, rows: dict[Key, DetectorState], now: datetime) -> None:
         cfg = self._cfg
-        unarmed = {r.assistant for r in rows.values() if r.baseline_rate is None and not r.frozen}
-        due = policy.reference_refresh_due(
-            self._refreshed_at, now, cfg.baseline_refresh_seconds, any_unarmed=bool(unarmed)
-        )
-        if due == "none":
+        window = reference_due(rows, self._refreshed_at, now, cfg)
+        if window is None:
             return
-        end = now - timedelta(seconds=cfg.reference_gap_seconds)
-        start = end - timedelta(seconds=cfg.reference_window_seconds)
-        names = None if due == "all" else unarmed
+        start, end, names = window
         counts = q.reference_counts(
             self._store, start, end, self._metrics, names, by_cell=self._cascade
         )
-        if due == "all":
+        if names is None:
             self._refreshed_at = now
             for name in counts:
                 self._add(rows, name, now)
@@ -236,19 +230,12 @@ class DetectionJob:
     def _calibrate(self, rows: dict[Key, DetectorState], now: datetime) -> None:
         """Thresholds for every armed detector at its assistant's live judged-turn rate."""
         cfg = self._cfg
-        live = q.live_counts(
-            self._store,
-            now - timedelta(seconds=policy.RATE_WINDOW_S),
-            now - timedelta(seconds=policy.BURST_WINDOW_S),
-        )
-        watched = [r for r in rows.values() if r.baseline_rate is not None or r.frozen]
-        cusums = max(1, len(watched)) * len(self._shifts)
-        for row in watched:
+        live = q.live_counts(self._store, *live_window(now))
+        rows_watched, cusums = watched(rows, self._shifts)
+        for row in rows_watched:
             if row.frozen or row.baseline_rate is None:
                 continue
-            c = live.get(row.assistant)
-            measured = 0.0 if c is None else policy.measured_rate(c.turns, c.first, c.recent, now)
-            rate = policy.calibration_rate(row.turn_rate, measured)
+            rate = live_rate(row, live.get(row.assistant), now)
             calibration: Calibration | None
             if self._cascade:
                 calibration = self._cell_calibration(row, rate, cusums)
@@ -326,22 +313,8 @@ class DetectionJob:
                 raised = row.detector.update_steps(xs, ts, steps, cal.thresholds, batch.weights)
             else:
                 raised = row.detector.update(xs, ts, cal)
-            if raised:
-                row.alarm_at = now
-                self.alarms_raised += raised
-                latched = row.detector.latched
-                log.warning(
-                    "quality regression detected",
-                    assistant=row.assistant,
-                    signal=row.signal.name,
-                    baseline_rate=row.baseline_rate,
-                    shift=None if latched is None else latched.shift,
-                    rate_since=None if latched is None else latched.rate_since,
-                    change_point=row.change_point,
-                )
-            elif was and row.detector.latched is None:
-                row.alarm_at = None
-                log.info("quality regression over", assistant=row.assistant, signal=row.signal.name)
+            self.alarms_raised += raised
+            note_alarm(row, was, raised, now, "quality", log)
 
         for (assistant, reason), n in sorted(left_out.items()):
             if reason not in self._warned:
@@ -352,22 +325,7 @@ class DetectionJob:
                 self._gauges.record_left_out(assistant, n, reason)
 
     def _export(self, rows: Iterable[DetectorState], now: datetime) -> None:
-        g = self._gauges
-        if g is None:
-            return
-        for r in rows:
-            latched = r.detector.latched
-            g.record(
-                r.assistant,
-                r.signal.name,
-                armed=r.armed,
-                statistic=r.statistic,
-                alarm=latched is not None,
-                baseline_rate=r.baseline_rate if r.armed else None,
-                rate_since=None if latched is None else latched.rate_since,
-                change_point=None if latched is None else latched.change_point,
-            )
-        g.record_run(now.timestamp())
+        export_states(self._gauges, rows, now)
 
     def _export_modes_since(self, rows: Iterable[DetectorState]) -> None:
         """The largest failure modes since each alarmed detector's change point (else its

@@ -11,6 +11,12 @@ on the job's lease, and the ``casewatch_detector_*{assistant, signal}`` gauges e
 
 Each job's CUSUMs count in the false-alarm budget of their own grid (the union bound over its
 armed CUSUMs); docs/detection.md says what that makes of the deployment's budget.
+
+The turn detection job keeps its own run (cell-conditional detectors, left-out turns, failure
+modes since a change) but shares the steps that are the same with this one: new detectors
+(``add_detectors``), the reference window due (``reference_due``), the live rate
+(``live_window``, ``watched``, ``live_rate``), the save's fence (``lease_fence``), the alarm's
+latch and logs (``note_alarm``) and the gauges (``export_states``).
 """
 
 from __future__ import annotations
@@ -83,6 +89,128 @@ class Source(Protocol):
         history: bool,
         fence: Fence | None,
     ) -> Cursor: ...
+
+
+# What the turn detection job (``monitor.jobs.detection``) and ``SignalDetection`` do alike.
+
+
+def add_detectors(
+    rows: dict[Key, DetectorState],
+    assistant: str,
+    signals: Iterable[Signal],
+    shifts: tuple[float, ...],
+    config: DetectionConfig,
+) -> None:
+    """The detectors of an assistant seen for the first time; pinned ones armed at once."""
+    pinned = config.baselines.get(assistant, {})
+    for signal in signals:
+        if (assistant, signal) in rows:
+            continue
+        row = DetectorState.new(assistant, signal, shifts)
+        if (rate := pinned.get(signal.name)) is not None:
+            row.apply(policy.choose_baseline(rate, 0, 0, config.min_reference_turns))
+        rows[(assistant, signal)] = row
+
+
+def reference_due(
+    rows: dict[Key, DetectorState],
+    refreshed_at: datetime | None,
+    now: datetime,
+    config: DetectionConfig,
+) -> tuple[datetime, datetime, set[str] | None] | None:
+    """The reference window to read now and for which assistants (None: all, the periodic
+    refresh); None when no reference is due."""
+    unarmed = {r.assistant for r in rows.values() if r.baseline_rate is None and not r.frozen}
+    due = policy.reference_refresh_due(
+        refreshed_at, now, config.baseline_refresh_seconds, any_unarmed=bool(unarmed)
+    )
+    if due == "none":
+        return None
+    end = now - timedelta(seconds=config.reference_gap_seconds)
+    start = end - timedelta(seconds=config.reference_window_seconds)
+    return start, end, None if due == "all" else unarmed
+
+
+def live_window(now: datetime) -> tuple[datetime, datetime]:
+    """Since when the live rate is measured, and since when its burst."""
+    return (
+        now - timedelta(seconds=policy.RATE_WINDOW_S),
+        now - timedelta(seconds=policy.BURST_WINDOW_S),
+    )
+
+
+def watched(
+    rows: dict[Key, DetectorState], shifts: tuple[float, ...]
+) -> tuple[list[DetectorState], int]:
+    """The detectors with a baseline (or frozen), and the CUSUMs the false-alarm budget is
+    split over."""
+    rows_watched = [r for r in rows.values() if r.baseline_rate is not None or r.frozen]
+    return rows_watched, max(1, len(rows_watched)) * len(shifts)
+
+
+def live_rate(row: DetectorState, live: LiveCounts | None, now: datetime) -> float:
+    """The rate a detector's thresholds are calibrated at, from its live counts."""
+    measured = (
+        0.0 if live is None else policy.measured_rate(live.turns, live.first, live.recent, now)
+    )
+    return policy.calibration_rate(row.turn_rate, measured)
+
+
+def lease_fence(clock: Clock, job: str, owner: str | None) -> Fence | None:
+    """The save's fence: the job's lease as it is now, not at the run's start (None: unfenced)."""
+    if owner is None:
+        return None
+    return Fence(job, owner, datetime.fromtimestamp(clock.time(), tz=UTC))
+
+
+def note_alarm(
+    row: DetectorState,
+    was: bool,
+    raised: int,
+    now: datetime,
+    what: str,
+    logger: structlog.typing.FilteringBoundLogger,
+) -> None:
+    """After a detector was fed: latch (``raised``) or clear its alarm, logged as ``what``
+    regression detected / over."""
+    if raised:
+        row.alarm_at = now
+        latched = row.detector.latched
+        logger.warning(
+            f"{what} regression detected",
+            assistant=row.assistant,
+            signal=row.signal.name,
+            baseline_rate=row.baseline_rate,
+            shift=None if latched is None else latched.shift,
+            rate_since=None if latched is None else latched.rate_since,
+            change_point=row.change_point,
+        )
+    elif was and row.detector.latched is None:
+        row.alarm_at = None
+        logger.info(f"{what} regression over", assistant=row.assistant, signal=row.signal.name)
+
+
+def export_states(
+    gauges: DetectionRecorder | None, rows: Iterable[DetectorState], now: datetime
+) -> None:
+    """The ``casewatch_detector_*`` gauges of ``rows``, and the run's time."""
+    if gauges is None:
+        return
+    for r in rows:
+        latched = r.detector.latched
+        gauges.record(
+            r.assistant,
+            r.signal.name,
+            armed=r.armed,
+            statistic=r.statistic,
+            alarm=latched is not None,
+            baseline_rate=r.baseline_rate if r.armed else None,
+            rate_since=None if latched is None else latched.rate_since,
+            change_point=None if latched is None else latched.change_point,
+        )
+    # The alert reads the detectors' gauges only where they ran lately: this job's runs
+    # count, so its alarms page from the replica holding this job's lease.
+    gauges.record_run(now.timestamp())
 
 
 class Queries(Protocol):
@@ -196,10 +324,7 @@ class SignalDetection:
         self._refresh_baselines(rows, now)
         self._calibrate(rows, now)
         self._observe(rows, read, now)
-        fence = None
-        if self._lease_owner is not None:  # the lease as it is now, not at the run's start
-            at = datetime.fromtimestamp(self._clock.time(), tz=UTC)
-            fence = Fence(self.name, self._lease_owner, at)
+        fence = lease_fence(self._clock, self.name, self._lease_owner)
         states = (r.to_row(now) for r in rows.values())
         observed = [o.id for o in read]
         self._source.save(states, cursor, observed, now, history=history, fence=fence)
@@ -217,28 +342,16 @@ class SignalDetection:
         return rows
 
     def _add(self, rows: dict[Key, DetectorState], assistant: str) -> None:
-        pinned = self._cfg.baselines.get(assistant, {})
-        for signal in self._signals:
-            if (assistant, signal) in rows:
-                continue
-            row = DetectorState.new(assistant, signal, self._shifts)
-            if (rate := pinned.get(signal.name)) is not None:
-                row.apply(policy.choose_baseline(rate, 0, 0, self._cfg.min_reference_turns))
-            rows[(assistant, signal)] = row
+        add_detectors(rows, assistant, self._signals, self._shifts, self._cfg)
 
     def _refresh_baselines(self, rows: dict[Key, DetectorState], now: datetime) -> None:
         cfg = self._cfg
-        unarmed = {r.assistant for r in rows.values() if r.baseline_rate is None and not r.frozen}
-        due = policy.reference_refresh_due(
-            self._refreshed_at, now, cfg.baseline_refresh_seconds, any_unarmed=bool(unarmed)
-        )
-        if due == "none":
+        window = reference_due(rows, self._refreshed_at, now, cfg)
+        if window is None:
             return
-        end = now - timedelta(seconds=cfg.reference_gap_seconds)
-        start = end - timedelta(seconds=cfg.reference_window_seconds)
-        names = None if due == "all" else unarmed
+        start, end, names = window
         counts = self._source.reference_counts(start, end, names)
-        if due == "all":
+        if names is None:
             self._refreshed_at = now
             for name in counts:
                 self._add(rows, name)
@@ -253,18 +366,12 @@ class SignalDetection:
     def _calibrate(self, rows: dict[Key, DetectorState], now: datetime) -> None:
         """Thresholds for every armed detector at the live rate it is fed."""
         cfg = self._cfg
-        live = self._source.live_counts(
-            now - timedelta(seconds=policy.RATE_WINDOW_S),
-            now - timedelta(seconds=policy.BURST_WINDOW_S),
-        )
-        watched = [r for r in rows.values() if r.baseline_rate is not None or r.frozen]
-        cusums = max(1, len(watched)) * len(self._shifts)
-        for row in watched:
+        live = self._source.live_counts(*live_window(now))
+        rows_watched, cusums = watched(rows, self._shifts)
+        for row in rows_watched:
             if row.frozen or row.baseline_rate is None:
                 continue
-            c = live.get(row.assistant, {}).get(row.signal.name)
-            measured = 0.0 if c is None else policy.measured_rate(c.turns, c.first, c.recent, now)
-            rate = policy.calibration_rate(row.turn_rate, measured)
+            rate = live_rate(row, live.get(row.assistant, {}).get(row.signal.name), now)
             calibration = calibrate(
                 row.baseline_rate,
                 self._shifts,
@@ -297,44 +404,11 @@ class SignalDetection:
                 continue  # not armed (these signals are never cell-conditional)
             was = row.detector.latched is not None
             raised = row.detector.update(xs, ts, cal)
-            if raised:
-                row.alarm_at = now
-                self.alarms_raised += raised
-                latched = row.detector.latched
-                log.warning(
-                    f"{self._what} regression detected",
-                    assistant=row.assistant,
-                    signal=row.signal.name,
-                    baseline_rate=row.baseline_rate,
-                    shift=None if latched is None else latched.shift,
-                    rate_since=None if latched is None else latched.rate_since,
-                    change_point=row.change_point,
-                )
-            elif was and row.detector.latched is None:
-                row.alarm_at = None
-                log.info(
-                    f"{self._what} regression over", assistant=row.assistant, signal=row.signal.name
-                )
+            self.alarms_raised += raised
+            note_alarm(row, was, raised, now, self._what, log)
 
     def _export(self, rows: Iterable[DetectorState], now: datetime) -> None:
-        g = self._gauges
-        if g is None:
-            return
-        for r in rows:
-            latched = r.detector.latched
-            g.record(
-                r.assistant,
-                r.signal.name,
-                armed=r.armed,
-                statistic=r.statistic,
-                alarm=latched is not None,
-                baseline_rate=r.baseline_rate if r.armed else None,
-                rate_since=None if latched is None else latched.rate_since,
-                change_point=None if latched is None else latched.change_point,
-            )
-        # The alert reads the detectors' gauges only where they ran lately: this job's runs
-        # count, so its alarms page from the replica holding this job's lease.
-        g.record_run(now.timestamp())
+        export_states(self._gauges, rows, now)
 
 
 class StoreSignalDetection(SignalDetection):
