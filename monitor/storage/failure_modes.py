@@ -57,17 +57,36 @@ def _newest_verdict() -> sa.ColumnElement[bool]:
     )
 
 
-def _failed(assistant: str | None, start: datetime, end: datetime) -> list[Any]:
+def _failed_where(
+    status: Any,
+    band: Any,
+    at: Any,
+    newest: sa.ColumnElement[bool],
+    assistant_name: Any,
+    assistant: str | None,
+    start: datetime,
+    end: datetime,
+) -> list[Any]:
+    """The conditions of a failed unit: its newest verdict, ok, of a failed band, ``at`` in
+    [start, end), of ``assistant`` (None: any)."""
     where: list[Any] = [
-        verdicts.c.status == "ok",
-        verdicts.c.turn_band.in_(FAILED_BANDS),
-        turns.c.event_timestamp >= start,
-        turns.c.event_timestamp < end,
-        _newest_verdict(),
+        status == "ok",
+        band.in_(FAILED_BANDS),
+        at >= start,
+        at < end,
+        newest,
     ]
     if assistant is not None:
-        where.append(turns.c.assistant_name == assistant)
+        where.append(assistant_name == assistant)
     return where
+
+
+def _failed(assistant: str | None, start: datetime, end: datetime) -> list[Any]:
+    v, t = verdicts.c, turns.c
+    newest = _newest_verdict()
+    return _failed_where(
+        v.status, v.turn_band, t.event_timestamp, newest, t.assistant_name, assistant, start, end
+    )
 
 
 def assistants_with_failures(store: Store, start: datetime, end: datetime) -> list[str]:
@@ -139,16 +158,7 @@ def failed_turns(
     )
     with store.transaction(write=False) as conn:
         result = conn.execution_options(stream_results=True, yield_per=_STREAM_ROWS).execute(query)
-        current: Any = None
-        docs: list[Any] = []
-        for row in result:
-            if current is not None and row.id != current.id:
-                yield _turn(current, docs)
-                docs = []
-            current = row
-            docs.append(row.scores)
-        if current is not None:
-            yield _turn(current, docs)
+        yield from _grouped_rows(result)
 
 
 def _turn(row: Any, docs: Sequence[Any]) -> FailedTurn:
@@ -177,16 +187,11 @@ def _newest_case() -> sa.ColumnElement[bool]:
 
 
 def _failed_case(assistant: str | None, start: datetime, end: datetime) -> list[Any]:
-    where: list[Any] = [
-        case_verdicts.c.status == "ok",
-        case_verdicts.c.case_band.in_(FAILED_BANDS),
-        case_verdicts.c.judged_at >= start,
-        case_verdicts.c.judged_at < end,
-        _newest_case(),
-    ]
-    if assistant is not None:
-        where.append(case_verdicts.c.assistant_name == assistant)
-    return where
+    c = case_verdicts.c
+    newest = _newest_case()
+    return _failed_where(
+        c.status, c.case_band, c.judged_at, newest, c.assistant_name, assistant, start, end
+    )
 
 
 def assistants_with_failed_cases(store: Store, start: datetime, end: datetime) -> list[str]:
@@ -244,6 +249,7 @@ def _case_rows(ids: Any) -> Any:
 
 
 def _grouped_rows(rows: Any) -> Iterator[FailedTurn]:
+    """One ``FailedTurn`` per run of rows with the same id (one row per judgment), in order."""
     current: Any = None
     docs: list[Any] = []
     for row in rows:
