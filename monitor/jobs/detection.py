@@ -63,19 +63,21 @@ from monitor.config.detection import DetectionConfig
 from monitor.jobs.recorders import DetectionRecorder
 from monitor.jobs.signal_detection import (
     add_detectors,
+    arm,
     export_states,
     lease_fence,
     live_rate,
     live_window,
     note_alarm,
     reference_due,
+    uniform_calibration,
     watched,
 )
 from monitor.metrics.exporter import SINCE_CHANGE_RANKS
 from monitor.runtime.clock import Clock, SystemClock
 from monitor.stats import baseline_policy as policy
 from monitor.stats.cell_cusum import CellCalibration, calibrate_cells, cell_baseline, stratum
-from monitor.stats.cusum_calibration import Calibration, calibrate
+from monitor.stats.cusum_calibration import Calibration
 from monitor.stats.detection_signals import Signal, signals
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import detection_queries as q
@@ -242,16 +244,10 @@ class DetectionJob:
                 if calibration is None:  # no reference read in this process yet: as it was
                     continue
             else:
-                calibration = calibrate(
-                    row.baseline_rate,
-                    self._shifts,
-                    false_alarm_days=cfg.false_alarm_days,
-                    rate_per_s=rate,
-                    detectors=cusums,
+                calibration = uniform_calibration(
+                    row.baseline_rate, self._shifts, cfg, rate, cusums
                 )
-            if calibration != row.calibration:
-                row.calibration, row.calibrated_at = calibration, now
-            row.turn_rate, row.armed = rate, True
+            arm(row, calibration, rate, now)
 
     def _cell_calibration(
         self, row: DetectorState, rate: float, cusums: int

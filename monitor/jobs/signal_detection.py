@@ -156,6 +156,32 @@ def live_rate(row: DetectorState, live: LiveCounts | None, now: datetime) -> flo
     return policy.calibration_rate(row.turn_rate, measured)
 
 
+def uniform_calibration(
+    baseline_rate: float,
+    shifts: tuple[float, ...],
+    config: DetectionConfig,
+    rate: float,
+    cusums: int,
+) -> Calibration:
+    """A detector's thresholds for the false-alarm budget split over ``cusums`` CUSUMs, fed at
+    ``rate`` per second."""
+    return calibrate(
+        baseline_rate,
+        shifts,
+        false_alarm_days=config.false_alarm_days,
+        rate_per_s=rate,
+        detectors=cusums,
+    )
+
+
+def arm(row: DetectorState, calibration: Calibration, rate: float, now: datetime) -> None:
+    """Arm a detector with ``calibration`` at ``rate`` (``calibrated_at`` moves only when the
+    thresholds do)."""
+    if calibration != row.calibration:
+        row.calibration, row.calibrated_at = calibration, now
+    row.turn_rate, row.armed = rate, True
+
+
 def lease_fence(clock: Clock, job: str, owner: str | None) -> Fence | None:
     """The save's fence: the job's lease as it is now, not at the run's start (None: unfenced)."""
     if owner is None:
@@ -372,16 +398,8 @@ class SignalDetection:
             if row.frozen or row.baseline_rate is None:
                 continue
             rate = live_rate(row, live.get(row.assistant, {}).get(row.signal.name), now)
-            calibration = calibrate(
-                row.baseline_rate,
-                self._shifts,
-                false_alarm_days=cfg.false_alarm_days,
-                rate_per_s=rate,
-                detectors=cusums,
-            )
-            if calibration != row.calibration:
-                row.calibration, row.calibrated_at = calibration, now
-            row.turn_rate, row.armed = rate, True
+            calibration = uniform_calibration(row.baseline_rate, self._shifts, cfg, rate, cusums)
+            arm(row, calibration, rate, now)
 
     def _observe(
         self, rows: dict[Key, DetectorState], read: list[Observation], now: datetime

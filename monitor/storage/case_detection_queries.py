@@ -34,6 +34,11 @@ from monitor.storage.store import Store
 from monitor.storage.tables import case_verdict_observations, case_verdicts
 
 CURSOR_NAME = "case_verdicts"
+# Why a save is refused when another run saved since this one read.
+_SAVED_SINCE = (
+    "the case detectors' state was saved by another run since this run read it: "
+    "nothing saved, the next run reads the case verdicts again"
+)
 READ_LIMIT = 50_000
 
 _SEVERE = sa.case((case_verdicts.c.case_band == "severe", 1), else_=0)
@@ -173,16 +178,7 @@ def save(
     when the lease is gone or another run saved since ``cursor`` was read."""
     ids = sorted(set(observed))
     with store.transaction(write=True, action="saving the case detectors' state") as conn:
-        moved = move_cursor(
-            conn,
-            store,
-            CURSOR_NAME,
-            cursor,
-            now,
-            fence,
-            "the case detectors' state was saved by another run since this run read it: "
-            "nothing saved, the next run reads the case verdicts again",
-        )
+        moved = move_cursor(conn, store, CURSOR_NAME, cursor, now, fence, _SAVED_SINCE)
         if history:  # the case verdicts before the first run: history, not observations
             conn.execute(
                 sa.insert(case_verdict_observations).from_select(

@@ -40,6 +40,11 @@ from monitor.storage.store import Store
 from monitor.storage.tables import detector_states, turns, verdicts
 
 CURSOR_NAME = "verdicts"
+# Why a save is refused when another run saved since this one read.
+_SAVED_SINCE = (
+    "the detectors' state was saved by another run since this run read it: "
+    "nothing saved, the next run reads the verdicts again"
+)
 # Verdicts one run reads at most: a backlog (detection off for a while, a store restored)
 # is fed over several runs rather than held in memory at once.
 READ_LIMIT = 50_000
@@ -264,16 +269,7 @@ def save(
     on, or marked one of these verdicts). Returns the cursor saved."""
     ids = sorted(set(observed))
     with store.transaction(write=True, action="saving the detectors' state") as conn:
-        moved = move_cursor(
-            conn,
-            store,
-            CURSOR_NAME,
-            cursor,
-            now,
-            fence,
-            "the detectors' state was saved by another run since this run read it: "
-            "nothing saved, the next run reads the verdicts again",
-        )
+        moved = move_cursor(conn, store, CURSOR_NAME, cursor, now, fence, _SAVED_SINCE)
         if history:  # one statement, however long the history: nothing is fed from it
             conn.execute(
                 sa.update(verdicts).where(verdicts.c.observed_at.is_(None)).values(observed_at=now)

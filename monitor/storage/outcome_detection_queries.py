@@ -43,6 +43,11 @@ from monitor.storage.store import Store
 from monitor.storage.tables import outcome_events, outcome_observations
 
 CURSOR_NAME = "outcomes"
+# Why a save is refused when another run saved since this one read.
+_SAVED_SINCE = (
+    "the outcome detectors' state was saved by another run since this run read it: "
+    "nothing saved, the next run reads the outcomes again"
+)
 READ_LIMIT = 50_000
 
 _o = outcome_events.c
@@ -192,16 +197,7 @@ def save(
     when the lease is gone or another run saved since ``cursor`` was read."""
     ids = sorted(set(observed))
     with store.transaction(write=True, action="saving the outcome detectors' state") as conn:
-        moved = move_cursor(
-            conn,
-            store,
-            CURSOR_NAME,
-            cursor,
-            now,
-            fence,
-            "the outcome detectors' state was saved by another run since this run read it: "
-            "nothing saved, the next run reads the outcomes again",
-        )
+        moved = move_cursor(conn, store, CURSOR_NAME, cursor, now, fence, _SAVED_SINCE)
         if history:  # the outcomes stored before the first run: history, not observations
             conn.execute(
                 sa.insert(outcome_observations).from_select(
