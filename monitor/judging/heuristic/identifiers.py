@@ -91,10 +91,19 @@ _HEX_CODE = re.compile(r"\b0x[0-9A-Fa-f]{4,16}\b")
 _HTTP_STATUS = re.compile(
     r"\b(?:HTTPS?(?:/\d(?:\.\d)?)?|status(?:\s+code)?)\s*:?\s*([1-5]\d\d)\b", re.IGNORECASE
 )
-_HTTP_PHRASE = re.compile(
-    r"\b([45]\d\d)\s+(?:Bad Request|Unauthorized|Forbidden|Not Found|Conflict|Too Many Requests"
-    r"|Internal Server Error|Bad Gateway|Service Unavailable|Gateway Timeout)\b"
+_HTTP_PHRASES = (
+    "Bad Request",
+    "Unauthorized",
+    "Forbidden",
+    "Not Found",
+    "Conflict",
+    "Too Many Requests",
+    "Internal Server Error",
+    "Bad Gateway",
+    "Service Unavailable",
+    "Gateway Timeout",
 )
+_HTTP_PHRASE = re.compile(rf"\b([45]\d\d)\s+(?:{'|'.join(_HTTP_PHRASES)})\b")
 # "error 1603", "exit code 2"; not "return 502 Bad Gateway" (that is the HTTP status).
 _NUMERIC_ERROR = re.compile(
     r"\b(?:(error)\s*[:#]?\s*(\d{3,6})|(error|exit|return)\s+code\s*[:#]?\s*(\d{1,6}))\b(?!\.\d)",
@@ -102,6 +111,7 @@ _NUMERIC_ERROR = re.compile(
 )
 
 _VERSION = re.compile(r"(?<![\w./\\-])([vV]?)(\d+(?:\.\d+)+)(?:-[0-9A-Za-z]+)?(?![\w/\\]|\.\d)")
+_DOT_DIGIT = re.compile(r"\.\d")  # what a version needs
 _VERSION_CONTEXT = re.compile(
     r"(?:version|release|firmware|build|patch|fixed in|upgrade to|update to|upgraded to"
     r"|updated to|running|os|console|agent|app)\W{0,3}$",
@@ -126,6 +136,16 @@ _CLI = (
     r"|Start-[A-Za-z]+|Stop-[A-Za-z]+|[a-z][a-z0-9-]*(?:ctl|adm|cli)|[a-z]+-admin"
 )
 _INLINE_CLI = re.compile(rf"(?<![\w/.-])(?:sudo\s+)?(?:{_CLI})(?=\s+[^\s])[^\n`;]*")
+# What an inline command needs: every program name of _CLI ends with one of these words (or
+# holds one of _CLI_PARTS), and is followed by white space. A text whose words, joined by
+# single spaces, hold none of them followed by a space holds no inline command.
+_CLI_WORDS = (
+    "ctl adm cli admin docker podman helm az aws gcloud curl wget openssl ssh rsync multipath"
+    " lsblk lsscsi fsck mount nslookup dig traceroute ping netstat iptables nft chronyc ipconfig"
+    " netsh msiexec robocopy klist iperf3 mtx"
+)
+_CLI_ENDINGS = tuple(f"{word} " for word in _CLI_WORDS.split())
+_CLI_PARTS = ("Get-", "Set-", "Restart-", "Start-", "Stop-")
 # Where a command written in running prose stops: sentence punctuation or a connective.
 _INLINE_END = re.compile(
     r"[.,;:!?](?:\s|$)|\s+(?:and|then|to|if|before|after|so|which|or|until|once|on|in|"
@@ -221,7 +241,7 @@ def _error_codes(text: str) -> list[tuple[int, str]]:
     if digits and may_contain(text, "http", "status"):
         for m in _HTTP_STATUS.finditer(text):
             found.append((m.start(), f"HTTP {m.group(1)}"))
-    if digits and upper:
+    if digits and any(phrase in text for phrase in _HTTP_PHRASES):
         for m in _HTTP_PHRASE.finditer(text):
             found.append((m.start(), f"HTTP {m.group(1)}"))
     if may_contain(text, "error", "exit", "return"):
@@ -240,7 +260,7 @@ def _paths(text: str) -> list[tuple[int, str]]:
         segments = [s for s in path.split("/") if s and s != "~"]
         if len(segments) >= 2 or (segments and segments[0] in _UNIX_ROOTS):
             found.append((m.start(1), path))
-    for m in _WIN_PATH.finditer(text):
+    for m in _WIN_PATH.finditer(text) if ":\\" in text else ():
         path = m.group(0).rstrip(".,;:) ")
         if len(path) > 3:
             found.append((m.start(), path))
@@ -264,6 +284,12 @@ def _command_or_other(body: str) -> tuple[IdKind, str] | None:
             if len(raw) >= len(body) - 1:
                 return kind, raw
     return IdKind.COMMAND, body
+
+
+def _may_call_cli(text: str) -> bool:
+    """False only when ``_INLINE_CLI`` finds nothing in the text (a scan of it is slow)."""
+    flat = " ".join(text.split())
+    return any(end in flat for end in _CLI_ENDINGS) or any(p in flat for p in _CLI_PARTS)
 
 
 def _commands(text: str) -> list[tuple[int, IdKind, str]]:
@@ -298,7 +324,7 @@ def _commands(text: str) -> list[tuple[int, IdKind, str]]:
             spans.append(m.span())
             found.append((m.start(1), IdKind.COMMAND, line))
     masked = _mask(text, spans)
-    for m in _INLINE_CLI.finditer(masked):
+    for m in _INLINE_CLI.finditer(masked) if _may_call_cli(masked) else ():
         candidate = m.group(0)
         end = _INLINE_END.search(candidate)
         if end is not None:
@@ -334,7 +360,7 @@ def _extract(text: str) -> tuple[Identifier, ...]:
         for m in _ARTICLE.finditer(text):
             found.append((m.start(), IdKind.ARTICLE, m.group(0)))
     found.extend((pos, IdKind.ERROR_CODE, raw) for pos, raw in _error_codes(text))
-    for m in _VERSION.finditer(text) if "." in text else ():
+    for m in _VERSION.finditer(text) if _DOT_DIGIT.search(text) else ():
         if _looks_like_version(text, m.start(), m.group(1), m.group(2), m.end()):
             found.append((m.start(), IdKind.VERSION, m.group(0)))
     found.extend((pos, IdKind.PATH, raw) for pos, raw in _paths(text))
@@ -503,7 +529,9 @@ def check(
     Commands and paths also count as matched when they occur verbatim in ``evidence_text``:
     evidence often writes a command in prose, where extraction may cut it differently.
     """
-    flat_evidence = _SPACES.sub(" ", evidence_text)
+    # The evidence with its white space runs made single spaces, made the first time it is
+    # searched (most answers' identifiers are all in the evidence's by kind and norm).
+    flat_evidence: str | None = None
     norms = {(e.kind, e.norm) for e in evidence}
     matched: list[Identifier] = []
     near: list[NearMiss] = []
@@ -512,12 +540,15 @@ def check(
         if (ident.kind, ident.norm) in norms:
             matched.append(ident)
             continue
-        if ident.kind in (IdKind.COMMAND, IdKind.PATH) and _occurs(ident.norm, flat_evidence):
-            matched.append(ident)
-            continue
-        if ident.kind in TOKEN_KINDS and _occurs(ident.raw, flat_evidence):
-            matched.append(ident)
-            continue
+        if ident.kind in (IdKind.COMMAND, IdKind.PATH) or ident.kind in TOKEN_KINDS:
+            if flat_evidence is None:
+                flat_evidence = _SPACES.sub(" ", evidence_text)
+            if ident.kind in (IdKind.COMMAND, IdKind.PATH) and _occurs(ident.norm, flat_evidence):
+                matched.append(ident)
+                continue
+            if ident.kind in TOKEN_KINDS and _occurs(ident.raw, flat_evidence):
+                matched.append(ident)
+                continue
         if ident.kind in _TEMPLATED and any(
             e.kind is ident.kind and fills_template(ident.norm, e.norm) for e in evidence
         ):

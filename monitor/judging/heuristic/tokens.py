@@ -115,15 +115,18 @@ _MIXED_ID = re.compile(r"(?<![\w-])[A-Za-z]+_[A-Za-z0-9]*\d[A-Za-z0-9]*(?![\w-])
 _RESOURCE = re.compile(r"(?<![\w./@:\\-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w]|-\w|\.\w)")
 _NUMBER = re.compile(r"(?<![\w.:/,-])\d{4,12}(?![\w:/-]|[.,]\d)")
 # What a pattern needs, found with a fast scan (each starts with a literal): a text without it
-# skips the pattern's slow scan.
+# skips the pattern's slow scan. Where the pattern scans the text with earlier finds blanked
+# out and the scan for what it needs reads the text as it came, what it needs holds no space,
+# so it is in the text wherever it is in the blanked one.
 _FOUR_DIGITS = re.compile(r"\d{4}")
 _DOT_EXT = re.compile(rf"\.(?:{_FILE_EXT})")
 _DOT_LOWER = re.compile(r"\.[a-z]")
-_DOT_DIGIT = re.compile(r"\.\d")
+_DOTTED_QUAD = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")  # three of an IPv4 address's dots
 _DOT_KEY = re.compile(r"\.[A-Za-z_]")
 _HYPHEN_ALNUM = re.compile(r"-[a-z0-9]")
 _HEX_GROUP = re.compile(r"-[0-9a-fA-F]{4}-")
-_CAMEL_HUMP = re.compile(r"[A-Z](?<=[a-z0-9][A-Z])")
+_CAMEL_HUMP = re.compile(r"[A-Z](?<=[a-z0-9][A-Z])[a-z0-9]")
+_SLASH_KEY = re.compile(r"/(?<=[a-z0-9-]/)[a-z0-9]")  # the slash of a domain/key
 # Prefixes of UPPER_CASE tokens that are error codes (the error-code extractor has them).
 _CODE_PREFIXES = ("ERR_", "ERROR_", "E_", "STATUS_", "NT_STATUS_", "WSA_")
 _TRAILING = ".,;:)]!?'\""
@@ -203,7 +206,7 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
     for pattern, kind, needed in (
         (_EMAIL, IdKind.ID, "@" in text),
         (_UUID, IdKind.ID, "-" in text and _HEX_GROUP.search(text) is not None),
-        (_DOMAIN_KEY, IdKind.CONFIG_KEY, dotted and "/" in text),
+        (_DOMAIN_KEY, IdKind.CONFIG_KEY, dotted and _SLASH_KEY.search(text) is not None),
     ):
         if not needed:
             continue
@@ -217,13 +220,13 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
             spans.append(m.span())
             yield m.start(), IdKind.PATH, m.group(0)
         masked = blank.current()
-        for m in _HOST.finditer(masked) if _DOT_LOWER.search(text) else ():
+        for m in _HOST.finditer(masked) if _DOT_LOWER.search(masked) else ():
             if _is_hostname(m.group(1)):
                 spans.append(m.span())
                 yield m.start(), IdKind.HOSTNAME, m.group(1)
                 if m.group(2):
                     yield m.start(2), IdKind.PORT, m.group(2)
-        for m in _IPV4.finditer(masked) if _DOT_DIGIT.search(text) else ():
+        for m in _IPV4.finditer(masked) if _DOTTED_QUAD.search(masked) else ():
             if all(int(p) <= 255 for p in m.group(1).split(".")):
                 spans.append(m.span())
                 yield m.start(), IdKind.HOSTNAME, m.group(1)
@@ -244,7 +247,7 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
             yield m.start(), IdKind.FLAG, m.group(0)
     if dotted and _DOT_KEY.search(text):
         masked = blank.current()
-        for m in _DOTTED_KEY.finditer(masked):
+        for m in _DOTTED_KEY.finditer(masked) if _DOT_KEY.search(masked) else ():
             if any(c == "_" or c.isupper() for c in m.group(0)):
                 spans.append(m.span())
                 yield m.start(), IdKind.CONFIG_KEY, m.group(0)
@@ -255,7 +258,8 @@ def _tokens(text: str) -> Iterator[tuple[int, IdKind, str]]:
                 spans.append(m.span())
                 yield m.start(), IdKind.ID, m.group(0)
     masked = blank.current()
-    # camelCase needs an upper-case letter right after a lower-case letter or a digit.
+    # camelCase needs an upper-case letter right after a lower-case letter or a digit, and a
+    # lower-case letter or a digit after it.
     for pattern, needed in ((_SNAKE, underscore), (_CAMEL, _CAMEL_HUMP.search(text) is not None)):
         if needed:
             for m in pattern.finditer(masked):
