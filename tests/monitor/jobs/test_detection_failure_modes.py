@@ -11,9 +11,12 @@ import json
 import random
 import re
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import sqlalchemy as sa
+import structlog
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
@@ -46,6 +49,16 @@ POLICY = 6  # "policy fabricated": the canary's new cause after the change point
 SIGNAL = "turn_severe"
 ID = "casewatch_failure_mode_since_change_id"
 SHARE = "casewatch_failure_mode_since_change_share"
+
+
+@pytest.fixture(autouse=True)
+def _every_level_captured() -> Iterator[None]:
+    """``capture_logs`` sees only what the configured level lets through, and a ``casewatch``
+    command run in process earlier (``broker`` sets warning) leaves its level behind."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    yield
+    structlog.configure(**saved)
 
 
 def _grouped(store: Store) -> tuple[list[Mode], int]:

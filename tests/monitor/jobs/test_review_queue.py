@@ -63,7 +63,11 @@ def test_round_trip_push_annotate_pull_estimate(
     assert {f"r-{i:03d}" for i in range(TURNS) if severe(i)} <= set(queued)
     assert first.pushed == len(queued) and first.backlog == 0 and first.failures == []
     assert all(task is not None for _, task in queued.values())
-    assert set(_strategies(store).values()) == {"uncertain", "targeted"}
+    # The uncertainty draw is random: a severe turn it did not take is queued as targeted.
+    drawn = {e for e, (reason, _) in queued.items() if reason == "uncertain"}
+    severe_ids = {f"r-{i:03d}" for i in range(TURNS) if severe(i)}
+    targeted = {"targeted"} if severe_ids - drawn else set()
+    assert set(_strategies(store).values()) == {"uncertain"} | targeted
 
     project = job.project()
     tasks = {int(t["id"]): t for t in label_studio_client.tasks(project)}
