@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Protocol
@@ -37,7 +37,7 @@ from monitor.stats import baseline_policy as policy
 from monitor.stats.cusum_calibration import Calibration, calibrate
 from monitor.stats.detection_signals import Signal
 from monitor.stats.detector_state import DetectorState
-from monitor.storage import detection_queries
+from monitor.storage import detection_queries, detector_saves
 from monitor.storage.detector_saves import Cursor, LiveCounts
 from monitor.storage.leases import Fence
 from monitor.storage.store import Store
@@ -240,23 +240,12 @@ def export_states(
 
 
 class Queries(Protocol):
-    """A store query module's cursor and save (``storage.case_detection_queries``, ...)."""
+    """A store query module's cursor and marks (``storage.case_detection_queries``, ...)."""
 
     READ_LIMIT: int
+    MARKS: detector_saves.Marks
 
     def read_cursor(self, store: Store) -> Cursor: ...
-
-    def save(
-        self,
-        store: Store,
-        states: Iterable[Mapping[str, Any]],
-        cursor: Cursor,
-        observed: Collection[Any],
-        now: datetime,
-        *,
-        history: bool = False,
-        fence: Fence | None = None,
-    ) -> Cursor: ...
 
 
 class StoreSource(ABC):
@@ -293,9 +282,10 @@ class StoreSource(ABC):
         history: bool,
         fence: Fence | None,
     ) -> Cursor:
-        return self.queries.save(
-            self._store, states, cursor, observed, now, history=history, fence=fence
-        )
+        return detector_saves.save(
+            self._store, self.queries.MARKS, states, cursor, observed, now,
+            history=history, fence=fence,
+        )  # fmt: skip
 
 
 class SignalDetection:

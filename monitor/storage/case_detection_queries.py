@@ -12,7 +12,7 @@ Every case verdict version is an observation: a resumed case judged again counts
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,12 +24,7 @@ from monitor.storage import detector_saves
 from monitor.storage.detector_saves import (
     Cursor,
     LiveCounts,
-    mark_observed,
-    move_cursor,
-    require_marked,
-    upsert_states,
 )
-from monitor.storage.leases import Fence
 from monitor.storage.store import Store
 from monitor.storage.tables import case_verdict_observations, case_verdicts
 
@@ -162,33 +157,15 @@ def live_counts(store: Store, since: datetime, recent_since: datetime) -> dict[s
         }
 
 
-def save(
-    store: Store,
-    states: Iterable[Mapping[str, Any]],
-    cursor: Cursor,
-    observed: Collection[int],
-    now: datetime,
-    *,
-    history: bool = False,
-    fence: Fence | None = None,
-) -> Cursor:
-    """In one transaction: mark the case verdicts ``observed`` (with ``history``, every one not
-    marked yet), upsert the detectors' rows and move the cursor on from ``cursor``. With a
-    ``fence``, only while its owner holds the job's lease. ``LeaseLost``, nothing written,
-    when the lease is gone or another run saved since ``cursor`` was read."""
-    ids = sorted(set(observed))
-    with store.transaction(write=True, action="saving the case detectors' state") as conn:
-        moved = move_cursor(conn, store, CURSOR_NAME, cursor, now, fence, _SAVED_SINCE)
-        if history:  # the case verdicts before the first run: history, not observations
-            conn.execute(
-                sa.insert(case_verdict_observations).from_select(
-                    ["case_verdict_id", "observed_at"],
-                    sa.select(
-                        case_verdicts.c.id, sa.literal(now, case_verdicts.c.judged_at.type)
-                    ).where(_unobserved()),
-                )
-            )
-        marked = mark_observed(conn, store, case_verdict_observations, "case_verdict_id", ids, now)
-        require_marked(marked, ids, "case verdicts")
-        upsert_states(conn, store, states)
-    return moved
+MARKS = detector_saves.Marks(
+    cursor=CURSOR_NAME,
+    saved_since=_SAVED_SINCE,
+    table=case_verdict_observations,
+    key="case_verdict_id",
+    what="case verdicts",
+    action="saving the case detectors' state",
+    # the case verdicts before the first run: history, not observations
+    unmarked=lambda now: sa.select(
+        case_verdicts.c.id, sa.literal(now, case_verdicts.c.judged_at.type)
+    ).where(_unobserved()),
+)

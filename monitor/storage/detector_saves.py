@@ -6,7 +6,7 @@ marks of what a run observed, and the upsert of the detectors' ``detector_states
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -113,3 +113,46 @@ def upsert_states(conn: sa.Connection, store: Store, states: Iterable[Mapping[st
     if rows:
         keys = [c.name for c in detector_states.c if c.name not in ("assistant", "signal")]
         conn.execute(store.upsert(detector_states, ["assistant", "signal"], keys), rows)
+
+
+@dataclass(frozen=True)
+class Marks:
+    """How one kind of detector (case verdicts, outcomes) saves what a run observed."""
+
+    cursor: str  # its ``detector_cursor`` row
+    saved_since: str  # the ``LeaseLost`` message when another run saved since this one read
+    table: sa.Table  # its marks
+    key: str  # the observed row's id, a column of ``table``
+    what: str  # the observed rows as a message names them ("case verdicts")
+    action: str  # the transaction's name in errors ("saving the case detectors' state")
+    # (id, observed_at = the given time) of every row no mark holds yet: what a first run
+    # marks as history, not as observations
+    unmarked: Callable[[datetime], sa.Select[Any]]
+
+
+def save(
+    store: Store,
+    marks: Marks,
+    states: Iterable[Mapping[str, Any]],
+    cursor: Cursor,
+    observed: Collection[Any],
+    now: datetime,
+    *,
+    history: bool = False,
+    fence: Fence | None = None,
+) -> Cursor:
+    """In one transaction: mark the rows ``observed`` (with ``history``, every one not marked
+    yet), upsert the detectors' rows and move the cursor on from ``cursor``. With a ``fence``,
+    only while its owner holds the job's lease. ``LeaseLost``, nothing written, when the lease
+    is gone or another run saved since ``cursor`` was read."""
+    ids = sorted(set(observed))
+    with store.transaction(write=True, action=marks.action) as conn:
+        moved = move_cursor(conn, store, marks.cursor, cursor, now, fence, marks.saved_since)
+        if history:
+            conn.execute(
+                sa.insert(marks.table).from_select([marks.key, "observed_at"], marks.unmarked(now))
+            )
+        marked = mark_observed(conn, store, marks.table, marks.key, ids, now)
+        require_marked(marked, ids, marks.what)
+        upsert_states(conn, store, states)
+    return moved

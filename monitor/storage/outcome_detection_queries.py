@@ -21,7 +21,7 @@ window it arrived in).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,12 +33,7 @@ from monitor.storage import detector_saves
 from monitor.storage.detector_saves import (
     Cursor,
     LiveCounts,
-    mark_observed,
-    move_cursor,
-    require_marked,
-    upsert_states,
 )
-from monitor.storage.leases import Fence
 from monitor.storage.store import Store
 from monitor.storage.tables import outcome_events, outcome_observations
 
@@ -181,33 +176,15 @@ def live_counts(
     return out
 
 
-def save(
-    store: Store,
-    states: Iterable[Mapping[str, Any]],
-    cursor: Cursor,
-    observed: Collection[str],
-    now: datetime,
-    *,
-    history: bool = False,
-    fence: Fence | None = None,
-) -> Cursor:
-    """In one transaction: mark the outcomes ``observed`` (with ``history``, every one not
-    marked yet), upsert the detectors' rows and move the cursor on from ``cursor``. With a
-    ``fence``, only while its owner holds the job's lease. ``LeaseLost``, nothing written,
-    when the lease is gone or another run saved since ``cursor`` was read."""
-    ids = sorted(set(observed))
-    with store.transaction(write=True, action="saving the outcome detectors' state") as conn:
-        moved = move_cursor(conn, store, CURSOR_NAME, cursor, now, fence, _SAVED_SINCE)
-        if history:  # the outcomes stored before the first run: history, not observations
-            conn.execute(
-                sa.insert(outcome_observations).from_select(
-                    ["outcome_id", "observed_at"],
-                    sa.select(_o.outcome_id, sa.literal(now, _o.received_at.type)).where(
-                        _unobserved()
-                    ),
-                )
-            )
-        marked = mark_observed(conn, store, outcome_observations, "outcome_id", ids, now)
-        require_marked(marked, ids, "outcomes")
-        upsert_states(conn, store, states)
-    return moved
+MARKS = detector_saves.Marks(
+    cursor=CURSOR_NAME,
+    saved_since=_SAVED_SINCE,
+    table=outcome_observations,
+    key="outcome_id",
+    what="outcomes",
+    action="saving the outcome detectors' state",
+    # the outcomes stored before the first run: history, not observations
+    unmarked=lambda now: sa.select(_o.outcome_id, sa.literal(now, _o.received_at.type)).where(
+        _unobserved()
+    ),
+)

@@ -26,6 +26,7 @@ from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS
 from monitor.stats.detection_signals import CASE_SEVERE, CASE_UNRESOLVED, Signal
 from monitor.stats.detector_state import DetectorState
 from monitor.storage import case_detection_queries as q
+from monitor.storage import detector_saves
 from monitor.storage.detection_queries import read_states
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store
@@ -125,9 +126,9 @@ def test_each_case_verdict_is_observed_once_through_restarts_and_races(
     read = q.read_new(clocked)
     assert {o.id for o in read} == set(more)
     now = datetime.fromtimestamp(clock.time(), tz=UTC)
-    q.save(clocked, [], cursor, [o.id for o in read], now)
+    detector_saves.save(clocked, q.MARKS, [], cursor, [o.id for o in read], now)
     with pytest.raises(LeaseLost):
-        q.save(clocked, [], cursor, [o.id for o in read], now)
+        detector_saves.save(clocked, q.MARKS, [], cursor, [o.id for o in read], now)
     assert q.read_new(clocked) == []
 
 

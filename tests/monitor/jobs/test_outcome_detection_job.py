@@ -27,6 +27,7 @@ from monitor.runtime.clock import ManualClock
 from monitor.schema.outcome import OutcomeEvent
 from monitor.stats.detection_signals import HANDOFF, NEGATIVE_FEEDBACK, REOPEN, Signal
 from monitor.stats.detector_state import DetectorState
+from monitor.storage import detector_saves
 from monitor.storage import outcome_detection_queries as q
 from monitor.storage.detection_queries import read_states
 from monitor.storage.leases import Leases
@@ -240,9 +241,9 @@ def test_each_outcome_is_observed_once_through_duplicates_restarts_and_races(
     read = q.read_new(clocked)
     assert {o.id for o in read} == set(more)
     now = datetime.fromtimestamp(clock.time(), tz=UTC)
-    q.save(clocked, [], cursor, [o.id for o in read], now)
+    detector_saves.save(clocked, q.MARKS, [], cursor, [o.id for o in read], now)
     with pytest.raises(LeaseLost):
-        q.save(clocked, [], cursor, [o.id for o in read], now)
+        detector_saves.save(clocked, q.MARKS, [], cursor, [o.id for o in read], now)
     assert q.read_new(clocked) == []
 
 
