@@ -82,6 +82,7 @@ TRAFFIC = frozenset(
         "casewatch_turns_skipped",
         "casewatch_turns_judged",
         "casewatch_metric_band",
+        "casewatch_metric_band_weight",
         "casewatch_score_final",
         "casewatch_metric_score",
         "casewatch_judge_requests",

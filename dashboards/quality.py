@@ -471,8 +471,17 @@ OVERVIEW = DashboardSpec(
     ),
 )
 
-METRIC_BAND = f"casewatch_metric_band_total{{{A}, {M}}}"
-METRIC_BAD = f'casewatch_metric_band_total{{{A}, {M}, band=~"severe|moderate"}}'
+# The per-metric shares are the traffic's too: each judged turn adds 1/inclusion probability to
+# each of its metric bands (casewatch_metric_band_weight_total; 1 under uniform sampling), as in
+# rules/ (assistant_metric:casewatch_metric_severe:ratio_rate*). The count of what was judged
+# (casewatch_metric_band_total) is the volume behind them, on the bands table.
+METRIC_BAND = f"casewatch_metric_band_weight_total{{{A}, {M}}}"
+METRIC_BAD = f'casewatch_metric_band_weight_total{{{A}, {M}, band=~"severe|moderate"}}'
+METRIC_JUDGED = f"casewatch_metric_band_total{{{A}, {M}}}"
+WEIGHTED = (
+    " Each judged turn weighs 1/its inclusion probability (sampling.strategy: cascade; 1 under "
+    "uniform sampling): the traffic's share, not that of what was judged."
+)
 
 METRICS = DashboardSpec(
     uid="casewatch-metrics",
@@ -487,7 +496,7 @@ METRICS = DashboardSpec(
                 PanelSpec(
                     "bargauge",
                     "Severe+moderate share by metric, last hour",
-                    "Share of judged turns where the metric scored severe or moderate.",
+                    "Share of judged turns where the metric scored severe or moderate." + WEIGHTED,
                     (Query(share(METRIC_BAD, METRIC_BAND, "metric", "[1h]"), "{{metric}}", True),),
                     unit="percentunit",
                     min=0,
@@ -497,7 +506,8 @@ METRICS = DashboardSpec(
                     "bargauge",
                     "Shift: last hour minus the whole range",
                     "Severe+moderate share of the last hour minus that of the dashboard's time "
-                    "range: the metric with the largest positive shift drives the regression.",
+                    "range: the metric with the largest positive shift drives the regression."
+                    + WEIGHTED,
                     (
                         Query(
                             f"({share(METRIC_BAD, METRIC_BAND, 'metric', '[1h]')})\n-\n"
@@ -565,11 +575,12 @@ METRICS = DashboardSpec(
                 PanelSpec(
                     "timeseries",
                     "Severe share by metric",
-                    "Share of judged turns with the metric in the severe band (0.00-0.30).",
+                    "Share of judged turns with the metric in the severe band (0.00-0.30)."
+                    + WEIGHTED,
                     (
                         Query(
                             share(
-                                f'casewatch_metric_band_total{{{A}, {M}, band="severe"}}',
+                                f'casewatch_metric_band_weight_total{{{A}, {M}, band="severe"}}',
                                 METRIC_BAND,
                                 "assistant, metric",
                             ),
@@ -582,11 +593,12 @@ METRICS = DashboardSpec(
                 PanelSpec(
                     "timeseries",
                     "Moderate share by metric",
-                    "Share of judged turns with the metric in the moderate band (0.31-0.60).",
+                    "Share of judged turns with the metric in the moderate band (0.31-0.60)."
+                    + WEIGHTED,
                     (
                         Query(
                             share(
-                                f'casewatch_metric_band_total{{{A}, {M}, band="moderate"}}',
+                                f'casewatch_metric_band_weight_total{{{A}, {M}, band="moderate"}}',
                                 METRIC_BAND,
                                 "assistant, metric",
                             ),
@@ -599,10 +611,12 @@ METRICS = DashboardSpec(
                 PanelSpec(
                     "table",
                     "Bands per metric over the range",
-                    "Judged turns per metric and band over the dashboard's time range.",
+                    "Judged turns per metric and band over the dashboard's time range: what "
+                    "was judged, unweighted (the evidence behind the shares above).",
                     (
                         Query(
-                            f"sum by (metric, band) (increase({METRIC_BAND}{RANGE}))", instant=True
+                            f"sum by (metric, band) (increase({METRIC_JUDGED}{RANGE}))",
+                            instant=True,
                         ),
                     ),
                     width=24,

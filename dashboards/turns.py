@@ -76,9 +76,14 @@ WHERE event_time BETWEEN $__timeFrom() AND $__timeTo()
 GROUP BY assistant
 ORDER BY assistant"""
 
+# Each judged turn weighs 1/its inclusion probability (Hajek's ratio, as the Prometheus
+# dashboards and rules/ weigh theirs): under sampling.strategy: cascade the share is the
+# traffic's; a turn drawn uniformly stores no probability and weighs 1, so there it is the
+# plain share of the judged turns.
+_WEIGHT = "1.0 / coalesce(t.inclusion_probability, 1.0)"
 SHARE_SQL = f"""SELECT $__timeGroupAlias(t.event_timestamp, '5m'),
   t.assistant_name AS metric,
-  avg(CASE WHEN {_BAND_OF} IN ($band) THEN 1.0 ELSE 0.0 END) AS share
+  sum(CASE WHEN {_BAND_OF} IN ($band) THEN {_WEIGHT} ELSE 0.0 END) / sum({_WEIGHT}) AS share
 FROM turns t
 JOIN verdicts v ON v.event_id = t.event_id
 WHERE $__timeFilter(t.event_timestamp)
@@ -188,7 +193,8 @@ PANELS: tuple[SqlPanel, ...] = (
         "Share of turns in the chosen band(s)",
         "Per assistant and 5 minutes: "
         "the share of judged turns whose band (of the chosen metric, or the turn) is one "
-        "of the chosen bands.",
+        "of the chosen bands, each weighted by 1/its inclusion probability "
+        "(sampling.strategy: cascade; 1 under uniform sampling): the traffic's share.",
         SHARE_SQL,
         fmt="time_series",
     ),

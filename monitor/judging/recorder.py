@@ -14,7 +14,7 @@ from typing import Any
 from monitor.judging.arbitration import PanelOutcome
 from monitor.judging.judge import FAILURE_REASONS
 from monitor.metrics.exporter import Metrics
-from monitor.schema.turn import Band, Verdict
+from monitor.schema.turn import METRICS, Band, Verdict
 
 
 def failure_label(reason: str | None) -> str:
@@ -43,7 +43,8 @@ class JudgingRecorder:
     def record_verdict(self, verdict: Verdict, weight: float = 1.0) -> None:
         """Turn-level, metric-level and per-judge series for one finished verdict. ``weight``:
         1/π, π the probability the turn was drawn with (the cascade; 1 for a rule's turn and
-        under uniform sampling)."""
+        under uniform sampling), added to its turn band's and each of its metric bands'
+        weighted counters."""
         m = self._m
         assistant = self._assistant(verdict.assistant.name)
         child = self._child
@@ -54,6 +55,12 @@ class JudgingRecorder:
             for band in (*(b.value for b in Band), "judge_failed"):
                 child(m.turns_judged, assistant, band)
                 child(m.turns_judged_weight, assistant, band)
+            # Every metric's bands too: a per-metric share's first severe turn under the
+            # cascade may weigh 1/π of a hundred.
+            for metric in METRICS:
+                for band in (b.value for b in Band):
+                    child(m.metric_band, assistant, metric, band)
+                    child(m.metric_band_weight, assistant, metric, band)
         if verdict.status == "ok" and verdict.turn_band is not None:
             band = str(verdict.turn_band)
             child(m.turns_judged, assistant, band).inc()
@@ -62,8 +69,9 @@ class JudgingRecorder:
                 child(m.score_final, assistant).observe(verdict.s_final)
             for metric, score in verdict.metric_scores.items():
                 child(m.metric_score, assistant, metric).observe(score)
-            for metric, band in verdict.metric_bands.items():
-                child(m.metric_band, assistant, metric, str(band)).inc()
+            for metric, metric_band in verdict.metric_bands.items():
+                child(m.metric_band, assistant, metric, str(metric_band)).inc()
+                child(m.metric_band_weight, assistant, metric, str(metric_band)).inc(weight)
         else:
             child(m.turns_judged, assistant, "judge_failed").inc()
             child(m.turns_judged_weight, assistant, "judge_failed").inc(weight)

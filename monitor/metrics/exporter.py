@@ -221,10 +221,25 @@ class Metrics:
             ["assistant", "band"],
             registry=r,
         )
-        # Which metric drives a regression: per-metric band counts.
+        # Per-metric band counts of the turns judged (what was judged, unweighted: the volume
+        # behind a per-metric share; a weight adds no evidence). Under sampling.strategy:
+        # cascade its shares are those of what was judged, which over-draws risky turns: which
+        # metric drives a regression is read from casewatch_metric_band_weight_total.
         self.metric_band = Counter(
             "casewatch_metric_band",
             "Per-metric severity bands of judged turns",
+            ["assistant", "metric", "band"],
+            registry=r,
+        )
+        # Which metric drives a regression: the per-metric shares over traffic rather than over
+        # what was judged. Each judged turn adds 1/inclusion probability to its band of every
+        # metric, where its turn band's weight is added (1 for a rule's turn and under uniform
+        # sampling, so there it equals casewatch_metric_band_total). The per-metric rules and
+        # panels divide a band's rate by the metric's bands' (Hajek).
+        self.metric_band_weight = Counter(
+            "casewatch_metric_band_weight",
+            "Per-metric severity bands of judged turns weighted by 1/inclusion probability "
+            "(sum of weights)",
             ["assistant", "metric", "band"],
             registry=r,
         )

@@ -225,3 +225,63 @@ def test_weighted_severe_share_counts_each_turn_by_its_weight(registry: Collecto
         0.0,
     ]
     assert get("casewatch_turns_judged_total", {"assistant": "helpdesk", "band": "none"}) == 2
+
+
+def test_weighted_metric_bands_add_each_turns_weight_to_every_metric(
+    registry: CollectorRegistry,
+) -> None:
+    """casewatch_metric_band_weight_total adds 1/π to the turn's band of every metric, beside
+    the unweighted count; a judge_failed turn has no metric band, so adds to neither; every
+    metric's bands of a new assistant start at 0 in both."""
+    metrics = JudgingRecorder(Metrics(registry))
+    kw = {
+        "weights": DEFAULT_PROFILE,
+        "weight_profile": "default",
+        "critical": DEFAULT_CRITICAL_METRICS,
+    }
+    severe = single_judge_verdict(_turn(), _judgment(0.2), **kw)  # type: ignore[arg-type]
+    clean = single_judge_verdict(_turn(), _judgment(0.95), **kw)  # type: ignore[arg-type]
+    failed = _judgment(0.5, status="judge_failed", scores=None, failure_reason="timeout")
+    metrics.record_verdict(severe, 2.0)  # drawn at 0.5
+    metrics.record_verdict(clean, 20.0)  # drawn at 0.05
+    metrics.record_verdict(clean)  # a rule's turn, or uniform
+    metrics.record_verdict(
+        failed_verdict(_turn(), [failed], "timeout", weight_profile="default"), 4.0
+    )
+    get = registry.get_sample_value
+    for metric in METRICS:
+
+        def read(family: str, band: str, metric: str = metric) -> float | None:
+            return get(family, {"assistant": "helpdesk", "metric": metric, "band": band})
+
+        bands = ("severe", "moderate", "minor", "none")
+        assert [read("casewatch_metric_band_weight_total", b) for b in bands] == [2, 0, 0, 21]
+        assert [read("casewatch_metric_band_total", b) for b in bands] == [1, 0, 0, 2]
+        assert read("casewatch_metric_band_weight_total", "judge_failed") is None
+        # Hajek's ratio of the weights: the traffic's severe share, 2/23, not what was
+        # judged's 1/3.
+        weights = [read("casewatch_metric_band_weight_total", b) or 0.0 for b in bands]
+        assert weights[0] / sum(weights) == pytest.approx(2 / 23)
+    # The turn band's weight moved by the same amounts.
+    turn = {"assistant": "helpdesk", "band": "none"}
+    assert get("casewatch_turns_judged_weight_total", turn) == 21
+
+
+def test_a_new_assistants_metric_bands_exist_at_zero(registry: CollectorRegistry) -> None:
+    """So rate() in rules/ counts an assistant's first severe turn of a metric, which under the
+    cascade may weigh 1/π of a hundred."""
+    metrics = JudgingRecorder(Metrics(registry))
+    metrics.record_verdict(
+        single_judge_verdict(
+            _turn("fresh"),
+            _judgment(0.95),
+            weights=DEFAULT_PROFILE,
+            weight_profile="default",
+            critical=DEFAULT_CRITICAL_METRICS,
+        )
+    )
+    get = registry.get_sample_value
+    for family in ("casewatch_metric_band_total", "casewatch_metric_band_weight_total"):
+        for metric in METRICS:
+            labels = {"assistant": "fresh", "metric": metric, "band": "severe"}
+            assert get(family, labels) == 0, (family, metric)
