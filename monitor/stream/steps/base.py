@@ -48,6 +48,24 @@ T_contra = TypeVar("T_contra", contravariant=True)
 T = TypeVar("T")
 
 
+class Look(NamedTuple):
+    """The cascade's cheap look at a turn, taken ahead of the sample step by a screening process
+    (``screen.py``, ``TurnDecisions.cascade_look``) and handed on with the record: what the
+    sample step would otherwise compute on the consumer's thread, as plain strings (pickled
+    back from the process, a few dozen bytes a turn).
+
+    The sample step still counts the tripwire and draws against the live probabilities; it
+    only takes the cell and the tripwire's result from here instead of computing them.
+    """
+
+    # The cheap cell (the offline judge's band); None: the turn is beyond
+    # ``cascade_look_share`` and no rule picks it, so it is never looked at.
+    cell: str | None
+    # The identifier tripwire's hit kinds (empty: clean, or the chain has no tripwire).
+    kinds: tuple[str, ...] = ()
+    truncated: bool = False  # the tripwire checked the turn only in part
+
+
 class Envelope(NamedTuple, Generic[T_co]):
     """A payload and the record it came from (immutable, hence covariant in the payload).
 
@@ -60,9 +78,11 @@ class Envelope(NamedTuple, Generic[T_co]):
     payload: T_co
     # A sampled turn's share of the hourly judge budget, set by the sample step, settled once.
     reservation: Reservation | None = None
+    # The cascade's cheap look, when a screening process took it (None: the sample step looks).
+    look: Look | None = None
 
     def replace(self, payload: U) -> Envelope[U]:
-        return Envelope(self.tp, self.offset, payload, self.reservation)
+        return Envelope(self.tp, self.offset, payload, self.reservation, self.look)
 
 
 def release_all(messages: Iterable[Envelope[Any]]) -> None:

@@ -6,9 +6,11 @@ own turn event, or a ``format: mapped`` topic's mapping), the redactor and what 
 the identifier tripwire, and the sampling rules and rates (``Sampler.reason_for``). It is built
 once (``turn_steps.turn_decisions``) and given to the steps, which call its parts on the
 consumer's thread, to the screening processes (``screen.py``), which get it pickled and run
-``finishes_unjudged`` ahead of the steps. So screening can never decide otherwise than the
-steps, on any topic. What redaction decides (``JudgingRedaction``) lives below, in
-``sampling/judging_redaction.py``, where the judge canary reaches it too.
+``finishes_unjudged`` ahead of the steps (under ``sampling.strategy: cascade``,
+``cascade_look``: the cheap look too, handed to the sample step with the record). So
+screening can never decide otherwise than the steps, on any topic. What redaction decides
+(``JudgingRedaction``) lives below, in ``sampling/judging_redaction.py``, where the judge canary
+reaches it too.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from monitor.sampling.judging_redaction import (
 from monitor.sampling.sampler import Sampler
 from monitor.schema.turn import TurnEvent
 from monitor.scoring.turn import DEFAULT_CRITICAL_METRICS, DEFAULT_PROFILE, turn_band
+from monitor.stream.steps.base import Look
 
 TRIPWIRE_REASON = "rule:identifier_tripwire"
 
@@ -99,6 +102,9 @@ class TurnDecisions:
         self.tripwire = tripwire
         self.sampling = sampling
         self._sampler = Sampler(sampling, SystemClock()) if sampling is not None else None
+        # ``sampling.strategy: cascade``: a screening process takes the cheap look
+        # (``cascade_look``) where the sample step would.
+        self.cascading = sampling is not None and sampling.strategy == "cascade"
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The arguments, not the state: the sampler is rebuilt from its configuration.
@@ -183,6 +189,43 @@ class TurnDecisions:
             return None
         return turn
 
+    def cascade_look(self, topic: str, value: bytes | None) -> TurnEvent | Look | None:
+        """What a screening process makes of a record under the cascade, deciding as the steps
+        do in their order (decode, redact, tripwire, the cheap look's share, the cell):
+
+        - the turn, when the sample step would finish it as ``not_sampled`` without a look:
+          beyond ``cascade_look_share``, no rule, a clean and whole tripwire check (it is
+          finished in the process, as ``finishes_unjudged``'s turns are);
+        - its ``Look``, when it goes on to the steps: the cell the sample step would compute
+          (``cheap_cell``; None beyond the share) and the tripwire's result, which the sample
+          step counts and draws with instead of computing them;
+        - None for a record the steps decide otherwise (invalid, unredactable): it goes on
+          with no look, and the steps decide it as without screening.
+        """
+        try:
+            turn = self.decode(topic, value)
+        except InvalidEvent:
+            return None  # dead-lettered with its reason by the decode step
+        if self.redaction is not None:
+            redacted = self.redaction.redact(turn)
+            if isinstance(redacted, Unredactable):
+                return None  # skipped with its reason by the redact step
+            turn = redacted.turn
+        kinds: tuple[str, ...] = ()
+        truncated = False
+        if self.tripwire is not None:
+            hit = self.tripwire(turn)
+            kinds, truncated = tuple(hit.kinds), hit.truncated
+        sampler = self._sampler
+        if sampler is None or sampler.cascade is None:
+            raise ValueError("cascade_look needs sampling.strategy: cascade")
+        rule = TRIPWIRE_REASON if kinds else None  # ``tripwire_rule``
+        if sampler.looks_at(turn, rule=rule):
+            return Look(cheap_cell(turn), kinds, truncated)
+        if truncated:  # counted as truncated by the sample step, which finishes it there
+            return Look(None, kinds, truncated)
+        return turn  # not looked at: no rule picks it (``looks_at``), never drawn
+
 
 def _rebuild(
     max_bytes: int,
@@ -204,6 +247,7 @@ __all__ = [
     "FAILED",
     "TOO_LARGE",
     "Decoder",
+    "Look",
     "Redacted",
     "Tripwire",
     "TripwireResult",

@@ -82,8 +82,11 @@ class DecodeStep:
         except InvalidEvent as exc:
             self._dead_letter(message, exc)
             return
-        # ``message.replace(turn)``, without its call per consumed record.
-        self._next.submit(Envelope(message.tp, message.offset, turn, message.reservation))
+        # ``message.replace(turn)`` (a screening process's cheap look kept), without its call
+        # per consumed record.
+        self._next.submit(
+            Envelope(message.tp, message.offset, turn, message.reservation, message.look)
+        )
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:
         self._pending.send(message, exc, self._metrics.record_dead_letter)

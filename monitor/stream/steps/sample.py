@@ -18,11 +18,18 @@ turn is checked before the decision, sampled or not, and counted; a turn that tr
 sampled with the reason ``rule:identifier_tripwire`` (configured always-judge rules keep their
 own reason; the hourly budget applies either way). A turn larger than the tripwire's bounds is
 checked as far as they go and counted as truncated.
+
+Under the cascade a record may come with the cheap look already taken (``Envelope.look``: a
+screening process computed its cell and its tripwire result, ``TurnDecisions.cascade_look``).
+The step then counts that tripwire result and draws with that cell against the live
+probabilities, which only this process holds; it computes them itself only for a record that
+came without (no screening processes, or one they handed on undecided). Either way the same
+turns are counted, looked at and drawn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 import structlog
@@ -32,7 +39,7 @@ from monitor.errors import MessageRejected
 from monitor.sampling.sampler import NOT_SAMPLED, SampleDecision
 from monitor.schema.turn import TurnEvent
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics
-from monitor.stream.steps.decisions import Tripwire, tripwire_rule
+from monitor.stream.steps.decisions import TRIPWIRE_REASON, Tripwire, tripwire_rule
 
 log = structlog.get_logger(__name__)
 
@@ -97,10 +104,15 @@ class SampleStep:
             if held is not None:
                 self._let_go()
             rule = None
-            if self._tripwire is not None:
+            look = message.look
+            if look is not None:  # taken by a screening process: its tripwire result, counted
+                if self._tripwire is not None:
+                    rule = self._count_trip(message.payload, look.kinds, look.truncated)
+            elif self._tripwire is not None:
                 rule = self._trip(self._tripwire, message.payload)
             if self._cascade is not None:
-                decision = self._look(self._cascade, message.payload, rule)
+                cell = look.cell if look is not None else None
+                decision = self._look(self._cascade, message.payload, rule, cell)
             elif rule is not None:
                 decision = self._sampler.decide(message.payload, rule=rule)
             else:
@@ -180,13 +192,33 @@ class SampleStep:
             self._mismatches[key] = self._mismatches.get(key, 0) + 1
         return tripwire_rule(result)
 
+    def _count_trip(self, turn: TurnEvent, kinds: Sequence[str], truncated: bool) -> str | None:
+        """``_trip`` for a result a screening process computed (``Look``): counted the same."""
+        assistant = turn.assistant.name
+        self._checked[assistant] = self._checked.get(assistant, 0) + 1
+        if truncated:
+            self._truncated[assistant] = self._truncated.get(assistant, 0) + 1
+        if not kinds:
+            return None
+        for kind in kinds:
+            key = (assistant, kind)
+            self._mismatches[key] = self._mismatches.get(key, 0) + 1
+        return TRIPWIRE_REASON  # ``tripwire_rule`` of a result with these kinds
+
     def _look(
-        self, cascade: tuple[CascadeDecider, CheapLook], turn: TurnEvent, rule: str | None
+        self,
+        cascade: tuple[CascadeDecider, CheapLook],
+        turn: TurnEvent,
+        rule: str | None,
+        cell: str | None = None,
     ) -> SampleDecision:
+        """``cell``: the turn's cell as a screening process computed it (None: computed here
+        when the turn is looked at)."""
         decider, look = cascade
         if not decider.looks_at(turn, rule=rule):
             return NOT_SAMPLED  # beyond the cheap look's share: never drawn, never looked at
-        cell = look(turn)
+        if cell is None:
+            cell = look(turn)
         key = (turn.assistant.name, cell)
         self._cells[key] = self._cells.get(key, 0) + 1
         return decider.decide_cascade(turn, cell, rule=rule)

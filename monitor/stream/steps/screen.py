@@ -18,6 +18,15 @@ mapping too) and redactor included, so no decision is rebuilt here.
   decode → sample steps, which decide as they do without screening: dead-letter reasons, rule
   reasons, tripwire counts and the budget stay in one code path.
 
+Under ``sampling.strategy: cascade`` the processes also take the cascade's cheap look, the
+costly part of sampling there (``TurnDecisions.cascade_look``): a turn beyond
+``cascade_look_share`` that no rule picks and whose tripwire is clean is finished here as above;
+any other valid turn comes back as its ``Look`` (its cell, a short string, and its tripwire
+result), and goes on with it in its envelope to the decode → sample steps, where the sample step
+counts the tripwire and draws with that cell against the live probabilities, which only the
+consumer's process holds. What is decided and counted is what the steps decide without
+screening; only the offline judge's reading leaves the consumer's thread.
+
 With ``outcomes.retain_unsampled`` the pipeline gives the step its keeper (``RetainingDone``):
 the processes then hand each finished turn back as the row it is kept as (redacted as the keeper
 would redact it, serialised there, off the consumer's thread), and the step queues that row with
@@ -51,7 +60,14 @@ from consumers.records import RawMessage, TopicPartition
 from monitor.errors import MessageRejected, ScreeningOff
 from monitor.runtime.clock import Clock, Deadline, SystemClock
 from monitor.sampling.sampler import NOT_SAMPLED
-from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep, SamplingMetrics, forward
+from monitor.stream.steps.base import (
+    DoneStep,
+    Envelope,
+    Look,
+    ProcessingStep,
+    SamplingMetrics,
+    forward,
+)
 from monitor.stream.steps.decisions import TurnDecisions
 
 log = structlog.get_logger(__name__)
@@ -62,18 +78,24 @@ log = structlog.get_logger(__name__)
 # here small whatever the record size (a batch per queued slot, plus the one being filled).
 DEFAULT_BATCH = 1024
 BATCH_MAX_BYTES = 1 << 20
+# Under the cascade a looked-at turn costs the process milliseconds (the offline judge,
+# docs/cascade.md), so a batch is smaller: ~0.3 s of looks at look share 1.0, and what is in
+# flight (four batches a process) is screened within ``SCREEN_FINISH_S`` on a revoke.
+CASCADE_BATCH = 128
 # Consecutive failed batches after which screening is switched off for the rest of the run
 # (e.g. processes cannot start here): every record then takes the in-process path.
 MAX_FAILURES = 3
 _WAIT_SLICE_S = 0.05
-# Screening a batch takes milliseconds; a revoke waits at most this long for those in flight.
+# Screening a batch takes milliseconds (a few hundred under the cascade); a revoke waits at
+# most this long for those in flight.
 SCREEN_FINISH_S = 5.0
 
 # (event id, conversation id, assistant, the redacted turn as JSON text): a kept turn's row.
 KeptRow = tuple[str, str, str, str]
 # The assistant of a turn finished by screening (with keeping on: and its row to keep, None
-# when it cannot be redacted for keeping); None: goes on.
-Mark = str | tuple[str, KeptRow | None] | None
+# when it cannot be redacted for keeping); a ``Look``: goes on with the cascade's cheap look;
+# None: goes on.
+Mark = str | tuple[str, KeptRow | None] | Look | None
 _Flight = tuple[list[Envelope[RawMessage]], "cf.Future[list[Mark]]", int]
 
 
@@ -100,6 +122,8 @@ def _screen(records: list[tuple[str, bytes | None]]) -> list[Mark]:
     decisions = _decisions
     if decisions is None:  # pragma: no cover - the pool's initializer always ran
         raise ScreeningOff("the screening process was not initialised")
+    if decisions.cascading:
+        return _screen_cascade(decisions, records)
     if not _keeping:
         finishes = decisions.finishes_unjudged
         return [finishes(topic, value) for topic, value in records]
@@ -107,6 +131,23 @@ def _screen(records: list[tuple[str, bytes | None]]) -> list[Mark]:
     for topic, value in records:
         turn = decisions.unjudged_turn(topic, value)
         marks.append(None if turn is None else (turn.assistant.name, decisions.kept_row(turn)))
+    return marks
+
+
+def _screen_cascade(
+    decisions: TurnDecisions, records: list[tuple[str, bytes | None]]
+) -> list[Mark]:
+    """``_screen`` under the cascade: a finished turn's mark as there, else its ``Look``."""
+    marks: list[Mark] = []
+    look = decisions.cascade_look
+    for topic, value in records:
+        seen = look(topic, value)
+        if seen is None or isinstance(seen, Look):
+            marks.append(seen)
+        elif _keeping:
+            marks.append((seen.assistant.name, decisions.kept_row(seen)))
+        else:
+            marks.append(seen.assistant.name)
     return marks
 
 
@@ -119,13 +160,16 @@ class ScreenStep:
         *,
         processes: int,
         decisions: TurnDecisions,
-        batch_size: int = DEFAULT_BATCH,
+        batch_size: int | None = None,
         batch_max_bytes: int = BATCH_MAX_BYTES,
         clock: Clock | None = None,
         keeper: Keeper | None = None,
     ) -> None:
         """``keeper``: where the turns screening finishes are kept for feedback (None: not
-        kept)."""
+        kept). ``batch_size``: records a batch (None: ``DEFAULT_BATCH``, ``CASCADE_BATCH``
+        when the decisions take the cascade's cheap look)."""
+        if batch_size is None:
+            batch_size = CASCADE_BATCH if decisions.cascading else DEFAULT_BATCH
         if processes < 1 or batch_size < 1 or batch_max_bytes < 1:
             raise ValueError("processes, batch_size and batch_max_bytes must be >= 1")
         self._next = next_step
@@ -220,6 +264,10 @@ class ScreenStep:
                     self._ready.append(message)
                     continue
                 if isinstance(mark, tuple):
+                    if isinstance(mark, Look):  # goes on, with the cheap look taken
+                        tp, offset, record = message.tp, message.offset, message.payload
+                        self._ready.append(Envelope(tp, offset, record, None, mark))
+                        continue
                     assistant, row = mark
                     if self._keeper is not None:
                         self._keeper.keep_row(row)
