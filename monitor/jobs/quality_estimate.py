@@ -11,7 +11,7 @@ prints the same thing once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -27,12 +27,14 @@ from monitor.runtime.clock import Clock, SystemClock
 from monitor.schema.turn import Band
 from monitor.stats.confidence_sequence import SequenceBounds, running_sequence
 from monitor.stats.ppi import (
+    Interval,
     RateEstimates,
     WeightedTerms,
     rate_estimates,
     weighted_interval,
     weighted_terms,
 )
+from monitor.stats.weighted_rates import hajek
 from monitor.storage import labels as label_sql
 from monitor.storage.store import Store
 
@@ -129,6 +131,27 @@ def batch_terms(store: Store, batch_id: str, signal: str) -> WeightedTerms | Non
     return weighted_terms(f, xi, y, pi, frame_w if cascade else None)
 
 
+def judge_only_over_traffic(
+    frame: Sequence[label_sql.FrameRow],
+    drawn: Mapping[str, Mapping[str, str]],
+    human: Mapping[str, Mapping[str, Band]],
+    signal: str,
+    confidence: float,
+) -> Interval:
+    """The judge's own severe rate over the traffic its frame stands for (Hajek): each frame
+    turn's call (its band when drawn for labelling, else as stored) weighted by 1 / the
+    probability the cascade drew it for the judge (1: drawn uniformly, or by a rule), and a
+    labelled turn purged from the frame since with weight 1, as ``batch_terms`` counts it."""
+    seen = {r.event_id for r in frame}
+    calls = [drawn.get(r.event_id, r.bands).get(signal) == SEVERE for r in frame]
+    inclusion: list[float | None] = [r.judge_inclusion for r in frame]
+    for e, labels in human.items():
+        if signal in labels and e in drawn and e not in seen:
+            calls.append(drawn[e].get(signal) == SEVERE)
+            inclusion.append(None)
+    return hajek(calls, inclusion).interval(confidence)
+
+
 def estimate_batch(
     store: Store, batch_id: str, signals: Sequence[str] = LABEL_KEYS, confidence: float = 0.95
 ) -> list[QualityEstimate]:
@@ -157,15 +180,22 @@ def estimate_batch(
             [float(g) for g in unlabelled],
             confidence=confidence,
         )
-        if strategy != "uniform" or any(r.judge_inclusion is not None for r in frame):
+        cascade = any(r.judge_inclusion is not None for r in frame)
+        if strategy != "uniform" or cascade:
             # Labels drawn with unequal probabilities: the plain labels-only mean and PPI++
             # would be biased towards the unsure turns; weight each label by 1 / probability.
-            # So are turns the cascade drew for the judge: each weighs 1 / its probability.
+            # So are turns the cascade drew for the judge: each weighs 1 / its probability,
+            # in the judge-only rate too (the judged frame over-draws the risky turns).
             terms = batch_terms(store, batch_id, signal)
             if terms is not None:
                 weighted, lam = weighted_interval(terms, confidence=confidence)
                 labels_only, _ = weighted_interval(terms, confidence=confidence, lam=0.0)
-                est = RateEstimates(weighted, est.judge_only, labels_only, lam, confidence)
+                judge_only = (
+                    judge_only_over_traffic(frame, drawn, human, signal, confidence)
+                    if cascade
+                    else est.judge_only
+                )
+                est = RateEstimates(weighted, judge_only, labels_only, lam, confidence)
         out.append(
             QualityEstimate(
                 str(batch["assistant"]), signal, batch_id, len(frame), len(pairs), est, strategy

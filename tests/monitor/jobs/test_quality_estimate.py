@@ -4,6 +4,7 @@ on SQLite and PostgreSQL, with a judge that misses half the severe turns."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from monitor.cli import main
 from monitor.config.quality_estimate import QualityEstimateConfig
 from monitor.jobs.quality_estimate import QualityEstimateJob
 from monitor.metrics.exporter import Metrics
+from monitor.runtime.clock import ManualClock
+from monitor.sampling.cascade import CELLS, CascadePolicy, DrawLedger
 from monitor.storage.store import Store
 from tests.fixtures.turns import T0, seed_turn
 
@@ -29,8 +32,25 @@ def _severe(event_id: str) -> bool:
 
 @pytest.fixture
 def labelled(store: Store, runner: CliRunner, tmp_path: Path) -> Store:
+    return _seed_and_label(store, runner, tmp_path)
+
+
+def _seed_and_label(
+    store: Store,
+    runner: CliRunner,
+    tmp_path: Path,
+    drawn_with: Callable[[int], float] | None = None,
+) -> Store:
+    """The population, one in five called severe by the judge, and a labelled batch of 80;
+    ``drawn_with``: each turn's probability of the cascade's draw for the judge (None: drawn
+    uniformly, no probability stored)."""
+    ledger = DrawLedger(CascadePolicy(CELLS, 100.0, ManualClock()))
+    if drawn_with is not None:
+        store.draws = ledger
     for i in range(POPULATION):
         bad = {"hallucination": 0.1} if i % 5 == 0 else None
+        if drawn_with is not None:
+            ledger.drawn(f"h-{i:03d}", drawn_with(i), "severe" if bad else "none")
         seed_turn(store, f"h-{i:03d}", at=T0 + timedelta(seconds=i), scores=bad)
     out = tmp_path / "batch.jsonl"
     args = ["--assistant", "helpdesk", "--n", "80", "--seed", "5", "--out", str(out)]
@@ -97,6 +117,29 @@ def test_the_job_exports_point_and_bounds(labelled: Store) -> None:
     }
     assert anytime["lower"] is not None and anytime["upper"] is not None
     assert anytime["lower"] <= lower and upper <= anytime["upper"]
+
+
+def test_under_the_cascade_the_judge_only_rate_is_the_traffics(
+    store: Store, runner: CliRunner, tmp_path: Path
+) -> None:
+    """The cascade drew the judge's severe turns at 0.8 and the rest at 0.2: the judged frame
+    is 20 % severe by the judge, the traffic it stands for 40 * 1.25 / (40 * 1.25 + 160 * 5)
+    (Hajek), which the judge-only gauge of every signal (a metric's and the turn band's) and
+    ``casewatch estimate`` say, beside the corrected rate weighted the same way."""
+    _seed_and_label(store, runner, tmp_path, lambda i: 0.8 if i % 5 == 0 else 0.2)
+    traffic = 40 * 1.25 / (40 * 1.25 + 160 * 5)
+    registry = CollectorRegistry()
+    QualityEstimateJob(QualityEstimateConfig(), store, Metrics(registry=registry)).run_once()
+    for signal in ("turn_band", "hallucination"):
+        point = registry.get_sample_value(
+            "casewatch_quality_estimate",
+            {"assistant": "helpdesk", "signal": f"{signal}_judge_only", "bound": "point"},
+        )
+        assert point == pytest.approx(traffic), signal
+    doc = _estimate(runner, store, "--metric", "hallucination")
+    assert doc["judge_only"]["point"] == pytest.approx(traffic)
+    assert doc["judge_only"]["lower"] < traffic < doc["judge_only"]["upper"]
+    assert doc["judge_only"]["n"] == POPULATION
 
 
 def test_no_labels_yet_says_what_to_do(runner: CliRunner, store: Store) -> None:
