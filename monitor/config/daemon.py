@@ -27,7 +27,8 @@ class DaemonConfig(Section):
         le=32,
         description=(
             "Worker processes that recognise the turns not to be judged (valid, not sampled, "
-            "tripwire clean) off the consumer's thread; 0 does it on that thread. 1 when "
+            "tripwire clean) off the consumer's thread, and under sampling.strategy cascade "
+            "take the cheap look there (docs/cascade.md); 0 does it on that thread. 1 when "
             "ingest is the bottleneck and a core is free."
         ),
     )
