@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
+from consumers.broker_quirks import BrokerQuirksSetting
 from consumers.dlq import DeadLetterSink
 from consumers.source import TurnSource
 from monitor.config.kafka import KafkaConfig
@@ -33,9 +34,13 @@ from tests.fixtures.broker import DLQ_SUFFIX
 from tests.fixtures.databases import make_turn
 
 
-def kafka_settings(bootstrap: str, topic: str, db_url: str, **overrides: Any) -> Settings:
-    """Settings of a daemon on ``topic``. The broker quirks are off: the daemon is a plain
-    Kafka consumer on whichever broker (the Tansu-quirks tests turn them on themselves)."""
+def kafka_settings(
+    bootstrap: str, topic: str, db_url: str, *, broker_quirks: BrokerQuirksSetting = "none", **overrides: Any
+) -> Settings:
+    """Settings of a daemon on ``topic``. The broker quirks are off unless ``broker_quirks``
+    says: the daemon is a plain Kafka consumer on whichever broker (the Tansu-quirks tests
+    turn them on themselves; a test whose members leave mid-rebalance on any broker passes
+    ``auto``, as a user's deployment would)."""
     kafka = KafkaConfig(
         bootstrap_servers=[bootstrap],
         topics=[topic],
@@ -45,7 +50,7 @@ def kafka_settings(bootstrap: str, topic: str, db_url: str, **overrides: Any) ->
         heartbeat_interval_ms=1000,
         max_poll_interval_ms=6000,
         max_poll_records=50,
-        broker_quirks="none",
+        broker_quirks=broker_quirks,
     )
     values: dict[str, Any] = {"kafka": kafka, "storage": {"url": db_url}}
     values.update(overrides)
