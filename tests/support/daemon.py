@@ -35,7 +35,12 @@ from tests.fixtures.databases import make_turn
 
 
 def kafka_settings(
-    bootstrap: str, topic: str, db_url: str, *, broker_quirks: BrokerQuirksSetting = "none", **overrides: Any
+    bootstrap: str,
+    topic: str,
+    db_url: str,
+    *,
+    broker_quirks: BrokerQuirksSetting = "none",
+    **overrides: Any,
 ) -> Settings:
     """Settings of a daemon on ``topic``. The broker quirks are off unless ``broker_quirks``
     says: the daemon is a plain Kafka consumer on whichever broker (the Tansu-quirks tests
