@@ -189,13 +189,16 @@ class TurnDecisions:
             return None
         return turn
 
-    def cascade_look(self, topic: str, value: bytes | None) -> TurnEvent | Look | None:
+    def cascade_look(
+        self, topic: str, value: bytes | None
+    ) -> tuple[TurnEvent, Mapping[str, int]] | Look | None:
         """What a screening process makes of a record under the cascade, deciding as the steps
         do in their order (decode, redact, tripwire, the cheap look's share, the cell):
 
-        - the turn, when the sample step would finish it as ``not_sampled`` without a look:
-          beyond ``cascade_look_share``, no rule, a clean and whole tripwire check (it is
-          finished in the process, as ``finishes_unjudged``'s turns are);
+        - the turn and what its redaction replaced per kind, when the sample step would
+          finish it as ``not_sampled`` without a look: beyond ``cascade_look_share``, no rule,
+          a clean and whole tripwire check (it is finished in the process, as
+          ``finishes_unjudged``'s turns are, and its redactions are counted there);
         - its ``Look``, when it goes on to the steps: the cell the sample step would compute
           (``cheap_cell``; None beyond the share) and the tripwire's result, which the sample
           step counts and draws with instead of computing them;
@@ -206,11 +209,12 @@ class TurnDecisions:
             turn = self.decode(topic, value)
         except InvalidEvent:
             return None  # dead-lettered with its reason by the decode step
+        replaced: Mapping[str, int] = NONE_REPLACED
         if self.redaction is not None:
             redacted = self.redaction.redact(turn)
             if isinstance(redacted, Unredactable):
                 return None  # skipped with its reason by the redact step
-            turn = redacted.turn
+            turn, replaced = redacted.turn, redacted.counts
         kinds: tuple[str, ...] = ()
         truncated = False
         if self.tripwire is not None:
@@ -224,7 +228,7 @@ class TurnDecisions:
             return Look(cheap_cell(turn), kinds, truncated)
         if truncated:  # counted as truncated by the sample step, which finishes it there
             return Look(None, kinds, truncated)
-        return turn  # not looked at: no rule picks it (``looks_at``), never drawn
+        return turn, replaced  # not looked at: no rule picks it (``looks_at``), never drawn
 
 
 def _rebuild(

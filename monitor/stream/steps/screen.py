@@ -50,9 +50,9 @@ import concurrent.futures as cf
 import contextlib
 import multiprocessing
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from concurrent.futures.process import BrokenProcessPool
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import structlog
 
@@ -92,10 +92,29 @@ SCREEN_FINISH_S = 5.0
 
 # (event id, conversation id, assistant, the redacted turn as JSON text): a kept turn's row.
 KeptRow = tuple[str, str, str, str]
+
+
+class Finished(NamedTuple):
+    """A turn the cascade's screening finished (beyond ``cascade_look_share``, no rule, a clean
+    tripwire): its assistant, what its redaction replaced per kind (counted as the redact step
+    would count it: under the cascade the turns screening finishes would otherwise go through
+    that step), and with keeping on its row (None: it cannot be redacted for keeping)."""
+
+    assistant: str
+    redactions: tuple[tuple[str, int], ...] = ()
+    row: KeptRow | None = None
+
+
 # The assistant of a turn finished by screening (with keeping on: and its row to keep, None
-# when it cannot be redacted for keeping); a ``Look``: goes on with the cascade's cheap look;
-# None: goes on.
-Mark = str | tuple[str, KeptRow | None] | Look | None
+# when it cannot be redacted for keeping; under the cascade a ``Finished``); a ``Look``: goes
+# on with the cascade's cheap look; None: goes on.
+Mark = str | tuple[str, KeptRow | None] | Finished | Look | None
+
+
+class ScreenMetrics(SamplingMetrics, Protocol):
+    def record_redactions(self, counts: Mapping[str, int]) -> None: ...
+
+
 _Flight = tuple[list[Envelope[RawMessage]], "cf.Future[list[Mark]]", int]
 
 
@@ -144,10 +163,10 @@ def _screen_cascade(
         seen = look(topic, value)
         if seen is None or isinstance(seen, Look):
             marks.append(seen)
-        elif _keeping:
-            marks.append((seen.assistant.name, decisions.kept_row(seen)))
-        else:
-            marks.append(seen.assistant.name)
+            continue
+        turn, redactions = seen
+        row = decisions.kept_row(turn) if _keeping else None
+        marks.append(Finished(turn.assistant.name, tuple(redactions.items()), row))
     return marks
 
 
@@ -156,7 +175,7 @@ class ScreenStep:
         self,
         next_step: ProcessingStep[RawMessage],
         done: DoneStep,
-        metrics: SamplingMetrics,
+        metrics: ScreenMetrics,
         *,
         processes: int,
         decisions: TurnDecisions,
@@ -193,6 +212,7 @@ class ScreenStep:
         self._generation = 0  # a new pool is a new generation
         self._ready: deque[Envelope[RawMessage]] = deque()  # refused by the next step
         self._skipped: dict[str, int] = {}  # assistant -> turns finished since the last flush
+        self._redactions: dict[str, int] = {}  # kind -> values of the cascade's finished turns
         self.fallbacks = 0  # batches handed on unscreened because a process failed
         self._failures = 0  # in a row; at MAX_FAILURES screening is off for this run
         self.disabled = False
@@ -268,7 +288,13 @@ class ScreenStep:
                         tp, offset, record = message.tp, message.offset, message.payload
                         self._ready.append(Envelope(tp, offset, record, None, mark))
                         continue
-                    assistant, row = mark
+                    if isinstance(mark, Finished):
+                        assistant, replaced, row = mark
+                        redactions = self._redactions
+                        for kind, n in replaced:
+                            redactions[kind] = redactions.get(kind, 0) + n
+                    else:
+                        assistant, row = mark
                     if self._keeper is not None:
                         self._keeper.keep_row(row)
                 else:
@@ -318,6 +344,9 @@ class ScreenStep:
         forward(self._ready, self._next)
 
     def _flush_counts(self) -> None:
+        if self._redactions:
+            redactions, self._redactions = self._redactions, {}
+            self._metrics.record_redactions(redactions)
         skipped, self._skipped = self._skipped, {}
         for assistant, n in skipped.items():
             self._metrics.record_sampling(assistant, NOT_SAMPLED, n)

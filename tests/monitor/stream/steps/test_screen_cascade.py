@@ -186,8 +186,12 @@ def _run(
 
 @pytest.mark.parametrize(
     ("look_share", "redaction"),
-    [(1.0, RedactionConfig()), (0.5, RedactionConfig(enabled=False))],
-    ids=["every-turn-redacted", "half-the-conversations-unredacted"],
+    [
+        (1.0, RedactionConfig()),
+        (0.5, RedactionConfig()),
+        (0.5, RedactionConfig(enabled=False)),
+    ],
+    ids=["every-turn-redacted", "half-the-conversations-redacted", "half-unredacted"],
 )
 def test_screening_takes_the_cheap_look_and_decides_nothing_otherwise(
     look_share: float,
@@ -229,17 +233,21 @@ def test_screening_takes_the_cheap_look_and_decides_nothing_otherwise(
         if name == "casewatch_cheap_look_turns"
     }
     assert sum(cheap_looks.values()) == len(looked)
-    if redaction.enabled:
+    if look_share == 1.0:
         assert decoded_screened == decoded_inline == len(values)
+    else:
+        # Beyond the look share, clean turns no rule picks are finished in the process.
+        assert len(set(looked)) < len({_event_id(v) for _, v in values})
+        assert decoded_screened < decoded_inline == len(values)
+    if redaction.enabled:
+        # Counted for the turns finished in the process too, as the redact step counts them.
+        assert any(name == "casewatch_redactions" for name, _ in inline["counters"])
     else:
         # The cells are the offline judge's, as recorded for each example turn.
         expected = {_event_id(v): EXPECTED[k]["cell"] for k, v in values}
         assert {eid: cell for eid, cell, *_ in inline["decided"]} == {
             eid: expected[eid] for eid in looked
         }
-        # Beyond the look share, clean turns no rule picks are finished in the process.
-        assert len(set(looked)) < len({_event_id(v) for _, v in values})
-        assert decoded_screened < decoded_inline == len(values)
 
 
 def _event_id(value: bytes) -> str:
