@@ -20,11 +20,27 @@ daemon run per checkout there and prints where each spends its time.
     .venv/bin/python bench/ingest_profile.py --against /tmp/old [--messages 20000] [--runs 5]
         [--rounds 3] [--profile DIR]
     .venv/bin/python bench/ingest_profile.py --against /tmp/old --instructions --messages 1000
+    .venv/bin/python bench/ingest_profile.py --against /tmp/old --instructions --screen
 
 ``--instructions`` counts instructions instead, under valgrind's callgrind (the same count on
 a loaded machine as on a quiet one): one daemon over ``--messages`` turns per checkout, counted
 from its first poll to the poll that finds the source empty (callgrind's client requests,
 through a ten-line library compiled with ``cc``; the rest runs uninstrumented). Minutes each.
+
+``--screen`` measures the path with a screening process (``daemon.screen_processes: 1``,
+``monitor/stream/steps/screen.py``) instead, in one process: the step's process pool is
+replaced by one that runs each batch at once, in this process, through what the pool's
+processes would do with it (the batch and its marks pickled there and back, the pool's
+initializer run once over its pickled arguments), so a checkout's own screening function, the
+decisions it is given and the consumer's handling of the marks are what is timed or counted.
+Under ``--instructions`` the count is split by callgrind dumps into the consumer's thread
+(``loop``), the hand-off (pickling a batch out and its marks back, in the daemon's process),
+the screening process's work on the batches (``screen``: unpickling a batch, the screening
+function, pickling its marks) and the pool's start (``setup``, once, left out of the total).
+One process holds both sides, so the garbage collector's passes (one heap, the daemon's) fall
+in whichever part allocates when one is due: the parts move by a few hundred instructions a
+turn from run to run, their sum much less (a few dozen at 6,000 turns).
+Works on checkouts from before the modules moved (``monitor/clock.py``, ``monitor/exporter.py``).
 
 Prints a readable report, then one JSON line of results.
 """
@@ -47,11 +63,86 @@ POLL_RECORDS = 500  # ingest.py's max_poll_records
 WARM_UP = 1000  # turns through one daemon before any is timed
 
 
+def _first_of(modules: tuple[str, ...], name: str) -> Any:
+    """``name`` from the first of ``modules`` the checkout has."""
+    import importlib
+
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except ModuleNotFoundError:
+            continue
+    raise SystemExit(f"none of {modules} in this checkout")
+
+
+# The callgrind marks of the run being counted (``_worker``), for the inline pool's dumps.
+marks_of: dict[str, Any] = {}
+# Records the inline pool screened and how many of them it finished (a mark other than None).
+screened = {"records": 0, "finished": 0}
+
+
+def _dump(part: str) -> None:
+    """Close the counted part that ends here (``loop``, ``handoff``, ``screen``, ``setup``)."""
+    lib = marks_of.get("lib")
+    if lib is not None:
+        lib.cg_dump(part.encode())
+
+
+def _inline_pool() -> None:
+    """Replace the screening step's process pool with one that screens each batch at once in
+    this process, as a pool process would: the initializer over its pickled arguments (once),
+    then per batch the call pickled out, unpickled and run, and its marks pickled back. The
+    step's module, whichever the checkout's, reaches the pool as ``cf.ProcessPoolExecutor``."""
+    import concurrent.futures as cf
+    import pickle
+    import types
+    from multiprocessing.reduction import ForkingPickler  # what the pool's queues pickle with
+
+    from monitor.stream.steps import screen as screen_module
+
+    class InlinePool:
+        def __init__(
+            self, max_workers: int, *, mp_context: Any, initializer: Any, initargs: Any
+        ) -> None:
+            _dump("loop")
+            args = pickle.loads(ForkingPickler.dumps(initargs))  # noqa: S301
+            initializer(*args)
+            _dump("setup")
+
+        def submit(self, fn: Any, *args: Any) -> cf.Future[Any]:
+            _dump("loop")
+            sent = ForkingPickler.dumps((fn, args))  # the daemon's process
+            _dump("handoff")
+            call, call_args = pickle.loads(sent)  # noqa: S301 - the screening process
+            marks = call(*call_args)
+            back = ForkingPickler.dumps(marks)
+            _dump("screen")
+            screened["records"] += len(marks)
+            screened["finished"] += sum(mark is not None for mark in marks)
+            future: cf.Future[Any] = cf.Future()
+            future.set_result(pickle.loads(back))  # noqa: S301 - the daemon's process
+            _dump("handoff")
+            return future
+
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            return None
+
+    names = {k: v for k, v in vars(cf).items() if not k.startswith("__")}
+    names["ProcessPoolExecutor"] = InlinePool
+    screen_module.cf = types.SimpleNamespace(**names)  # type: ignore[assignment,attr-defined]
+
+
 def _worker(
-    tree: Path, messages: int, runs: int, profile: Path | None, marks: Path | None = None
+    tree: Path,
+    messages: int,
+    runs: int,
+    profile: Path | None,
+    marks: Path | None = None,
+    screen: bool = False,
 ) -> dict[str, Any]:
     """Runs in the subprocess of ``tree``: its modules first on the path, then imported.
-    ``marks``: the library (``_MARKS``) that has callgrind count the first timed run's loop."""
+    ``marks``: the library (``_MARKS``) that has callgrind count the first timed run's loop.
+    ``screen``: with a screening process, run inline (``_inline_pool``)."""
     sys.path.insert(0, str(tree))
     import ctypes
 
@@ -70,14 +161,18 @@ def _worker(
     from consumers._kafka_records import to_raw
     from consumers.records import RawMessage, TopicPartition
     from monitor.judging.evaluator import build_evaluator
-    from monitor.metrics.exporter import Metrics
-    from monitor.runtime.clock import SystemClock
-    from monitor.runtime.logs import configure_logging
     from monitor.stream.prepare import stream_sampler
     from monitor.stream.runner import stream_daemon
 
+    # Where the checkout has them: monitor/runtime/, monitor/metrics/ since the modules moved.
+    Metrics = _first_of(("monitor.metrics.exporter", "monitor.exporter"), "Metrics")
+    SystemClock = _first_of(("monitor.runtime.clock", "monitor.clock"), "SystemClock")
+    configure_logging = _first_of(("monitor.runtime.logs", "monitor.logs"), "configure_logging")
+
     if Path(monitor.__file__).resolve().parent.parent != tree.resolve():
         raise SystemExit(f"imported {monitor.__file__}, not the checkout {tree}")
+    if screen:
+        _inline_pool()
     configure_logging("warning")
     all_raws = [to_raw(r) for r in kafka_records(messages - messages % PARTITIONS)]
     warm_raws = [to_raw(r) for r in kafka_records(WARM_UP)]
@@ -98,7 +193,13 @@ def _worker(
             self._at += len(batch)
             if (not self.cpu and batch) or (len(self.cpu) == 1 and not batch):
                 if self.counted is not None:
-                    (self.counted.cg_stop if self.cpu else self.counted.cg_start)()
+                    if self.cpu:
+                        _dump("loop")
+                        marks_of.clear()
+                        self.counted.cg_stop()
+                    else:
+                        self.counted.cg_start()
+                        marks_of["lib"] = self.counted
                 self.cpu.append(time.process_time())
             return batch
 
@@ -107,7 +208,7 @@ def _worker(
             "localhost:9",
             workdir / "unused.db",
             sampling={"default_rate": 0.0, "identifier_tripwire": True},
-            daemon={"screen_processes": 0},
+            daemon={"screen_processes": 1 if screen else 0},
         )
         assert settings.kafka.max_poll_records == POLL_RECORDS
         registry = CollectorRegistry()
@@ -123,8 +224,11 @@ def _worker(
             stream_sampler(settings, SystemClock()),
             exit_when_idle=True,
         )
+        before = dict(screened)
         daemon.run()
         evaluator.close()
+        if screen and screened["finished"] - before["finished"] != len(raws):
+            raise SystemExit(f"screening finished {screened} of {len(raws)} turns")
         expected = {TopicPartition(TOPIC, p): len(raws) // PARTITIONS for p in range(PARTITIONS)}
         if source.committed != expected:
             raise SystemExit(f"committed {source.committed}, expected {expected}")
@@ -155,10 +259,10 @@ def _worker(
 
 
 def _run_checkout(
-    tree: Path, messages: int, runs: int, profile: Path | None = None
+    tree: Path, messages: int, runs: int, profile: Path | None = None, screen: bool = False
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", str(tree), "--messages", str(messages)]
-    cmd += ["--runs", str(runs)]
+    cmd += ["--runs", str(runs)] + (["--screen"] if screen else [])
     if profile is not None:
         cmd += ["--profile", str(profile)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -174,12 +278,15 @@ _MARKS = """
 #include <valgrind/callgrind.h>
 void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; }
 void cg_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; }
+void cg_dump(const char *part) { CALLGRIND_DUMP_STATS_AT(part); }
 """
 
 
-def _instructions(tree: Path, messages: int) -> int:
+def _instructions(tree: Path, messages: int, screen: bool = False) -> dict[str, int]:
     """Instructions the daemon of ``tree`` executes over ``messages`` turns (callgrind's count:
-    the same on a loaded machine as on a quiet one). Needs valgrind and a C compiler."""
+    the same on a loaded machine as on a quiet one), as ``{"total": n}``; with ``screen`` also
+    by part (``_inline_pool``), the pool's start (``setup``) left out of the total. Needs
+    valgrind and a C compiler."""
     with tempfile.TemporaryDirectory() as tmp:
         lib = Path(tmp) / "marks.so"
         (Path(tmp) / "marks.c").write_text(_MARKS)
@@ -188,13 +295,37 @@ def _instructions(tree: Path, messages: int) -> int:
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
         cmd += [f"--callgrind-out-file={tmp}/out", sys.executable, __file__]
         cmd += ["--worker", str(tree), "--messages", str(messages), "--runs", "1"]
-        cmd += ["--marks", str(lib)]
+        cmd += ["--marks", str(lib)] + (["--screen"] if screen else [])
         env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
         out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, cwd=tree)
+        parts = _dumped_parts(Path(tmp))
     for line in out.stderr.splitlines():
         if "Collected :" in line:
-            return int(line.rsplit(":", 1)[1])
+            collected = int(line.rsplit(":", 1)[1])
+            if not parts:
+                return {"total": collected}
+            if sum(parts.values()) != collected:
+                raise SystemExit(f"parts {parts} do not add up to {collected:,}")
+            return {"total": collected - parts.get("setup", 0), **parts}
     raise SystemExit(f"no instruction count from callgrind:\n{out.stderr[-2000:]}")
+
+
+def _dumped_parts(directory: Path) -> dict[str, int]:
+    """Instructions per part from callgrind's dumps (``_dump``'s labels), summed."""
+    parts: dict[str, int] = {}
+    for path in directory.glob("out*"):
+        part, count = None, 0
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("desc: Trigger: "):
+                # ``_dump``'s label; what follows the last one (returning from the mark that
+                # stops the count) is dumped at the program's end and counted with the loop.
+                trigger = line.removeprefix("desc: Trigger: ").strip()
+                part = trigger.removeprefix("Client Request: ") if "Request" in trigger else "loop"
+            elif line.startswith(("summary:", "totals:")):
+                count = int(line.split()[1])
+        if part is not None:
+            parts[part] = parts.get(part, 0) + count
+    return parts
 
 
 def _top(path: Path, n: int = 18) -> None:
@@ -217,11 +348,19 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: instructions per turn under valgrind's callgrind, one daemon over "
         "--messages turns per checkout (minutes each)",
     )
+    parser.add_argument(
+        "--screen",
+        action="store_true",
+        help="with a screening process (daemon.screen_processes: 1), run inline in the "
+        "daemon's process; --instructions splits the count by part",
+    )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--marks", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
-        result = _worker(args.worker, args.messages, args.runs, args.profile, args.marks)
+        result = _worker(
+            args.worker, args.messages, args.runs, args.profile, args.marks, args.screen
+        )
         print(json.dumps(result))
         return 0
     trees = {"this": ROOT}
@@ -229,10 +368,23 @@ def main(argv: list[str] | None = None) -> int:
         trees = {"against": args.against.resolve(), "this": ROOT}
     if args.instructions:
         per_turn = {}
+        by_part: dict[str, dict[str, int]] = {}
         for name, tree in trees.items():
-            per_turn[name] = round(_instructions(tree, args.messages) / args.messages)
-            print(f"{name} ({tree}): {per_turn[name]:,} instructions per turn")
-        result: dict[str, Any] = {"bench": "ingest_profile", "instructions_per_turn": per_turn}
+            counted = _instructions(tree, args.messages, args.screen)
+            per_turn[name] = round(counted["total"] / args.messages)
+            parts = {k: round(v / args.messages) for k, v in counted.items() if k != "total"}
+            by_part[name] = parts
+            print(
+                f"{name} ({tree}): {per_turn[name]:,} instructions per turn"
+                + "".join(f"; {k} {v:,}" for k, v in sorted(parts.items()))
+            )
+        result: dict[str, Any] = {
+            "bench": "ingest_profile",
+            "screen": args.screen,
+            "instructions_per_turn": per_turn,
+        }
+        if args.screen:
+            result["instructions_per_turn_by_part"] = by_part
         if "against" in per_turn:
             result["ratio_this_to_against"] = round(per_turn["this"] / per_turn["against"], 4)
         print(json.dumps(result))
@@ -241,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for r in range(args.rounds):
         for name, tree in trees.items():
-            rounds[name].append(_run_checkout(tree, args.messages, args.runs))
+            rounds[name].append(_run_checkout(tree, args.messages, args.runs, None, args.screen))
         print(
             f"  round {r + 1}: "
             + " | ".join(
@@ -273,11 +425,12 @@ def main(argv: list[str] | None = None) -> int:
         args.profile.mkdir(parents=True, exist_ok=True)
         for name, tree in trees.items():
             path = args.profile / f"{name}.prof"
-            _run_checkout(tree, args.messages, 1, path)
+            _run_checkout(tree, args.messages, 1, path, args.screen)
             print(f"--- {name} ({tree}): top functions by own time, one run ({path})")
             _top(path)
     result: dict[str, Any] = {
         "bench": "ingest_profile",
+        "screen": args.screen,
         "messages": args.messages,
         "runs": args.runs,
         "rounds": args.rounds,
