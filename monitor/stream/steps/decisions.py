@@ -6,16 +6,16 @@ own turn event, or a ``format: mapped`` topic's mapping), the redactor and what 
 the identifier tripwire, and the sampling rules and rates (``Sampler.reason_for``). It is built
 once (``turn_steps.turn_decisions``) and given to the steps, which call its parts on the
 consumer's thread, to the screening processes (``screen.py``), which get it pickled and run
-``finishes_unjudged`` ahead of the steps (under ``sampling.strategy: cascade``,
-``cascade_look``: the cheap look too, handed to the sample step with the record). So
-screening can never decide otherwise than the steps, on any topic. What redaction decides
-(``JudgingRedaction``) lives below, in ``sampling/judging_redaction.py``, where the judge canary
-reaches it too.
+``finishes_unjudged`` ahead of the steps, a batch at a time (``unjudged_turns``; under
+``sampling.strategy: cascade``, ``cascade_look``: the cheap look too, handed to the sample
+step with the record). So screening can never decide otherwise than the steps, on any topic.
+What redaction decides (``JudgingRedaction``) lives below, in ``sampling/judging_redaction.py``,
+where the judge canary reaches it too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from consumers.decode import decode_value
@@ -172,22 +172,53 @@ class TurnDecisions:
 
     def unjudged_turn(self, topic: str, value: bytes | None) -> TurnEvent | None:
         """``finishes_unjudged``'s turn (as the redact step forwards it)."""
-        try:
-            turn = self.decode(topic, value)
-        except InvalidEvent:
-            return None  # dead-lettered with its reason by the decode step
-        if self.redaction is not None:
-            redacted = self.redaction.redact(turn)
-            if isinstance(redacted, Unredactable):
-                return None  # skipped with its reason by the redact step
-            turn = redacted.turn
-        if self.tripwire is not None:
-            hit = self.tripwire(turn)
-            if hit.kinds or hit.truncated:  # counted (kinds, truncation) by the sample step
-                return None
-        if self._sampler is None or self._sampler.reason_for(turn) is not None:
-            return None
-        return turn
+        return next(self.unjudged_turns([value], [topic]))
+
+    def unjudged_turns(
+        self, values: Sequence[bytes | None], topics: Sequence[str] | None = None
+    ) -> Iterator[TurnEvent | None]:
+        """``unjudged_turn`` of each record of a batch (what a screening process runs): the
+        record ``values``, with their ``topics`` when a topic has a decoder of its own (None:
+        there is none, ``only_decoder``, and the topic decides nothing). Each part of the
+        decision is looked up once a batch, not once a record, and called as its method would
+        call it (``decode``, ``JudgingRedaction.redact``, the tripwire, ``reason_for``): the
+        screened path had grown a call per part and record (bench/README.md, "Screening per
+        turn"). One turn at a time: a batch's turns held at once would cost the collector
+        more than the calls saved."""
+        decoders, max_bytes = self.decoders, self.max_bytes
+        if topics is None:
+            if decoders:
+                raise ValueError("records of topics with a decoder of their own need their topic")
+            topics = [""] * len(values)
+        elif len(topics) != len(values):
+            raise ValueError(f"{len(topics)} topics for {len(values)} records")
+        sampler = self._sampler
+        reason_for = None if sampler is None else sampler.reason_for
+        redaction, tripwire = self.redaction, self.tripwire
+        redactor = None if redaction is None else redaction.redactor
+        forward_redacted = redaction is not None and redaction.forward_redacted
+        for topic, value in zip(topics, values, strict=True):
+            try:
+                if decoders:
+                    turn = decoders.get(topic, decode_value)(value, max_bytes)
+                else:
+                    turn = decode_value(value, max_bytes)
+            except InvalidEvent:
+                yield None  # dead-lettered with its reason by the decode step
+                continue
+            if redactor is not None:
+                redacted = redact_for_judging(redactor, turn, forward_redacted=forward_redacted)
+                if isinstance(redacted, Unredactable):
+                    yield None  # skipped with its reason by the redact step
+                    continue
+                turn = redacted.turn
+            if tripwire is not None:
+                hit = tripwire(turn)
+                if hit.kinds or hit.truncated:  # counted (kinds, truncation) by the sample step
+                    yield None
+                    continue
+            # No reasons to give (``reason_for``'s None): no turn is finished unjudged.
+            yield turn if reason_for is not None and reason_for(turn) is None else None
 
     def cascade_look(
         self, topic: str, value: bytes | None

@@ -5,10 +5,11 @@ Most consumed turns are valid and not sampled. On the consumer's thread each cos
 parse + validation (half of casewatch's own per-message CPU, ``bench/README.md``) and the
 identifier tripwire; both hold the GIL, so another thread cannot take them off the consumer.
 Here they run in ``screen_processes`` processes (``ProcessPoolExecutor``, forkserver): a batch
-of record values (with their topics) goes out, one mark per record comes back. Each process
-runs the chain's own ``TurnDecisions`` (``decisions.py``), pickled to it once: the object the
-decode, redact and sample steps decide with, the topic's decoder (a ``format: mapped`` topic's
-mapping too) and redactor included, so no decision is rebuilt here.
+of record values (with their topics when a topic has a decoder of its own) goes out, one mark
+per record comes back. Each process runs the chain's own ``TurnDecisions`` (``decisions.py``),
+pickled to it once: the object the decode, redact and sample steps decide with, the topic's
+decoder (a ``format: mapped`` topic's mapping too) and redactor included, so no decision is
+rebuilt here; it decides a batch with each part looked up once (``unjudged_turns``).
 
 - the assistant's name: a valid turn that no configured rule selects, whose tripwire is clean
   and that the rate does not sample. It is finished here and counted exactly as the sample
@@ -52,7 +53,7 @@ import multiprocessing
 from collections import deque
 from collections.abc import Collection, Mapping
 from concurrent.futures.process import BrokenProcessPool
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, cast
 
 import structlog
 
@@ -135,30 +136,30 @@ def _start_process(decisions: TurnDecisions, keeping: bool = False) -> None:
     _decisions, _keeping = decisions, keeping
 
 
-def _screen(records: list[tuple[str, bytes | None]]) -> list[Mark]:
-    """One mark per (topic, value): ``TurnDecisions.finishes_unjudged``, and with keeping on
-    the finished turn's row (``TurnDecisions.kept_row``)."""
+def _screen(values: list[bytes | None], topics: list[str] | None = None) -> list[Mark]:
+    """One mark per record (its value, and its topic when a topic has a decoder of its own:
+    ``ScreenStep._dispatch``): ``TurnDecisions.finishes_unjudged``, and with keeping on the
+    finished turn's row (``TurnDecisions.kept_row``)."""
     decisions = _decisions
     if decisions is None:  # pragma: no cover - the pool's initializer always ran
         raise ScreeningOff("the screening process was not initialised")
     if decisions.cascading:
-        return _screen_cascade(decisions, records)
+        return _screen_cascade(decisions, values, topics)
+    turns = decisions.unjudged_turns(values, topics)
     if not _keeping:
-        finishes = decisions.finishes_unjudged
-        return [finishes(topic, value) for topic, value in records]
-    marks: list[Mark] = []
-    for topic, value in records:
-        turn = decisions.unjudged_turn(topic, value)
-        marks.append(None if turn is None else (turn.assistant.name, decisions.kept_row(turn)))
-    return marks
+        return [None if turn is None else turn.assistant.name for turn in turns]
+    kept_row = decisions.kept_row
+    return [None if turn is None else (turn.assistant.name, kept_row(turn)) for turn in turns]
 
 
 def _screen_cascade(
-    decisions: TurnDecisions, records: list[tuple[str, bytes | None]]
+    decisions: TurnDecisions, values: list[bytes | None], topics: list[str] | None
 ) -> list[Mark]:
     """``_screen`` under the cascade: a finished turn's mark as there, else its ``Look``."""
     marks: list[Mark] = []
     look = decisions.cascade_look
+    # Without topics no topic has a decoder of its own: the topic decides nothing.
+    records = zip(topics if topics is not None else [""] * len(values), values, strict=True)
     for topic, value in records:
         seen = look(topic, value)
         if seen is None or isinstance(seen, Look):
@@ -197,6 +198,13 @@ class ScreenStep:
         self._processes = processes
         # Pickled once per process (the initializer's argument), not per batch.
         self._init_args = (decisions, keeper is not None)
+        # A batch's topics go with its values only when a topic has a decoder of its own
+        # (``format: mapped``): otherwise a pair per record to build, pickle and unpickle cost
+        # more than the rest of the hand-off (bench/README.md, "Screening per turn").
+        self._with_topics = decisions.only_decoder is None
+        # Marks that are an assistant or None (no keeper, no cheap look): ``_collect`` hands
+        # them on without telling the other kinds apart.
+        self._names_only = keeper is None and not decisions.cascading
         self._keeper = keeper
         self._tripwire = decisions.tripwire is not None
         self._batch_size = batch_size
@@ -247,14 +255,15 @@ class ScreenStep:
     def _dispatch(self) -> None:
         batch, self._batch = self._batch, []
         self._batch_bytes = 0
-        values = [(m.tp.topic, m.payload.value) for m in batch]
+        values = [m.payload.value for m in batch]
+        topics = [m.tp.topic for m in batch] if self._with_topics else None
         future: cf.Future[list[Mark]]
         if self.disabled:
             future = cf.Future()
             future.set_exception(ScreeningOff("screening is off"))
         else:
             try:
-                future = self._executor().submit(_screen, values)
+                future = self._executor().submit(_screen, values, topics)
             # The pool cannot start or take work (RuntimeError: shut down under us).
             except (BrokenProcessPool, RuntimeError, OSError) as exc:
                 future = cf.Future()
@@ -279,6 +288,16 @@ class ScreenStep:
             else:
                 self._failures = 0
             skipped = self._skipped
+            if self._names_only:
+                names = cast("list[str | None]", marks)
+                ready, finished = self._ready.append, self._done.submit
+                for message, name in zip(batch, names, strict=True):
+                    if name is None:
+                        ready(message)
+                    else:
+                        finished(message)
+                        skipped[name] = skipped.get(name, 0) + 1
+                continue
             for message, mark in zip(batch, marks, strict=True):
                 if mark is None:
                     self._ready.append(message)

@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 
 from consumers.records import RawMessage, TopicPartition
 from monitor.config.sampling import SamplingConfig
-from monitor.errors import MessageRejected
+from monitor.errors import InvalidEvent, MessageRejected
 from monitor.redaction.config import RedactionConfig
 from monitor.sampling.budget import Reservation
 from monitor.schema.turn import TurnEvent, Verdict
 from monitor.stream.steps.base import Envelope
-from monitor.stream.steps.decisions import Decoder, TurnDecisions
+from monitor.stream.steps.decisions import Decoder, TurnDecisions, Unredactable
 from monitor.stream.turn_steps import TurnStepsConfig, turn_decisions
 from tests.fixtures.databases import make_verdict
 
@@ -129,3 +129,23 @@ def chain_decisions(
         identifier_tripwire=sampling.identifier_tripwire,
     )
     return turn_decisions(config, decoders=decoders, sampling=sampling)
+
+
+def part_by_part(decisions: TurnDecisions, topic: str, value: bytes | None) -> TurnEvent | None:
+    """The turn the steps would finish unjudged, through the decisions' parts one by one in
+    the steps' order (decode, redact, tripwire, the sampling reason), else None."""
+    try:
+        turn = decisions.decode(topic, value)
+    except InvalidEvent:
+        return None
+    redacted = decisions.redact(turn)
+    if isinstance(redacted, Unredactable):
+        return None
+    turn = redacted.turn
+    if decisions.tripwire is not None:
+        hit = decisions.tripwire(turn)
+        if hit.kinds or hit.truncated:
+            return None
+    if decisions.sampling is None or decisions.reason_for(turn) is not None:
+        return None
+    return turn

@@ -31,12 +31,20 @@ from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns
 from monitor.stream.recorder import StreamRecorder
+from monitor.stream.steps import screen
 from monitor.stream.steps.base import Envelope
 from monitor.stream.steps.retain import RetainingDone
 from monitor.stream.steps.screen import ScreenStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.judging.heuristic.tripwire_corpus import turn as tripwire_turn
-from tests.monitor.stream.steps.helpers import TP, Recorder, chain_decisions, env, raw
+from tests.monitor.stream.steps.helpers import (
+    TP,
+    Recorder,
+    chain_decisions,
+    env,
+    part_by_part,
+    raw,
+)
 from tests.support.waiting import DEADLINE_S, wait_for
 
 MAX_BYTES = 1 << 20
@@ -106,6 +114,28 @@ def test_the_screener_hands_on_what_the_redact_step_would_skip() -> None:
     assert chain_decisions(sampling, RedactionConfig(before_judging=False)).finishes_unjudged(
         TP.topic, big
     ) == ("helpdesk")
+
+
+def test_a_batch_is_marked_as_the_steps_decide_each_record(monkeypatch: Any) -> None:
+    """What a screening process runs over a batch (``_screen``, called here in this process
+    after its initializer): the values alone, as the step sends them when no topic has a
+    decoder of its own; with keeping on, each finished turn with its kept row."""
+    values = [v for v, _ in KINDS] + [value("big", answer="Open UDP 500. " * 20)]
+    # The process's state, as it was before (no screening process is this one).
+    monkeypatch.setattr(screen, "_decisions", None)
+    monkeypatch.setattr(screen, "_keeping", False)
+    for redaction in (None, RedactionConfig(before_judging=False, max_chars=200)):
+        decisions = chain_decisions(SAMPLING, redaction)
+        expected = [part_by_part(decisions, TP.topic, v) for v in values]
+        names = [None if turn is None else turn.assistant.name for turn in expected]
+        screen._start_process(decisions)
+        assert screen._screen(values) == names
+        assert screen._screen(values, [TP.topic] * len(values)) == names
+        screen._start_process(decisions, keeping=True)
+        rows = [None if t is None else (t.assistant.name, decisions.kept_row(t)) for t in expected]
+        assert screen._screen(values) == rows
+    # The plain turn, the other assistant's; the big one only when it can be redacted.
+    assert names[0] == "helpdesk" and names[-2] == "billing" and names[-1] is None
 
 
 @pytest.fixture
