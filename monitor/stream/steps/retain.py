@@ -16,6 +16,12 @@ generations, and the full collections it then brings walk every object of the da
 whichever thread allocates. That cost more than serialising the turn (``bench/ingest.py
 --outcomes``). A turn that still needs redacting (``redaction.before_judging: false``) waits as
 it is, and is redacted and serialised on the writer thread, off intake.
+
+The consumer thread's share is kept to the serialisation itself: ``model_dump_json``'s text
+from the model's serializer without that method's frame and keyword defaults per turn, and the
+row appended to the queue without the writer's lock (a deque's append, pop and length are
+atomic, and only the consumer thread appends, so the bound holds; the lock is taken to wake the
+writer once a batch waits, not per turn).
 """
 
 from __future__ import annotations
@@ -39,8 +45,12 @@ BATCH = 500
 FLUSH_INTERVAL_S = 0.5
 
 
+# ``TurnEvent.model_dump_json``'s serializer, called with the same defaults (same text).
+_TO_JSON = TurnEvent.__pydantic_serializer__.to_json
+
+
 def _row(turn: TurnEvent) -> RetainedRow:
-    return (turn.event_id, turn.conversation_id, turn.assistant.name, turn.model_dump_json())
+    return (turn.event_id, turn.conversation_id, turn.assistant.name, _TO_JSON(turn).decode())
 
 
 class RetainWriter(Protocol):
@@ -70,6 +80,9 @@ class RetainingDone:
         self._max = max_queued
         self._queue: deque[TurnEvent | RetainedRow] = deque()
         self._lock = threading.Condition()
+        # Set once the writer was woken for a full batch, cleared when it takes one: the
+        # consumer thread takes the lock once per batch, not per turn.
+        self._woken = False
         self._stopping = False
         self._failing = False
         self._dropping = False
@@ -79,8 +92,20 @@ class RetainingDone:
     def submit(self, message: Envelope[Any]) -> None:
         turn = message.payload
         if isinstance(turn, TurnEvent):
-            # Already redacted (or never to be): the row now, so no turn waits in the queue.
-            self._enqueue(turn if self._redact is not None else _row(turn))
+            queue = self._queue
+            if self._redact is not None:
+                self._enqueue(turn)
+            elif len(queue) < self._max:
+                # Already redacted (or never to be): the row now, so no turn waits in the
+                # queue (``_enqueue``, without its frame per turn; a full queue serialises none).
+                json = _TO_JSON(turn).decode()
+                queue.append((turn.event_id, turn.conversation_id, turn.assistant.name, json))
+                if len(queue) >= BATCH and not self._woken:
+                    self._wake()
+                if self._dropping:
+                    self._keeping_again()
+            else:
+                self._drop()
         self._done.submit(message)
 
     def keep_row(self, row: RetainedRow | None) -> None:
@@ -93,23 +118,34 @@ class RetainingDone:
         self._enqueue(row)
 
     def _enqueue(self, item: TurnEvent | RetainedRow) -> None:
+        queue = self._queue
+        if len(queue) >= self._max:
+            self._drop()
+            return
+        queue.append(item)  # atomic: the writer pops under its lock, this appends without
+        if len(queue) >= BATCH and not self._woken:
+            self._wake()
+        if self._dropping:
+            self._keeping_again()
+
+    def _wake(self) -> None:
+        """Wake the writer for the batch that waits (once, until it takes one)."""
         with self._lock:
-            queued = len(self._queue) < self._max
-            if queued:
-                self._queue.append(item)
-                if len(self._queue) >= BATCH:
-                    self._lock.notify()
-        if not queued:
-            self._metrics.record_retained("dropped", 1)
-            if not self._dropping:  # said once per episode, counted every time
-                self._dropping = True
-                log.warning(
-                    "unsampled turns not kept for feedback: the writer's queue is full",
-                    max_queued=self._max,
-                )
-        elif self._dropping:
-            self._dropping = False
-            log.info("unsampled turns kept for feedback again")
+            self._woken = True
+            self._lock.notify()
+
+    def _drop(self) -> None:
+        self._metrics.record_retained("dropped", 1)
+        if not self._dropping:  # said once per episode, counted every time
+            self._dropping = True
+            log.warning(
+                "unsampled turns not kept for feedback: the writer's queue is full",
+                max_queued=self._max,
+            )
+
+    def _keeping_again(self) -> None:
+        self._dropping = False
+        log.info("unsampled turns kept for feedback again")
 
     def poll(self) -> None:
         self._done.poll()
@@ -128,6 +164,7 @@ class RetainingDone:
         with self._lock:
             if not self._queue and not self._stopping:
                 self._lock.wait(FLUSH_INTERVAL_S)
+            self._woken = False
             batch = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
             return batch
 

@@ -4,6 +4,8 @@ real SQLite store, every turn not kept counted."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,53 @@ def test_a_turn_already_redacted_is_kept_as_it_came(tmp_path: Path) -> None:
         step.close()
     rows = kept(store)
     assert [TurnEvent.model_validate(rows[t.event_id]) for t in turns] == turns
+    # The text kept is the turn's own serialisation, character for character.
+    with store.transaction(write=False) as conn:
+        texts = dict(
+            conn.execute(sa.select(retained_turns.c.event_id, retained_turns.c.event)).all()
+        )
+    assert texts == {t.event_id: t.model_dump_json() for t in turns}
+    store.close()
+
+
+class HeldWriter:
+    """The store's writer, held at its first batch until ``release`` (a slow database)."""
+
+    def __init__(self, records: OutcomeRecords) -> None:
+        self._records = records
+        self.writing = threading.Event()
+        self.release = threading.Event()
+
+    def retain(self, items: Sequence[tuple[str, str, str, str]]) -> int:
+        self.writing.set()
+        self.release.wait()
+        return self._records.retain(items)
+
+
+def test_a_full_queue_drops_what_it_cannot_hold_counted_and_commits_it_all(
+    tmp_path: Path,
+) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
+    store.migrate()
+    done, counts = Recorder(), Counts()
+    writer = HeldWriter(OutcomeRecords(store))
+    step = RetainingDone(done, writer, counts, max_queued=3)
+    try:
+        step.submit(env(make_turn("evt-0"), offset=0))
+        wait_for(writer.writing.is_set, what="the writer holding its first batch")
+        for i in range(1, 6):  # three fit the queue, two do not
+            step.submit(env(make_turn(f"evt-{i}"), offset=i))
+        assert done.offsets == [0, 1, 2, 3, 4, 5]  # every one committed, kept or not
+        assert counts.by_outcome == {"dropped": 2}
+        writer.release.set()
+        wait_for(lambda: counts.by_outcome.get("stored") == 4, what="4 turns kept")
+        step.submit(env(make_turn("evt-6"), offset=6))  # room again: kept
+        wait_for(lambda: counts.by_outcome.get("stored") == 5, what="5 turns kept")
+    finally:
+        writer.release.set()
+        step.close()
+    assert sorted(kept(store)) == ["evt-0", "evt-1", "evt-2", "evt-3", "evt-6"]
+    assert counts.by_outcome == {"dropped": 2, "stored": 5}
     store.close()
 
 
