@@ -21,6 +21,7 @@ daemon run per checkout there and prints where each spends its time.
         [--rounds 3] [--profile DIR]
     .venv/bin/python bench/ingest_profile.py --against /tmp/old --instructions --messages 1000
     .venv/bin/python bench/ingest_profile.py --against /tmp/old --instructions --screen
+    .venv/bin/python bench/ingest_profile.py --against /tmp/old --instructions --outcomes
 
 ``--instructions`` counts instructions instead, under valgrind's callgrind (the same count on
 a loaded machine as on a quiet one): one daemon over ``--messages`` turns per checkout, counted
@@ -41,6 +42,14 @@ One process holds both sides, so the garbage collector's passes (one heap, the d
 in whichever part allocates when one is due: the parts move by a few hundred instructions a
 turn from run to run, their sum much less (a few dozen at 6,000 turns).
 Works on checkouts from before the modules moved (``monitor/clock.py``, ``monitor/exporter.py``).
+
+``--outcomes`` measures ``ingest.py --outcomes``' last contender instead: the outcome feed (a
+topic of kind outcomes, negative feedback on every tenth turn, its records after each tenth
+turn's) and every unsampled turn kept for feedback (``outcomes.retain_unsampled``), into a real
+SQLite file per daemon; the count (or the clock) stops at the empty poll only once the keeper's
+writer thread has written every turn, so its work is in. Under ``--instructions`` the count is
+split by thread (callgrind's ``--separate-threads``): the consumer's (``loop``) and the rest of
+the daemon's (``writers``: the keeper's and the outcome step's writer threads), per turn read.
 
 Prints a readable report, then one JSON line of results.
 """
@@ -132,6 +141,42 @@ def _inline_pool() -> None:
     screen_module.cf = types.SimpleNamespace(**names)  # type: ignore[assignment,attr-defined]
 
 
+OUTCOMES_TOPIC = "bench.outcomes"  # ingest.py's
+FEEDBACK_EVERY = 10  # ingest.py --outcomes: negative feedback on every tenth turn
+
+
+def _with_outcomes() -> dict[str, int]:
+    """Count the rows the checkout's keeper writes (``RetainingDone._write``), so a timed run
+    ends once its writer thread has kept every turn."""
+    from monitor.stream.steps.retain import RetainingDone
+
+    kept = {"rows": 0}
+    write = RetainingDone._write
+
+    def counted_write(self: Any, batch: list[Any]) -> None:
+        write(self, batch)
+        kept["rows"] += len(batch)
+
+    RetainingDone._write = counted_write  # type: ignore[method-assign]
+    return kept
+
+
+def _with_feedback(raws: list[Any]) -> list[Any]:
+    """``raws`` with ``ingest.py``'s negative feedback on every tenth turn, each on the
+    outcomes topic after its turn's tenth."""
+    from bench.ingest import outcome_bytes
+    from consumers.records import RawMessage
+
+    out: list[Any] = []
+    for i, raw in enumerate(raws):
+        out.append(raw)
+        if i % FEEDBACK_EVERY == FEEDBACK_EVERY - 1:
+            offset = i // FEEDBACK_EVERY
+            value = outcome_bytes(i - FEEDBACK_EVERY + 1)
+            out.append(RawMessage(OUTCOMES_TOPIC, 0, offset, value))
+    return out
+
+
 def _worker(
     tree: Path,
     messages: int,
@@ -139,10 +184,12 @@ def _worker(
     profile: Path | None,
     marks: Path | None = None,
     screen: bool = False,
+    outcomes: bool = False,
 ) -> dict[str, Any]:
     """Runs in the subprocess of ``tree``: its modules first on the path, then imported.
     ``marks``: the library (``_MARKS``) that has callgrind count the first timed run's loop.
-    ``screen``: with a screening process, run inline (``_inline_pool``)."""
+    ``screen``: with a screening process, run inline (``_inline_pool``).
+    ``outcomes``: with the outcome feed and unsampled turns kept (``_with_outcomes``)."""
     sys.path.insert(0, str(tree))
     import ctypes
 
@@ -176,6 +223,9 @@ def _worker(
     configure_logging("warning")
     all_raws = [to_raw(r) for r in kafka_records(messages - messages % PARTITIONS)]
     warm_raws = [to_raw(r) for r in kafka_records(WARM_UP)]
+    kept = _with_outcomes() if outcomes else None
+    if outcomes:
+        all_raws, warm_raws = _with_feedback(all_raws), _with_feedback(warm_raws)
 
     class TimedSource(_MemorySource):
         """Prepared records; the CPU clock read at the first poll and at the first empty one."""
@@ -185,12 +235,20 @@ def _worker(
             self.raws = raws
             self.cpu: list[float] = []
             self.counted = counted  # callgrind's marks, called with the CPU clock
+            self.turns = sum(raw.topic == TOPIC for raw in raws)
+
+        def assignment(self) -> set[TopicPartition]:
+            feed = {TopicPartition(OUTCOMES_TOPIC, 0)} if outcomes else set()
+            return {TopicPartition(TOPIC, p) for p in range(PARTITIONS)} | feed
 
         def poll(
             self, timeout_s: float, max_records: int, *, join_limit_s: float | None = None
         ) -> list[RawMessage]:
             batch = self.raws[self._at : self._at + max_records]
             self._at += len(batch)
+            if kept is not None and len(self.cpu) == 1 and not batch:
+                while kept["rows"] < self.turns:  # the keeper's writer's work counts too
+                    time.sleep(0.005)
             if (not self.cpu and batch) or (len(self.cpu) == 1 and not batch):
                 if self.counted is not None:
                     if self.cpu:
@@ -204,11 +262,25 @@ def _worker(
             return batch
 
     def one_run(workdir: Path, raws: list[RawMessage], counted: Any = None) -> tuple[float, float]:
+        extra: dict[str, Any] = {}
+        store: Any = _IdleStore()
+        if outcomes:
+            from bench.ingest import kafka_section
+            from monitor.storage.store import Store
+
+            topics = [TOPIC, {"name": OUTCOMES_TOPIC, "kind": "outcomes"}]
+            extra["kafka"] = {**kafka_section("localhost:9"), "topics": topics}
+            extra["outcomes"] = {"retain_unsampled": True}
+            store = Store(f"sqlite:///{workdir / f'{time.monotonic_ns()}.db'}")
+            store.migrate()
+            assert kept is not None
+            kept["rows"] = 0
         settings = bench_settings(
             "localhost:9",
             workdir / "unused.db",
             sampling={"default_rate": 0.0, "identifier_tripwire": True},
             daemon={"screen_processes": 1 if screen else 0},
+            **extra,
         )
         assert settings.kafka.max_poll_records == POLL_RECORDS
         registry = CollectorRegistry()
@@ -218,7 +290,7 @@ def _worker(
             settings,
             source,
             _NoDeadLetters(),
-            _IdleStore(),  # type: ignore[arg-type]
+            store,
             evaluator,
             Metrics(registry),
             stream_sampler(settings, SystemClock()),
@@ -227,16 +299,21 @@ def _worker(
         before = dict(screened)
         daemon.run()
         evaluator.close()
-        if screen and screened["finished"] - before["finished"] != len(raws):
-            raise SystemExit(f"screening finished {screened} of {len(raws)} turns")
-        expected = {TopicPartition(TOPIC, p): len(raws) // PARTITIONS for p in range(PARTITIONS)}
+        turns = source.turns
+        if screen and screened["finished"] - before["finished"] != turns:
+            raise SystemExit(f"screening finished {screened} of {turns} turns")
+        expected = {TopicPartition(TOPIC, p): turns // PARTITIONS for p in range(PARTITIONS)}
+        if outcomes:
+            daemon.close()  # the keeper's writer thread, and the outcome step's
+            store.close()
+            expected[TopicPartition(OUTCOMES_TOPIC, 0)] = len(raws) - turns
         if source.committed != expected:
             raise SystemExit(f"committed {source.committed}, expected {expected}")
         started = time.process_time()
         for _ in range(20):  # as ingest.py's value(): every sample of every family
             sum(s.value for f in registry.collect() for s in f.samples)
         collect_us = (time.process_time() - started) / 20 * 1e6
-        return (source.cpu[1] - source.cpu[0]) / len(raws) * 1e6, collect_us
+        return (source.cpu[1] - source.cpu[0]) / turns * 1e6, collect_us
 
     with tempfile.TemporaryDirectory() as tmp:
         one_run(Path(tmp), warm_raws)  # warm-up: imports, caches, compiled patterns
@@ -259,10 +336,16 @@ def _worker(
 
 
 def _run_checkout(
-    tree: Path, messages: int, runs: int, profile: Path | None = None, screen: bool = False
+    tree: Path,
+    messages: int,
+    runs: int,
+    profile: Path | None = None,
+    screen: bool = False,
+    outcomes: bool = False,
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", str(tree), "--messages", str(messages)]
     cmd += ["--runs", str(runs)] + (["--screen"] if screen else [])
+    cmd += ["--outcomes"] if outcomes else []
     if profile is not None:
         cmd += ["--profile", str(profile)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -282,10 +365,13 @@ void cg_dump(const char *part) { CALLGRIND_DUMP_STATS_AT(part); }
 """
 
 
-def _instructions(tree: Path, messages: int, screen: bool = False) -> dict[str, int]:
+def _instructions(
+    tree: Path, messages: int, screen: bool = False, outcomes: bool = False
+) -> dict[str, int]:
     """Instructions the daemon of ``tree`` executes over ``messages`` turns (callgrind's count:
     the same on a loaded machine as on a quiet one), as ``{"total": n}``; with ``screen`` also
-    by part (``_inline_pool``), the pool's start (``setup``) left out of the total. Needs
+    by part (``_inline_pool``), the pool's start (``setup``) left out of the total; with
+    ``outcomes`` also by thread (``loop``: the consumer's, ``writers``: the others). Needs
     valgrind and a C compiler."""
     with tempfile.TemporaryDirectory() as tmp:
         lib = Path(tmp) / "marks.so"
@@ -293,12 +379,14 @@ def _instructions(tree: Path, messages: int, screen: bool = False) -> dict[str, 
         compile_cmd = ["cc", "-shared", "-fPIC", "-O1", "-o", str(lib), f"{tmp}/marks.c"]
         subprocess.run(compile_cmd, check=True)
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+        cmd += ["--separate-threads=yes"] if outcomes else []
         cmd += [f"--callgrind-out-file={tmp}/out", sys.executable, __file__]
         cmd += ["--worker", str(tree), "--messages", str(messages), "--runs", "1"]
         cmd += ["--marks", str(lib)] + (["--screen"] if screen else [])
+        cmd += ["--outcomes"] if outcomes else []
         env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
         out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, cwd=tree)
-        parts = _dumped_parts(Path(tmp))
+        parts = _by_thread(Path(tmp)) if outcomes else _dumped_parts(Path(tmp))
     for line in out.stderr.splitlines():
         if "Collected :" in line:
             collected = int(line.rsplit(":", 1)[1])
@@ -308,6 +396,19 @@ def _instructions(tree: Path, messages: int, screen: bool = False) -> dict[str, 
                 raise SystemExit(f"parts {parts} do not add up to {collected:,}")
             return {"total": collected - parts.get("setup", 0), **parts}
     raise SystemExit(f"no instruction count from callgrind:\n{out.stderr[-2000:]}")
+
+
+def _by_thread(directory: Path) -> dict[str, int]:
+    """Instructions of the consumer's thread (``loop``: the first, which runs the daemon) and
+    of the others (``writers``), from callgrind's files per thread (``out[.N]-TT``)."""
+    parts = {"loop": 0, "writers": 0}
+    for path in directory.glob("out*-*"):
+        thread = int(path.name.rsplit("-", 1)[1])
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith(("summary:", "totals:")):
+                parts["loop" if thread == 1 else "writers"] += int(line.split()[1])
+                break
+    return parts
 
 
 def _dumped_parts(directory: Path) -> dict[str, int]:
@@ -354,12 +455,24 @@ def main(argv: list[str] | None = None) -> int:
         help="with a screening process (daemon.screen_processes: 1), run inline in the "
         "daemon's process; --instructions splits the count by part",
     )
+    parser.add_argument(
+        "--outcomes",
+        action="store_true",
+        help="with the outcome feed and every unsampled turn kept for feedback, as ingest.py "
+        "--outcomes' last contender; --instructions splits the count by thread",
+    )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--marks", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
         result = _worker(
-            args.worker, args.messages, args.runs, args.profile, args.marks, args.screen
+            args.worker,
+            args.messages,
+            args.runs,
+            args.profile,
+            args.marks,
+            args.screen,
+            args.outcomes,
         )
         print(json.dumps(result))
         return 0
@@ -370,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         per_turn = {}
         by_part: dict[str, dict[str, int]] = {}
         for name, tree in trees.items():
-            counted = _instructions(tree, args.messages, args.screen)
+            counted = _instructions(tree, args.messages, args.screen, args.outcomes)
             per_turn[name] = round(counted["total"] / args.messages)
             parts = {k: round(v / args.messages) for k, v in counted.items() if k != "total"}
             by_part[name] = parts
@@ -381,9 +494,10 @@ def main(argv: list[str] | None = None) -> int:
         result: dict[str, Any] = {
             "bench": "ingest_profile",
             "screen": args.screen,
+            "outcomes": args.outcomes,
             "instructions_per_turn": per_turn,
         }
-        if args.screen:
+        if args.screen or args.outcomes:
             result["instructions_per_turn_by_part"] = by_part
         if "against" in per_turn:
             result["ratio_this_to_against"] = round(per_turn["this"] / per_turn["against"], 4)
@@ -393,7 +507,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for r in range(args.rounds):
         for name, tree in trees.items():
-            rounds[name].append(_run_checkout(tree, args.messages, args.runs, None, args.screen))
+            rounds[name].append(
+                _run_checkout(tree, args.messages, args.runs, None, args.screen, args.outcomes)
+            )
         print(
             f"  round {r + 1}: "
             + " | ".join(
@@ -425,12 +541,13 @@ def main(argv: list[str] | None = None) -> int:
         args.profile.mkdir(parents=True, exist_ok=True)
         for name, tree in trees.items():
             path = args.profile / f"{name}.prof"
-            _run_checkout(tree, args.messages, 1, path, args.screen)
+            _run_checkout(tree, args.messages, 1, path, args.screen, args.outcomes)
             print(f"--- {name} ({tree}): top functions by own time, one run ({path})")
             _top(path)
     result: dict[str, Any] = {
         "bench": "ingest_profile",
         "screen": args.screen,
+        "outcomes": args.outcomes,
         "messages": args.messages,
         "runs": args.runs,
         "rounds": args.rounds,
