@@ -405,7 +405,8 @@ def _by_thread(directory: Path) -> dict[str, int]:
     for path in directory.glob("out*-*"):
         thread = int(path.name.rsplit("-", 1)[1])
         for line in path.read_text(errors="replace").splitlines():
-            if line.startswith(("summary:", "totals:")):
+            # A file's own count; its ``summary:`` is the thread's since an earlier dump.
+            if line.startswith("totals:"):
                 parts["loop" if thread == 1 else "writers"] += int(line.split()[1])
                 break
     return parts
