@@ -207,6 +207,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ),
         ("bradley_terry", "cell_cusum", "failure_modes", "weighted_rates"),
         ("detection", "drift_stats", "paired", "tournament"),
+        ("weighted_drift",),
         ("agreement", "comparison", "detector_state", "drift", "run_cusum"),
         ("case_comparison", "case_drift"),
     ),

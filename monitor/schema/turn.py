@@ -259,6 +259,8 @@ class TurnSample:
     contexts_count: int
     retrieval_score: float | None
     answer_length: int
+    # 1/π of a turn the cascade drew with probability π; 1 for a uniform draw or a rule's turn.
+    weight: float = 1.0
 
 
 # What says how sure the judge was of one stored turn; the store reads it

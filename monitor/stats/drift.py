@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from monitor.config.drift import DriftConfig, drift_label_signal
@@ -44,6 +44,12 @@ from monitor.stats.drift_stats import (
     proportion_test,
     rank_test,
     shares_test,
+)
+from monitor.stats.weighted_drift import (
+    weighted_continuous_test,
+    weighted_proportion_test,
+    weighted_rank_test,
+    weighted_shares_test,
 )
 
 __all__ = [
@@ -104,35 +110,64 @@ class WindowSamples:
     contexts_count: array[float] = field(default_factory=_doubles)
     retrieval_score: array[float] = field(default_factory=_doubles)
     answer_length: array[float] = field(default_factory=_doubles)
+    # Each sample's weight 1/π beside it (the cascade's draws; 1 otherwise), and the weighted
+    # totals of the counters above; ``weighted`` once any weight differs from 1.
+    weighted: bool = False
+    turn_w: array[float] = field(default_factory=_doubles)  # every turn: inputs
+    s_final_w: array[float] = field(default_factory=_doubles)
+    retrieval_w: array[float] = field(default_factory=_doubles)
+    turn_bands_w: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    turn_bands_w2: float = 0.0
+    metric_bad_w: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    metric_n_w: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    metric_n_w2: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    categories_w: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._label_signals = [(k, drift_label_signal(k)) for k in self.labels]
         for signal in (*BASE_INPUT_SIGNALS, *(sig for _, sig in self._label_signals)):
             self.categories.setdefault(signal, Counter())
+            self.categories_w.setdefault(signal, defaultdict(float))
         self._product = self.categories["input_product"]
         self._environment = self.categories["input_environment"]
 
     def add(self, turn: TurnSample) -> None:
+        w = turn.weight
+        self.weighted = self.weighted or w != 1.0
         self.turns += 1
-        self._product[turn.product or MISSING] += 1
-        self._environment[turn.environment or MISSING] += 1
+        product, environment = turn.product or MISSING, turn.environment or MISSING
+        self._product[product] += 1
+        self._environment[environment] += 1
+        self.categories_w["input_product"][product] += w
+        self.categories_w["input_environment"][environment] += w
         for key, signal in self._label_signals:
-            self.categories[signal][turn.labels.get(key) or MISSING] += 1
+            value = turn.labels.get(key) or MISSING
+            self.categories[signal][value] += 1
+            self.categories_w[signal][value] += w
         self.contexts_count.append(float(turn.contexts_count))
         self.answer_length.append(float(turn.answer_length))
+        self.turn_w.append(w)
         if turn.retrieval_score is not None and math.isfinite(turn.retrieval_score):
             self.retrieval_score.append(turn.retrieval_score)
+            self.retrieval_w.append(w)
         if turn.status != "ok":
             return  # judge_failed (or no verdict): inputs only, never scored
         self.judged += 1
         if turn.s_final is not None and math.isfinite(turn.s_final):
             self.s_final.append(turn.s_final)
+            self.s_final_w.append(w)
         if turn.turn_band is not None:
             self.turn_bands[turn.turn_band] += 1
+            self.turn_bands_w[turn.turn_band] += w
+            self.turn_bands_w2 += w * w
         for metric, band in turn.metric_bands.items():
             if metric in METRICS:
+                bad = band in BAD_BANDS
                 self.metric_n[metric] += 1
-                self.metric_bad[metric] += band in BAD_BANDS
+                self.metric_bad[metric] += bad
+                self.metric_n_w[metric] += w
+                self.metric_n_w2[metric] += w * w
+                self.metric_bad_w[metric] += w * bad
 
     @classmethod
     def of(cls, turns: Iterable[TurnSample], labels: Sequence[str] = ()) -> WindowSamples:
@@ -145,7 +180,11 @@ class WindowSamples:
 def analyze(
     recent: WindowSamples, reference: WindowSamples, cfg: DriftConfig
 ) -> list[SignalResult]:
-    """Every signal of ``signal_names(cfg.labels)``, in that order, BH-adjusted."""
+    """Every signal of ``signal_names(cfg.labels)``, in that order, BH-adjusted. When a turn of
+    either window weighs other than 1 (a cascade draw), the weighted tests run instead:
+    ``monitor.stats.weighted_drift``; otherwise the tests below, unchanged."""
+    if recent.weighted or reference.weighted:
+        return adjust(_weighted_results(recent, reference, cfg), cfg)
     results: list[SignalResult] = [
         continuous_test("score_final", "outcome", recent.s_final, reference.s_final, cfg),
         shares_test(
@@ -195,3 +234,91 @@ def analyze(
         )
     )
     return adjust(results, cfg)
+
+
+def _weighted_results(
+    recent: WindowSamples, reference: WindowSamples, cfg: DriftConfig
+) -> list[SignalResult]:
+    """The signals of ``analyze`` with each turn weighted by 1/π (same order, not adjusted)."""
+
+    def bands(w: WindowSamples) -> tuple[int, Mapping[str, float], float]:
+        return sum(w.turn_bands.values()), w.turn_bands_w, w.turn_bands_w2
+
+    def rate(w: WindowSamples, metric: str) -> tuple[int, float, float, float]:
+        return (
+            w.metric_n[metric],
+            w.metric_bad_w.get(metric, 0.0),
+            w.metric_n_w.get(metric, 0.0),
+            w.metric_n_w2.get(metric, 0.0),
+        )
+
+    def shares(w: WindowSamples, signal: str) -> tuple[int, Mapping[str, float], float]:
+        return w.turns, w.categories_w.get(signal, {}), _square_sum(w.turn_w)
+
+    results: list[SignalResult] = [
+        weighted_continuous_test(
+            "score_final",
+            "outcome",
+            (recent.s_final, recent.s_final_w),
+            (reference.s_final, reference.s_final_w),
+            cfg,
+        ),
+        weighted_shares_test(
+            "band_shares",
+            "outcome",
+            bands(recent),
+            bands(reference),
+            cfg,
+            effect_name="cramers_v",
+            order=BAND_ORDER,
+        ),
+    ]
+    for metric in METRICS:
+        results.append(
+            weighted_proportion_test(
+                rate_signal(metric), "outcome", rate(recent, metric), rate(reference, metric), cfg
+            )
+        )
+    for signal in (*BASE_INPUT_SIGNALS, *(drift_label_signal(k) for k in cfg.labels)):
+        results.append(
+            weighted_shares_test(
+                signal,
+                "input",
+                shares(recent, signal),
+                shares(reference, signal),
+                cfg,
+                effect_name="psi",
+            )
+        )
+    results.append(
+        weighted_rank_test(
+            "contexts_count",
+            "input",
+            (recent.contexts_count, recent.turn_w),
+            (reference.contexts_count, reference.turn_w),
+            cfg,
+        )
+    )
+    results.append(
+        weighted_continuous_test(
+            "retrieval_score",
+            "input",
+            (recent.retrieval_score, recent.retrieval_w),
+            (reference.retrieval_score, reference.retrieval_w),
+            cfg,
+        )
+    )
+    results.append(
+        weighted_continuous_test(
+            "answer_length",
+            "input",
+            (recent.answer_length, recent.turn_w),
+            (reference.answer_length, reference.turn_w),
+            cfg,
+        )
+    )
+    return results
+
+
+def _square_sum(weights: Sequence[float]) -> float:
+    return math.fsum(w * w for w in weights)

@@ -24,6 +24,7 @@ from monitor.stats.lazy import LazyModule
 st = LazyModule("scipy.stats")  # imported on first use: see monitor.stats.lazy
 
 T = TypeVar("T")
+N = TypeVar("N", int, float)  # turn counts, or weighted totals scaled to n_eff
 
 Status = Literal["ok", "insufficient_data"]
 Kind = Literal["outcome", "input"]
@@ -176,16 +177,16 @@ def _location_details(recent: Sequence[float], reference: Sequence[float]) -> di
 
 
 def pooled_columns(
-    recent: Mapping[str, int], reference: Mapping[str, int], max_categories: int
-) -> tuple[list[str], list[int], list[int]]:
+    recent: Mapping[str, N], reference: Mapping[str, N], max_categories: int
+) -> tuple[list[str], list[N], list[N]]:
     """Categories as columns: the most frequent ones with at least 5 turns keep their own
     column (at most ``max_categories`` - 1), the rest are pooled as ``__other__``."""
     totals = Counter(recent) + Counter(reference)
     ranked = sorted(totals, key=lambda c: (-totals[c], c))
-    keep = [c for c in ranked if totals[c] >= _MIN_CATEGORY_COUNT][: max_categories - 1]
+    keep: list[str] = [c for c in ranked if totals[c] >= _MIN_CATEGORY_COUNT][: max_categories - 1]
     if len(keep) == len(ranked) - 1:  # one category left over: it keeps its own name
         keep = ranked
-    rest = [c for c in ranked if c not in set(keep)]
+    rest: list[str] = [c for c in ranked if c not in set(keep)]
     names = [*keep, *([OTHER] if rest else [])]
     r = [recent.get(c, 0) for c in keep] + ([sum(recent.get(c, 0) for c in rest)] if rest else [])
     q = [reference.get(c, 0) for c in keep] + (
@@ -194,7 +195,7 @@ def pooled_columns(
     return names, r, q
 
 
-def psi(recent: Sequence[int], reference: Sequence[int]) -> float:
+def psi(recent: Sequence[float], reference: Sequence[float]) -> float:
     """Population stability index Σ (r_i - q_i) ln(r_i / q_i) over smoothed shares."""
     k = len(recent)
     n1, n0 = sum(recent), sum(reference)

@@ -65,10 +65,16 @@ def _sample_query(dialect: str, labels: Sequence[str]) -> sa.Select[Any]:
         sa.func.coalesce(_contexts_count(dialect), 0).label("contexts_count"),
         sa.literal_column(_TOP_SCORE_SQL[dialect], sa.Float).label("retrieval_score"),
         sa.func.coalesce(sa.func.length(event["answer"].as_string()), 0).label("answer_length"),
+        turns.c.inclusion_probability,
     ]
     return sa.select(*columns).select_from(
         turns.outerjoin(verdicts, sa.and_(verdicts.c.event_id == turns.c.event_id, ~superseded))
     )
+
+
+def _weight(probability: float | None) -> float:
+    # A cascade draw stands for 1/π turns; a uniform draw or a rule's turn (NULL) for one.
+    return 1.0 if probability is None else 1.0 / float(probability)
 
 
 def window_samples(
@@ -78,8 +84,9 @@ def window_samples(
     end: datetime,
     labels: Sequence[str] = (),
 ) -> Iterator[TurnSample]:
-    """The turns of ``assistant`` whose event timestamp is in [start, end), streamed; turns
-    judged because a user complained are not of the sample and left out."""
+    """The turns of ``assistant`` whose event timestamp is in [start, end), streamed, each with
+    its weight 1/π (1 when drawn uniformly or by a rule); turns judged because a user
+    complained are not of the sample and left out."""
     query = _sample_query(store.dialect, labels).where(
         turns.c.assistant_name == assistant,
         turns.c.event_timestamp >= start,
@@ -105,6 +112,7 @@ def window_samples(
                 contexts_count=int(m["contexts_count"]),
                 retrieval_score=m["retrieval_score"],
                 answer_length=int(m["answer_length"]),
+                weight=_weight(m["inclusion_probability"]),
             )
 
 
