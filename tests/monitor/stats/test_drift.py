@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
@@ -143,3 +145,117 @@ def test_every_turn_is_counted_once_per_signal(turns: list[TurnSample]) -> None:
     )
     assert len(w.contexts_count) == len(w.answer_length) == len(turns)
     assert len(w.retrieval_score) == sum(t.retrieval_score is not None for t in turns)
+
+
+# ---------------------------------------------------------------- under the cascade
+
+
+def cascade_window(
+    rng: random.Random,
+    *,
+    traffic: int,
+    risky_probability: float,
+    risky_severe: float,
+    other_severe: float,
+    other_probability: float = 0.05,
+    risky_share: float = 0.1,
+) -> tuple[list[TurnSample], list[TurnSample]]:
+    """One window of traffic drawn by the cascade: a risky cell (``risky_share`` of the turns,
+    severe at ``risky_severe``, drawn at ``risky_probability``) and the rest (severe at
+    ``other_severe``, drawn at ``other_probability``). The risky cell's turns differ in their
+    inputs too (product, contexts, answers). Returns the drawn turns with their weight 1/π, and
+    the same turns without (what the drift job weighed before)."""
+    weighted, plain = [], []
+    for _ in range(traffic):
+        risky = rng.random() < risky_share
+        bad = rng.random() < (risky_severe if risky else other_severe)
+        probability = risky_probability if risky else other_probability
+        if rng.random() >= probability:
+            continue  # not drawn: never judged, never stored
+        turn = sample(
+            s_final=rng.uniform(0.05, 0.3) if bad else rng.uniform(0.7, 1.0),
+            band="severe" if bad else "none",
+            bad_metric="hallucination" if bad else None,
+            product="billing" if risky else "vpn",
+            contexts=rng.randint(4, 8) if risky else rng.randint(0, 4),
+            retrieval=rng.uniform(0.2, 0.6) if risky else rng.uniform(0.5, 0.9),
+            answer_length=rng.randint(400, 600) if risky else rng.randint(150, 300),
+        )
+        plain.append(turn)
+        weighted.append(replace(turn, weight=1.0 / probability))
+    return weighted, plain
+
+
+# The traffic's severe rate 5 %: 10 % of turns in the risky cell at 30 %, the rest at 2.2 %.
+BASE = {"risky_severe": 0.3, "other_severe": 0.2 / 9}
+
+
+def test_a_change_of_cascade_probabilities_alone_is_not_drift_once_weighted() -> None:
+    rng = random.Random(11)
+    cfg = DriftConfig()
+    ref_w, ref = cascade_window(rng, traffic=30_000, risky_probability=0.9, **BASE)
+    rec_w, rec = cascade_window(rng, traffic=30_000, risky_probability=0.3, **BASE)
+
+    unweighted = {r.signal: r for r in analyze(WindowSamples.of(rec), WindowSamples.of(ref), cfg)}
+    weighted = {r.signal: r for r in analyze(WindowSamples.of(rec_w), WindowSamples.of(ref_w), cfg)}
+
+    # The judged mix moved (the risky cell drawn at 0.3 instead of 0.9): read unweighted, the
+    # severe rate, the band shares and every input signal "drift".
+    rate = "metric_hallucination_severe_rate"
+    moved = {rate, "band_shares", "input_product", "contexts_count",
+             "retrieval_score", "answer_length"}  # fmt: skip
+    assert moved <= {s for s, r in unweighted.items() if r.detected}
+    assert unweighted[rate].test == "two_proportion_z"
+    assert (unweighted[rate].q_value or 1.0) < 1e-6
+    # Weighted by 1/π the two windows are the same traffic: nothing detected, by a wide margin.
+    assert not [s for s, r in weighted.items() if r.detected]
+    assert weighted[rate].test == "weighted_two_proportion_z"
+    assert min(r.q_value for r in weighted.values() if r.q_value is not None) > 0.05
+    assert abs(weighted[rate].effect or 0.0) < 0.05
+    assert weighted[rate].details["recent_rate"] == pytest.approx(0.05, abs=0.015)
+    # min_turns counts judged turns; the evidence is Kish's n_eff, far below them here.
+    assert weighted[rate].recent_n == sum(t.status == "ok" for t in rec_w)
+    assert weighted[rate].details["recent_n_eff"] < 0.75 * weighted[rate].recent_n
+
+
+def test_a_real_change_is_still_detected_under_weights() -> None:
+    rng = random.Random(12)
+    cfg = DriftConfig()
+    ref_w, _ = cascade_window(rng, traffic=30_000, risky_probability=0.9, **BASE)
+    # The traffic's severe rate 5 % → 15 % (risky cell 60 %, the rest 10 %), drawn otherwise.
+    rec_w, _ = cascade_window(
+        rng, traffic=30_000, risky_probability=0.3, risky_severe=0.6, other_severe=0.1
+    )
+    weighted = {r.signal: r for r in analyze(WindowSamples.of(rec_w), WindowSamples.of(ref_w), cfg)}
+    rate = weighted["metric_hallucination_severe_rate"]
+    assert rate.detected and (rate.q_value or 1.0) < 1e-6
+    assert rate.details["reference_rate"] == pytest.approx(0.05, abs=0.015)
+    assert rate.details["recent_rate"] == pytest.approx(0.15, abs=0.03)
+    assert {"score_final", "band_shares"} <= {s for s, r in weighted.items() if r.detected}
+    assert not weighted["input_product"].detected  # the traffic's inputs did not change
+
+
+def test_uniform_windows_run_the_unweighted_tests_unchanged() -> None:
+    rng = random.Random(13)
+    ref_w, ref = cascade_window(rng, traffic=8_000, risky_probability=0.5, other_probability=0.5,
+                                **BASE)  # fmt: skip
+    rec_w, rec = cascade_window(rng, traffic=8_000, risky_probability=0.5, other_probability=0.5,
+                                **BASE)  # fmt: skip
+    explicit = [replace(t, weight=1.0) for t in rec]
+    cfg = DriftConfig()
+    before = analyze(WindowSamples.of(rec), WindowSamples.of(ref), cfg)
+    with_ones = analyze(WindowSamples.of(explicit), WindowSamples.of(ref), cfg)
+    assert not WindowSamples.of(explicit).weighted
+    assert with_ones == before  # every figure identical: the same code path
+    assert {r.test for r in before} == {"ks_2samp", "chi2_contingency", "two_proportion_z",
+                                        "mannwhitneyu"}  # fmt: skip
+    assert not any("recent_n_eff" in r.details for r in before)
+    # One window of equal weights ≠ 1 (every turn drawn at 0.5) takes the weighted tests, whose
+    # figures are then those of the unweighted tests (the KS p-value ks_2samp's asymptotic one).
+    equal = {r.signal: r for r in analyze(WindowSamples.of(rec_w), WindowSamples.of(ref_w), cfg)}
+    for r in before:
+        w = equal[r.signal]
+        assert w.test.startswith("weighted_")
+        assert w.effect == pytest.approx(r.effect, abs=1e-9)
+        if r.test != "ks_2samp":
+            assert w.p_value == pytest.approx(r.p_value, rel=1e-6, abs=1e-300)
