@@ -35,6 +35,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from monitor.config.drift import DriftConfig, drift_label_signal
 from monitor.schema.turn import METRICS, Band, TurnSample
 from monitor.stats.drift_stats import (
@@ -252,8 +254,10 @@ def _weighted_results(
             w.metric_n_w2.get(metric, 0.0),
         )
 
+    turn_w2 = {id(w): _square_sum(w.turn_w) for w in (recent, reference)}
+
     def shares(w: WindowSamples, signal: str) -> tuple[int, Mapping[str, float], float]:
-        return w.turns, w.categories_w.get(signal, {}), _square_sum(w.turn_w)
+        return w.turns, w.categories_w.get(signal, {}), turn_w2[id(w)]
 
     results: list[SignalResult] = [
         weighted_continuous_test(
@@ -321,4 +325,5 @@ def _weighted_results(
 
 
 def _square_sum(weights: Sequence[float]) -> float:
-    return math.fsum(w * w for w in weights)
+    w = np.asarray(weights, dtype=float)
+    return float(np.dot(w, w))

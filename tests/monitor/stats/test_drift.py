@@ -259,3 +259,24 @@ def test_uniform_windows_run_the_unweighted_tests_unchanged() -> None:
         assert w.effect == pytest.approx(r.effect, abs=1e-9)
         if r.test != "ks_2samp":
             assert w.p_value == pytest.approx(r.p_value, rel=1e-6, abs=1e-300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.lists(hs.tuples(turn_strategy, hs.sampled_from([1.0, 1.0, 2.0, 20.0, 100.0]))))
+def test_every_turn_adds_its_weight_once_per_signal(pairs: list[tuple[TurnSample, float]]) -> None:
+    turns = [replace(t, weight=w) for t, w in pairs]
+    window = WindowSamples.of(turns, labels=["channel"])
+    total = sum(t.weight for t in turns)
+    judged = [t.weight for t in turns if t.status == "ok"]
+    assert window.weighted == any(t.weight != 1.0 for t in turns)
+    assert sum(window.turn_w) == pytest.approx(total)
+    for counts in window.categories_w.values():
+        assert sum(counts.values()) == pytest.approx(total)
+    assert sum(window.turn_bands_w.values()) == pytest.approx(sum(judged))
+    assert window.turn_bands_w2 == pytest.approx(sum(w * w for w in judged))
+    assert list(window.s_final_w) == judged
+    for m in METRICS:
+        assert window.metric_n_w.get(m, 0.0) == pytest.approx(sum(judged))
+        assert window.metric_bad_w.get(m, 0.0) == pytest.approx(
+            sum(t.weight for t in turns if t.status == "ok" and t.metric_bands[m] == "severe")
+        )
