@@ -266,19 +266,47 @@ def proportion_test(
     early = _insufficient(signal, kind, "two_proportion_z", "cohens_h", n1, n0, cfg.min_turns)
     if early:
         return early
-    p1, p0 = x1 / n1, x0 / n0
-    pooled = (x1 + x0) / (n1 + n0)
-    expected = min(n * share for n in (n1, n0) for share in (pooled, 1.0 - pooled))
+    return two_proportions(
+        signal,
+        kind,
+        (n1, n0),
+        (x1 / n1, x0 / n0),
+        (n1, n0),
+        (x1 + x0) / (n1 + n0),
+        [[x1, n1 - x1], [x0, n0 - x0]],
+        cfg,
+    )
+
+
+def two_proportions(
+    signal: str,
+    kind: Kind,
+    counts: tuple[int, int],
+    rates: tuple[float, float],
+    sizes: tuple[float, float],
+    pooled: float,
+    table: list[list[int]],
+    cfg: DriftConfig,
+    *,
+    prefix: str = "",
+    details: Mapping[str, float] | None = None,
+) -> SignalResult:
+    """The two-proportion decision shared by the plain and the weighted test: ``sizes`` are
+    the windows' sample sizes (Kish's effective ones when weighted), ``pooled`` the share over
+    both, ``table`` the 2x2 counts for Fisher's exact test when an expected cell is below 5;
+    ``prefix`` names the weighted variant (``weighted_``)."""
+    (n1, n0), (p1, p0), (s1, s0) = counts, rates, sizes
+    expected = min(n * share for n in (s1, s0) for share in (pooled, 1.0 - pooled))
     stat: float | None
-    if pooled in (0.0, 1.0):
-        test, stat, p = "two_proportion_z", 0.0, 1.0
+    if pooled <= 0.0 or pooled >= 1.0:
+        test, stat, p = f"{prefix}two_proportion_z", 0.0, 1.0
     elif expected < _MIN_EXPECTED:
-        res = _quiet(lambda: st.fisher_exact([[x1, n1 - x1], [x0, n0 - x0]]))
-        test, stat, p = "fisher_exact", _finite(res.statistic), float(res.pvalue)
+        res = _quiet(lambda: st.fisher_exact(table))
+        test, stat, p = f"{prefix}fisher_exact", _finite(res.statistic), float(res.pvalue)
     else:
-        se = math.sqrt(pooled * (1.0 - pooled) * (1.0 / n1 + 1.0 / n0))
+        se = math.sqrt(pooled * (1.0 - pooled) * (1.0 / s1 + 1.0 / s0))
         z = (p1 - p0) / se
-        test, stat, p = "two_proportion_z", z, float(2.0 * st.norm.sf(abs(z)))
+        test, stat, p = f"{prefix}two_proportion_z", z, float(2.0 * st.norm.sf(abs(z)))
     return SignalResult(
         signal=signal,
         kind=kind,
@@ -292,7 +320,7 @@ def proportion_test(
         effect_name="cohens_h",
         min_effect=cfg.min_effect.cohens_h,
         shift=p1 - p0,
-        details={"recent_rate": p1, "reference_rate": p0},
+        details={"recent_rate": p1, "reference_rate": p0, **(details or {})},
     )
 
 

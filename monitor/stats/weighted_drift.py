@@ -33,16 +33,15 @@ from numpy.typing import NDArray
 
 from monitor.config.drift import DriftConfig
 from monitor.stats.drift_stats import (
-    _MIN_EXPECTED,
     Kind,
     SignalResult,
     _finite,
     _insufficient,
     _quiet,
-    cohens_h,
     pooled_columns,
     psi,
     st,
+    two_proportions,
 )
 
 __all__ = [
@@ -93,34 +92,19 @@ def weighted_proportion_test(
         return early
     p1, p0 = x1w / w1, x0w / w0
     n1e, n0e = kish_n_eff(w1, w1sq), kish_n_eff(w0, w0sq)
-    pooled = (p1 * n1e + p0 * n0e) / (n1e + n0e)
-    expected = min(n * share for n in (n1e, n0e) for share in (pooled, 1.0 - pooled))
-    stat: float | None
-    if pooled <= 0.0 or pooled >= 1.0:
-        test, stat, p = "weighted_two_proportion_z", 0.0, 1.0
-    elif expected < _MIN_EXPECTED:
-        m1, m0 = round(n1e), round(n0e)
-        a, b = min(m1, round(p1 * n1e)), min(m0, round(p0 * n0e))
-        res = _quiet(lambda: st.fisher_exact([[a, m1 - a], [b, m0 - b]]))
-        test, stat, p = "weighted_fisher_exact", _finite(res.statistic), float(res.pvalue)
-    else:
-        se = math.sqrt(pooled * (1.0 - pooled) * (1.0 / n1e + 1.0 / n0e))
-        z = (p1 - p0) / se
-        test, stat, p = "weighted_two_proportion_z", z, float(2.0 * st.norm.sf(abs(z)))
-    return SignalResult(
-        signal=signal,
-        kind=kind,
-        test=test,
-        status="ok",
-        recent_n=n1,
-        reference_n=n0,
-        statistic=stat,
-        p_value=min(1.0, p),
-        effect=cohens_h(p1, p0),
-        effect_name="cohens_h",
-        min_effect=cfg.min_effect.cohens_h,
-        shift=p1 - p0,
-        details={"recent_rate": p1, "reference_rate": p0, **_n_eff_details(n1e, n0e)},
+    m1, m0 = round(n1e), round(n0e)
+    a, b = min(m1, round(p1 * n1e)), min(m0, round(p0 * n0e))
+    return two_proportions(
+        signal,
+        kind,
+        (n1, n0),
+        (p1, p0),
+        (n1e, n0e),
+        (p1 * n1e + p0 * n0e) / (n1e + n0e),
+        [[a, m1 - a], [b, m0 - b]],
+        cfg,
+        prefix="weighted_",
+        details=_n_eff_details(n1e, n0e),
     )
 
 
