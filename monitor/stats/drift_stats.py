@@ -195,6 +195,20 @@ def pooled_columns(
     return names, r, q
 
 
+def share_columns(
+    recent: Mapping[str, N],
+    reference: Mapping[str, N],
+    order: Sequence[str] | None,
+    max_categories: int,
+) -> tuple[list[str], list[N], list[N]]:
+    """The categories compared and each window's column: in ``order`` (the bands) when
+    given, else the frequent ones with the rest pooled (``pooled_columns``)."""
+    if order is None:
+        return pooled_columns(recent, reference, max_categories)
+    names = [c for c in order if recent.get(c, 0) + reference.get(c, 0) > 0]
+    return names, [recent.get(c, 0) for c in names], [reference.get(c, 0) for c in names]
+
+
 def psi(recent: Sequence[float], reference: Sequence[float]) -> float:
     """Population stability index Σ (r_i - q_i) ln(r_i / q_i) over smoothed shares."""
     k = len(recent)
@@ -222,25 +236,41 @@ def shares_test(
     early = _insufficient(signal, kind, "chi2_contingency", effect_name, n1, n0, cfg.min_turns)
     if early:
         return early
-    if order is not None:
-        names = [c for c in order if recent.get(c, 0) + reference.get(c, 0) > 0]
-        r = [recent.get(c, 0) for c in names]
-        q = [reference.get(c, 0) for c in names]
-    else:
-        names, r, q = pooled_columns(recent, reference, cfg.max_categories)
+    names, r, q = share_columns(recent, reference, order, cfg.max_categories)
+    return chi2_shares(signal, kind, (n1, n0), names, (r, q), n1 + n0, effect_name, cfg)
+
+
+def chi2_shares(
+    signal: str,
+    kind: Kind,
+    counts: tuple[int, int],
+    names: Sequence[str],
+    table: tuple[Sequence[N], Sequence[N]],
+    total: float,
+    effect_name: str,
+    cfg: DriftConfig,
+    *,
+    test: str = "chi2_contingency",
+    details: Mapping[str, float] | None = None,
+) -> SignalResult:
+    """The chi-square decision shared by the plain and the weighted shares test: ``table``
+    holds the two windows' columns (counts, or weighted shares scaled to Kish's effective
+    sizes), ``total`` their sum for Cramér's V."""
+    n1, n0 = counts
+    r, q = table
     if len(names) < 2:
         chi2, p, v = 0.0, 1.0, 0.0
         note = "a single category in both windows"
     else:
         res = _quiet(lambda: st.chi2_contingency(np.array([r, q]), correction=False))
         chi2, p = float(res.statistic), float(res.pvalue)
-        v = math.sqrt(chi2 / (n1 + n0))  # two rows: min(r, c) - 1 = 1
+        v = math.sqrt(chi2 / total)  # two rows: min(r, c) - 1 = 1
         note = ""
     index = psi(r, q) if len(names) >= 2 else 0.0
     return SignalResult(
         signal=signal,
         kind=kind,
-        test="chi2_contingency",
+        test=test,
         status="ok",
         recent_n=n1,
         reference_n=n0,
@@ -249,7 +279,12 @@ def shares_test(
         effect=v if effect_name == "cramers_v" else index,
         effect_name=effect_name,
         min_effect=cfg.min_effect.cramers_v if effect_name == "cramers_v" else cfg.min_effect.psi,
-        details={"cramers_v": v, "psi": index, "categories": float(len(names))},
+        details={
+            "cramers_v": v,
+            "psi": index,
+            "categories": float(len(names)),
+            **(details or {}),
+        },
         note=note,
     )
 

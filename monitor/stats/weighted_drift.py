@@ -38,8 +38,8 @@ from monitor.stats.drift_stats import (
     _finite,
     _insufficient,
     _quiet,
-    pooled_columns,
-    psi,
+    chi2_shares,
+    share_columns,
     st,
     two_proportions,
 )
@@ -132,40 +132,18 @@ def weighted_shares_test(
     n1e, n0e = kish_n_eff(w1, w1sq), kish_n_eff(w0, w0sq)
     scaled1 = {c: v / w1 * n1e for c, v in w1_by.items()}
     scaled0 = {c: v / w0 * n0e for c, v in w0_by.items()}
-    if order is not None:
-        names = [c for c in order if scaled1.get(c, 0.0) + scaled0.get(c, 0.0) > 0]
-        r = [scaled1.get(c, 0.0) for c in names]
-        q = [scaled0.get(c, 0.0) for c in names]
-    else:
-        names, r, q = pooled_columns(scaled1, scaled0, cfg.max_categories)
-    if len(names) < 2:
-        chi2, p, v = 0.0, 1.0, 0.0
-        note = "a single category in both windows"
-    else:
-        res = _quiet(lambda: st.chi2_contingency(np.array([r, q]), correction=False))
-        chi2, p = float(res.statistic), float(res.pvalue)
-        v = math.sqrt(chi2 / (n1e + n0e))
-        note = ""
-    index = psi(r, q) if len(names) >= 2 else 0.0
-    return SignalResult(
-        signal=signal,
-        kind=kind,
+    names, r, q = share_columns(scaled1, scaled0, order, cfg.max_categories)
+    return chi2_shares(
+        signal,
+        kind,
+        (n1, n0),
+        names,
+        (r, q),
+        n1e + n0e,
+        effect_name,
+        cfg,
         test="weighted_chi2",
-        status="ok",
-        recent_n=n1,
-        reference_n=n0,
-        statistic=chi2,
-        p_value=_finite(p),
-        effect=v if effect_name == "cramers_v" else index,
-        effect_name=effect_name,
-        min_effect=cfg.min_effect.cramers_v if effect_name == "cramers_v" else cfg.min_effect.psi,
-        details={
-            "cramers_v": v,
-            "psi": index,
-            "categories": float(len(names)),
-            **_n_eff_details(n1e, n0e),
-        },
-        note=note,
+        details=_n_eff_details(n1e, n0e),
     )
 
 
