@@ -45,7 +45,8 @@ from consumers.partition_pauses import PartitionPauses
 from consumers.patch_fallbacks import fallback_states
 from consumers.rebalance_handoff import LoopHandoff
 from consumers.rebalance_listener import PartitionCallbacks, RebalanceListener
-from consumers.records import RawMessage, TopicPartition
+from consumers.records import RawMessage, TopicPartition, partition_names
+from consumers.resume_points import ResumePoints
 from consumers.source import PartitionsCallback
 from consumers.unreadable import (
     INITIAL_BACKOFF_S,
@@ -92,7 +93,11 @@ class KafkaTurnSource:
         # cannot read: a held partition is resumed when its retry is due, not before.
         self._pauses = PartitionPauses()
         self._holds = UnreadableHolds(SystemClock(), unreadable_backoff_s, self._pauses)
-        self._callbacks = PartitionCallbacks(self._forget, lambda: self._early.joining)
+        # Where a partition given back after a rebalance is read again (resume_points.py).
+        self._resume = ResumePoints()
+        self._callbacks = PartitionCallbacks(
+            self._forget, lambda: self._early.joining, self._seek_given_back
+        )
         self._on_unreadable: UnreadableListener | None = None
         self._on_rejoin: RejoinListener | None = None
         self._handoff = LoopHandoff()
@@ -181,7 +186,9 @@ class KafkaTurnSource:
                 continue
             # RawMessage already (``_kafka_records.py``) unless the consumer kept the
             # library's reader
-            out += records if type(records[0]) is RawMessage else map(to_raw, records)
+            first = records[0]
+            self._resume.delivered(TopicPartition(first.topic, first.partition), first.offset)
+            out += records if type(first) is RawMessage else map(to_raw, records)
             if self._holds:
                 last = records[-1]
                 self._holds.delivered(TopicPartition(last.topic, last.partition), last.offset)
@@ -195,6 +202,7 @@ class KafkaTurnSource:
         if not offsets:
             return
         payload = {to_kafka_tp(tp): OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
+        self._resume.committed(offsets)
         if self._callbacks.inside():
             # Inside on_revoked: sent and awaited by the listener before it returns.
             self._callbacks.defer(payload)
@@ -323,6 +331,7 @@ class KafkaTurnSource:
         self._lag.forget(forgotten)
         self._holds.forget(forgotten)
         self._pauses.clear()
+        self._resume.clear()
         self._consumer = fresh
         if self._on_rejoin is not None:
             self._on_rejoin()
@@ -332,8 +341,22 @@ class KafkaTurnSource:
         if self._on_unreadable is not None:
             self._on_unreadable(batch)
 
+    def _seek_given_back(self, tps: set[TopicPartition]) -> None:
+        """Partitions this consumer held before the rebalance and holds again keep their
+        fetch position in kafka-python: seek each back to where its unfinished (dropped)
+        work began, so that nothing below the commit is left unread."""
+        seeks = self._resume.assigned(tps)
+        for tp, offset in seeks.items():
+            self._consumer.seek(to_kafka_tp(tp), offset)
+        if seeks:
+            log.info(
+                "partitions given back after a rebalance: reading again from their last commit",
+                partitions=partition_names(set(seeks)),
+            )
+
     def _forget(self, tps: set[TopicPartition]) -> None:
         """Revoked or lost: what the source kept of the partitions goes with them."""
+        self._resume.revoked(tps)
         self._lag.forget(tps)
         self._holds.forget(tps)
         self._pauses.forget(tps)

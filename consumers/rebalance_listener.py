@@ -39,7 +39,8 @@ Commit = dict[Any, Any]  # kafka-python's offsets argument: TopicPartition -> Of
 
 class PartitionCallbacks:
     """The caller's ``on_assigned`` / ``on_revoked``, and what runs around them: the source's
-    per-partition state forgotten on a revocation (``forget``), partitions given to an early
+    per-partition state forgotten on a revocation (``forget``), partitions given back sought to
+    where their dropped work began (``resume``), partitions given to an early
     join noted until a caller can hear of them (``joining``), commits made inside
     ``on_revoked`` collected for the listener to send."""
 
@@ -47,8 +48,10 @@ class PartitionCallbacks:
         self,
         forget: Callable[[set[TopicPartition]], None],
         joining: Callable[[], bool],
+        resume: Callable[[set[TopicPartition]], None] = lambda tps: None,
     ) -> None:
         self._forget = forget
+        self._resume = resume
         self._joining = joining
         self.on_assigned: PartitionsCallback | None = None
         self.on_revoked: PartitionsCallback | None = None
@@ -75,6 +78,9 @@ class PartitionCallbacks:
         if not tps:
             return
         log.info("partitions assigned", partitions=partition_names(tps))
+        # Before the caller hears of them: a partition given back is read again from where
+        # its dropped work began (``resume_points.py``).
+        self._resume(tps)
         if self.on_assigned is None or self._joining():
             # An early join: announced by the first call after it, on its thread.
             self._unannounced |= tps

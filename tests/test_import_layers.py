@@ -71,7 +71,13 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "otel.__init__",
             "otel.otlp",
         ),
-        ("unreadable", "partition_pauses", "otel.assembly", "otel.attribute_values"),
+        (
+            "unreadable",
+            "partition_pauses",
+            "resume_points",
+            "otel.assembly",
+            "otel.attribute_values",
+        ),
         ("_kafka", "decode", "offsets", "source", "otel.openinference", "otel.semconv"),
         (
             "_kafka_fetch",

@@ -386,3 +386,57 @@ def test_with_the_broker_gone_commit_send_and_close_give_up_in_time(
     closer.start()
     closer.join(3 * limit_s + 10.0)  # the close limits, + slack: a liveness bound
     assert not closer.is_alive(), "closing hung with the broker gone"
+
+
+class PartlyFinished(Member):
+    """A member that finishes only the records of each partition below ``finished``: on a
+    revocation it commits there and drops the rest, as the daemon drops its queued turns."""
+
+    def __init__(self, source: KafkaTurnSource, finished: int) -> None:
+        super().__init__(source)
+        self._finished = finished
+
+    def _on_revoked(self, tps: set[TopicPartition]) -> None:
+        self.revoked_on.append(threading.current_thread())
+        self.events.append(("revoked", tps))
+        offsets = {tp: min(self._positions[tp], self._finished) for tp in tps}
+        self.source.commit(offsets)
+        self.committed_on_revoke.update(offsets)
+
+
+def test_a_partition_given_back_is_read_again_from_the_commit(
+    kafka_broker: ContractBroker, contract_topic: str
+) -> None:
+    """A rebalance that gives a partition back to the member that held it: Kafka's consumers
+    keep its fetch position, past what the member dropped at the revocation; the source seeks
+    it back to the commit, so the dropped records are delivered again and none is lost."""
+    produce(kafka_broker.bootstrap, contract_topic, [b"v%d" % i for i in range(10)])
+    other = f"test.{uuid.uuid4().hex[:12]}"
+    create_topics(kafka_broker.bootstrap, [other])
+    cfg = source_config(kafka_broker, contract_topic)
+    tp = TopicPartition(contract_topic, 0)
+    try:
+        with PartlyFinished(KafkaTurnSource(cfg), finished=4) as first:
+            wait_for(lambda: len(first.received) == 10, "the member to read everything")
+            # A member of the same group reading another topic: the group rebalances, and
+            # the partition goes back to the only member that reads its topic.
+            with Member(KafkaTurnSource(cfg.model_copy(update={"topics": [other]}))):
+
+                def offsets() -> list[int]:
+                    return [m.offset for m in first.received]
+
+                # However many rounds the join takes, each gives the partition back.
+                wait_for(
+                    lambda: (
+                        ("revoked", {tp}) in first.events
+                        and first.events[-1] == ("assigned", {tp})
+                        and all(offsets().count(o) >= 2 for o in range(4, 10))
+                    ),
+                    "the dropped records delivered again",
+                    explain=lambda: (first.events, offsets()),
+                )
+        assert set(first.committed_on_revoke.values()) == {4}
+        # What was finished is never delivered again (what was dropped was, above).
+        assert [offsets().count(o) for o in range(4)] == [1, 1, 1, 1]
+    finally:
+        delete_topics(kafka_broker.bootstrap, [other])
