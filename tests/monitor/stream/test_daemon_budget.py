@@ -207,12 +207,20 @@ def test_members_joining_and_leaving_under_load_strand_no_budget(
                     judge.latency = 0.05  # B leaves under load, its queue full
                 refused_b += b.sample("casewatch_turns_skipped_total", skip)
                 # B left (its harness checked it left no reservation): A takes its partitions.
+            def committed() -> list[int | None]:
+                group = settings.kafka.group_id
+                return [committed_offset(bootstrap, group, topic, p) for p in range(partitions)]
+
             wait_for(
-                lambda: all(
-                    committed_offset(bootstrap, settings.kafka.group_id, topic, p) == per_partition
-                    for p in range(partitions)
-                ),
+                lambda: committed() == [per_partition] * partitions,
                 what="every partition committed to the end",
+                explain=lambda: {
+                    "committed": committed(),
+                    "a_consumed": a.sample("casewatch_turns_consumed_total", {"topic": topic}),
+                    "a_in_flight": a.sample("casewatch_in_flight"),
+                    "a_paused": a.sample("casewatch_paused_partitions"),
+                    "judge_requests": judge.request_count,
+                },
             )
             wait_for(
                 lambda: a.sample("casewatch_judge_budget_reserved", CALLS) == 0,
