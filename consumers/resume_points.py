@@ -46,7 +46,9 @@ class ResumePoints:
         tps = set(tps)
         back = self._revoked & tps
         seeks = {tp: self._points[tp] for tp in back if tp in self._points}
-        for tp in self._revoked - tps:
+        # Revoked and gone, or new to this consumer (kafka-python starts those at the group's
+        # commit): a point left from an earlier ownership would only re-read finished turns.
+        for tp in (self._revoked - tps) | (tps - back):
             self._points.pop(tp, None)
         self._revoked.clear()
         return seeks

@@ -60,6 +60,15 @@ def test_after_a_seek_the_point_stays_until_the_next_commit() -> None:
     assert points.assigned({P0}) == {P0: 50}
 
 
+def test_a_partition_new_to_the_consumer_starts_without_an_old_point() -> None:
+    points = ResumePoints()
+    points.committed({P0: 10})  # a late commit of a partition already given away
+    assert points.assigned({P0}) == {}  # assigned again later, not just revoked: fresh
+    points.delivered(P0, 500)  # read from the group's commit, which moved on meanwhile
+    points.revoked({P0})
+    assert points.assigned({P0}) == {P0: 500}
+
+
 def test_a_rejoin_forgets_every_point() -> None:
     points = ResumePoints()
     points.committed({P0: 50})
