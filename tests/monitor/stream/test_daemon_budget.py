@@ -207,6 +207,7 @@ def test_members_joining_and_leaving_under_load_strand_no_budget(
                     judge.latency = 0.05  # B leaves under load, its queue full
                 refused_b += b.sample("casewatch_turns_skipped_total", skip)
                 # B left (its harness checked it left no reservation): A takes its partitions.
+
             def committed() -> list[int | None]:
                 group = settings.kafka.group_id
                 return [committed_offset(bootstrap, group, topic, p) for p in range(partitions)]
