@@ -407,7 +407,8 @@ class PartlyFinished(Member):
 @pytest.mark.deviates(
     "noida",
     "answers a member's SyncGroup with assignment bytes kafka-python 3.0.12 cannot decode "
-    "(struct.error) when a member of another topic joins the group",
+    "(struct.error) when a member of another topic joins the group, and refuses a commit made "
+    "in on_revoked during a rebalance (IllegalGeneration, 22)",
 )
 def test_a_partition_given_back_is_read_again_from_the_commit(
     kafka_broker: ContractBroker, contract_topic: str
