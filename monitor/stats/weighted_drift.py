@@ -273,6 +273,7 @@ def weighted_rank_test(
         s = math.sqrt(n1e * n0e / 12.0 * ((n + 1.0) - float(np.sum(t**3 - t)) / (n * (n - 1.0))))
         big = max(u, n1e * n0e - u)
         p = min(1.0, float(2.0 * st.norm.sf((big - mu - 0.5) / s))) if s > 0 else 1.0
+    location = _weighted_location(x, a, y, b)
     return SignalResult(
         signal=signal,
         kind=kind,
@@ -285,6 +286,6 @@ def weighted_rank_test(
         effect=greater - less,
         effect_name="cliffs_delta",
         min_effect=cfg.min_effect.cliffs_delta,
-        shift=float(np.average(xs, weights=wa) - np.average(ys, weights=wb)),
-        details={**_weighted_location(x, a, y, b), **_n_eff_details(n1e, n0e)},
+        shift=location["recent_mean"] - location["reference_mean"],
+        details={**location, **_n_eff_details(n1e, n0e)},
     )
