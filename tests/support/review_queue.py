@@ -19,14 +19,17 @@ from monitor.storage.store import Store
 from tests.fixtures.turns import T0, seed_turn
 
 TURNS = 30
-# Judged severe: i % 5 == 0 (6 turns). The panel disagreed (an arbiter was called): i % 7 == 3
-# (4 turns: uncertainty 1, so the draw takes each with probability 1 at UNCERTAIN_N).
+# Judged severe: i % 10 == 0 (3 turns). The panel disagreed (an arbiter was called): i % 7 == 3
+# (4 turns: uncertainty 1, so the draw takes each with probability 1 at UNCERTAIN_N). Turn 10 is
+# both, and the arbiter passes it: the judge calls 2 turns severe and passes 4 disputed ones that
+# people call severe. Since the disputed turns outnumber the judge's severe ones, the corrected
+# rate is above the judge's own for every draw (see the round-trip test), not only on average.
 UNCERTAIN_N = 8
 NOW = T0 + timedelta(hours=1)
 
 
 def severe(i: int) -> bool:
-    return i % 5 == 0
+    return i % 10 == 0
 
 
 def disputed(i: int) -> bool:

@@ -93,7 +93,10 @@ def test_round_trip_push_annotate_pull_estimate(
     labelled_by = {r["labeller"] for r in label_sql.stored_labels(store, batch_ids)}
     assert labelled_by == {"reviewer@casewatch.test"}
     # The estimate was refreshed from the uncertainty-drawn batch: the disputed turns the judge
-    # passed are severe to people, so the corrected rate is above the judge's own.
+    # passed are severe to people, so the corrected rate is above the judge's own. For every
+    # draw, not only on average: the disputed turns are drawn with probability 1, people call
+    # every turn the judge called severe severe too, so with the tuned lambda in [0, 1] the
+    # estimate is at least (disputed turns the judge passed) / turns, 4/30, above the judge's 2/30.
     corrected = registry.get_sample_value(
         "casewatch_quality_estimate",
         {"assistant": "helpdesk", "signal": "turn_band", "bound": "point"},
@@ -103,6 +106,20 @@ def test_round_trip_push_annotate_pull_estimate(
         {"assistant": "helpdesk", "signal": "turn_band_judge_only", "bound": "point"},
     )
     assert corrected is not None and judge_only is not None and corrected > judge_only
+    assert judge_only == pytest.approx(
+        sum(severe(i) and not disputed(i) for i in range(TURNS)) / TURNS
+    )
+    # The labels-only rate is the Horvitz-Thompson mean over the frame, from the stored draw.
+    (uncertain,) = [b for b, s in _strategies(store).items() if s == "uncertain"]
+    probs = label_sql.item_probabilities(store, [uncertain])
+    severe_to_people = [
+        p for (_b, e), p in probs.items() if person_bands(e)["turn_band"] == "severe"
+    ]
+    labels_only = registry.get_sample_value(
+        "casewatch_quality_estimate",
+        {"assistant": "helpdesk", "signal": "turn_band_labels_only", "bound": "point"},
+    )
+    assert labels_only == pytest.approx(sum(1 / p for p in severe_to_people) / TURNS)
     stored = registry.get_sample_value("casewatch_review_annotations_total", {"outcome": "stored"})
     assert stored == len(tasks)
     # The judge against the reviewers, computed here from the tasks: the disputed turns the
