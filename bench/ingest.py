@@ -351,7 +351,20 @@ def casewatch_pipeline(
             return 0.0
         return sum(s.value for f in collector.collect() for s in f.samples if s.name == name)
 
-    children = screen_processes > 0
+    def value_of(name: str, labels: dict[str, str]) -> float:
+        collector = families.get(name.removesuffix("_total"))
+        if collector is None:
+            return 0.0
+        return sum(
+            s.value
+            for f in collector.collect()
+            for s in f.samples
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+        )
+
+    # The screening pool and the keeper of unsampled turns run in processes of their own:
+    # their CPU is casewatch's too.
+    children = screen_processes > 0 or retain
     reader, fetch_order = (
         consumers.group_consumer.read_raw_records,
         consumers.group_consumer.refetch_left_out,
@@ -385,13 +398,27 @@ def casewatch_pipeline(
             timeout_s,
             "every turn sampled",
         )
+        if retain:
+            # Intake is done when every turn was kept or counted not kept: a keeper that fell
+            # behind is timed, and one that dropped turns says so in ``kept``.
+            def settled() -> float:
+                return sum(
+                    value_of("casewatch_turns_retained_total", {"outcome": o})
+                    for o in ("stored", "dropped", "failed")
+                )
+
+            done = wait_until(lambda: settled() >= n, timeout_s, "every unsampled turn kept")
         cpu = _cpu_s(children)
         dead = value("casewatch_dead_letter_total")
+        kept = value_of("casewatch_turns_retained_total", {"outcome": "stored"}) / n
     finally:
         runner.stop(timeout_s=30)
     if dead:
         raise SystemExit(f"casewatch dead-lettered {dead:.0f} of the bench's valid turns")
-    return _rates(n, started, first, done, cpu)
+    rates = _rates(n, started, first, done, cpu)
+    if retain:
+        rates["kept"] = kept
+    return rates
 
 
 def _median(rounds: list[dict[str, float]], key: str) -> float:
@@ -527,10 +554,12 @@ def main(argv: list[str] | None = None) -> int:
         f"would need {cores['casewatch']:.2f} cores ({cores['screened']:.2f} screened) on a "
         f"{os.cpu_count()}-core machine; kafka-python CRC-32C: {crc32c_impl()}"
     )
+    kept = {name: _median(rounds[name], "kept") for name in names if "kept" in rounds[name][0]}
     for name, label in extras:
         print(
             f"casewatch with {label}: {med[name]['ratio']:.2f} of the plain consumer, "
             f"{med[name]['cpu_us']:.1f} us CPU per message"
+            + (f", {kept[name]:.1%} of the turns kept" if name in kept else "")
         )
     result = {
         "bench": "ingest",
@@ -573,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
             if not (name == "plain" and key == "ratio")
         },
     }
+    result.update({f"{name}_kept_share": round(share, 4) for name, share in kept.items()})
     print(json.dumps(result))
     return 0
 

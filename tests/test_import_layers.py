@@ -292,6 +292,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "steps.lookup",
             "steps.outcomes",
             "steps.redact",
+            "steps.keeper_process",
             "steps.retain",
             "steps.sample",
             "steps.screen",

@@ -37,6 +37,12 @@ class OutcomesConfig(Section):
         description="Keep unsampled turns (redacted, bounded) so that negative feedback on one "
         "gets it judged once (sampling reason feedback).",
     )
+    retain_process: bool = Field(
+        default=True,
+        description="Keep unsampled turns from a process of their own: the consumer hands it "
+        "each record's bytes, and it decodes, redacts and stores them off the daemon's "
+        "process (false: on a thread of the daemon, which costs intake more).",
+    )
     retained_seconds: float = Field(
         default=86400.0,
         gt=0,

@@ -250,9 +250,13 @@ class OutcomeRecords:
 
     # ------------------------------------------------------------ unsampled turns kept
 
-    def retain(self, items: Sequence[tuple[str, str, str, str]]) -> int:
+    def retain(
+        self, items: Sequence[tuple[str, str, str, str]], now: datetime | None = None
+    ) -> int:
         """Keep unsampled turns ``(event_id, conversation_id, assistant, redacted event as
         JSON text)`` (a turn kept before is left alone); returns how many were offered.
+        ``now``: when they were kept (default: this store's clock; the keeper process passes
+        the daemon's).
 
         One ``executemany`` straight to the driver: every row of every turn read goes through
         here, and SQLAlchemy's per-row parameter processing cost as much as SQLite's insert
@@ -261,7 +265,8 @@ class OutcomeRecords:
             return 0
         rows = {item[0]: item for item in items}  # a turn offered twice: kept once
         with self._store.transaction(write=True, action="keeping unsampled turns") as conn:
-            sql, params = _retain_rows(self._store, conn.dialect, list(rows.values()), self._now())
+            at = self._now() if now is None else now
+            sql, params = _retain_rows(self._store, conn.dialect, list(rows.values()), at)
             conn.exec_driver_sql(sql, params)
         return len(rows)
 

@@ -44,6 +44,7 @@ from monitor.stream.steps.decisions import Decoder
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S
 from monitor.stream.steps.export import ExportStep
 from monitor.stream.steps.judge import JudgeStep
+from monitor.stream.steps.keeper_process import KeeperProcess
 from monitor.stream.steps.lookup import LookupStep
 from monitor.stream.steps.outcomes import (
     IntakeMetrics,
@@ -178,6 +179,9 @@ class OutcomeIntake:
     metrics: OutcomeMetrics
     retain: RetainWriter | None = None
     retain_metrics: RetainMetrics | None = None
+    # The store's URL, for unsampled turns kept from a process of their own
+    # (``outcomes.retain_process``); None: kept on the daemon's writer thread.
+    retain_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -305,7 +309,12 @@ def build_pipeline(
         redact = None
         if redactor is not None and not config.turn.redaction.before_judging:
             redact = lambda turn: redactor.redact_turn(turn).turn  # noqa: E731
-        unsampled = RetainingDone(done, outcomes.retain, outcomes.retain_metrics, redact=redact)
+        keeper = None
+        if outcomes.retain_url is not None:
+            keeper = KeeperProcess(outcomes.retain_url, decisions, clock)
+        unsampled = RetainingDone(
+            done, outcomes.retain, outcomes.retain_metrics, redact=redact, keeper=keeper
+        )
     steps = build_turn_steps(
         config.turn,
         done,

@@ -111,7 +111,12 @@ def _outcome_intake(
     recorder.prime(dead_letter_reasons=(*OUTCOME_DLQ_REASONS, UNSTORABLE))
     records = OutcomeRecords(store, clock)
     if settings.outcomes.retain_unsampled:
-        return OutcomeIntake(records, outcome_recorder, records, outcome_recorder)
+        from monitor.stream.steps.keeper_process import KeeperProcess
+
+        url = store.url if settings.outcomes.retain_process else None
+        if url is not None and not KeeperProcess.usable(url):
+            url = None  # an in-memory store has no second connection: kept on a thread
+        return OutcomeIntake(records, outcome_recorder, records, outcome_recorder, url)
     return OutcomeIntake(records, outcome_recorder)
 
 

@@ -80,9 +80,12 @@ class Envelope(NamedTuple, Generic[T_co]):
     reservation: Reservation | None = None
     # The cascade's cheap look, when a screening process took it (None: the sample step looks).
     look: Look | None = None
+    # The record's value, set by the decode step: an unsampled turn is kept for feedback from
+    # it, in the keeper's process (``steps/keeper_process.py``), not serialised again here.
+    raw: bytes | None = None
 
     def replace(self, payload: U) -> Envelope[U]:
-        return Envelope(self.tp, self.offset, payload, self.reservation, self.look)
+        return Envelope(self.tp, self.offset, payload, self.reservation, self.look, self.raw)
 
 
 def release_all(messages: Iterable[Envelope[Any]]) -> None:

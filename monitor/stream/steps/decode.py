@@ -83,9 +83,16 @@ class DecodeStep:
             self._dead_letter(message, exc)
             return
         # ``message.replace(turn)`` (a screening process's cheap look kept), without its call
-        # per consumed record.
+        # per consumed record; the record's value rides along for the keeper of unsampled turns.
         self._next.submit(
-            Envelope(message.tp, message.offset, turn, message.reservation, message.look)
+            Envelope(
+                message.tp,
+                message.offset,
+                turn,
+                message.reservation,
+                message.look,
+                message.payload.value,
+            )
         )
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:

@@ -41,7 +41,7 @@ log = structlog.get_logger(__name__)
 
 # (event id, conversation id, assistant, the redacted turn as JSON text)
 RetainedRow = tuple[str, str, str, str]
-BATCH = 500
+BATCH = 1000
 FLUSH_INTERVAL_S = 0.5
 
 
@@ -55,6 +55,29 @@ def _row(turn: TurnEvent) -> RetainedRow:
 
 class RetainWriter(Protocol):
     def retain(self, items: Sequence[RetainedRow]) -> int: ...
+
+
+class Kept(Protocol):
+    @property
+    def stored(self) -> int: ...
+    @property
+    def dropped(self) -> int: ...  # could not be decoded or redacted: not kept
+    @property
+    def failed(self) -> int: ...  # the database did not take them
+    @property
+    def error(self) -> str | None: ...  # why, when ``failed``
+
+
+class RawKeeper(Protocol):
+    """Keeps turns from their records' (topic, value) elsewhere (``keeper_process.py``)."""
+
+    def start(self) -> None: ...
+
+    def keep(self, items: Sequence[tuple[str, bytes | None]]) -> Sequence[Kept]: ...
+
+    def collect(self, *, wait: bool = False, every: bool = False) -> Sequence[Kept]: ...
+
+    def close(self) -> None: ...
 
 
 class RetainMetrics(Protocol):
@@ -72,13 +95,19 @@ class RetainingDone:
         *,
         redact: Callable[[TurnEvent], TurnEvent] | None = None,
         max_queued: int = 10_000,
+        keeper: RawKeeper | None = None,
     ) -> None:
+        """``keeper``: where turns that came with their record's value are kept from it (the
+        rest, assembled from spans or finished by a screening process, are written here)."""
         self._done = done
         self._writer = writer
         self._metrics = metrics
         self._redact = redact
         self._max = max_queued
-        self._queue: deque[TurnEvent | RetainedRow] = deque()
+        self._keeper = keeper
+        if keeper is not None:
+            keeper.start()
+        self._queue: deque[TurnEvent | RetainedRow | tuple[str, bytes | None]] = deque()
         self._lock = threading.Condition()
         # Set once the writer was woken for a full batch, cleared when it takes one: the
         # consumer thread takes the lock once per batch, not per turn.
@@ -93,7 +122,19 @@ class RetainingDone:
         turn = message.payload
         if isinstance(turn, TurnEvent):
             queue = self._queue
-            if self._redact is not None:
+            raw = message.raw
+            if raw is not None and self._keeper is not None:
+                # The record's bytes, as they came: decoded, redacted and serialised by the
+                # keeper's process, not on this thread.
+                if len(queue) < self._max:
+                    queue.append((message.tp.topic, raw))
+                    if len(queue) >= BATCH and not self._woken:
+                        self._wake()
+                    if self._dropping:
+                        self._keeping_again()
+                else:
+                    self._drop()
+            elif self._redact is not None:
                 self._enqueue(turn)
             elif len(queue) < self._max:
                 # Already redacted (or never to be): the row now, so no turn waits in the
@@ -159,8 +200,10 @@ class RetainingDone:
             self._stopping = True
             self._lock.notify()
         self._thread.join(timeout=10.0)
+        if self._keeper is not None:
+            self._keeper.close()
 
-    def _take(self) -> list[TurnEvent | RetainedRow]:
+    def _take(self) -> list[TurnEvent | RetainedRow | tuple[str, bytes | None]]:
         with self._lock:
             if not self._queue and not self._stopping:
                 self._lock.wait(FLUSH_INTERVAL_S)
@@ -169,39 +212,66 @@ class RetainingDone:
             return batch
 
     def _run(self) -> None:
+        keeper = self._keeper
         while True:
             batch = self._take()
             if batch:
                 self._write(batch)
+            elif keeper is not None:
+                self._settle(keeper.collect())
             with self._lock:
                 if self._stopping:
                     dropped = len(self._queue)
                     self._queue.clear()
                     break
+        if keeper is not None:
+            self._settle(keeper.collect(every=True))
         if dropped:
             self._metrics.record_retained("dropped", dropped)
 
-    def _write(self, batch: list[TurnEvent | RetainedRow]) -> None:
+    def _write(self, batch: list[TurnEvent | RetainedRow | tuple[str, bytes | None]]) -> None:
         rows: list[RetainedRow] = []
+        records: list[tuple[str, bytes | None]] = []
         for item in batch:
-            if not isinstance(item, TurnEvent):
-                rows.append(item)
-                continue
+            if isinstance(item, TurnEvent):
+                try:
+                    kept = item if self._redact is None else self._redact(item)
+                except Exception:  # too large or a detector failed: never kept unredacted
+                    self._metrics.record_retained("dropped", 1)
+                    continue
+                rows.append(_row(kept))
+            elif len(item) == 2:
+                records.append(item)  # (topic, value)
+            else:
+                rows.append(item)  # a row made elsewhere
+        if rows:
             try:
-                kept = item if self._redact is None else self._redact(item)
-            except Exception:  # too large or a detector failed: never kept unredacted
-                self._metrics.record_retained("dropped", 1)
-                continue
-            rows.append(_row(kept))
-        try:
-            self._writer.retain(rows)
-        except CasewatchError as exc:
-            self._metrics.record_retained("failed", len(rows))
-            if not self._failing:
-                self._failing = True
-                log.warning("unsampled turns not kept for feedback", error=str(exc))
-            return
+                self._writer.retain(rows)
+            except CasewatchError as exc:
+                self._failed(len(rows), str(exc))
+            else:
+                self._stored(len(rows))
+        if records and self._keeper is not None:
+            self._settle(self._keeper.keep(records))
+
+    def _settle(self, ended: Sequence[Kept]) -> None:
+        """Count the batches the keeper's process finished."""
+        for result in ended:
+            if result.dropped:
+                self._metrics.record_retained("dropped", result.dropped)
+            if result.failed:
+                self._failed(result.failed, result.error or "")
+            elif result.stored:
+                self._stored(result.stored)
+
+    def _failed(self, count: int, error: str) -> None:
+        self._metrics.record_retained("failed", count)
+        if not self._failing:
+            self._failing = True
+            log.warning("unsampled turns not kept for feedback", error=error)
+
+    def _stored(self, count: int) -> None:
         if self._failing:
             self._failing = False
             log.info("unsampled turns kept for feedback again")
-        self._metrics.record_retained("stored", len(rows))
+        self._metrics.record_retained("stored", count)

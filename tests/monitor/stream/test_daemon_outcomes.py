@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from consumers.dlq import HEADER_REASON, KafkaDeadLetterQueue
 from consumers.kafka_source import KafkaTurnSource
@@ -18,9 +19,11 @@ from monitor.config.kafka import KafkaConfig
 from monitor.config.settings import Settings, load_settings
 from monitor.jobs.outcome_join import OutcomeJoinJob
 from monitor.jobs.recorders import OutcomeRecorder
+from monitor.schema.turn import TurnEvent
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
+from monitor.storage.tables import retained_turns
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.fixtures.databases import make_turn
 from tests.support.daemon import running
@@ -45,7 +48,9 @@ def topics(tansu_broker: EmbeddedBroker) -> Iterator[tuple[str, str]]:
     )
 
 
-def settings_for(bootstrap: str, turns: str, outcomes: str, db_url: str) -> Settings:
+def settings_for(
+    bootstrap: str, turns: str, outcomes: str, db_url: str, **overrides: Any
+) -> Settings:
     kafka = KafkaConfig(
         bootstrap_servers=[bootstrap],
         topics=[turns, {"name": outcomes, "kind": "outcomes"}],  # type: ignore[list-item]
@@ -57,7 +62,7 @@ def settings_for(bootstrap: str, turns: str, outcomes: str, db_url: str) -> Sett
         max_poll_records=50,
         broker_quirks="none",
     )
-    return load_settings(None, kafka=kafka, storage={"url": db_url})
+    return load_settings(None, kafka=kafka, storage={"url": db_url}, **overrides)
 
 
 def feedback(outcome_id: str, turn: str, negative: bool) -> bytes:
@@ -185,3 +190,48 @@ def test_feedback_before_after_duplicated_unknown_and_malformed(
     letters = read_topic(bootstrap, f"{outcomes_topic}{DLQ_SUFFIX}", len(bad))
     reasons = sorted(dict(r.headers)[HEADER_REASON].decode() for r in letters)
     assert reasons == sorted(bad.values())
+
+
+@pytest.mark.parametrize("keeper_process", [True, False], ids=["keeper_process", "writer_thread"])
+def test_unsampled_turns_are_kept_redacted_for_their_feedback(
+    tansu_broker: EmbeddedBroker, topics: tuple[str, str], db_url: str, keeper_process: bool
+) -> None:
+    """Every unsampled turn is kept, redacted, as the same JSON text whether the keeper's
+    process decodes it from the record's bytes or the daemon's writer thread serialises the
+    decoded turn; a malformed record is dead-lettered and never kept."""
+    bootstrap = tansu_broker.bootstrap
+    turns_topic, outcomes_topic = topics
+    keeping = {"retain_unsampled": True, "retain_process": keeper_process}
+    settings = settings_for(
+        bootstrap, turns_topic, outcomes_topic, db_url, sampling={"default_rate": 0.0}
+    )
+    settings = settings.model_copy(
+        update={"outcomes": settings.outcomes.model_copy(update=keeping)}
+    )
+    store = Store(db_url)
+    store.migrate()
+    emails = {f"keep-{i}": f"customer{i}@example.com" for i in range(N_TURNS)}
+    values = [
+        make_turn(e, query=f"My VPN drops, write to {mail}").model_dump_json().encode()
+        for e, mail in emails.items()
+    ]
+    source = KafkaTurnSource(settings.kafka)
+    dlq = KafkaDeadLetterQueue(settings.kafka)
+    with running(settings, source, dlq, store) as h:
+        produce(bootstrap, turns_topic, [*values, b"{not json"])
+        wait_for(
+            lambda: h.sample("casewatch_turns_retained_total", {"outcome": "stored"}) == N_TURNS,
+            what="every unsampled turn kept",
+        )
+        assert h.sample("casewatch_turns_retained_total", {"outcome": "dropped"}) == 0
+        assert h.sample("casewatch_turns_retained_total", {"outcome": "failed"}) == 0
+    with store.transaction(write=False) as conn:
+        rows = conn.execute(sa.select(retained_turns.c.event_id, retained_turns.c.event)).all()
+    kept = {str(e): str(text) for e, text in rows}
+    assert set(kept) == set(emails)
+    for event_id, text in kept.items():
+        turn = TurnEvent.model_validate_json(text)
+        assert turn.event_id == event_id and turn.conversation_id == f"conv-{event_id}"
+        assert emails[event_id] not in text  # redacted before it was kept
+        assert turn.query.startswith("My VPN drops, write to ")
+    store.close()

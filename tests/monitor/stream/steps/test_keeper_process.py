@@ -1,0 +1,148 @@
+"""The keeper's process: unsampled turns kept from their records' bytes in a process of their
+own, decoded and redacted there with the chain's decisions; what it cannot keep counted, a
+batch the database refuses failed, a process that died failed and replaced."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import sqlalchemy as sa
+
+from monitor.config.settings import load_settings
+from monitor.runtime.clock import ManualClock
+from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.store import Store
+from monitor.storage.tables import retained_turns
+from monitor.stream.pipeline import PipelineConfig
+from monitor.stream.steps.keeper_process import KeeperProcess, Kept
+from monitor.stream.steps.retain import RetainingDone
+from monitor.stream.turn_steps import turn_decisions
+from tests.fixtures.databases import make_turn
+from tests.monitor.stream.steps.helpers import Recorder, env
+from tests.support.waiting import wait_for
+
+T = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+class Counts:
+    def __init__(self) -> None:
+        self.by_outcome: dict[str, int] = {}
+
+    def record_retained(self, outcome: str, count: int) -> None:
+        self.by_outcome[outcome] = self.by_outcome.get(outcome, 0) + count
+
+
+def _keeper(url: str) -> KeeperProcess:
+    config = PipelineConfig.from_settings(load_settings(None))
+    decisions = turn_decisions(config.turn, sampling=config.sampling)
+    return KeeperProcess(url, decisions, ManualClock(T))
+
+
+def _value(event_id: str) -> bytes:
+    turn = make_turn(event_id, answer=f"Write to {event_id}@example.com")
+    return turn.model_dump_json().encode()
+
+
+def _kept(store: Store) -> dict[str, tuple[dict[str, object], float]]:
+    r = retained_turns.c
+    with store.transaction(write=False) as conn:
+        rows = conn.execute(sa.select(r.event_id, r.event, r.retained_at)).all()
+    return {row.event_id: (json.loads(row.event), row.retained_at.timestamp()) for row in rows}
+
+
+def _total(results: list[Kept]) -> tuple[int, int, int]:
+    return (
+        sum(k.stored for k in results),
+        sum(k.dropped for k in results),
+        sum(k.failed for k in results),
+    )
+
+
+def test_records_are_decoded_redacted_and_kept_in_the_process(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
+    store.migrate()
+    keeper = _keeper(store.url)
+    try:
+        results = [*keeper.keep([("t", _value("a")), ("t", b"{not json"), ("t", None)])]
+        results += keeper.keep([("t", _value("b"))])
+        results += keeper.collect(every=True)
+    finally:
+        keeper.close()
+    # Two records that are no turn: counted dropped, never kept.
+    assert _total(results) == (2, 2, 0)
+    rows = _kept(store)
+    assert sorted(rows) == ["a", "b"]
+    for event_id, (event, at) in rows.items():
+        assert event["event_id"] == event_id
+        assert f"{event_id}@example.com" not in str(event["answer"])  # redacted there
+        assert at == T  # when the daemon's clock says, not the process's
+    store.close()
+
+
+def test_a_batch_the_database_refuses_is_failed_with_the_reason(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"  # no schema: the insert fails
+    keeper = _keeper(url)
+    try:
+        results = [*keeper.keep([("t", _value("a"))]), *keeper.collect(every=True)]
+    finally:
+        keeper.close()
+    assert _total(results) == (0, 0, 1)
+    assert "retained_turns" in str(results[0].error)
+
+
+def test_a_dead_process_fails_its_batch_and_is_replaced(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
+    store.migrate()
+    keeper = _keeper(store.url)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    try:
+        keeper.start()
+        assert _total([*keeper.keep([("t", _value("a"))]), *keeper.collect(every=True)]) == (
+            1,
+            0,
+            0,
+        )
+        # The pool's process: forked by the forkserver (a child of this process), after it.
+        workers = [
+            p
+            for server in psutil.Process().children()
+            if "forkserver" in " ".join(server.cmdline())
+            for p in server.children()
+            if p.pid not in before
+        ]
+        assert workers, "the keeper's process"
+        for p in workers:
+            os.kill(p.pid, signal.SIGKILL)
+        wait_for(lambda: not any(p.is_running() for p in workers), what="the process gone")
+        lost = [*keeper.keep([("t", _value("b"))]), *keeper.collect(every=True)]
+        assert _total(lost) == (0, 0, 1) and "stopped" in str(lost[0].error)
+        again = [*keeper.keep([("t", _value("c"))]), *keeper.collect(every=True)]
+        assert _total(again) == (1, 0, 0)
+    finally:
+        keeper.close()
+    assert sorted(_kept(store)) == ["a", "c"]
+    store.close()
+
+
+def test_the_step_keeps_turns_from_their_records_through_the_process(tmp_path: Path) -> None:
+    """``RetainingDone`` with a keeper: a turn with its record's value goes to the process; one
+    without (assembled from spans) is written on the thread; both kept, counted once."""
+    store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
+    store.migrate()
+    done, counts = Recorder(), Counts()
+    step = RetainingDone(done, OutcomeRecords(store), counts, keeper=_keeper(store.url))
+    try:
+        raw = _value("from-bytes")
+        step.submit(env(make_turn("from-bytes"), offset=0)._replace(raw=raw))
+        step.submit(env(make_turn("assembled"), offset=1))
+        assert done.offsets == [0, 1]  # committed at once
+        wait_for(lambda: counts.by_outcome.get("stored") == 2, what="2 turns kept")
+    finally:
+        step.close()
+    assert sorted(_kept(store)) == ["assembled", "from-bytes"]
+    assert counts.by_outcome == {"stored": 2}
+    store.close()
