@@ -80,12 +80,13 @@ class Envelope(NamedTuple, Generic[T_co]):
     reservation: Reservation | None = None
     # The cascade's cheap look, when a screening process took it (None: the sample step looks).
     look: Look | None = None
-    # The record's value, set by the decode step: an unsampled turn is kept for feedback from
-    # it, in the keeper's process (``steps/keeper_process.py``), not serialised again here.
+    # The record's bytes while they are the payload: set by the decode step for casewatch's own
+    # turn event, let go by any step that changes the turn (``replace``). An unsampled turn is
+    # kept for feedback as these bytes (``steps/retain.py``), not serialised again.
     raw: bytes | None = None
 
     def replace(self, payload: U) -> Envelope[U]:
-        return Envelope(self.tp, self.offset, payload, self.reservation, self.look, self.raw)
+        return Envelope(self.tp, self.offset, payload, self.reservation, self.look)
 
 
 def release_all(messages: Iterable[Envelope[Any]]) -> None:

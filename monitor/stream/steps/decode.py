@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from consumers.decode import decode_value
 from consumers.records import RawMessage
 from monitor.errors import InvalidEvent
 from monitor.runtime.clock import Clock, Deadline, SystemClock
@@ -83,16 +84,11 @@ class DecodeStep:
             self._dead_letter(message, exc)
             return
         # ``message.replace(turn)`` (a screening process's cheap look kept), without its call
-        # per consumed record; the record's value rides along for the keeper of unsampled turns.
+        # per consumed record. A record of casewatch's own turn event rides along: until the
+        # redact step changes the turn, its bytes are the turn, kept as they are for feedback.
+        raw = message.payload.value if decoder is decode_value else None
         self._next.submit(
-            Envelope(
-                message.tp,
-                message.offset,
-                turn,
-                message.reservation,
-                message.look,
-                message.payload.value,
-            )
+            Envelope(message.tp, message.offset, turn, message.reservation, message.look, raw)
         )
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:

@@ -3,21 +3,24 @@
 
 Keeping every unsampled turn on the daemon's threads cost intake more than half its rate
 (``bench/ingest.py --outcomes``): serialising each turn on the consumer's thread, and the
-writer thread's database work, which takes the GIL back from the consumer once per row
-(the SQLite driver releases it around each step). Here the consumer's thread only queues the
-record's bytes with its topic (``RetainingDone``); its writer thread hands batches of them to
-one process (``ProcessPoolExecutor``, forkserver, like the screening processes), which decodes
-each record with the chain's own ``TurnDecisions`` (the topic's decoder, the redactor) and
-keeps the turn exactly as the thread would: redacted as the redact step forwards it, and again
-when the chain does not redact before judging (``TurnDecisions.kept_row``), as JSON text, into
-``retained_turns`` through its own connection to the store.
+writer thread's database work, which takes the GIL back from the consumer once per row (the
+SQLite driver releases it around each step). Here the database work is in one process
+(``ProcessPoolExecutor``, forkserver, like the screening processes), which the keeper's writer
+thread (``RetainingDone``) hands batches of two kinds of item:
+
+- a row made in the daemon: most often a turn's record bytes as they came, when they are the
+  turn as it stands (casewatch's own turn event, nothing redacted in it: ``Envelope.raw``), so
+  the consumer's thread does not serialise it again; else the redacted turn serialised there;
+- a record (topic, bytes) whose turn still needs redacting for keeping (``redaction.
+  before_judging: false``): decoded here with the chain's own ``TurnDecisions`` (the topic's
+  decoder, the redactor) and redacted as the thread would (``TurnDecisions.kept_row``).
 
 What the process cannot keep is counted as on the thread: a record it cannot decode or redact
 is ``dropped`` (never kept unredacted); a batch the database does not take is ``failed``; so is
 a batch whose process died (the pool is rebuilt for the next). Two batches may be with the
 process at once, so the next is on its way while one is written; on a stop the writer thread
-waits for both. An in-memory SQLite store has no
-second connection to it: the pipeline then keeps turns on the thread (``usable``).
+waits for both. An in-memory SQLite store has no second connection to it: the pipeline then
+keeps turns on the thread (``usable``).
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ from monitor.storage.engine import in_memory
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.stream.steps.decisions import TurnDecisions
+from monitor.stream.steps.retain import RawRecord, RetainedRow, as_text
 
-# (topic, record value): what the consumer's thread queues for the process.
-RawItem = tuple[str, bytes | None]
+# A row made in the daemon, or a (topic, record value) the process decodes and redacts.
+Item = RetainedRow | RawRecord
 
 
 class Kept(NamedTuple):
@@ -57,13 +61,17 @@ def _start(url: str, decisions: TurnDecisions) -> None:
     _state = (decisions, OutcomeRecords(Store(url)))
 
 
-def _keep(items: list[RawItem], now_s: float) -> Kept:
+def _keep(items: list[Item], now_s: float) -> Kept:
     if _state is None:  # pragma: no cover - the pool's initializer always ran
         raise RuntimeError("the keeper process was not initialised")
     decisions, records = _state
     rows = []
     dropped = 0
-    for topic, value in items:
+    for item in items:
+        if len(item) == 4:  # a row made in the daemon (its text, or its record's clean bytes)
+            rows.append(as_text(item))
+            continue
+        topic, value = item
         try:
             turn = decisions.decode(topic, value)
         except InvalidEvent:
@@ -118,7 +126,7 @@ class KeeperProcess:
         """Start the process now (its imports take seconds), not with the first batch."""
         self._executor().submit(int)
 
-    def keep(self, items: Sequence[RawItem]) -> list[Kept]:
+    def keep(self, items: Sequence[Item]) -> list[Kept]:
         """Hand ``items`` to the process; returns the batches that ended meanwhile (waiting for
         the oldest while ``IN_FLIGHT`` are with the process)."""
         ended = self.collect(wait=len(self._flight) >= self.IN_FLIGHT)

@@ -118,6 +118,8 @@ class RedactStep:
         if isinstance(outcome, Unredactable):
             self._skip(message, outcome)
             return
+        # A changed turn leaves its record's bytes behind (``replace``): they hold what was
+        # redacted. An unchanged one keeps them, clean as the turn is.
         out = message if outcome.turn is message.payload else message.replace(outcome.turn)
         counts = outcome.counts
         try:

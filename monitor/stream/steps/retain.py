@@ -39,8 +39,12 @@ from monitor.stream.steps.base import DoneStep, Envelope
 
 log = structlog.get_logger(__name__)
 
-# (event id, conversation id, assistant, the redacted turn as JSON text)
-RetainedRow = tuple[str, str, str, str]
+# (event id, conversation id, assistant, the redacted turn as JSON text, or as the record's
+# bytes when they are that text)
+RetainedRow = tuple[str, str, str, str | bytes]
+# (topic, record value): a turn the keeper's process decodes and redacts itself.
+RawRecord = tuple[str, bytes | None]
+Queued = TurnEvent | RetainedRow | RawRecord
 BATCH = 1000
 FLUSH_INTERVAL_S = 0.5
 
@@ -53,8 +57,16 @@ def _row(turn: TurnEvent) -> RetainedRow:
     return (turn.event_id, turn.conversation_id, turn.assistant.name, _TO_JSON(turn).decode())
 
 
+def as_text(row: RetainedRow) -> tuple[str, str, str, str]:
+    """``row`` as the table takes it: a record's bytes as the text they are."""
+    event = row[3]
+    if isinstance(event, bytes):
+        return (row[0], row[1], row[2], event.decode("utf-8", "replace"))
+    return (row[0], row[1], row[2], event)
+
+
 class RetainWriter(Protocol):
-    def retain(self, items: Sequence[RetainedRow]) -> int: ...
+    def retain(self, items: Sequence[tuple[str, str, str, str]]) -> int: ...
 
 
 class Kept(Protocol):
@@ -73,7 +85,7 @@ class RawKeeper(Protocol):
 
     def start(self) -> None: ...
 
-    def keep(self, items: Sequence[tuple[str, bytes | None]]) -> Sequence[Kept]: ...
+    def keep(self, items: Sequence[RetainedRow | RawRecord]) -> Sequence[Kept]: ...
 
     def collect(self, *, wait: bool = False, every: bool = False) -> Sequence[Kept]: ...
 
@@ -107,7 +119,7 @@ class RetainingDone:
         self._keeper = keeper
         if keeper is not None:
             keeper.start()
-        self._queue: deque[TurnEvent | RetainedRow | tuple[str, bytes | None]] = deque()
+        self._queue: deque[Queued] = deque()
         self._lock = threading.Condition()
         # Set once the writer was woken for a full batch, cleared when it takes one: the
         # consumer thread takes the lock once per batch, not per turn.
@@ -122,31 +134,27 @@ class RetainingDone:
         turn = message.payload
         if isinstance(turn, TurnEvent):
             queue = self._queue
-            raw = message.raw
-            if raw is not None and self._keeper is not None:
-                # The record's bytes, as they came: decoded, redacted and serialised by the
-                # keeper's process, not on this thread.
-                if len(queue) < self._max:
-                    queue.append((message.tp.topic, raw))
-                    if len(queue) >= BATCH and not self._woken:
-                        self._wake()
-                    if self._dropping:
-                        self._keeping_again()
+            if len(queue) >= self._max:
+                self._drop()
+            else:
+                raw = message.raw
+                item: Queued
+                if raw is not None and self._redact is None:
+                    # The record's bytes are the turn as it stands, redacted (nothing in it to
+                    # replace) or never to be: kept as they came, not serialised again.
+                    item = (turn.event_id, turn.conversation_id, turn.assistant.name, raw)
+                elif raw is not None and self._keeper is not None:
+                    item = (message.tp.topic, raw)  # decoded and redacted by the keeper
+                elif self._redact is not None:
+                    item = turn  # redacted and serialised on the writer thread
                 else:
-                    self._drop()
-            elif self._redact is not None:
-                self._enqueue(turn)
-            elif len(queue) < self._max:
-                # Already redacted (or never to be): the row now, so no turn waits in the
-                # queue (``_enqueue``, without its frame per turn; a full queue serialises none).
-                json = _TO_JSON(turn).decode()
-                queue.append((turn.event_id, turn.conversation_id, turn.assistant.name, json))
+                    item = (turn.event_id, turn.conversation_id, turn.assistant.name,
+                            _TO_JSON(turn).decode())  # fmt: skip
+                queue.append(item)  # atomic: the writer pops under its lock, this appends without
                 if len(queue) >= BATCH and not self._woken:
                     self._wake()
                 if self._dropping:
                     self._keeping_again()
-            else:
-                self._drop()
         self._done.submit(message)
 
     def keep_row(self, row: RetainedRow | None) -> None:
@@ -203,7 +211,7 @@ class RetainingDone:
         if self._keeper is not None:
             self._keeper.close()
 
-    def _take(self) -> list[TurnEvent | RetainedRow | tuple[str, bytes | None]]:
+    def _take(self) -> list[Queued]:
         with self._lock:
             if not self._queue and not self._stopping:
                 self._lock.wait(FLUSH_INTERVAL_S)
@@ -229,30 +237,28 @@ class RetainingDone:
         if dropped:
             self._metrics.record_retained("dropped", dropped)
 
-    def _write(self, batch: list[TurnEvent | RetainedRow | tuple[str, bytes | None]]) -> None:
-        rows: list[RetainedRow] = []
-        records: list[tuple[str, bytes | None]] = []
+    def _write(self, batch: list[Queued]) -> None:
+        items: list[RetainedRow | RawRecord] = []
         for item in batch:
-            if isinstance(item, TurnEvent):
-                try:
-                    kept = item if self._redact is None else self._redact(item)
-                except Exception:  # too large or a detector failed: never kept unredacted
-                    self._metrics.record_retained("dropped", 1)
-                    continue
-                rows.append(_row(kept))
-            elif len(item) == 2:
-                records.append(item)  # (topic, value)
-            else:
-                rows.append(item)  # a row made elsewhere
-        if rows:
+            if not isinstance(item, TurnEvent):
+                items.append(item)
+                continue
             try:
-                self._writer.retain(rows)
-            except CasewatchError as exc:
-                self._failed(len(rows), str(exc))
-            else:
-                self._stored(len(rows))
-        if records and self._keeper is not None:
-            self._settle(self._keeper.keep(records))
+                kept = item if self._redact is None else self._redact(item)
+            except Exception:  # too large or a detector failed: never kept unredacted
+                self._metrics.record_retained("dropped", 1)
+                continue
+            items.append(_row(kept))
+        if self._keeper is not None:
+            self._settle(self._keeper.keep(items))
+            return
+        rows = [as_text(item) for item in items if len(item) == 4]
+        try:
+            self._writer.retain(rows)
+        except CasewatchError as exc:
+            self._failed(len(rows), str(exc))
+        else:
+            self._stored(len(rows))
 
     def _settle(self, ended: Sequence[Kept]) -> None:
         """Count the batches the keeper's process finished."""

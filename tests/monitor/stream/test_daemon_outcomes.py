@@ -210,11 +210,13 @@ def test_unsampled_turns_are_kept_redacted_for_their_feedback(
     )
     store = Store(db_url)
     store.migrate()
-    emails = {f"keep-{i}": f"customer{i}@example.com" for i in range(N_TURNS)}
+    # Half the turns hold an address to redact; the other half nothing (kept as they came).
+    emails = {f"keep-{i}": f"customer{i}@example.com" for i in range(0, N_TURNS, 2)}
+    clean = {f"keep-{i}": make_turn(f"keep-{i}") for i in range(1, N_TURNS, 2)}
     values = [
         make_turn(e, query=f"My VPN drops, write to {mail}").model_dump_json().encode()
         for e, mail in emails.items()
-    ]
+    ] + [turn.model_dump_json().encode() for turn in clean.values()]
     source = KafkaTurnSource(settings.kafka)
     dlq = KafkaDeadLetterQueue(settings.kafka)
     with running(settings, source, dlq, store) as h:
@@ -228,10 +230,13 @@ def test_unsampled_turns_are_kept_redacted_for_their_feedback(
     with store.transaction(write=False) as conn:
         rows = conn.execute(sa.select(retained_turns.c.event_id, retained_turns.c.event)).all()
     kept = {str(e): str(text) for e, text in rows}
-    assert set(kept) == set(emails)
+    assert set(kept) == set(emails) | set(clean)
     for event_id, text in kept.items():
         turn = TurnEvent.model_validate_json(text)
         assert turn.event_id == event_id and turn.conversation_id == f"conv-{event_id}"
+        if event_id in clean:
+            assert turn == clean[event_id]
+            continue
         assert emails[event_id] not in text  # redacted before it was kept
         assert turn.query.startswith("My VPN drops, write to ")
     store.close()

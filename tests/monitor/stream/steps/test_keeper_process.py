@@ -146,3 +146,11 @@ def test_the_step_keeps_turns_from_their_records_through_the_process(tmp_path: P
     assert sorted(_kept(store)) == ["assembled", "from-bytes"]
     assert counts.by_outcome == {"stored": 2}
     store.close()
+
+
+def test_a_changed_turn_leaves_its_record_bytes_behind() -> None:
+    """Only bytes that are the turn as it stands ride along: a step that changes the turn (the
+    redact step, replacing what it found) lets them go, so they are never kept for it."""
+    turn = make_turn("a", answer="Write to a@example.com")
+    message = env(turn)._replace(raw=turn.model_dump_json().encode())
+    assert message.replace(make_turn("a")).raw is None
