@@ -316,6 +316,7 @@ def casewatch_pipeline(
     library_fetch_order: bool = False,
     outcome_events: int = 0,
     retain: bool = False,
+    retain_process: bool = True,
 ) -> dict[str, float]:
     """``outcome_events``: also read that many feedback events from ``OUTCOMES_TOPIC``;
     ``retain``: keep every unsampled turn for feedback-triggered judging
@@ -330,7 +331,7 @@ def casewatch_pipeline(
     if outcome_events:
         kafka["topics"] = [TOPIC, {"name": OUTCOMES_TOPIC, "kind": "outcomes"}]
     if retain:
-        extra["outcomes"] = {"retain_unsampled": True}
+        extra["outcomes"] = {"retain_unsampled": True, "retain_process": retain_process}
     settings = bench_settings(
         bootstrap,
         workdir / f"{uuid.uuid4().hex[:8]}.db",
@@ -481,6 +482,11 @@ def main(argv: list[str] | None = None) -> int:
             ("library_fetch_order", "kafka-python's fetch order", args.library_fetch_order),
             ("outcome_feed", "outcome events", args.outcomes),
             ("outcomes", "outcome events and unsampled turns kept", args.outcomes),
+            (
+                "outcomes_thread",
+                "outcome events and unsampled turns kept on a thread (retain_process: false)",
+                args.outcomes,
+            ),
         )
         if chosen
     ]
@@ -521,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
                         library_reader=name == "library_reader",
                         library_fetch_order=name == "library_fetch_order",
                         outcome_events=feedback if name.startswith("outcome") else 0,
-                        retain=name == "outcomes",
+                        retain=name.startswith("outcomes"),
+                        retain_process=name != "outcomes_thread",
                     )
                 )
             for name, result in zip(names, results, strict=True):

@@ -80,9 +80,9 @@ class Envelope(NamedTuple, Generic[T_co]):
     reservation: Reservation | None = None
     # The cascade's cheap look, when a screening process took it (None: the sample step looks).
     look: Look | None = None
-    # The record's bytes while they are the payload: set by the decode step for casewatch's own
-    # turn event, let go by any step that changes the turn (``replace``). An unsampled turn is
-    # kept for feedback as these bytes (``steps/retain.py``), not serialised again.
+    # The record's bytes while decoding them gives the payload: set by the decode step, let go
+    # by any step that changes the turn (``replace``). An unsampled turn is kept for feedback
+    # from them, decoded and serialised in the keeper's process (``steps/keeper_process.py``).
     raw: bytes | None = None
 
     def replace(self, payload: U) -> Envelope[U]:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from consumers.decode import decode_value
 from consumers.records import RawMessage
 from monitor.errors import InvalidEvent
 from monitor.runtime.clock import Clock, Deadline, SystemClock
@@ -84,11 +83,17 @@ class DecodeStep:
             self._dead_letter(message, exc)
             return
         # ``message.replace(turn)`` (a screening process's cheap look kept), without its call
-        # per consumed record. A record of casewatch's own turn event rides along: until the
-        # redact step changes the turn, its bytes are the turn, kept as they are for feedback.
-        raw = message.payload.value if decoder is decode_value else None
+        # per consumed record. The record's bytes ride along: until a step changes the turn,
+        # decoding them again gives it, which the keeper of unsampled turns does off this thread.
         self._next.submit(
-            Envelope(message.tp, message.offset, turn, message.reservation, message.look, raw)
+            Envelope(
+                message.tp,
+                message.offset,
+                turn,
+                message.reservation,
+                message.look,
+                message.payload.value,
+            )
         )
 
     def _dead_letter(self, message: Envelope[RawMessage], exc: InvalidEvent) -> None:

@@ -4,16 +4,18 @@
 Keeping every unsampled turn on the daemon's threads cost intake more than half its rate
 (``bench/ingest.py --outcomes``): serialising each turn on the consumer's thread, and the
 writer thread's database work, which takes the GIL back from the consumer once per row (the
-SQLite driver releases it around each step). Here the database work is in one process
-(``ProcessPoolExecutor``, forkserver, like the screening processes), which the keeper's writer
-thread (``RetainingDone``) hands batches of two kinds of item:
+SQLite driver releases it around each step). Here both are in one process
+(``ProcessPoolExecutor``, forkserver, like the screening processes), to which the keeper's
+writer thread (``RetainingDone``) hands batches of:
 
-- a row made in the daemon: most often a turn's record bytes as they came, when they are the
-  turn as it stands (casewatch's own turn event, nothing redacted in it: ``Envelope.raw``), so
-  the consumer's thread does not serialise it again; else the redacted turn serialised there;
-- a record (topic, bytes) whose turn still needs redacting for keeping (``redaction.
-  before_judging: false``): decoded here with the chain's own ``TurnDecisions`` (the topic's
-  decoder, the redactor) and redacted as the thread would (``TurnDecisions.kept_row``).
+- records (``Record``: the topic and the record's bytes, ``Envelope.raw``) of turns no step
+  changed since they were decoded: decoded again here with the chain's own ``TurnDecisions``
+  (the topic's decoder), which gives the same turn, and serialised; redacted first when the
+  chain redacts only for storage (``redaction.before_judging: false``), as the thread would
+  (``TurnDecisions.kept_row``). Never the bytes themselves: a record with a duplicated JSON
+  key holds text the decoded turn, and so redaction, never saw;
+- rows made in the daemon: a turn redaction changed (serialised on the consumer's thread), or
+  one a screening process finished.
 
 What the process cannot keep is counted as on the thread: a record it cannot decode or redact
 is ``dropped`` (never kept unredacted); a batch the database does not take is ``failed``; so is
@@ -40,10 +42,10 @@ from monitor.storage.engine import in_memory
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.stream.steps.decisions import TurnDecisions
-from monitor.stream.steps.retain import RawRecord, RetainedRow, as_text
+from monitor.stream.steps.retain import Record, RetainedRow, turn_row
 
-# A row made in the daemon, or a (topic, record value) the process decodes and redacts.
-Item = RetainedRow | RawRecord
+# A row made in the daemon, or a record the process decodes (and redacts when asked).
+Item = RetainedRow | Record
 
 
 class Kept(NamedTuple):
@@ -68,14 +70,16 @@ def _keep(items: list[Item], now_s: float) -> Kept:
     rows = []
     dropped = 0
     for item in items:
-        if len(item) == 4:  # a row made in the daemon (its text, or its record's clean bytes)
-            rows.append(as_text(item))
+        if not isinstance(item, Record):  # a row made in the daemon
+            rows.append(item)
             continue
-        topic, value = item
         try:
-            turn = decisions.decode(topic, value)
+            turn = decisions.decode(item.topic, item.value)
         except InvalidEvent:
             dropped += 1
+            continue
+        if not item.redact:  # the daemon's redaction found nothing in this very turn
+            rows.append(turn_row(turn))
             continue
         redacted = decisions.redact(turn)
         if isinstance(redacted, Unredactable):  # never kept as it is

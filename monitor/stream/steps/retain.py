@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 
@@ -39,12 +39,20 @@ from monitor.stream.steps.base import DoneStep, Envelope
 
 log = structlog.get_logger(__name__)
 
-# (event id, conversation id, assistant, the redacted turn as JSON text, or as the record's
-# bytes when they are that text)
-RetainedRow = tuple[str, str, str, str | bytes]
-# (topic, record value): a turn the keeper's process decodes and redacts itself.
-RawRecord = tuple[str, bytes | None]
-Queued = TurnEvent | RetainedRow | RawRecord
+# (event id, conversation id, assistant, the redacted turn as JSON text)
+RetainedRow = tuple[str, str, str, str]
+
+
+class Record(NamedTuple):
+    """A turn the keeper's process decodes from its record, and serialises: as it is when the
+    daemon's redaction found nothing in it, else redacted there (``redact``)."""
+
+    topic: str
+    value: bytes | None
+    redact: bool
+
+
+Queued = TurnEvent | RetainedRow | Record
 BATCH = 1000
 FLUSH_INTERVAL_S = 0.5
 
@@ -53,20 +61,12 @@ FLUSH_INTERVAL_S = 0.5
 _TO_JSON = TurnEvent.__pydantic_serializer__.to_json
 
 
-def _row(turn: TurnEvent) -> RetainedRow:
+def turn_row(turn: TurnEvent) -> RetainedRow:
     return (turn.event_id, turn.conversation_id, turn.assistant.name, _TO_JSON(turn).decode())
 
 
-def as_text(row: RetainedRow) -> tuple[str, str, str, str]:
-    """``row`` as the table takes it: a record's bytes as the text they are."""
-    event = row[3]
-    if isinstance(event, bytes):
-        return (row[0], row[1], row[2], event.decode("utf-8", "replace"))
-    return (row[0], row[1], row[2], event)
-
-
 class RetainWriter(Protocol):
-    def retain(self, items: Sequence[tuple[str, str, str, str]]) -> int: ...
+    def retain(self, items: Sequence[RetainedRow]) -> int: ...
 
 
 class Kept(Protocol):
@@ -85,7 +85,7 @@ class RawKeeper(Protocol):
 
     def start(self) -> None: ...
 
-    def keep(self, items: Sequence[RetainedRow | RawRecord]) -> Sequence[Kept]: ...
+    def keep(self, items: Sequence[RetainedRow | Record]) -> Sequence[Kept]: ...
 
     def collect(self, *, wait: bool = False, every: bool = False) -> Sequence[Kept]: ...
 
@@ -139,12 +139,12 @@ class RetainingDone:
             else:
                 raw = message.raw
                 item: Queued
-                if raw is not None and self._redact is None:
-                    # The record's bytes are the turn as it stands, redacted (nothing in it to
-                    # replace) or never to be: kept as they came, not serialised again.
-                    item = (turn.event_id, turn.conversation_id, turn.assistant.name, raw)
-                elif raw is not None and self._keeper is not None:
-                    item = (message.tp.topic, raw)  # decoded and redacted by the keeper
+                if raw is not None and self._keeper is not None:
+                    # Decoded (the same turn: nothing changed it since) and serialised in the
+                    # keeper's process, not here; redacted there when the chain redacts only
+                    # for storage. Never the bytes themselves: a duplicated key could hold
+                    # text redaction never saw.
+                    item = Record(message.tp.topic, raw, self._redact is not None)
                 elif self._redact is not None:
                     item = turn  # redacted and serialised on the writer thread
                 else:
@@ -238,7 +238,7 @@ class RetainingDone:
             self._metrics.record_retained("dropped", dropped)
 
     def _write(self, batch: list[Queued]) -> None:
-        items: list[RetainedRow | RawRecord] = []
+        items: list[RetainedRow | Record] = []
         for item in batch:
             if not isinstance(item, TurnEvent):
                 items.append(item)
@@ -248,11 +248,11 @@ class RetainingDone:
             except Exception:  # too large or a detector failed: never kept unredacted
                 self._metrics.record_retained("dropped", 1)
                 continue
-            items.append(_row(kept))
+            items.append(turn_row(kept))
         if self._keeper is not None:
             self._settle(self._keeper.keep(items))
             return
-        rows = [as_text(item) for item in items if len(item) == 4]
+        rows = [item for item in items if not isinstance(item, Record)]
         try:
             self._writer.retain(rows)
         except CasewatchError as exc:

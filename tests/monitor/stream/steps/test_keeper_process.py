@@ -19,7 +19,7 @@ from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns
 from monitor.stream.pipeline import PipelineConfig
 from monitor.stream.steps.keeper_process import KeeperProcess, Kept
-from monitor.stream.steps.retain import RetainingDone
+from monitor.stream.steps.retain import Record, RetainingDone
 from monitor.stream.turn_steps import turn_decisions
 from tests.fixtures.databases import make_turn
 from tests.monitor.stream.steps.helpers import Recorder, env
@@ -67,8 +67,9 @@ def test_records_are_decoded_redacted_and_kept_in_the_process(tmp_path: Path) ->
     store.migrate()
     keeper = _keeper(store.url)
     try:
-        results = [*keeper.keep([("t", _value("a")), ("t", b"{not json"), ("t", None)])]
-        results += keeper.keep([("t", _value("b"))])
+        records = [Record("t", _value("a"), True), Record("t", b"{not json", True)]
+        results = [*keeper.keep([*records, Record("t", None, False)])]
+        results += keeper.keep([Record("t", _value("b"), True)])
         results += keeper.collect(every=True)
     finally:
         keeper.close()
@@ -87,7 +88,7 @@ def test_a_batch_the_database_refuses_is_failed_with_the_reason(tmp_path: Path) 
     url = f"sqlite:///{tmp_path / 'empty.db'}"  # no schema: the insert fails
     keeper = _keeper(url)
     try:
-        results = [*keeper.keep([("t", _value("a"))]), *keeper.collect(every=True)]
+        results = [*keeper.keep([Record("t", _value("a"), True)]), *keeper.collect(every=True)]
     finally:
         keeper.close()
     assert _total(results) == (0, 0, 1)
@@ -101,7 +102,9 @@ def test_a_dead_process_fails_its_batch_and_is_replaced(tmp_path: Path) -> None:
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     try:
         keeper.start()
-        assert _total([*keeper.keep([("t", _value("a"))]), *keeper.collect(every=True)]) == (
+        assert _total(
+            [*keeper.keep([Record("t", _value("a"), True)]), *keeper.collect(every=True)]
+        ) == (
             1,
             0,
             0,
@@ -118,9 +121,9 @@ def test_a_dead_process_fails_its_batch_and_is_replaced(tmp_path: Path) -> None:
         for p in workers:
             os.kill(p.pid, signal.SIGKILL)
         wait_for(lambda: not any(p.is_running() for p in workers), what="the process gone")
-        lost = [*keeper.keep([("t", _value("b"))]), *keeper.collect(every=True)]
+        lost = [*keeper.keep([Record("t", _value("b"), True)]), *keeper.collect(every=True)]
         assert _total(lost) == (0, 0, 1) and "stopped" in str(lost[0].error)
-        again = [*keeper.keep([("t", _value("c"))]), *keeper.collect(every=True)]
+        again = [*keeper.keep([Record("t", _value("c"), True)]), *keeper.collect(every=True)]
         assert _total(again) == (1, 0, 0)
     finally:
         keeper.close()
@@ -154,3 +157,23 @@ def test_a_changed_turn_leaves_its_record_bytes_behind() -> None:
     turn = make_turn("a", answer="Write to a@example.com")
     message = env(turn)._replace(raw=turn.model_dump_json().encode())
     assert message.replace(make_turn("a")).raw is None
+
+
+def test_a_record_is_kept_as_its_decoded_turn_never_as_its_bytes(tmp_path: Path) -> None:
+    """A record whose JSON repeats a key decodes to one of the values, the one the daemon's
+    redaction saw (and found clean); the other, which it never saw, is not kept."""
+    store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
+    store.migrate()
+    value = _value("dup").replace(
+        b'"query":', b'"query": "Reach me at hidden@example.com", "query":', 1
+    )
+    keeper = _keeper(store.url)
+    try:
+        results = [*keeper.keep([Record("t", value, False)]), *keeper.collect(every=True)]
+    finally:
+        keeper.close()
+    assert _total(results) == (1, 0, 0)
+    event, _ = _kept(store)["dup"]
+    assert "hidden@example.com" not in json.dumps(event)
+    assert event["query"] == make_turn("dup").query
+    store.close()
