@@ -19,14 +19,19 @@ import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from google.protobuf import json_format
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from typing import TYPE_CHECKING, Any, Literal
 
 from monitor.errors import InvalidEvent, truncate
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+# protobuf and the OTLP message classes (~3 MB resident) are imported by the functions that
+# read a record: every daemon imports this module for its names (the dead-letter reasons, the
+# span type), and only one with an OTLP topic or file reads a span.
 
 OtlpEncoding = Literal["otlp_proto", "otlp_json"]
 
@@ -80,6 +85,10 @@ def split_by_trace(value: bytes, encoding: OtlpEncoding) -> dict[str, bytes]:
     ``encoding``), keyed by the trace id as hex: the records ``assembly.repartition``
     re-publishes keyed by trace id. Each keeps its spans' resource and scope, so it decodes to
     the same spans. Call it on a value ``decode_spans`` read (unreadable: ``InvalidEvent``)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
     request = _parse_json(value) if encoding == "otlp_json" else _parse_proto(value)
     parts: dict[str, ExportTraceServiceRequest] = {}
     for resource_spans in request.resource_spans:
@@ -102,6 +111,11 @@ def split_by_trace(value: bytes, encoding: OtlpEncoding) -> dict[str, bytes]:
 
 
 def _parse_proto(value: bytes) -> ExportTraceServiceRequest:
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
     request = ExportTraceServiceRequest()
     try:
         request.ParseFromString(value)
@@ -121,6 +135,11 @@ _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
 def _parse_json(value: bytes) -> ExportTraceServiceRequest:
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
     try:
         document = json.loads(value)
     except (UnicodeDecodeError, ValueError) as exc:

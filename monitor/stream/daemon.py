@@ -44,7 +44,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import structlog
 
@@ -62,7 +62,6 @@ from monitor.config.daemon import DaemonConfig
 from monitor.config.kafka import KafkaConfig
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import MessageRejected, TransportError
-from monitor.otel_export.sender import EvaluationSender
 from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.sampling.sampler import SampleDecision
 from monitor.schema.mapping import MAPPED_DLQ_REASONS
@@ -77,6 +76,11 @@ from monitor.stream.run_summary import RunSummary
 from monitor.stream.steps.assemble import UNKNOWN_ASSISTANT
 from monitor.stream.steps.base import Envelope
 from monitor.stream.steps.store import UNSTORABLE
+
+if TYPE_CHECKING:
+    # The OTLP exporter (opentelemetry's SDK, requests) is ~6 MB resident: imported only when
+    # otel_export is configured (monitor.stream.runner), never by a daemon that does not send.
+    from monitor.otel_export.sender import EvaluationSender
 
 log = structlog.get_logger(__name__)
 

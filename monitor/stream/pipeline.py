@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from consumers.dlq import DeadLetterSink
 from consumers.offsets import OffsetTracker
@@ -31,7 +32,6 @@ from monitor.config.sampling import SamplingConfig
 from monitor.config.settings import Settings
 from monitor.errors import TransportError
 from monitor.judging.evaluator import Evaluator
-from monitor.otel_export.sender import EvaluationSender
 from monitor.redaction import Redactor
 from monitor.runtime.clock import Clock
 from monitor.schema.mapping import TurnMapping
@@ -66,6 +66,11 @@ from monitor.stream.turn_steps import (
     build_turn_steps,
     turn_decisions,
 )
+
+if TYPE_CHECKING:
+    # Only named here: the OTLP exporter it imports (~6 MB resident) is loaded by
+    # monitor.stream.runner when otel_export is configured.
+    from monitor.otel_export.sender import EvaluationSender
 
 
 class Pipeline:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from monitor.jobs.scheduler import JobScheduler
     from monitor.judging.evaluator import Evaluator
     from monitor.metrics.exporter import Metrics
+    from monitor.otel_export.sender import EvaluationSender
     from monitor.runtime.clock import Clock
     from monitor.sampling.sampler import Sampler
     from monitor.storage.store import Store
@@ -142,7 +143,6 @@ def stream_daemon(
     (``prepare.stream_sampler``); ``dead_letters_to`` names where ``dlq`` writes and
     ``rerun`` how to read the input again, for the summary lines."""
     from consumers.offsets import OffsetTracker
-    from monitor.otel_export.sender import OUTCOMES, EvaluationSender
     from monitor.runtime.clock import SystemClock
     from monitor.stream.daemon import Daemon
     from monitor.stream.pipeline import PipelineConfig, build_pipeline
@@ -156,6 +156,10 @@ def stream_daemon(
     sender: EvaluationSender | None = None
     export = settings.otel_export
     if export is not None:
+        # Imported here, not with the rest: opentelemetry's SDK and requests are ~6 MB
+        # resident, which a daemon that sends nothing should not carry.
+        from monitor.otel_export.sender import OUTCOMES, EvaluationSender
+
         sender = EvaluationSender(
             export.endpoint,
             recorder,
