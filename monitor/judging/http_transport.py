@@ -21,6 +21,7 @@ which asks once per run and needs none of that).
 from __future__ import annotations
 
 import email.utils
+import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,23 @@ from monitor.runtime.logs import SecretRedactor
 # Local servers (vLLM, Ollama, llama.cpp) accept any key, but the client insists on one.
 NO_KEY = "no-key-configured"
 _MAX_DETAIL_CHARS = 300
+
+
+_tls_lock = threading.Lock()
+_tls: ssl.SSLContext | None = None
+
+
+def _tls_context() -> ssl.SSLContext:
+    """The process's one TLS context, built on the first request. Building one loads the CA
+    certificates: ~80 ms of CPU and ~0.8 MB that glibc keeps even once it is freed, so a
+    context per transport (the stream's judges, the preflight, each job's judges) cost the
+    daemon a few MB at start for endpoints it may never call. A context only verifies and is
+    safe to share between threads and clients; every transport built it the same way."""
+    global _tls
+    with _tls_lock:
+        if _tls is None:
+            _tls = httpx2.create_ssl_context()
+        return _tls
 
 
 @dataclass(frozen=True)
@@ -97,9 +115,6 @@ class HttpTransport:
         self._clients: dict[threading.Thread, openai.OpenAI] = {}
         self._clients_lock = threading.Lock()
         self._closed = False
-        # Building a client loads the CA certificates (~80 ms of CPU here); one TLS context is
-        # built once and shared, so a client per thread costs a fraction of a millisecond.
-        self._tls = httpx2.create_ssl_context()
 
     def client(self) -> openai.OpenAI:
         """This thread's client."""
@@ -111,7 +126,7 @@ class HttpTransport:
             base_url=self.config.base_url,
             timeout=self.config.timeout_seconds,
             max_retries=0,  # retries are the caller's: counted, clock-driven, Retry-After aware
-            http_client=openai.DefaultHttpxClient(verify=self._tls),
+            http_client=openai.DefaultHttpxClient(verify=_tls_context()),
             default_headers=self._headers or None,
         )
         with self._clients_lock:
