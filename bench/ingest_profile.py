@@ -271,6 +271,11 @@ def _worker(
             topics = [TOPIC, {"name": OUTCOMES_TOPIC, "kind": "outcomes"}]
             extra["kafka"] = {**kafka_section("localhost:9"), "topics": topics}
             extra["outcomes"] = {"retain_unsampled": True}
+            from monitor.config.outcomes import OutcomesConfig
+
+            if "retain_process" in OutcomesConfig.model_fields:
+                # What this process does to keep them: the keeper's own process is not counted.
+                extra["outcomes"]["retain_process"] = False
             store = Store(f"sqlite:///{workdir / f'{time.monotonic_ns()}.db'}")
             store.migrate()
             assert kept is not None
