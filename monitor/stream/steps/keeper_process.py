@@ -65,7 +65,7 @@ def _start(url: str, decisions: TurnDecisions) -> None:
 
 def _keep(items: list[Item], now_s: float) -> Kept:
     if _state is None:  # pragma: no cover - the pool's initializer always ran
-        raise RuntimeError("the keeper process was not initialised")
+        return Kept(0, 0, len(items), "the keeper process was not initialised")
     decisions, records = _state
     rows = []
     dropped = 0
