@@ -42,7 +42,7 @@ from monitor.storage.engine import in_memory
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.stream.steps.decisions import TurnDecisions
-from monitor.stream.steps.retain import Record, RetainedRow, turn_row
+from monitor.stream.steps.retain import Record, RetainedRow
 
 # A row made in the daemon, or a record the process decodes (and redacts when asked).
 Item = RetainedRow | Record
@@ -78,14 +78,14 @@ def _keep(items: list[Item], now_s: float) -> Kept:
         except InvalidEvent:
             dropped += 1
             continue
-        if not item.redact:  # the daemon's redaction found nothing in this very turn
-            rows.append(turn_row(turn))
-            continue
-        redacted = decisions.redact(turn)
-        if isinstance(redacted, Unredactable):  # never kept as it is
-            dropped += 1
-            continue
-        row = decisions.kept_row(redacted.turn)
+        if item.redact:  # the chain redacts only for storage: as its redact step would first
+            redacted = decisions.redact(turn)
+            if isinstance(redacted, Unredactable):  # never kept as it is
+                dropped += 1
+                continue
+            turn = redacted.turn
+        # Redacted here when the chain redacts only for storage; else as the daemon had it.
+        row = decisions.kept_row(turn)
         if row is None:
             dropped += 1
             continue
