@@ -381,12 +381,16 @@ class OutcomeRecorder:
         for outcome in RETAINED_OUTCOMES:
             self._m.turns_retained.labels(outcome=outcome)
 
-    def record_outcome(self, assistant: str, kind: str, *, joined: bool) -> None:
-        """One outcome event new to the store (``kind``: ``SIGNAL_KINDS``)."""
-        self._m.outcomes.labels(assistant=self._assistant(assistant), kind=kind).inc()
-        self._m.outcome_events.labels(outcome="inserted").inc()
+    def record_outcomes(self, counts: Mapping[tuple[str, str], int], *, joined: int) -> None:
+        """Outcome events new to the store, per (assistant, kind) (``kind``: ``SIGNAL_KINDS``),
+        ``joined`` of them to their turn or case on arrival."""
+        for (assistant, kind), count in counts.items():
+            self._m.outcomes.labels(assistant=self._assistant(assistant), kind=kind).inc(count)
+        total = sum(counts.values())
+        if total:
+            self._m.outcome_events.labels(outcome="inserted").inc(total)
         if joined:
-            self._m.outcome_joins.labels(outcome="on_arrival").inc()
+            self._m.outcome_joins.labels(outcome="on_arrival").inc(joined)
 
     def record_duplicates(self, count: int) -> None:
         if count:

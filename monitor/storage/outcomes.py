@@ -57,26 +57,6 @@ class Joins:
     expired: int
 
 
-def _row(event: OutcomeEvent, comment: str | None, now: datetime) -> dict[str, Any]:
-    rating = event.rating
-    return {
-        "outcome_id": event.outcome_id,
-        "kind": event.kind,
-        "signal_kind": event.signal_kind,
-        "assistant_name": event.assistant,
-        "turn_event_id": event.turn_event_id,
-        "conversation_id": event.conversation_id,
-        "polarity": event.polarity,
-        "thumbs": event.thumbs,
-        "rating": rating.value if rating else None,
-        "scale_min": rating.scale_min if rating else None,
-        "scale_max": rating.scale_max if rating else None,
-        "comment": comment,
-        "event_timestamp": event.timestamp,
-        "received_at": now,
-    }
-
-
 def _has_turn() -> Any:
     """SQL: the outcome's turn (feedback) or a turn of its case is stored or retained."""
     o = outcome_events.c
@@ -122,6 +102,96 @@ def _retain_rows(
     return str(compiled), [tuple((*row, at)[i] for i in where) for row in rows]
 
 
+ROWS_PER_INSERT = 500  # 14 parameters a row: far below SQLite's and PostgreSQL's bounds
+_OUTCOME_COLUMNS = (
+    "outcome_id",
+    "kind",
+    "signal_kind",
+    "assistant_name",
+    "turn_event_id",
+    "conversation_id",
+    "polarity",
+    "thumbs",
+    "rating",
+    "scale_min",
+    "scale_max",
+    "comment",
+    "event_timestamp",
+    "received_at",
+)
+
+
+_COMPILED: dict[str, tuple[str, str, str, Any]] = {}
+
+
+def _outcome_insert(store: Store, dialect: sa.Dialect) -> tuple[str, str, str, Any]:
+    """The outcome insert's text before and after its VALUES, one row's placeholders and the
+    timestamps' bind processor, compiled once per dialect (a compile per batch cost as much as
+    the batch's rows)."""
+    got = _COMPILED.get(dialect.name)
+    if got is None:
+        stmt = store.upsert(outcome_events, ["outcome_id"]).returning(outcome_events.c.outcome_id)
+        text = str(stmt.compile(dialect=dialect, column_keys=list(_OUTCOME_COLUMNS)))
+        head = text[: text.index(" VALUES (")]
+        tail = text[text.rindex(" ON CONFLICT") :]
+        if not head.endswith("(" + ", ".join(_OUTCOME_COLUMNS) + ")"):  # pragma: no cover
+            raise TypeError(f"unexpected outcome insert: {text}")  # not a row's refusal
+        mark = "?" if dialect.paramstyle == "qmark" else "%s"
+        group = "(" + ", ".join([mark] * len(_OUTCOME_COLUMNS)) + ")"
+        column = outcome_events.c.received_at.type
+        got = _COMPILED[dialect.name] = (
+            head,
+            group,
+            tail,
+            column.dialect_impl(dialect).bind_processor(dialect),
+        )
+    return got
+
+
+def _insert_outcomes(
+    store: Store,
+    dialect: sa.Dialect,
+    batch: Sequence[tuple[OutcomeEvent, str | None]],
+    now: datetime,
+) -> tuple[str, tuple[Any, ...]]:
+    """One multi-row ``INSERT ... ON CONFLICT (outcome_id) DO NOTHING RETURNING outcome_id``
+    of ``batch`` in the driver's SQL, and its positional parameters: what SQLAlchemy's
+    ``insertmanyvalues`` sends, without its processing of every parameter of every row, which
+    cost ~40 us an event on the writer thread, holding the GIL the consumer's thread needs
+    (``bench/ingest.py --outcomes``). Only the timestamps need their column type's processing,
+    done once per distinct value; RETURNING names exactly the outcomes new to the store."""
+    head, group, tail, process = _outcome_insert(store, dialect)
+    seen: dict[datetime, Any] = {}
+
+    def at(value: datetime) -> Any:
+        done = seen.get(value)
+        if done is None:
+            done = seen[value] = process(value) if process is not None else value
+        return done
+
+    received = at(now)
+    params: list[Any] = []
+    for event, comment in batch:
+        rating = event.rating
+        params += (
+            event.outcome_id,
+            event.kind,
+            event.signal_kind,
+            event.assistant,
+            event.turn_event_id,
+            event.conversation_id,
+            event.polarity,
+            event.thumbs,
+            rating.value if rating else None,
+            rating.scale_min if rating else None,
+            rating.scale_max if rating else None,
+            comment,
+            at(event.timestamp),
+            received,
+        )
+    return f"{head} VALUES {', '.join([group] * len(batch))}{tail}", tuple(params)
+
+
 class OutcomeRecords:
     def __init__(self, store: Store, clock: Clock | None = None) -> None:
         self._store = store
@@ -147,16 +217,14 @@ class OutcomeRecords:
 
     def _write(self, batch: Sequence[tuple[OutcomeEvent, str | None]]) -> list[SavedOutcome]:
         now = self._now()
-        rows = [_row(event, comment, now) for event, comment in batch]
         by_id = {event.outcome_id: event for event, _ in batch}
         o = outcome_events.c
         with self._store.transaction(write=True, action="saving outcome events") as conn:
-            new = set(
-                conn.scalars(
-                    self._store.upsert(outcome_events, ["outcome_id"]).returning(o.outcome_id),
-                    rows,
-                )
-            )
+            new: set[str] = set()
+            for start in range(0, len(batch), ROWS_PER_INSERT):
+                part = batch[start : start + ROWS_PER_INSERT]
+                sql, params = _insert_outcomes(self._store, conn.dialect, part, now)
+                new.update(row[0] for row in conn.exec_driver_sql(sql, params))
             joined: set[str] = set()
             ids = sorted(new)
             for start in range(0, len(ids), IN_CHUNK):

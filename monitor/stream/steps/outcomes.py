@@ -5,8 +5,11 @@ First in the daemon's chain (``docs/outcomes.md``), so the turn steps never see 
 Records are held in a bounded buffer and written in one transaction per batch
 (``OutcomeRecords.save``) on a writer thread of the step's own, so the consumer thread never
 waits for the database (a write on it took a tenth of intake's time in ``bench/ingest.py
---outcomes``): a poll hands the buffer to the writer when no write is under way, and a later
-poll collects the result. A record is finished (handed to the commit step, on the consumer
+--outcomes``): a poll hands the buffer to the writer when no write is under way and either
+``WRITE_BATCH`` events wait or the poll brought none since the last (a write costs its
+transaction whatever it holds, and at a poll's few dozen events that was most of an event's
+cost), and a later poll collects the result. Outcomes new to the store are counted once a
+batch (``record_outcomes``), not once an event. A record is finished (handed to the commit step, on the consumer
 thread) only once its outcome is stored, found stored before (a duplicate: counted, nothing
 else), or dead-lettered:
 a malformed event or a rating off its scale with its reason (``OUTCOME_DLQ_REASONS``), a row the
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+WRITE_BATCH = 500  # outcome events a write waits for while intake brings more
 UNSTORABLE = "unstorable"  # the dead-letter reason of an outcome the database refuses
 # One raw record value (and the size bound) -> its outcome, or ``InvalidEvent`` with the reason.
 OutcomeDecoder = Callable[[bytes | None, int], OutcomeEvent]
@@ -60,7 +64,10 @@ class OutcomeWriter(Protocol):
 
 
 class OutcomeMetrics(Protocol):
-    def record_outcome(self, assistant: str, kind: str, *, joined: bool) -> None: ...
+    def record_outcomes(self, counts: Mapping[tuple[str, str], int], *, joined: int) -> None:
+        """Outcome events new to the store: how many per (assistant, kind), ``joined`` of
+        them to a turn on arrival."""
+        ...
 
     def record_duplicates(self, count: int) -> None: ...
 
@@ -115,6 +122,12 @@ class OutcomeStep:
         self._pool = DaemonThreadPool(1, "outcome-writer")
         self._refused: list[tuple[Envelope[RawMessage], InvalidEvent]] = []
         self._dlq = dlq
+        # A write waits for this many events while polls still bring more: each write costs
+        # a transaction and its statements whatever it holds (~1-2 ms on SQLite), which at a
+        # poll's few dozen events was most of what an event cost (``bench/ingest.py
+        # --outcomes``). A poll that brought none writes what there is.
+        self._write_batch = max(1, min(WRITE_BATCH, max_buffered // 2))
+        self._fresh = False  # an event was buffered since the last poll
 
     @property
     def buffered(self) -> int:
@@ -139,6 +152,7 @@ class OutcomeStep:
             self._pending.send(message, exc, self._metrics.record_dead_letter, "outcome event")
             return
         self._buffer.append((message, (event, self._comment(event))))
+        self._fresh = True
 
     def _comment(self, event: OutcomeEvent) -> str | None:
         if event.comment is None or self._redactor is None:
@@ -154,10 +168,12 @@ class OutcomeStep:
             )
             return None
 
-    def _start_write(self) -> None:
+    def _start_write(self, *, hold: bool = False) -> None:
         """Hand the buffer to the writer thread, unless a write is under way or the retry of a
-        failed one is not due."""
+        failed one is not due (``hold``: or the buffer is short of a batch)."""
         if self._write is not None or not self._buffer or not self._retry.due():
+            return
+        if hold and len(self._buffer) < self._write_batch:
             return
         self._writing, self._buffer = self._buffer, []
         self._write = self._pool.submit(self._writer.save, [item for _, item in self._writing])
@@ -181,9 +197,16 @@ class OutcomeStep:
             return
         if self._retry.succeeded():
             log.info("outcome events stored again")
+        # Counted once a batch, not once an event: a label look-up per series, not per event.
+        counts: dict[tuple[str, str], int] = {}
+        joined = 0
         for saved in result.inserted:
             event = saved.event
-            self._outcomes.record_outcome(event.assistant, event.signal_kind, joined=saved.joined)
+            key = (event.assistant, event.signal_kind)
+            counts[key] = counts.get(key, 0) + 1
+            joined += saved.joined
+        if counts:
+            self._outcomes.record_outcomes(counts, joined=joined)
         self._outcomes.record_duplicates(result.duplicates)
         refused = {r.item[0].outcome_id: r.message for r in result.refused}
         for message, (event, _) in batch:
@@ -218,7 +241,8 @@ class OutcomeStep:
         self._pending.settle()
         self._dead_letter_refused()
         self._collect()
-        self._start_write()
+        hold, self._fresh = self._fresh, False
+        self._start_write(hold=hold)
         self._next.poll()
 
     def join(self, timeout: float | None = None) -> None:

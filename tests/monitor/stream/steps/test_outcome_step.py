@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,10 @@ class Counts:
     def record_storage_error(self) -> None:
         self._add("storage_error")
 
-    def record_outcome(self, assistant: str, kind: str, *, joined: bool) -> None:
-        self._add(f"{kind}:{'joined' if joined else 'pending'}")
+    def record_outcomes(self, counts: Mapping[tuple[str, str], int], *, joined: int) -> None:
+        for (_, kind), n in counts.items():
+            self._add(kind, n)
+        self._add("joined", joined)
 
     def record_duplicates(self, count: int) -> None:
         self._add("duplicate", count)
@@ -107,7 +110,8 @@ def test_a_database_that_cannot_take_outcomes_keeps_them_uncommitted_until_it_ca
         clock.advance(1.0)  # past the retry's backoff, on the step's clock
         settle(step)
         assert sorted(done.offsets) == [0, 1, 2]
-        assert counts.seen["feedback_negative:pending"] == 1
+        assert counts.seen["feedback_negative"] == 1
+        assert counts.seen["joined"] == 0  # its turn is not stored
         assert counts.seen["duplicate"] == 1
         assert counts.seen["dead:out_of_scale"] == 1
         letters = [json.loads(line) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()]
@@ -185,7 +189,9 @@ def test_a_crash_between_batches_commits_nothing_unstored_and_a_restart_stores_e
     gated.armed = True  # the same step, its next write held
     for offset in (2, 3):
         step.submit(env(raw(lines[offset], offset, OUTCOMES), offset, OUTCOMES))
-    step.poll()
+    step.poll()  # events came since the last poll: held for a fuller batch
+    assert not step.writing
+    step.poll()  # none since: written
     assert gated.held.wait(10)
     gated.crash()
     wait_for(lambda: (step.poll(), not step.writing)[1], what="the failed write collected")
@@ -197,6 +203,7 @@ def test_a_crash_between_batches_commits_nothing_unstored_and_a_restart_stores_e
     # before the result is collected, so the offsets are not committed either.
     gated = GatedWriter(records)
     step, done, _ = run(gated, 2, 5)
+    step.poll()
     step.poll()
     assert gated.held.wait(10)
     gated.open()
@@ -213,3 +220,44 @@ def test_a_crash_between_batches_commits_nothing_unstored_and_a_restart_stores_e
     assert stored() == ["f-1", "f-2", "f-3", "f-4"]
     sink.close()
     store.close()
+
+
+def test_a_write_waits_for_a_batch_while_events_keep_coming(tmp_path: Path) -> None:
+    """Each write costs a transaction whatever it holds, so while polls keep bringing events a
+    write waits for a batch (half of ``max_buffered`` here); a poll that brought none writes
+    what there is."""
+    store = Store(f"sqlite:///{tmp_path / 'outcomes.db'}")
+    store.migrate()
+    counts, done = Counts(), Recorder()
+    sink = FileDeadLetterSink(tmp_path / "dlq.jsonl")
+    step = outcome_step(
+        Recorder(),
+        done,
+        sink,
+        OutcomeIntake(OutcomeRecords(store), counts),
+        counts,
+        {OUTCOMES.topic: decode_outcome},
+        max_bytes=1 << 20,
+        max_buffered=10,
+        redactor=None,
+    )
+    try:
+        step.submit(env(raw(feedback("f-0"), 0, OUTCOMES), 0, OUTCOMES))
+        step.poll()
+        assert not step.writing and step.buffered == 1  # more may come: held
+        for offset in range(1, 5):
+            step.submit(env(raw(feedback(f"f-{offset}"), offset, OUTCOMES), offset, OUTCOMES))
+        step.poll()
+        assert step.writing  # a batch (5) waits: written although events keep coming
+        settle(step)
+        assert sorted(done.offsets) == [0, 1, 2, 3, 4]
+        step.submit(env(raw(feedback("f-5"), 5, OUTCOMES), 5, OUTCOMES))
+        step.poll()
+        assert not step.writing
+        settle(step)  # a poll that brought nothing writes the one waiting
+        assert sorted(done.offsets) == [0, 1, 2, 3, 4, 5]
+        assert counts.seen["feedback_negative"] == 6
+    finally:
+        step.close()
+        sink.close()
+        store.close()
