@@ -227,12 +227,15 @@ _ISOLATION = "KafkaConsumer._fetcher._isolation_level"
 # Read or written, not called (the others are methods).
 _CLUSTER_ID = "KafkaConsumer._cluster.cluster_id"
 _NEXT_RECORDS = "KafkaConsumer._fetcher._next_partition_records"
+_PARKED_RECORDS = "KafkaConsumer._fetcher._paused_partition_records"
+_FETCHED_RECORDS = "KafkaConsumer._fetcher.fetched_records"
 _PAUSED_FETCHES = "KafkaConsumer._fetcher._paused_completed_fetches"
 _NEXT_EXCEPTION = "KafkaConsumer._fetcher._next_in_line_exception_metadata"
 _FETCH_CONFIG = "KafkaConsumer._fetcher.config"
 VALUE_ATTRIBUTES: tuple[str, ...] = (
     _CLUSTER_ID,
     _NEXT_RECORDS,
+    _PARKED_RECORDS,
     _PAUSED_FETCHES,
     _NEXT_EXCEPTION,
     _FETCH_CONFIG,
@@ -263,6 +266,7 @@ PRIVATE_ATTRIBUTES: tuple[str, ...] = (
     _ABORT_MARKER,
     _BATCH_ABORTED,
     _HANDLE_FETCH,
+    _FETCHED_RECORDS,
     "KafkaConsumer._fetcher._paused_partition_records.pop",
     "KafkaConsumer._coordinator.stable",
     "KafkaConsumer._coordinator.reset_generation",

@@ -1,10 +1,12 @@
 """kafka-python's fetcher, reached into: a record batch it cannot read raised with its
-partition and offset (at every read, not once), and what it fetched of a partition dropped.
+partition and offset (at every read, not once), records parked while their partition was
+paused handed out again once it is resumed, and what it fetched of a partition dropped.
 
 The private attributes used here are listed in ``consumers._kafka.PRIVATE_ATTRIBUTES`` with the
 others, and degrade the same way (a warning, then the library's own behaviour). The guard on
-``take`` is installed per consumer (``fail_unreadable_batches``, from the consumer's factory in
-``group_consumer.py``): other kafka-python consumers in the process keep the library's reader.
+``take`` and the parked records' release are installed per consumer (``fail_unreadable_batches``,
+``release_parked_records``, from the consumer's factory in ``group_consumer.py``): other
+kafka-python consumers in the process keep the library's own.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import zlib
 from typing import Any
 
 from consumers._kafka import (
+    _FETCHED_RECORDS,
     _NEXT_EXCEPTION,
     _NEXT_RECORDS,
+    _PARKED_RECORDS,
     _PAUSED_FETCHES,
     _READER,
     _TAKE,
@@ -28,7 +32,12 @@ from consumers._kafka import (
 from consumers.records import TopicPartition
 from consumers.unreadable import CODEC_UNAVAILABLE, CORRUPT
 
-__all__ = ["describe_unreadable", "discard_fetched", "fail_unreadable_batches"]
+__all__ = [
+    "describe_unreadable",
+    "discard_fetched",
+    "fail_unreadable_batches",
+    "release_parked_records",
+]
 
 
 def describe_unreadable(reason: str, cause: BaseException) -> str:
@@ -107,6 +116,48 @@ def fail_unreadable_batches(consumer: Any) -> bool:
         fetcher.PartitionRecords = plain
 
     fetcher.PartitionRecords = plain if current is library else _guarded(current, reader_failed)
+    return True
+
+
+def release_parked_records(consumer: Any) -> bool:
+    """Hand out again, once its partition is resumed, what the fetcher parked of a partition
+    paused while its records were being handed out; False (and a warning, once) where the
+    library's own ``fetched_records`` stays.
+
+    kafka-python 3.0.12 parks a paused partition's half-read records
+    (``_paused_partition_records``) and, while they are parked, fetches nothing more for that
+    partition. ``fetched_records`` brings them back only when its in-line slot
+    (``_next_partition_records``) is None; but a partition's records fully handed out stay in
+    that slot, empty and never None, until another partition's records replace them. With the
+    other partitions read to their end, nothing replaces them: the resumed partition is
+    neither handed out nor fetched again, and stalls where it was paused, lag and all, for
+    good (a daemon's backpressure pauses every partition under load). Here an empty slot is
+    cleared before each call, as the library itself treats it (empty records and None are
+    read alike everywhere else), so the parked records come back at the next call.
+    """
+    fetcher: Any = getattr(consumer, "_fetcher", None)
+    original = getattr(fetcher, "fetched_records", None)
+    if original is None:
+        _fallback("release_parked_records", _FETCHED_RECORDS)
+        return False
+    for name, attribute in (
+        ("_next_partition_records", _NEXT_RECORDS),
+        ("_paused_partition_records", _PARKED_RECORDS),
+    ):
+        if not hasattr(fetcher, name):
+            _fallback("release_parked_records", attribute)
+            return False
+    if getattr(original, "releases_parked", False):
+        return True
+
+    def fetched_records(*args: Any, **kwargs: Any) -> Any:
+        current = fetcher._next_partition_records
+        if current is not None and not current:
+            fetcher._next_partition_records = None
+        return original(*args, **kwargs)
+
+    fetched_records.releases_parked = True  # type: ignore[attr-defined]
+    fetcher.fetched_records = fetched_records
     return True
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from consumers._kafka import KafkaConsumer, broker_errors, client_options, cluster_id
-from consumers._kafka_fetch import fail_unreadable_batches
+from consumers._kafka_fetch import fail_unreadable_batches, release_parked_records
 from consumers._kafka_fetch_order import refetch_left_out
 from consumers._kafka_records import read_raw_records
 from consumers.broker_quirks import tansu_quirks
@@ -55,6 +55,7 @@ def subscribed_consumer(
     read_raw_records(consumer)  # RawMessage records, read at a third of the library's cost
     refetch_left_out(consumer)  # no fetch round trip waited for after each full response
     fail_unreadable_batches(consumer)
+    release_parked_records(consumer)  # a partition resumed after a pause is read again
     try:
         with broker_errors("subscribing", servers):
             consumer.subscribe(topics=config.topic_names, listener=listener(consumer))
