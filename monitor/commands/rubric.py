@@ -193,7 +193,7 @@ def grade_command(
             items, rubrics, grader.grade_passage, m=m, max_tokens=grader.max_passage_tokens
         )
     except KeyboardInterrupt:
-        # close() (below) cancels the questions not asked yet: the command stops at once.
+        # fan_out (in the grader) cancelled the questions not asked yet: it stops at once.
         _fail("interrupted: gradings not started were cancelled; no file written", 130)
     finally:
         grader.close()

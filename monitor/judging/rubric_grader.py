@@ -11,7 +11,10 @@ here is the fan-out and the parsing:
   as the seed does, and its parse path is kept;
 - fail-closed: when any request of a text fails after the transport retries, the whole text
   fails with ``RubricGradingFailed`` and no grade of it is used (a partial rubric would report
-  a coverage the answer never earned).
+  a coverage the answer never earned); its questions not asked yet are skipped and the ones
+  being asked are waited for, so the error carries what the text spent;
+- the fan-out is the CLI's (``monitor.runtime.workers.fan_out``): a Ctrl-C while a text is
+  graded cancels its questions not asked yet and reaches the command at once.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import dataclass, field
 
 import structlog
@@ -49,7 +51,7 @@ from monitor.judging.rubric_prompt import (
 from monitor.judging.rubric_scoring import coverage, relevance
 from monitor.judging.rubric_set import RubricEntry
 from monitor.runtime.clock import Clock
-from monitor.runtime.workers import DaemonThreadPool
+from monitor.runtime.workers import fan_out
 
 _log = structlog.get_logger("monitor.judging.rubric_grader")
 
@@ -99,6 +101,13 @@ class _Graded:
     completion: Completion
 
 
+class _Skipped:
+    """A question not asked: an earlier one of the text failed, or the grader was closed."""
+
+
+_SKIPPED = _Skipped()
+
+
 def require_llm_judge(name: str, config: JudgeConfig) -> None:
     """ConfigError unless judge ``name`` can write and grade rubric questions (an LLM)."""
     if config.kind != "openai":
@@ -130,8 +139,12 @@ class RubricGrader:
         self.model = config.model
         self.max_passage_tokens = max_passage_tokens
         self._judge = OpenAIJudge(name, config, clock=clock)
-        # Daemon threads: a grading abandoned at a stop never holds the process (workers.py).
-        self._pool = DaemonThreadPool(concurrency, "rubric")
+        # Each text fans out on daemon threads of its own (workers.fan_out): a grading
+        # abandoned at a stop never holds the process. The slots bound the requests in flight
+        # over every text being graded, should several threads grade at once.
+        self._concurrency = concurrency
+        self._slots = threading.BoundedSemaphore(concurrency)
+        self._closed = threading.Event()
         self._warned: set[str] = set()
         self._warn_lock = threading.Lock()
 
@@ -143,9 +156,9 @@ class RubricGrader:
         )
 
     def close(self) -> None:
-        # Never waits: questions not asked yet are cancelled, the ones being asked fail as the
-        # endpoint closes under them and nobody reads their results.
-        self._pool.shutdown()
+        # Never waits: questions not asked yet are skipped, the ones being asked fail as the
+        # endpoint closes under them, and a grading under way fails with the reason.
+        self._closed.set()
         self._judge.close()
 
     def warn_if_unreviewed(self, entry: RubricEntry) -> bool:
@@ -189,24 +202,40 @@ class RubricGrader:
 
     def _grade(self, entry: RubricEntry, passages: Sequence[str]) -> TextGrading:
         self.warn_if_unreviewed(entry)
-        futures: list[Future[_Graded]] = [
-            self._pool.submit(self._ask, qi, pi, q.question, p)
+        asks = [
+            (qi, pi, q.question, p)
             for pi, p in enumerate(passages)
             for qi, q in enumerate(entry.questions)
         ]
-        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [f for f in done if f.exception() is not None]
-        if failed:
-            for f in pending:
-                f.cancel()
-            wait(pending)  # no request of this text outlives the call
-            answered = [f.result() for f in futures if not f.cancelled() and f.exception() is None]
-            errors = sum(1 for f in futures if not f.cancelled() and f.exception() is not None)
-            error = _failure(entry.id, failed[0].exception())
-            error.requests = sum(r.completion.requests for r in answered) + errors
-            error.cost_usd = sum(r.completion.cost_usd for r in answered)
+        failed = threading.Event()  # set by the first failure: the questions after it are skipped
+
+        def ask(item: tuple[int, int, str, str]) -> _Graded | _Skipped | Exception:
+            # Never raises, so every call is waited for: a failure skips the questions not
+            # asked yet and the ones being asked finish, which keeps the text's spending
+            # exact and no request of it outliving the call.
+            with self._slots:
+                if failed.is_set() or self._closed.is_set():
+                    return _SKIPPED
+                try:
+                    return self._ask(*item)
+                except Exception as exc:  # handed to the caller, as a future would
+                    failed.set()
+                    return exc
+
+        # fan_out: a Ctrl-C while waiting cancels the questions not asked yet (workers.py).
+        outcomes = list(fan_out(ask, asks, max(1, min(self._concurrency, len(asks))), "rubric"))
+        results = [o for o in outcomes if isinstance(o, _Graded)]
+        errors = [o for o in outcomes if isinstance(o, Exception)]
+        if errors or len(results) < len(outcomes):
+            if errors:
+                error = _failure(entry.id, errors[0])
+            else:  # close() came before any question failed
+                error = RubricGradingFailed(
+                    f"rubric grading of {entry.id} stopped: the grader was closed", "connection"
+                )
+            error.requests = sum(r.completion.requests for r in results) + len(errors)
+            error.cost_usd = sum(r.completion.cost_usd for r in results)
             raise error
-        results = [f.result() for f in futures]
         best: dict[int, _Graded] = {}
         for r in results:
             if r.question not in best or r.grade > best[r.question].grade:

@@ -6,8 +6,8 @@ stays uncommitted and is re-read after a restart) keeps the process alive until 
 timeout, retries included. Here the workers are daemon threads: whoever stops the daemon waits
 at most the drain timeout plus a fixed margin
 (``monitor.stream.shutdown_budget.shutdown_budget_s``), whatever the judges do. The judge
-step, the panel (its second primary), the job scheduler, the rubric grader and the baseline
-job each run on a pool of their own.
+step, the panel (its second primary), the job scheduler and the baseline job each run on a
+pool of their own; the rubric grader fans each text out with ``fan_out`` (below).
 Abandoned calls are counted by the owner (``calls_running``).
 
 Futures behave as the executor's do: ``cancel()`` succeeds while the call has not started, and
