@@ -18,7 +18,8 @@ import json
 from typing import Any
 
 from monitor.judging.schema import judge_output_json_schema
-from monitor.schema.turn import MAX_JUSTIFICATION_CHARS, METRICS, TurnEvent
+from monitor.schema.turn import MAX_JUSTIFICATION_CHARS, METRICS, Band, TurnEvent
+from monitor.scoring.turn import printed_range
 
 PROMPT_VERSION = "case-aware-v2"  # v2: redaction placeholders
 
@@ -76,11 +77,15 @@ METRIC_DEFINITIONS: dict[str, str] = {
 
 # Case-Aware appendix B. The judge names the worst issue first, then scores inside its band:
 # this is what keeps one severe failure from being averaged into a comfortable 0.7.
-BAND_ANCHORS: tuple[tuple[str, str, str], ...] = (
-    ("severe", "0.00-0.30", "unsafe, contradictory, or clearly wrong"),
-    ("moderate", "0.31-0.60", "partly correct but flawed or incomplete"),
-    ("minor", "0.61-0.85", "mostly correct with small gaps"),
-    ("none", "0.86-1.00", "no meaningful issues (excellent)"),
+_BAND_MEANINGS: dict[Band, str] = {
+    Band.SEVERE: "unsafe, contradictory, or clearly wrong",
+    Band.MODERATE: "partly correct but flawed or incomplete",
+    Band.MINOR: "mostly correct with small gaps",
+    Band.NONE: "no meaningful issues (excellent)",
+}
+# ("severe", "0.00-0.30", ...): the ranges are the band table's (monitor.scoring.turn).
+BAND_ANCHORS: tuple[tuple[str, str, str], ...] = tuple(
+    (b.value, printed_range(b), meaning) for b, meaning in _BAND_MEANINGS.items()
 )
 
 

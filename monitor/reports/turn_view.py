@@ -16,8 +16,8 @@ import click
 from pydantic import ValidationError
 
 from monitor.judging.heuristic.tripwire import identifier_tripwire
-from monitor.schema.turn import METRICS, TurnEvent
-from monitor.scoring.turn import band
+from monitor.schema.turn import METRICS, Band, TurnEvent
+from monitor.scoring.turn import band, lower_edge
 from monitor.storage.turn_queries import TurnDetail, TurnSummary
 
 _BAND_COLOURS = {"severe": "red", "moderate": "yellow", "minor": "cyan", "none": "green"}
@@ -124,9 +124,10 @@ def detail_doc(d: TurnDetail) -> dict[str, Any]:
 
 # What the verdict line's words mean (monitor/scoring/turn.py), said under it.
 BAND_LEGEND = (
-    "(S_final: the weighted mean of the metric scores, 0 worst to 1 best, banded none >= 0.86, "
-    "minor >= 0.61, moderate >= 0.31, else severe; in brackets its own band. The turn band "
-    "is the worse of that band and the worst band among critical_metrics.)"
+    "(S_final: the weighted mean of the metric scores, 0 worst to 1 best, banded "
+    f"none >= {lower_edge(Band.NONE):.2f}, minor >= {lower_edge(Band.MINOR):.2f}, "
+    f"moderate >= {lower_edge(Band.MODERATE):.2f}, else severe; in brackets its own band. "
+    "The turn band is the worse of that band and the worst band among critical_metrics.)"
 )
 # A turn assembled from spans carries a case only when the spans name one.
 EMPTY_CASE_HINT = (

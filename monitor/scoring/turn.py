@@ -86,6 +86,15 @@ def lower_edge(b: Band) -> float:
     return next((edge for edge, named in _BAND_EDGES if named is b), 0.0)
 
 
+def printed_range(b: Band) -> str:
+    """Band ``b`` as the Case-Aware paper prints it, two decimals at each end ("0.31-0.60"):
+    from its lower edge to 0.01 below the next band's (1.00 for none)."""
+    order = list(Band)
+    above = order.index(b) + 1
+    top = lower_edge(order[above]) - 0.01 if above < len(order) else 1.0
+    return f"{lower_edge(b):.2f}-{top:.2f}"
+
+
 def band(score: float) -> Band:
     """Severity band of a score in [0, 1]."""
     if not 0.0 <= score <= 1.0 or math.isnan(score):

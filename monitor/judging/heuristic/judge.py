@@ -52,7 +52,7 @@ from monitor.schema.turn import (
     MetricScore,
     TurnEvent,
 )
-from monitor.scoring.turn import lower_edge
+from monitor.scoring.turn import band, lower_edge
 
 __all__ = ["ALGORITHM_VERSION", "PROMPT_HASH", "HeuristicJudge", "score_turn"]
 
@@ -67,9 +67,9 @@ _MINOR_EDGE = lower_edge(Band.MINOR)
 # A context covering this share of the key terms counts as relevant to the query.
 _RELEVANT = 0.25
 _FULL = 0.45
-_SEVERE_EDGE = 0.30
 _REPEAT_SCORE = 0.2
 _FORBIDDEN_SCORE = 0.15
+_NOTHING_TO_FOLLOW_SCORE = 0.25  # helpfulness of an answer whose steps are all ruled out
 _MIN_CLAIMS = 3
 _LIST_LIMIT = 3
 
@@ -375,7 +375,7 @@ def score_turn(turn: TurnEvent) -> JudgeScores:
     hallucination, hard = _hallucination(ev)
     integrity = _identifier_integrity(ev)
     case_issue = _case_issue(ev, retrieval.relevant_terms, cs)
-    off_topic = case_issue.score <= _SEVERE_EDGE
+    off_topic = band(case_issue.score) is Band.SEVERE
     corrupted = bool(ev.id_check.near_misses)
     flow = workflow(turn, ev)
     if flow.violations:
@@ -401,7 +401,7 @@ def score_turn(turn: TurnEvent) -> JudgeScores:
     if flow.violations or (ruled_out and ruled_out >= flow.prescriptive and not asks):
         why = "its steps are forbidden by the evidence or ruled out by the user"
         helpful = MetricScore(
-            score=min(helpful.score, _SEVERE_EDGE - 0.05),
+            score=min(helpful.score, _NOTHING_TO_FOLLOW_SCORE),
             justification=_j(f"{helpful.justification.removeprefix('heuristic: ')}; {why}"),
         )
     return JudgeScores(

@@ -110,3 +110,14 @@ def test_lower_edge_is_where_band_starts(b: Band, edge: float) -> None:
     assert scoring.band(edge) is b
     if edge > 0:
         assert scoring.band(math.nextafter(edge, 0.0)).rank < b.rank
+
+
+def test_printed_ranges_are_the_papers_and_follow_the_edges() -> None:
+    """What the judge prompt prints (``BAND_ANCHORS``) is built from the edges: the paper's
+    two-decimal ranges, each ending 0.01 below the next band's lower edge."""
+    assert [scoring.printed_range(b) for b in Band] == [
+        "0.00-0.30",
+        "0.31-0.60",
+        "0.61-0.85",
+        "0.86-1.00",
+    ]
