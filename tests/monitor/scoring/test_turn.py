@@ -25,7 +25,7 @@ score_maps = st.fixed_dictionaries({m: unit for m in METRICS})
         (1.0, Band.NONE),
     ],
 )
-def test_band_edges_follow_seed_004_appendix_b(score: float, expected: Band) -> None:
+def test_band_edges_follow_the_case_aware_papers_appendix_b(score: float, expected: Band) -> None:
     assert scoring.band(score) is expected
 
 

@@ -47,7 +47,9 @@ def noisy(seed: int, strength: dict[str, float]):  # type: ignore[no-untyped-def
     return play
 
 
-def test_seed_example_eight_systems_four_rounds_sixteen_matches() -> None:
+def test_dice_worked_example_eight_systems_four_rounds_sixteen_matches() -> None:
+    """DICE's worked example: 8 systems take 4 Swiss rounds, 16 matches instead of the round
+    robin's 28, and the order of strength comes out."""
     systems = [f"s{i}" for i in range(1, 9)]
     strength = {s: -i for i, s in enumerate(systems)}  # s1 strongest
     result = swiss(systems, by_strength(strength))
