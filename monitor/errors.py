@@ -35,6 +35,7 @@ error. Commands turn a ``CasewatchError`` into one line on stderr and exit 2
     │   │   └── OffsetsNotCommitted the daemon stopped but its final commit failed
     │   └── TurnFileError           reading a turn file, writing an offsets or dead-letter file
     ├── UnreadableBatchError        a fetched Kafka batch cannot be read (the partition is held)
+    ├── RecordGone                  a kept turn's Kafka record cannot be read back (its reason)
     ├── ListenError                 the probe server cannot listen on host:port
     ├── AnnotationServerError       the review queue's Label Studio server failed or refused
     │   └── LabelStudioNotInstalled Label Studio's own virtualenv is missing (tests, docs)
@@ -233,6 +234,17 @@ class UnreadableBatchError(CasewatchError):
         self.reason = reason
         self.cause = cause
         super().__init__(f"{tp.topic}/{tp.partition} at offset {offset}: {description}")
+
+
+class RecordGone(CasewatchError):
+    """A turn kept as its Kafka record's place cannot be read back from it, for good:
+    ``reason`` ``expired`` (Kafka no longer has the offset) or ``unreadable`` (the record there
+    is not that turn, or cannot be decoded or redacted again)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
 
 
 class OffsetsNotCommitted(BrokerError):

@@ -86,6 +86,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
             "_kafka_records",
             "broker_ping",
             "lag_meter",
+            "record_reader",
             "otel.genai",
             "producer",
             "rebalance_listener",
@@ -299,7 +300,7 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ),
         # the keeper of unsampled turns' process, fed by steps.retain
         ("steps.keeper_process",),
-        ("turn_steps", "shutdown_budget"),
+        ("turn_steps", "shutdown_budget", "reread"),
         ("pipeline", "prepare", "drain"),
         ("rebalances",),
         ("daemon",),

@@ -6,7 +6,7 @@ before it (and a canary failing to build, the judges it was given)."""
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from monitor.config.settings import Settings
 from monitor.jobs.drift import DriftJob
@@ -20,6 +20,9 @@ from monitor.sampling.budget import Budget
 from monitor.sampling.sampler import Sampler
 from monitor.storage.store import Store
 
+if TYPE_CHECKING:
+    from monitor.jobs.feedback_judging import Reread
+
 T = TypeVar("T")
 
 
@@ -32,16 +35,22 @@ def build_jobs(
     inputs: JobInputs,
     budget: Budget | None = None,
     lease_owner: str | None = None,
+    reread: Reread | None = None,
 ) -> list[Job]:
     """``inputs``: the files the jobs are given, read at the entrypoint
     (``read_job_inputs(settings)``, which ``stream/prepare.py`` calls): building reads no file.
     ``budget``: the daemon's hourly judge budget (its sampler's), which jobs calling a judge
     charge; without one they get their own buckets from ``settings.sampling``.
     ``lease_owner``: the scheduler's owner id, on which jobs that save state fence their saves.
-    The jobs returned are the caller's to close; if building one fails, those built are closed
-    here before the error propagates."""
+    ``reread``: how the feedback judging job reads back turns kept as their Kafka record's
+    place (a Kafka source; the job closes it). The jobs returned are the caller's to close; if
+    building one fails, those built are closed here before the error propagates."""
     with ExitStack() as built:
-        jobs = _build_jobs(settings, inputs, store, metrics, clock, budget, lease_owner, built)
+        if reread is not None:
+            built.callback(reread.close)  # until the job that closes it is built
+        jobs = _build_jobs(
+            settings, inputs, store, metrics, clock, budget, lease_owner, built, reread
+        )
         built.pop_all()  # built whole: the caller closes them now
     return jobs
 
@@ -67,6 +76,7 @@ def _build_jobs(
     budget: Budget | None,
     lease_owner: str | None,
     built: ExitStack,
+    reread: Reread | None = None,
 ) -> list[Job]:
     jobs = _Jobs(built)
     storage = settings.storage
@@ -162,6 +172,7 @@ def _build_jobs(
                     OutcomeRecorder(metrics),
                     JudgingRecorder(metrics),
                     calls_per_turn=len(settings.effective_panel().primaries),
+                    reread=reread,
                 )
             )
     if settings.cases.enabled:  # Conversations judged as a whole when they go quiet

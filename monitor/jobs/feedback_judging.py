@@ -6,7 +6,12 @@ Unsampled turns are kept for ``outcomes.retained_seconds`` (redacted, at most
 run takes the kept turns with joined negative feedback, never judged (no verdict, and not judged
 for feedback before), reserves the panel's calls for each from the budget (a refusal ends the
 run, counted ``casewatch_turns_skipped_total{reason="budget_calls|budget_usd"}`` and retried next
-run), judges, stores the verdict as any verdict, and marks the turn judged.
+run), judges, stores the verdict as any verdict, and marks the turn judged. A turn kept as its
+Kafka record's place is read back first (``reread``, ``stream/reread.py``): decoded and
+redacted then, as the stream's steps would; one whose record cannot be read back for good
+(Kafka no longer has it, or it is not that turn) is forgotten and counted
+``casewatch_turns_retained_total{outcome="expired|unreadable"}``, never silently; a broker that
+does not answer ends the run, and the turn is tried again the next.
 
 Such a verdict is not a draw of the random sample, so it is kept out of the random sample's
 rates: it is counted in ``casewatch_feedback_judged_total`` and ``casewatch_turns_sampled_total
@@ -19,20 +24,32 @@ as any judge call's.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import structlog
 
 from monitor.config.outcomes import OutcomesConfig
+from monitor.errors import RecordGone, TransportError
 from monitor.jobs.recorders import OutcomeRecorder
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.judging.recorder import JudgingRecorder
 from monitor.sampling.budget import Budget
 from monitor.schema.turn import TurnEvent
-from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.outcomes import KeptTurn, OutcomeRecords
 from monitor.storage.store import Store
 
 log = structlog.get_logger(__name__)
 
 TURNS_PER_RUN = 20
+
+
+class Reread(Protocol):
+    """Reads a turn kept as its record's place back (``RecordGone`` with the reason, or a
+    ``TransportError`` when the broker does not answer)."""
+
+    def __call__(self, kept: KeptTurn) -> TurnEvent: ...
+
+    def close(self) -> None: ...
 
 
 class FeedbackJudgingJob:
@@ -49,6 +66,7 @@ class FeedbackJudgingJob:
         judging: JudgingRecorder,
         *,
         calls_per_turn: int = 1,
+        reread: Reread | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -58,12 +76,35 @@ class FeedbackJudgingJob:
         self._recorder = recorder
         self._judging = judging
         self._calls = calls_per_turn
+        self._reread = reread
         self._refusing: str | None = None
         self.interval_seconds = config.feedback_judging_interval_seconds
         self.judged = 0
 
     def close(self) -> None:
         self._evaluator.close()
+        if self._reread is not None:
+            self._reread.close()
+
+    def _turn(self, kept: KeptTurn) -> TurnEvent | None:
+        """The kept turn to judge; None when its record cannot be read back (forgotten and
+        counted). ``TransportError`` when the broker does not answer."""
+        if kept.event:
+            return TurnEvent.model_validate_json(kept.event)
+        try:
+            if self._reread is None:
+                raise RecordGone("unreadable", "no Kafka source to read it back from")
+            return self._reread(kept)
+        except RecordGone as exc:
+            self._records.forget_retained(kept.event_id)
+            self._recorder.record_retained(exc.reason, 1)
+            log.warning(
+                "a turn with negative feedback cannot be read back from Kafka; not judged",
+                event_id=kept.event_id,
+                reason=exc.reason,
+                detail=exc.detail,
+            )
+            return None
 
     def run(self) -> None:
         pruned = self._records.prune_retained(
@@ -71,8 +112,14 @@ class FeedbackJudgingJob:
         )
         if pruned:
             log.info("unsampled turns forgotten", pruned=pruned)
-        for event in self._records.feedback_to_judge(TURNS_PER_RUN):
-            turn = TurnEvent.model_validate_json(event)
+        for kept in self._records.feedback_to_judge(TURNS_PER_RUN):
+            try:
+                turn = self._turn(kept)
+            except TransportError as exc:
+                log.warning("kept turns not read back from Kafka; retried next run", error=str(exc))
+                return
+            if turn is None:
+                continue
             refused = self._budget.reserve(self._calls)
             if refused is not None:
                 self._recorder.record_feedback_skipped(turn.assistant.name, refused)

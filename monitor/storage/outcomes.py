@@ -11,7 +11,7 @@ joined feedback with its turn's newest ok verdict, once per outcome (``paired_at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -81,10 +81,39 @@ def judged_for_feedback(event_id: sa.ColumnElement[Any]) -> sa.ColumnElement[boo
 
 
 _RETAIN_COLUMNS = ("event_id", "conversation_id", "assistant_name", "event", "retained_at")
+_PLACE_COLUMNS = (  # in the table's order, which SQLite's positional parameters follow
+    "event_id",
+    "conversation_id",
+    "assistant_name",
+    "event",
+    "retained_at",
+    "source_topic",
+    "source_partition",
+    "source_offset",
+)
+
+# (event id, conversation id, assistant, topic, partition, offset): an unsampled turn kept as
+# the place of its Kafka record.
+RetainedPlace = tuple[str, str, str, str, int, int]
+
+
+@dataclass(frozen=True)
+class KeptTurn:
+    """A kept turn to judge: its redacted event as JSON text, or, kept as its record's place
+    (``event`` empty), where to read it back."""
+
+    event_id: str
+    event: str
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
 
 
 def _retain_rows(
-    store: Store, dialect: sa.Dialect, rows: Sequence[tuple[str, str, str, str]], now: datetime
+    store: Store,
+    dialect: sa.Dialect,
+    rows: Sequence[tuple[Any, ...]],
+    now: datetime,
 ) -> tuple[str, list[Any]]:
     """The kept-turn upsert compiled to the driver's SQL, and ``rows`` with ``now`` as the
     driver's parameters (positional or named, as the dialect's paramstyle has them); the one
@@ -100,6 +129,25 @@ def _retain_rows(
         return str(compiled), [(*row, at) for row in rows]
     where = [_RETAIN_COLUMNS.index(key) for key in order]
     return str(compiled), [tuple((*row, at)[i] for i in where) for row in rows]
+
+
+def _place_rows(
+    store: Store, dialect: sa.Dialect, places: Iterable[RetainedPlace], now: datetime
+) -> tuple[str, list[Any]]:
+    """``_retain_rows`` for turns kept as their records' places (an empty ``event``), each
+    row's parameters built once in the order the driver takes them."""
+    stmt = store.upsert(retained_turns, ["event_id"])
+    compiled = stmt.compile(dialect=dialect, column_keys=list(_PLACE_COLUMNS))
+    process = retained_turns.c.retained_at.type.dialect_impl(dialect).bind_processor(dialect)
+    at = process(now) if process is not None else now
+    rows = [(e, c, a, "", at, t, p, o) for e, c, a, t, p, o in places]
+    if compiled.positiontup is None:  # named (psycopg)
+        return str(compiled), [dict(zip(_PLACE_COLUMNS, row, strict=True)) for row in rows]
+    order = [compiled.bind_names[compiled.binds[name]] for name in compiled.positiontup]
+    if order == list(_PLACE_COLUMNS):  # SQLite
+        return str(compiled), rows
+    where = [_PLACE_COLUMNS.index(key) for key in order]
+    return str(compiled), [tuple(row[i] for i in where) for row in rows]
 
 
 ROWS_PER_INSERT = 500  # 14 parameters a row: far below SQLite's and PostgreSQL's bounds
@@ -319,24 +367,42 @@ class OutcomeRecords:
     # ------------------------------------------------------------ unsampled turns kept
 
     def retain(
-        self, items: Sequence[tuple[str, str, str, str]], now: datetime | None = None
+        self,
+        items: Sequence[tuple[str, str, str, str]],
+        now: datetime | None = None,
+        places: Sequence[RetainedPlace] = (),
     ) -> int:
         """Keep unsampled turns ``(event_id, conversation_id, assistant, redacted event as
-        JSON text)`` (a turn kept before is left alone); returns how many were offered.
-        ``now``: when they were kept (default: this store's clock; the keeper process passes
-        the daemon's).
+        JSON text)``, and turns read from Kafka as their record's ``places`` (a turn kept before
+        is left alone); returns how many were offered. ``now``: when they were kept (default:
+        this store's clock; the keeper process passes the daemon's).
 
-        One ``executemany`` straight to the driver: every row of every turn read goes through
-        here, and SQLAlchemy's per-row parameter processing cost as much as SQLite's insert
-        itself (``bench/ingest.py --outcomes``). The one timestamp is processed once."""
-        if not items:
+        One ``executemany`` straight to the driver per kind: every row of every turn read goes
+        through here, and SQLAlchemy's per-row parameter processing cost as much as SQLite's
+        insert itself (``bench/ingest.py --outcomes``). The one timestamp is processed once."""
+        if not items and not places:
             return 0
         rows = {item[0]: item for item in items}  # a turn offered twice: kept once
+        at_places = {place[0]: place for place in places if place[0] not in rows}
         with self._store.transaction(write=True, action="keeping unsampled turns") as conn:
             at = self._now() if now is None else now
-            sql, params = _retain_rows(self._store, conn.dialect, list(rows.values()), at)
-            conn.exec_driver_sql(sql, params)
-        return len(rows)
+            if rows:
+                sql, params = _retain_rows(self._store, conn.dialect, list(rows.values()), at)
+                conn.exec_driver_sql(sql, params)
+            if at_places:
+                sql, params = _place_rows(self._store, conn.dialect, at_places.values(), at)
+                conn.exec_driver_sql(sql, params)
+        return len(rows) + len(at_places)
+
+    def forget_retained(self, event_id: str) -> None:
+        """Forget a kept turn that can no longer be judged (its record gone from Kafka)."""
+        r = retained_turns.c
+        with self._store.transaction(write=True, action="forgetting an unsampled turn") as conn:
+            conn.execute(
+                sa.delete(retained_turns).where(
+                    r.event_id == event_id, r.feedback_judged_at.is_(None)
+                )
+            )
 
     def prune_retained(self, max_age_s: float, max_rows: int) -> int:
         """Forget kept turns older than ``max_age_s`` and, past ``max_rows``, the oldest; a turn
@@ -370,9 +436,10 @@ class OutcomeRecords:
                 ).rowcount
         return int(deleted or 0)
 
-    def feedback_to_judge(self, limit: int) -> list[str]:
+    def feedback_to_judge(self, limit: int) -> list[KeptTurn]:
         """Kept turns with negative feedback, never judged (neither sampled nor judged for
-        feedback), oldest first: their redacted events as JSON text."""
+        feedback), oldest first: their redacted events as JSON text, or their records'
+        places."""
         r = retained_turns.c
         o = outcome_events.c
         negative = sa.exists().where(
@@ -380,13 +447,22 @@ class OutcomeRecords:
         )
         judged = sa.exists().where(verdicts.c.event_id == r.event_id)
         query = (
-            sa.select(r.event)
+            sa.select(r.event_id, r.event, r.source_topic, r.source_partition, r.source_offset)
             .where(r.feedback_judged_at.is_(None), negative, ~judged)
             .order_by(r.retained_at, r.event_id)
             .limit(limit)
         )
         with self._store.transaction(write=False, action="reading turns to judge") as conn:
-            return [str(event) for event in conn.scalars(query)]
+            return [
+                KeptTurn(
+                    str(row.event_id),
+                    str(row.event or ""),
+                    row.source_topic,
+                    None if row.source_partition is None else int(row.source_partition),
+                    None if row.source_offset is None else int(row.source_offset),
+                )
+                for row in conn.execute(query)
+            ]
 
     def save_feedback_verdict(self, turn: TurnEvent, verdict: Verdict) -> None:
         """Store the verdict of a turn judged for its feedback and mark the turn judged, in one

@@ -622,6 +622,11 @@ retained_turns = sa.Table(
     sa.Column("event", sa.Text, nullable=False),  # the redacted turn, JSON text as kept
     sa.Column("retained_at", UTCDateTime, nullable=False, index=True),
     sa.Column("feedback_judged_at", UTCDateTime),
+    # A turn read from Kafka is kept as its record's place (``event`` empty), read back from
+    # Kafka, decoded and redacted when feedback asks for it.
+    sa.Column("source_topic", sa.String(256)),
+    sa.Column("source_partition", sa.Integer),
+    sa.Column("source_offset", sa.BigInteger),
 )
 
 TABLES = (*TABLES, outcome_events, retained_turns)

@@ -40,7 +40,7 @@ from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.assemble import AssembleStep
 from monitor.stream.steps.base import DoneStep, Envelope, ProcessingStep
 from monitor.stream.steps.commit import CommitStep
-from monitor.stream.steps.decisions import Decoder
+from monitor.stream.steps.decisions import Decoder, TurnDecisions
 from monitor.stream.steps.decode import DEFAULT_FLUSH_TIMEOUT_S
 from monitor.stream.steps.export import ExportStep
 from monitor.stream.steps.judge import JudgeStep
@@ -187,6 +187,9 @@ class OutcomeIntake:
     # The store's URL, for unsampled turns kept from a process of their own
     # (``outcomes.retain_process``); None: kept on the daemon's writer thread.
     retain_url: str | None = None
+    # The source's records can be read again (Kafka): a turn that came with its record's value
+    # is kept as the record's place, read back when feedback asks for it.
+    retain_places: bool = False
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,18 @@ def outcome_step(
     )
 
 
+def chain_decisions(config: PipelineConfig) -> TurnDecisions:
+    """The decisions of the pipeline's turn steps (``TurnDecisions``): what its decode, redact
+    and sample steps, its screening processes and the read-back of turns kept as their Kafka
+    record's place (``stream/reread.py``) decide by."""
+    mapped = [t for t, f in config.topic_formats.items() if f == "mapped"]
+    decoders: dict[str, Decoder] = {}
+    if mapped:
+        mapping = TurnMapping.compile(config.mapping)
+        decoders = {t: mapping.decode for t in mapped}
+    return turn_decisions(config.turn, decoders=decoders, sampling=config.sampling)
+
+
 def build_pipeline(
     config: PipelineConfig,
     source: TurnSource,
@@ -299,14 +314,9 @@ def build_pipeline(
     after_store: AfterStore | None = None
     if evaluation_sender is not None:
         after_store = partial(ExportStep, done, evaluation_sender)
-    mapped = [t for t, f in formats.items() if f == "mapped"]
-    decoders: dict[str, Decoder] = {}
-    if mapped:
-        mapping = TurnMapping.compile(config.mapping)
-        decoders = {t: mapping.decode for t in mapped}
     # Built once: the decode, redact and sample steps and the screening processes decide by
     # the same decisions, so screening never changes an outcome, on any topic.
-    decisions = turn_decisions(config.turn, decoders=decoders, sampling=config.sampling)
+    decisions = chain_decisions(config)
     unsampled: RetainingDone | None = None
     if outcomes is not None and outcomes.retain is not None and outcomes.retain_metrics:
         redactor = decisions.redactor
@@ -318,7 +328,12 @@ def build_pipeline(
         if outcomes.retain_url is not None:
             keeper = KeeperProcess(outcomes.retain_url, decisions, clock)
         unsampled = RetainingDone(
-            done, outcomes.retain, outcomes.retain_metrics, redact=redact, keeper=keeper
+            done,
+            outcomes.retain,
+            outcomes.retain_metrics,
+            redact=redact,
+            keeper=keeper,
+            places=outcomes.retain_places,
         )
     steps = build_turn_steps(
         config.turn,

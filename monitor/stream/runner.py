@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from monitor.stream.http import Heartbeat
     from monitor.stream.pipeline import OutcomeIntake, Pipeline
     from monitor.stream.recorder import StreamRecorder
+    from monitor.stream.reread import TurnReread
 
 log = structlog.get_logger(__name__)
 
@@ -96,9 +97,16 @@ def _source_and_dlq(
 
 
 def _outcome_intake(
-    settings: Settings, store: Store, metrics: Metrics, recorder: StreamRecorder, clock: Clock
+    settings: Settings,
+    store: Store,
+    metrics: Metrics,
+    recorder: StreamRecorder,
+    clock: Clock,
+    source: TurnSource,
 ) -> OutcomeIntake | None:
-    """The outcome step's writer and recorder, when topics of kind outcomes are read."""
+    """The outcome step's writer and recorder, when topics of kind outcomes are read; with
+    ``outcomes.retain_unsampled``, where unsampled turns are kept (on a Kafka source, as their
+    records' places: ``_reread`` reads them back)."""
     if not settings.kafka.outcome_topics and not settings.outcomes.retain_unsampled:
         return None
     from monitor.jobs.recorders import OutcomeRecorder
@@ -117,8 +125,33 @@ def _outcome_intake(
         url = store.url if settings.outcomes.retain_process else None
         if url is not None and not KeeperProcess.usable(url):
             url = None  # an in-memory store has no second connection: kept on a thread
-        return OutcomeIntake(records, outcome_recorder, records, outcome_recorder, url)
+        from consumers.kafka_source import KafkaTurnSource
+
+        return OutcomeIntake(
+            records,
+            outcome_recorder,
+            records,
+            outcome_recorder,
+            url,
+            retain_places=isinstance(source, KafkaTurnSource),
+        )
     return OutcomeIntake(records, outcome_recorder)
+
+
+def _reread(settings: Settings, source: TurnSource) -> TurnReread | None:
+    """How the feedback judging job reads back turns kept as their Kafka record's place (with
+    ``outcomes.retain_unsampled`` on a Kafka source): a consumer of no group, opened on its
+    first read, and the pipeline's own decisions."""
+    from consumers.kafka_source import KafkaTurnSource
+
+    if not settings.outcomes.retain_unsampled or not isinstance(source, KafkaTurnSource):
+        return None
+    from consumers.record_reader import KafkaRecordReader
+    from monitor.stream.pipeline import PipelineConfig, chain_decisions
+    from monitor.stream.reread import TurnReread
+
+    decisions = chain_decisions(PipelineConfig.from_settings(settings))
+    return TurnReread(KafkaRecordReader(settings.kafka), decisions)
 
 
 def stream_daemon(
@@ -172,7 +205,7 @@ def stream_daemon(
         recorder.prime_evaluation_export(OUTCOMES)
     pipeline: Pipeline | None = None
     republisher = None
-    outcomes = _outcome_intake(settings, store, metrics, recorder, clock)
+    outcomes = _outcome_intake(settings, store, metrics, recorder, clock, source)
     try:
         republisher = _republisher(settings, source)
         pipeline = build_pipeline(
@@ -336,6 +369,7 @@ class DaemonRunner:
                 inputs=prepared.job_inputs,
                 budget=sampler.budget,
                 lease_owner=jobs.owner,
+                reread=_reread(settings, source),
             ):
                 jobs.add(job)
             self._jobs = jobs

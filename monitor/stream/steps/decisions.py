@@ -157,18 +157,35 @@ class TurnDecisions:
         turn = self.unjudged_turn(topic, value)
         return None if turn is None else turn.assistant.name
 
-    def kept_row(self, turn: TurnEvent) -> tuple[str, str, str, str] | None:
-        """An unsampled turn as it is kept for feedback (``outcomes.retain_unsampled``): (event
-        id, conversation id, assistant, the redacted turn as JSON text), redacted as the
-        pipeline's ``RetainingDone`` redacts it (here when the chain does not redact before
-        judging); None when it cannot be redacted (never kept unredacted)."""
+    def kept_turn(self, turn: TurnEvent) -> TurnEvent | None:
+        """An unsampled turn as it is kept for feedback (``outcomes.retain_unsampled``), from
+        the turn the redact step forwarded: redacted as the pipeline's ``RetainingDone``
+        redacts it (here when the chain does not redact before judging); None when it cannot
+        be redacted (never kept unredacted)."""
         r = self.redaction
         if r is not None and not r.forward_redacted:
             try:
-                turn = r.redactor.redact_turn(turn).turn
-            except Exception:  # too large or a detector failed: counted dropped by the keeper
+                return r.redactor.redact_turn(turn).turn
+            except Exception:  # too large or a detector failed: counted by the caller
                 return None
-        return (turn.event_id, turn.conversation_id, turn.assistant.name, turn.model_dump_json())
+        return turn
+
+    def kept_row(self, turn: TurnEvent) -> tuple[str, str, str, str] | None:
+        """``kept_turn`` as the row it is kept as: (event id, conversation id, assistant, the
+        redacted turn as JSON text); None when it cannot be redacted."""
+        kept = self.kept_turn(turn)
+        if kept is None:
+            return None
+        return (kept.event_id, kept.conversation_id, kept.assistant.name, kept.model_dump_json())
+
+    def read_back(self, topic: str, value: bytes | None) -> TurnEvent | None:
+        """A turn kept as its record's place, from the record read back: decoded, redacted as
+        the redact step would and then as it is kept (``kept_turn``); None when it cannot be
+        redacted. ``InvalidEvent`` when it cannot be decoded."""
+        redacted = self.redact(self.decode(topic, value))
+        if isinstance(redacted, Unredactable):
+            return None
+        return self.kept_turn(redacted.turn)
 
     def unjudged_turn(self, topic: str, value: bytes | None) -> TurnEvent | None:
         """``finishes_unjudged``'s turn (as the redact step forwards it)."""

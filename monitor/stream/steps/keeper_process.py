@@ -42,10 +42,11 @@ from monitor.storage.engine import in_memory
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.stream.steps.decisions import TurnDecisions
-from monitor.stream.steps.retain import Record, RetainedRow
+from monitor.stream.steps.retain import Place, Record, RetainedRow
 
-# A row made in the daemon, or a record the process decodes (and redacts when asked).
-Item = RetainedRow | Record
+# A row made in the daemon, a record the process decodes (and redacts when asked), or a
+# record's place, written as it is.
+Item = RetainedRow | Record | Place
 
 
 class Kept(NamedTuple):
@@ -68,8 +69,12 @@ def _keep(items: list[Item], now_s: float) -> Kept:
         return Kept(0, 0, len(items), "the keeper process was not initialised")
     decisions, records = _state
     rows = []
+    places = []
     dropped = 0
     for item in items:
+        if isinstance(item, Place):  # a record's place: nothing to decode
+            places.append(item)
+            continue
         if not isinstance(item, Record):  # a row made in the daemon
             rows.append(item)
             continue
@@ -91,10 +96,10 @@ def _keep(items: list[Item], now_s: float) -> Kept:
             continue
         rows.append(row)
     try:
-        records.retain(rows, now=datetime.fromtimestamp(now_s, UTC))
+        records.retain(rows, now=datetime.fromtimestamp(now_s, UTC), places=places)
     except CasewatchError as exc:
-        return Kept(0, dropped, len(rows), str(exc))
-    return Kept(len(rows), dropped, 0, None)
+        return Kept(0, dropped, len(rows) + len(places), str(exc))
+    return Kept(len(rows) + len(places), dropped, 0, None)
 
 
 class KeeperProcess:

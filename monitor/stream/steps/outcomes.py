@@ -9,9 +9,9 @@ waits for the database (a write on it took a tenth of intake's time in ``bench/i
 ``WRITE_BATCH`` events wait or the poll brought none since the last (a write costs its
 transaction whatever it holds, and at a poll's few dozen events that was most of an event's
 cost), and a later poll collects the result. Outcomes new to the store are counted once a
-batch (``record_outcomes``), not once an event. A record is finished (handed to the commit step, on the consumer
-thread) only once its outcome is stored, found stored before (a duplicate: counted, nothing
-else), or dead-lettered:
+batch (``record_outcomes``), not once an event. A record is finished (handed to the commit
+step, on the consumer thread) only once its outcome is stored, found stored before (a
+duplicate: counted, nothing else), or dead-lettered:
 a malformed event or a rating off its scale with its reason (``OUTCOME_DLQ_REASONS``), a row the
 database refuses as ``unstorable``. A database outage keeps the buffer and retries it with
 backoff; a full buffer rejects (intake waits). A stop with a write under way (``join`` timed

@@ -55,7 +55,20 @@ class Record(NamedTuple):
     redact: bool
 
 
-Queued = TurnEvent | RetainedRow | Record
+class Place(NamedTuple):
+    """A turn read from Kafka, kept as its record's place (``outcomes.retain_unsampled`` on a
+    Kafka source): read back from Kafka, decoded and redacted when feedback asks for it
+    (``stream/reread.py``). Nothing of its text is written."""
+
+    event_id: str
+    conversation_id: str
+    assistant: str
+    topic: str
+    partition: int
+    offset: int
+
+
+Queued = TurnEvent | RetainedRow | Record | Place
 BATCH = 1000
 FLUSH_INTERVAL_S = 0.5
 
@@ -69,7 +82,9 @@ def turn_row(turn: TurnEvent) -> RetainedRow:
 
 
 class RetainWriter(Protocol):
-    def retain(self, items: Sequence[RetainedRow]) -> int: ...
+    def retain(
+        self, items: Sequence[RetainedRow], now: Any = None, places: Sequence[Place] = ()
+    ) -> int: ...
 
 
 class Kept(Protocol):
@@ -88,7 +103,7 @@ class RawKeeper(Protocol):
 
     def start(self) -> None: ...
 
-    def keep(self, items: Sequence[RetainedRow | Record]) -> Sequence[Kept]: ...
+    def keep(self, items: Sequence[RetainedRow | Record | Place]) -> Sequence[Kept]: ...
 
     def collect(self, *, wait: bool = False, every: bool = False) -> Sequence[Kept]: ...
 
@@ -111,15 +126,19 @@ class RetainingDone:
         redact: Callable[[TurnEvent], TurnEvent] | None = None,
         max_queued: int = 10_000,
         keeper: RawKeeper | None = None,
+        places: bool = False,
     ) -> None:
         """``keeper``: where turns that came with their record's value are kept from it (the
-        rest, assembled from spans or finished by a screening process, are written here)."""
+        rest, assembled from spans or finished by a screening process, are written here).
+        ``places``: the records can be read again (a Kafka source): a turn that came with its
+        record's value is kept as the record's place (``Place``), not as its text."""
         self._done = done
         self._writer = writer
         self._metrics = metrics
         self._redact = redact
         self._max = max_queued
         self._keeper = keeper
+        self._places = places
         if keeper is not None:
             keeper.start()
         self._queue: deque[Queued] = deque()
@@ -142,7 +161,12 @@ class RetainingDone:
             else:
                 raw = message.raw
                 item: Queued
-                if raw is not None and self._keeper is not None:
+                if raw is not None and self._places:
+                    # Read back from Kafka, decoded and redacted then, if feedback asks for it.
+                    tp = message.tp
+                    item = Place(turn.event_id, turn.conversation_id, turn.assistant.name,
+                                 tp.topic, tp.partition, message.offset)  # fmt: skip
+                elif raw is not None and self._keeper is not None:
                     # Decoded (the same turn: nothing changed it since) and serialised in the
                     # keeper's process, not here; redacted there when the chain redacts only
                     # for storage. Never the bytes themselves: a duplicated key could hold
@@ -241,7 +265,7 @@ class RetainingDone:
             self._metrics.record_retained("dropped", dropped)
 
     def _write(self, batch: list[Queued]) -> None:
-        items: list[RetainedRow | Record] = []
+        items: list[RetainedRow | Record | Place] = []
         for item in batch:
             if not isinstance(item, TurnEvent):
                 items.append(item)
@@ -255,13 +279,19 @@ class RetainingDone:
         if self._keeper is not None:
             self._settle(self._keeper.keep(items))
             return
-        rows = [item for item in items if not isinstance(item, Record)]
+        rows: list[RetainedRow] = []
+        places: list[Place] = []
+        for item in items:
+            if isinstance(item, Place):
+                places.append(item)
+            elif not isinstance(item, Record):
+                rows.append(item)
         try:
-            self._writer.retain(rows)
+            self._writer.retain(rows, places=places)
         except CasewatchError as exc:
-            self._failed(len(rows), str(exc))
+            self._failed(len(rows) + len(places), str(exc))
         else:
-            self._stored(len(rows))
+            self._stored(len(rows) + len(places))
 
     def _settle(self, ended: Sequence[Kept]) -> None:
         """Count the batches the keeper's process finished."""

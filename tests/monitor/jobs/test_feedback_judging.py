@@ -8,9 +8,11 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import sqlalchemy as sa
 from prometheus_client import CollectorRegistry
 
 from monitor.config.settings import Settings, load_settings
+from monitor.errors import BrokerError, RecordGone
 from monitor.jobs.feedback_judging import FeedbackJudgingJob
 from monitor.jobs.recorders import OutcomeRecorder
 from monitor.judging.evaluator import build_evaluator
@@ -23,6 +25,9 @@ from monitor.schema.turn import TurnEvent
 from monitor.storage.detection_queries import read_new
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
+from monitor.storage.tables import retained_turns, turns
+from monitor.stream.pipeline import PipelineConfig, chain_decisions
+from monitor.stream.reread import TurnReread
 from tests.fixtures.databases import make_turn, make_verdict
 
 CLOCK_START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC).timestamp()
@@ -148,8 +153,92 @@ def test_kept_turns_are_bounded_in_age_and_count(store: Store) -> None:
     assert records.prune_retained(max_age_s=50, max_rows=3) == 2
     for i in range(5):
         records.save([negative(f"f-{i}", f"new-{i}")])
-    assert sorted(json.loads(e)["event_id"] for e in records.feedback_to_judge(10)) == [
+    assert sorted(json.loads(k.event)["event_id"] for k in records.feedback_to_judge(10)) == [
         "new-2",
         "new-3",
         "new-4",
     ]
+
+
+class Records:
+    """Kafka's records by place; a missing one is gone (``expired``); ``down``: the broker
+    does not answer."""
+
+    def __init__(self, values: dict[tuple[str, int, int], bytes]) -> None:
+        self.values = values
+        self.down = False
+        self.closed = False
+
+    def read(self, topic: str, partition: int, offset: int) -> bytes | None:
+        if self.down:
+            raise BrokerError("reading a record: Kafka at test failed")
+        value = self.values.get((topic, partition, offset))
+        if value is None:
+            raise RecordGone("expired", f"{topic}[{partition}]@{offset}: gone")
+        return value
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_turn_kept_as_its_record_is_read_back_redacted_and_a_gone_one_is_counted(
+    store: Store,
+) -> None:
+    """On a Kafka source unsampled turns are kept as their records' places: the job reads the
+    record back, decodes and redacts it with the chain's own decisions, and judges it; a record
+    Kafka no longer has, or one that holds another turn, is forgotten and counted with its
+    reason; a broker that does not answer ends the run and the turn is tried again."""
+    clock = ManualClock(CLOCK_START)
+    settings = load_settings(None, outcomes={"retain_unsampled": True})
+    records = OutcomeRecords(store, clock)
+    mail = "jane.doe@example.com"
+    with_mail = make_turn("evt-read", query=f"My VPN drops, write to {mail}")
+    kafka = Records(
+        {
+            ("turns", 0, 7): with_mail.model_dump_json().encode(),
+            ("turns", 1, 3): make_turn("evt-other").model_dump_json().encode(),
+        }
+    )
+    places = [
+        ("evt-read", "conv-evt-read", "helpdesk", "turns", 0, 7),
+        ("evt-expired", "conv-evt-expired", "helpdesk", "turns", 0, 2),
+        ("evt-moved", "conv-evt-moved", "helpdesk", "turns", 1, 3),  # holds evt-other
+    ]
+    records.retain([], places=places)
+    with store.transaction(write=False) as conn:
+        kept = conn.execute(sa.select(retained_turns.c.event_id, retained_turns.c.event)).all()
+    assert {(str(e), str(text)) for e, text in kept} == {(p[0], "") for p in places}
+    records.save([negative(f"f-{p[0]}", p[0]) for p in places])
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    reread = TurnReread(kafka, chain_decisions(PipelineConfig.from_settings(settings)))
+    job = FeedbackJudgingJob(
+        settings.outcomes,
+        store,
+        records,
+        build_evaluator(settings, concurrency=1),
+        Sampler(settings.sampling, clock).budget,
+        OutcomeRecorder(metrics),
+        JudgingRecorder(metrics),
+        reread=reread,
+    )
+    try:
+        kafka.down = True
+        job.run()  # nothing read back: every turn waits for the next run
+        assert job.judged == 0
+        assert len(records.feedback_to_judge(10)) == 3
+        kafka.down = False
+        job.run()
+        job.run()
+    finally:
+        job.close()
+    assert kafka.closed
+    assert job.judged == 1
+    for outcome, count in (("expired", 1), ("unreadable", 1)):
+        assert value(registry, "casewatch_turns_retained_total", outcome=outcome) == count
+    with store.transaction(write=False) as conn:
+        left = {str(e) for e in conn.scalars(sa.select(retained_turns.c.event_id))}
+        event = conn.scalar(sa.select(turns.c.event).where(turns.c.event_id == "evt-read"))
+    assert left == {"evt-read"}  # judged and marked; the gone ones forgotten
+    text = event if isinstance(event, str) else json.dumps(event)
+    assert mail not in text and "My VPN drops, write to " in text  # redacted when read back

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from consumers.dlq import HEADER_REASON, KafkaDeadLetterQueue
 from consumers.kafka_source import KafkaTurnSource
+from consumers.record_reader import KafkaRecordReader
 from consumers.tansu import EmbeddedBroker, create_topics, delete_topics
 from monitor.config.kafka import KafkaConfig
 from monitor.config.settings import Settings, load_settings
@@ -21,9 +22,11 @@ from monitor.jobs.outcome_join import OutcomeJoinJob
 from monitor.jobs.recorders import OutcomeRecorder
 from monitor.schema.turn import TurnEvent
 from monitor.storage.audit import stored_verdicts
-from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.outcomes import KeptTurn, OutcomeRecords
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns
+from monitor.stream.pipeline import PipelineConfig, chain_decisions
+from monitor.stream.reread import TurnReread
 from tests.fixtures.broker import DLQ_SUFFIX, produce
 from tests.fixtures.databases import make_turn
 from tests.support.daemon import running
@@ -196,9 +199,10 @@ def test_feedback_before_after_duplicated_unknown_and_malformed(
 def test_unsampled_turns_are_kept_redacted_for_their_feedback(
     tansu_broker: EmbeddedBroker, topics: tuple[str, str], db_url: str, keeper_process: bool
 ) -> None:
-    """Every unsampled turn is kept, redacted, as the same JSON text whether the keeper's
-    process decodes it from the record's bytes or the daemon's writer thread serialises the
-    decoded turn; a malformed record is dead-lettered and never kept."""
+    """Every unsampled turn is kept, through the keeper's process or the daemon's writer
+    thread: one redaction left as it came as its Kafka record's place (nothing of its text
+    written), read back from the broker, decoded and redacted, as the turn itself; one redaction
+    changed as its redacted JSON text. A malformed record is dead-lettered and never kept."""
     bootstrap = tansu_broker.bootstrap
     turns_topic, outcomes_topic = topics
     keeping = {"retain_unsampled": True, "retain_process": keeper_process}
@@ -227,16 +231,28 @@ def test_unsampled_turns_are_kept_redacted_for_their_feedback(
         )
         assert h.sample("casewatch_turns_retained_total", {"outcome": "dropped"}) == 0
         assert h.sample("casewatch_turns_retained_total", {"outcome": "failed"}) == 0
+    r = retained_turns.c
+    query = sa.select(r.event_id, r.event, r.source_topic, r.source_partition, r.source_offset)
     with store.transaction(write=False) as conn:
-        rows = conn.execute(sa.select(retained_turns.c.event_id, retained_turns.c.event)).all()
-    kept = {str(e): str(text) for e, text in rows}
-    assert set(kept) == set(emails) | set(clean)
-    for event_id, text in kept.items():
-        turn = TurnEvent.model_validate_json(text)
-        assert turn.event_id == event_id and turn.conversation_id == f"conv-{event_id}"
-        if event_id in clean:
-            assert turn == clean[event_id]
-            continue
-        assert emails[event_id] not in text  # redacted before it was kept
-        assert turn.query.startswith("My VPN drops, write to ")
+        rows = {str(row.event_id): row for row in conn.execute(query)}
+    assert set(rows) == set(emails) | set(clean)
+    reread = TurnReread(
+        KafkaRecordReader(settings.kafka), chain_decisions(PipelineConfig.from_settings(settings))
+    )
+    try:
+        for event_id, row in rows.items():
+            if event_id in clean:
+                assert row.event == "" and row.source_topic == turns_topic
+                kept = KeptTurn(
+                    event_id, "", row.source_topic, row.source_partition, row.source_offset
+                )
+                assert reread(kept) == clean[event_id]  # read back from the broker
+                continue
+            assert row.source_topic is None
+            turn = TurnEvent.model_validate_json(row.event)
+            assert turn.event_id == event_id and turn.conversation_id == f"conv-{event_id}"
+            assert emails[event_id] not in row.event  # redacted before it was kept
+            assert turn.query.startswith("My VPN drops, write to ")
+    finally:
+        reread.close()
     store.close()

@@ -177,3 +177,39 @@ def test_a_record_is_kept_as_its_decoded_turn_never_as_its_bytes(tmp_path: Path)
     assert "hidden@example.com" not in json.dumps(event)
     assert event["query"] == make_turn("dup").query
     store.close()
+
+
+def _places(store: Store) -> dict[str, tuple[str, str, int, int]]:
+    r = retained_turns.c
+    query = sa.select(r.event_id, r.event, r.source_topic, r.source_partition, r.source_offset)
+    with store.transaction(write=False) as conn:
+        return {
+            row.event_id: (row.event, row.source_topic, row.source_partition, row.source_offset)
+            for row in conn.execute(query)
+        }
+
+
+def test_the_step_keeps_turns_from_kafka_as_their_records_places(tmp_path: Path) -> None:
+    """``places`` (a Kafka source): a turn that came with its record's value is kept as the
+    record's place, nothing of its text written, through the process and on the thread alike;
+    one without (assembled from spans) is still kept as its redacted row."""
+    for through_process in (True, False):
+        store = Store(f"sqlite:///{tmp_path / f'kept-{through_process}.db'}")
+        store.migrate()
+        done, counts = Recorder(), Counts()
+        keeper = _keeper(store.url) if through_process else None
+        step = RetainingDone(done, OutcomeRecords(store), counts, keeper=keeper, places=True)
+        try:
+            message = env(make_turn("from-kafka"), offset=41)
+            step.submit(message._replace(raw=_value("from-kafka")))
+            step.submit(env(make_turn("assembled"), offset=42))
+            assert done.offsets == [41, 42]  # committed at once
+            wait_for(lambda c=counts: c.by_outcome.get("stored") == 2, what="2 turns kept")
+        finally:
+            step.close()
+        kept = _places(store)
+        assert kept["from-kafka"] == ("", message.tp.topic, message.tp.partition, 41)
+        event, topic, _, _ = kept["assembled"]
+        assert json.loads(event)["event_id"] == "assembled" and topic is None
+        assert counts.by_outcome == {"stored": 2}
+        store.close()

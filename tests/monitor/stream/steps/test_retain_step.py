@@ -94,10 +94,12 @@ class HeldWriter:
         self.writing = threading.Event()
         self.release = threading.Event()
 
-    def retain(self, items: Sequence[tuple[str, str, str, str]]) -> int:
+    def retain(
+        self, items: Sequence[tuple[str, str, str, str]], now: Any = None, places: Any = ()
+    ) -> int:
         self.writing.set()
         self.release.wait()
-        return self._records.retain(items)
+        return self._records.retain(items, now, places)
 
 
 def test_a_full_queue_drops_what_it_cannot_hold_counted_and_commits_it_all(
