@@ -301,9 +301,10 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         # the keeper of unsampled turns' process, fed by steps.retain
         ("steps.keeper_process",),
         ("turn_steps", "shutdown_budget", "reread"),
-        ("pipeline", "prepare", "drain"),
+        ("pipeline", "drain"),
         ("rebalances",),
-        ("daemon",),
+        # the daemon's configuration checked, and the chain's decisions built once (pipeline's)
+        ("prepare", "daemon"),
         ("runner",),
     ),
     "monitor.demo": (

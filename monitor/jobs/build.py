@@ -17,6 +17,7 @@ from monitor.jobs.scheduler import Job
 from monitor.metrics.exporter import Metrics
 from monitor.runtime.clock import Clock
 from monitor.sampling.budget import Budget
+from monitor.sampling.judging_redaction import JudgingRedaction
 from monitor.sampling.sampler import Sampler
 from monitor.storage.store import Store
 
@@ -256,6 +257,16 @@ def _read(parsed: T | None, setting: str) -> T:
     return parsed
 
 
+def _canary_redaction(settings: Settings, inputs: JobInputs) -> JudgingRedaction | None:
+    """The chain's redaction, read with the inputs (``JobInputs.canary_redaction``): never
+    built again here, and never missing when the settings redact turns."""
+    if settings.judge_canary.file is not None:  # the turns are read with it
+        _read(inputs.canary_turns, "judge_canary.file (canary_file_turns)")
+    if settings.redaction.active:
+        return _read(inputs.canary_redaction, "the chain's redaction (canary_redaction)")
+    return inputs.canary_redaction
+
+
 def _judge_canary(
     settings: Settings,
     inputs: JobInputs,
@@ -287,7 +298,7 @@ def _judge_canary(
             weights=settings.weights(),
             critical=settings.critical_metrics,
             live_config_hash=judge_config_hash(settings),
-            redaction=settings.redaction,
+            redaction=_canary_redaction(settings, inputs),
             file_turns=inputs.canary_turns,
             clock=clock,
             lease_owner=lease_owner,

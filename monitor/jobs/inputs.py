@@ -4,8 +4,10 @@ turns (``judge_canary.file``).
 
 ``stream/prepare.py`` reads them before the daemon opens anything, so a missing or invalid file
 ends ``casewatch run`` with exit 2 before the consumer joins its group or the store is migrated;
-``build_jobs`` hands the parsed objects to the jobs, which read no file. This module stays light
-(no store, no metrics): it is imported before the consumer starts joining.
+``build_jobs`` hands the parsed objects to the jobs, which read no file. The canary's turns are
+redacted by the redaction the daemon's chain redacts by (``TurnDecisions.redaction``, built once
+by ``prepare`` and handed here), which the canary job is handed on with the inputs. This module
+stays light (no store, no metrics): it is imported before the consumer starts joining.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from monitor.config.settings import Settings
 from monitor.errors import CanarySetError, ConfigError, RubricSetError
 from monitor.judging.probes import Probe, load_probes
 from monitor.judging.rubric_set import RubricSet, load_rubric_set
-from monitor.redaction.config import RedactionConfig
 from monitor.reports.judge_canary import CanaryTurn, load_canary_file
 from monitor.sampling.judging_redaction import TOO_LARGE, JudgingRedaction, Unredactable
 
@@ -33,20 +34,38 @@ class JobInputs:
     rubrics: RubricSet | None = None
     probes: tuple[Probe, ...] | None = None
     canary_turns: tuple[CanaryTurn, ...] | None = None
+    # The redaction of the canary's turns, file and stored: the chain's
+    # (``TurnDecisions.redaction``; None: no turn is redacted, the judges see raw turns).
+    canary_redaction: JudgingRedaction | None = None
 
 
-def read_job_inputs(settings: Settings) -> JobInputs:
+class _FromSettings:
+    """``read_job_inputs``' default redaction: built from the settings, for a caller that builds
+    no chain (a test, a benchmark); the daemon hands its chain's."""
+
+
+FROM_SETTINGS = _FromSettings()
+
+
+def read_job_inputs(
+    settings: Settings, redaction: JudgingRedaction | _FromSettings | None = FROM_SETTINGS
+) -> JobInputs:
     """The files of the enabled jobs, parsed; ConfigError naming the setting on the first that
-    cannot be used."""
+    cannot be used. ``redaction``: the chain's (``TurnDecisions.redaction``, which ``prepare``
+    builds once and hands here), by which the canary's turns are redacted; by default built
+    from ``settings.redaction`` as the chain builds it (``JudgingRedaction.from_config``)."""
+    if isinstance(redaction, _FromSettings):
+        redaction = JudgingRedaction.from_config(settings.redaction)
     canary = settings.judge_canary
     return JobInputs(
         rubrics=rubric_set(settings.rubric) if settings.rubric.enabled else None,
         probes=probe_set(settings.baseline) if settings.baseline.enabled else None,
         canary_turns=(
-            canary_file_turns(canary, settings.redaction)
+            canary_file_turns(canary, redaction)
             if canary.enabled and canary.file is not None
             else None
         ),
+        canary_redaction=redaction,
     )
 
 
@@ -69,27 +88,21 @@ def probe_set(config: BaselineConfig) -> tuple[Probe, ...]:
 
 
 def canary_file_turns(
-    config: JudgeCanaryConfig, redaction: RedactionConfig | None
+    config: JudgeCanaryConfig, redaction: JudgingRedaction | None
 ) -> tuple[CanaryTurn, ...]:
-    """The first ``max_turns`` turns of ``config.file`` as the judges may see them: redacted as
-    live turns are for the judges. A turn that cannot be redacted refuses the file (its raw
-    text must not reach a judge)."""
+    """The first ``max_turns`` turns of ``config.file`` as the judges may see them: redacted by
+    ``redaction``, the chain's (None: not redacted), as live turns are for the judges. A turn
+    that cannot be redacted refuses the file (its raw text must not reach a judge)."""
     if config.file is None:
         raise ConfigError("judge_canary.file is not set")
     try:
         turns = load_canary_file(config.file, min_turns=config.min_turns)
     except CanarySetError as exc:
         raise ConfigError(f"judge_canary.file: {exc.detail}") from None
-    redacted, refused = redact_canary_turns(canary_redaction(redaction), turns[: config.max_turns])
+    redacted, refused = redact_canary_turns(redaction, turns[: config.max_turns])
     if refused:
         raise ConfigError(f"judge_canary.file: {config.file}: {refused[0]}")
     return tuple(redacted)
-
-
-def canary_redaction(redaction: RedactionConfig | None) -> JudgingRedaction | None:
-    """The redaction of canary turns: the stream's decision before judging, built as the
-    stream's ``TurnDecisions`` build it (None: no turn is redacted, the judges see raw turns)."""
-    return JudgingRedaction.from_config(redaction)
 
 
 def redact_canary_turns(
@@ -114,9 +127,9 @@ def redact_canary_turns(
 
 
 __all__ = [
+    "FROM_SETTINGS",
     "JobInputs",
     "canary_file_turns",
-    "canary_redaction",
     "probe_set",
     "read_job_inputs",
     "redact_canary_turns",

@@ -41,10 +41,9 @@ from typing import Any
 import structlog
 
 from monitor.config.judge_canary import JudgeCanaryConfig
-from monitor.jobs.inputs import canary_redaction, redact_canary_turns
+from monitor.jobs.inputs import redact_canary_turns
 from monitor.jobs.recorders import JudgeCanaryRecorder
 from monitor.judging.judge import Judge
-from monitor.redaction.config import RedactionConfig
 from monitor.reports.judge_canary import (
     Baseline,
     CanaryRun,
@@ -58,6 +57,7 @@ from monitor.reports.judge_canary import (
 from monitor.reports.label_files import LABEL_KEYS, consensus
 from monitor.runtime.clock import Clock, SystemClock
 from monitor.sampling.budget import Budget
+from monitor.sampling.judging_redaction import JudgingRedaction
 from monitor.schema.turn import Judgment, TurnEvent
 from monitor.stats.run_cusum import RunDetector
 from monitor.storage import canary_runs as sql
@@ -93,13 +93,14 @@ class JudgeCanaryJob:
         weights: Mapping[str, float],
         critical: Sequence[str],
         live_config_hash: str,
-        redaction: RedactionConfig | None,
+        redaction: JudgingRedaction | None,
         file_turns: Sequence[CanaryTurn] | None = None,
         clock: Clock | None = None,
         lease_owner: str | None = None,
     ) -> None:
-        """``redaction``: the daemon's section (None: no redaction); with ``before_judging``
-        the judges get canary turns redacted as they get live ones. ``file_turns``: with
+        """``redaction``: the daemon's chain's (``TurnDecisions.redaction``, handed on as
+        ``JobInputs.canary_redaction``; None: no redaction), so the judges get canary turns
+        redacted as they get live ones. ``file_turns``: with
         ``config.file``, its turns as ``jobs/inputs.canary_file_turns`` read them at the
         entrypoint (redacted already); the job reads no file. ``lease_owner``: the
         scheduler's owner id; a run is then saved only while this replica holds the job's lease
@@ -107,7 +108,7 @@ class JudgeCanaryJob:
         if (config.file is None) != (file_turns is None):
             raise ValueError("file_turns are judge_canary.file's turns (canary_file_turns)")
         self._cfg = config
-        self._redaction = canary_redaction(redaction)
+        self._redaction = redaction
         self._lease_owner = lease_owner
         self._judges = list(judges)
         self._store = store

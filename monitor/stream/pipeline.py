@@ -300,9 +300,12 @@ def build_pipeline(
     evaluation_sender: EvaluationSender | None = None,
     republisher: TraceRepublisher | None = None,
     outcomes: OutcomeIntake | None = None,
+    *,
+    decisions: TurnDecisions,
 ) -> Pipeline:
     """``outcomes``: where the records of ``config.outcome_topics`` go (required when there
-    are such topics)."""
+    are such topics). ``decisions``: the chain's (``chain_decisions(config)``), built once for
+    the process (``prepare``) and handed on by the runner, to the judge canary too."""
     commit = CommitStep(source, tracker, metrics, clock, config.commit_interval_s)
     formats = config.topic_formats
     encodings: dict[str, OtlpEncoding] = {
@@ -314,9 +317,8 @@ def build_pipeline(
     after_store: AfterStore | None = None
     if evaluation_sender is not None:
         after_store = partial(ExportStep, done, evaluation_sender)
-    # Built once: the decode, redact and sample steps and the screening processes decide by
-    # the same decisions, so screening never changes an outcome, on any topic.
-    decisions = chain_decisions(config)
+    # One set: the decode, redact and sample steps and the screening processes decide by the
+    # same decisions, so screening never changes an outcome, on any topic.
     unsampled: RetainingDone | None = None
     if outcomes is not None and outcomes.retain is not None and outcomes.retain_metrics:
         redactor = decisions.redactor

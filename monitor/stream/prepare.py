@@ -10,7 +10,10 @@ and checks every judge the stream, the rubric job and the baseline job will call
 in an environment without the ``postgres`` extra would otherwise fail after the consumer
 joined its group, as an ImportError). It reads and parses the files the jobs are given (the
 rubric set, the probe set, the judge canary's turns: ``jobs/inputs.py``) and hands them on, so
-building the jobs reads no file. A problem is a ``ConfigError`` naming the setting; the command
+building the jobs reads no file. It builds the chain's ``TurnDecisions`` once for the process
+(decoders, redaction, tripwire, sampling rules): the runner hands them to the pipeline, and
+their redaction, with the job inputs, to the judge canary, which redacts its turns by it. A
+problem is a ``ConfigError`` naming the setting; the command
 exits 2 with it.
 """
 
@@ -26,6 +29,8 @@ from monitor.judging.rubric_grader import require_llm_judge
 from monitor.runtime.clock import Clock
 from monitor.sampling.sampler import Sampler
 from monitor.storage.engine import url_problem
+from monitor.stream.pipeline import PipelineConfig, chain_decisions
+from monitor.stream.steps.decisions import TurnDecisions
 
 
 def judges_in_use(settings: Settings) -> list[str]:
@@ -44,11 +49,15 @@ class Prepared:
 
     sampler: Sampler  # its rules compiled; its hourly budget the stream and the jobs share
     job_inputs: JobInputs  # the jobs' files, parsed (``build_jobs(inputs=...)``)
+    # The chain's decisions, the one set of the process: the pipeline's
+    # (``stream_daemon(decisions=...)``) and, their redaction, the judge canary's.
+    decisions: TurnDecisions
 
 
 def prepare(settings: Settings, clock: Clock) -> Prepared:
     """Checks ``settings`` before any connection (ConfigError on the first problem; see the
-    module): the sampler of the stream and the parsed files of the jobs."""
+    module): the sampler of the stream, the parsed files of the jobs and the chain's
+    decisions."""
     problem = url_problem(settings.storage.url)
     if problem is not None:
         raise ConfigError(problem)
@@ -63,11 +72,12 @@ def prepare(settings: Settings, clock: Clock) -> Prepared:
                 check_endpoint(assistant.endpoint)
     if settings.review.enabled:
         settings.review.token()  # the review queue's token is readable
-    if settings.redaction.active:
-        settings.redaction.policy()  # its patterns compile, its key is long enough
-    # After the redaction policy: the canary's file turns are redacted as they are read.
-    job_inputs = read_job_inputs(settings)
-    return Prepared(stream_sampler(settings, clock), job_inputs)
+    # The redaction policy compiles (its patterns, its key long enough), as do the mapping
+    # and the sampling rules: built once, here, for the chain and the canary.
+    decisions = chain_decisions(PipelineConfig.from_settings(settings))
+    # The canary's file turns are redacted as they are read, by the chain's redaction.
+    job_inputs = read_job_inputs(settings, decisions.redaction)
+    return Prepared(stream_sampler(settings, clock), job_inputs, decisions)
 
 
 def stream_sampler(settings: Settings, clock: Clock) -> Sampler:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from monitor.stream.pipeline import OutcomeIntake, Pipeline
     from monitor.stream.recorder import StreamRecorder
     from monitor.stream.reread import TurnReread
+    from monitor.stream.steps.decisions import TurnDecisions
 
 log = structlog.get_logger(__name__)
 
@@ -138,19 +139,17 @@ def _outcome_intake(
     return OutcomeIntake(records, outcome_recorder)
 
 
-def _reread(settings: Settings, source: TurnSource) -> TurnReread | None:
+def _reread(settings: Settings, source: TurnSource, decisions: TurnDecisions) -> TurnReread | None:
     """How the feedback judging job reads back turns kept as their Kafka record's place (with
     ``outcomes.retain_unsampled`` on a Kafka source): a consumer of no group, opened on its
-    first read, and the pipeline's own decisions."""
+    first read, and the pipeline's own decisions (``Prepared.decisions``)."""
     from consumers.kafka_source import KafkaTurnSource
 
     if not settings.outcomes.retain_unsampled or not isinstance(source, KafkaTurnSource):
         return None
     from consumers.record_reader import KafkaRecordReader
-    from monitor.stream.pipeline import PipelineConfig, chain_decisions
     from monitor.stream.reread import TurnReread
 
-    decisions = chain_decisions(PipelineConfig.from_settings(settings))
     return TurnReread(KafkaRecordReader(settings.kafka), decisions)
 
 
@@ -168,20 +167,26 @@ def stream_daemon(
     exit_when_idle: bool = False,
     dead_letters_to: str | None = None,
     rerun: str | None = None,
+    decisions: TurnDecisions | None = None,
 ) -> Daemon:
     """The ``Daemon`` of ``settings`` over what the caller opened (and closes, after ``run``
     returned and ``Daemon.close``). Its recorder, offset tracker and clock are built here and
     shared by its loop and its pipeline; the pipeline and, with ``otel_export``, the evaluation
     sender are the daemon's to close. ``sampler`` runs on ``clock``
     (``prepare.stream_sampler``); ``dead_letters_to`` names where ``dlq`` writes and
-    ``rerun`` how to read the input again, for the summary lines."""
+    ``rerun`` how to read the input again, for the summary lines. ``decisions``: the chain's,
+    built once by ``prepare`` (``Prepared.decisions``; None: built here from the settings, for
+    a caller that ran no ``prepare``)."""
     from consumers.offsets import OffsetTracker
     from monitor.runtime.clock import SystemClock
     from monitor.stream.daemon import Daemon
-    from monitor.stream.pipeline import PipelineConfig, build_pipeline
+    from monitor.stream.pipeline import PipelineConfig, build_pipeline, chain_decisions
     from monitor.stream.recorder import StreamRecorder
 
     clock = clock or SystemClock()
+    config = PipelineConfig.from_settings(settings)
+    if decisions is None:
+        decisions = chain_decisions(config)
     recorder = StreamRecorder(metrics, draws=sampler.draws)
     tracker = OffsetTracker()
     # Verdicts written back as OTLP log records, when configured: the SDK's export thread
@@ -209,7 +214,7 @@ def stream_daemon(
     try:
         republisher = _republisher(settings, source)
         pipeline = build_pipeline(
-            PipelineConfig.from_settings(settings),
+            config,
             source,
             dlq,
             store,
@@ -221,6 +226,7 @@ def stream_daemon(
             evaluation_sender=sender,
             republisher=republisher,
             outcomes=outcomes,
+            decisions=decisions,
         )
         return Daemon(
             settings.daemon,
@@ -369,7 +375,7 @@ class DaemonRunner:
                 inputs=prepared.job_inputs,
                 budget=sampler.budget,
                 lease_owner=jobs.owner,
-                reread=_reread(settings, source),
+                reread=_reread(settings, source, prepared.decisions),
             ):
                 jobs.add(job)
             self._jobs = jobs
@@ -384,6 +390,7 @@ class DaemonRunner:
                 exit_when_idle=exit_when_idle,
                 dead_letters_to=dead_letters_to,
                 rerun=rerun_text(settings, file_path),
+                decisions=prepared.decisions,
             )
             # Its pipeline and sender are closed as its run returns; this is for a run that
             # never starts (the port below taken).

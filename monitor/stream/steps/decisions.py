@@ -4,13 +4,14 @@ picklable object (no metrics, no budget, no I/O).
 ``TurnDecisions`` holds them for one chain: which decoder reads a topic's records (casewatch's
 own turn event, or a ``format: mapped`` topic's mapping), the redactor and what it forwards,
 the identifier tripwire, and the sampling rules and rates (``Sampler.reason_for``). It is built
-once (``turn_steps.turn_decisions``) and given to the steps, which call its parts on the
+once per process (``prepare``, through ``pipeline.chain_decisions`` and
+``turn_steps.turn_decisions``) and given to the steps, which call its parts on the
 consumer's thread, to the screening processes (``screen.py``), which get it pickled and run
 ``finishes_unjudged`` ahead of the steps, a batch at a time (``unjudged_turns``; under
 ``sampling.strategy: cascade``, ``cascade_look``: the cheap look too, handed to the sample
 step with the record). So screening can never decide otherwise than the steps, on any topic.
 What redaction decides (``JudgingRedaction``) lives below, in ``sampling/judging_redaction.py``,
-where the judge canary reaches it too.
+where the judge canary reaches it too: it is handed this object's ``redaction``.
 """
 
 from __future__ import annotations
@@ -92,8 +93,8 @@ class TurnDecisions:
         sampling: SamplingConfig | None = None,
     ) -> None:
         """``decoders``: per topic, a decoder other than casewatch's own turn event.
-        ``redaction``: the redact step's (None: the chain has no redact step), as the judge
-        canary builds it too (``JudgingRedaction.from_config``).
+        ``redaction``: the redact step's (None: the chain has no redact step), the judge
+        canary's too (handed to it as ``JobInputs.canary_redaction``).
         ``sampling``: the rules and rates ``reason_for`` applies (None: this chain's sampling
         has no reasons to give, e.g. ``casewatch judge``, which judges every turn)."""
         self.max_bytes = max_bytes

@@ -53,14 +53,14 @@ class DecodeStep:
         max_bytes: int,
         flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
         clock: Clock | None = None,
-        decisions: TurnDecisions | None = None,
+        *,
+        decisions: TurnDecisions,
         max_pending: int = MAX_PENDING_DEAD_LETTERS,
     ) -> None:
-        """``decisions``: the chain's, which say how each topic's records are read (a
-        ``format: mapped`` topic's mapping; None: every topic is casewatch's own turn event)."""
-        if decisions is None:
-            decisions = TurnDecisions(max_bytes)
-        elif decisions.max_bytes != max_bytes:
+        """``decisions``: the chain's (``turn_steps.turn_decisions``, one set per chain), which
+        say how each topic's records are read (casewatch's own turn event, or a ``format:
+        mapped`` topic's mapping); no default, so no decode step reads by decisions of its own."""
+        if decisions.max_bytes != max_bytes:
             raise ValueError(f"max_bytes {max_bytes} is not the decisions' {decisions.max_bytes}")
         self._clock = clock or SystemClock()
         # The decisions' decoder, called here without a further frame per consumed record:

@@ -33,10 +33,12 @@ from monitor.jobs.scheduler import JobScheduler
 from monitor.metrics.exporter import Metrics
 from monitor.redaction.config import RedactionConfig
 from monitor.runtime.clock import ManualClock
+from monitor.sampling.judging_redaction import JudgingRedaction
 from monitor.storage import canary_runs
 from monitor.storage.leases import Leases
 from monitor.storage.store import Store
 from monitor.storage.tables import judge_canary_runs
+from monitor.stream.prepare import prepare
 from tests.fake_judge_server import FakeJudgeServer, server_error
 from tests.fixtures.judge_server import ShiftingJudge, fake_judge_config
 from tests.rules.promql import casewatch_series
@@ -349,6 +351,37 @@ def test_canary_turns_reach_the_judge_redacted_as_live_turns_do(
         assert all("<EMAIL_" in r and "<PHONE_" in r for r in sent), sent[0]
     else:  # the stream judges raw text too with before_judging off; so does the canary
         assert all(EMAIL in r for r in sent)
+
+
+def test_the_canary_redacts_by_the_chains_one_redaction(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One set of turn decisions per process: ``prepare`` builds the chain's, and the canary
+    (its file turns and the job) gets their redaction, not one built again from the settings."""
+    built: list[object] = []
+    from_config = JudgingRedaction.from_config.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[JudgingRedaction], config: RedactionConfig | None) -> object:
+        built.append(from_config(cls, config))
+        return built[-1]
+
+    monkeypatch.setattr(JudgingRedaction, "from_config", classmethod(counted))
+    with FakeJudgeServer() as server:
+        settings = _settings(server, _with_pii(tmp_path)).model_copy(
+            update={"redaction": RedactionConfig(before_judging=True, stored_turns=True)}
+        )
+        prepared = prepare(settings, ManualClock())
+        jobs = build_jobs(
+            settings, store, Metrics(CollectorRegistry()), ManualClock(), inputs=prepared.job_inputs
+        )
+    [job] = [j for j in jobs if isinstance(j, JudgeCanaryJob)]
+    try:
+        assert built == [prepared.decisions.redaction] and built[0] is not None
+        assert job._redaction is prepared.decisions.redaction
+        assert all(EMAIL not in t.event.query for t in prepared.job_inputs.canary_turns or ())
+    finally:
+        for j in jobs:
+            j.close()
 
 
 def test_a_replica_whose_lease_was_lost_saves_no_canary_run(store: Store) -> None:

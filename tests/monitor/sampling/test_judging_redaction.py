@@ -47,9 +47,9 @@ def test_the_canary_sends_the_judges_what_the_stream_sends_them(
     tmp_path: Path, before_judging: bool
 ) -> None:
     path = _canary_file(tmp_path)
-    redaction = RedactionConfig(before_judging=before_judging, stored_turns=True)
-    canary = canary_file_turns(JudgeCanaryConfig(file=path), redaction)
-    stream = _stream(redaction)
+    stream = _stream(RedactionConfig(before_judging=before_judging, stored_turns=True))
+    # The daemon hands the canary its chain's redaction (``Prepared.decisions``).
+    canary = canary_file_turns(JudgeCanaryConfig(file=path), stream.redaction)
     originals = canary_file_turns(JudgeCanaryConfig(file=path), None)
     assert len(canary) == len(originals) > 1
     for sent, original in zip(canary, originals, strict=True):
@@ -68,10 +68,11 @@ def test_a_turn_the_stream_would_not_judge_refuses_the_canary_file(tmp_path: Pat
     path = _canary_file(tmp_path, padding=400)
     redaction = RedactionConfig(before_judging=False, stored_turns=True, max_chars=500)
     [first, *_] = canary_file_turns(JudgeCanaryConfig(file=path), None)
-    live = _stream(redaction).redact(first.event)
+    stream = _stream(redaction)
+    live = stream.redact(first.event)
     assert isinstance(live, Unredactable) and live.decision == TOO_LARGE
     with pytest.raises(ConfigError, match="too large to redact"):
-        canary_file_turns(JudgeCanaryConfig(file=path), redaction)
+        canary_file_turns(JudgeCanaryConfig(file=path), stream.redaction)
 
 
 def test_it_is_built_one_way_and_pickles() -> None:

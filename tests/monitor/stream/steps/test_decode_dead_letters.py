@@ -17,6 +17,7 @@ from monitor.errors import InvalidEvent, MessageRejected
 from monitor.metrics.exporter import Metrics
 from monitor.stream.recorder import StreamRecorder
 from monitor.stream.steps.base import PendingDeadLetters
+from monitor.stream.steps.decisions import TurnDecisions
 from monitor.stream.steps.decode import DecodeStep
 from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker
 from tests.monitor.stream.steps.helpers import Recorder, env, raw
@@ -52,7 +53,8 @@ class CountingSink:
 
 def _step(sink: CountingSink, registry: CollectorRegistry, done: Recorder, **kw: int) -> DecodeStep:
     metrics = StreamRecorder(Metrics(registry))
-    return DecodeStep(Recorder(), done, sink, metrics, max_bytes=100_000, **kw)
+    decisions = TurnDecisions(100_000)
+    return DecodeStep(Recorder(), done, sink, metrics, 100_000, decisions=decisions, **kw)
 
 
 def _held(registry: CollectorRegistry, why: str) -> float:

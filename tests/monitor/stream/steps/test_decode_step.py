@@ -12,6 +12,7 @@ from monitor.errors import MessageRejected
 from monitor.metrics.exporter import Metrics
 from monitor.schema.turn import TurnEvent
 from monitor.stream.recorder import StreamRecorder
+from monitor.stream.steps.decisions import TurnDecisions
 from monitor.stream.steps.decode import DecodeStep
 from tests.fixtures.databases import make_turn
 from tests.monitor.stream.steps.helpers import Recorder, env, raw
@@ -22,7 +23,8 @@ GOOD = make_turn("e1").model_dump_json().encode()
 def _step(
     sink: FileDeadLetterSink, registry: CollectorRegistry, nxt: Recorder, done: Recorder
 ) -> DecodeStep:
-    return DecodeStep(nxt, done, sink, StreamRecorder(Metrics(registry)), max_bytes=100_000)
+    metrics = StreamRecorder(Metrics(registry))
+    return DecodeStep(nxt, done, sink, metrics, 100_000, decisions=TurnDecisions(100_000))
 
 
 def test_valid_records_become_turns_with_the_same_offset(sink: FileDeadLetterSink) -> None:

@@ -135,7 +135,9 @@ def test_poison_reaches_the_dead_letter_file_redacted(sink: FileDeadLetterSink) 
     registry = CollectorRegistry()
     metrics = StreamRecorder(Metrics(registry))
     dlq = RedactingDeadLetterSink(sink, Redactor(RedactionPolicy()), metrics)
-    step = DecodeStep(Recorder(), Recorder(), dlq, metrics, max_bytes=100_000)
+    step = DecodeStep(
+        Recorder(), Recorder(), dlq, metrics, 100_000, decisions=TurnDecisions(100_000)
+    )
     doc = json.loads(_pii().model_dump_json())
     del doc["answer"]  # invalid: schema
     doc["query"] = EMAIL  # pydantic's message would quote it
