@@ -183,6 +183,35 @@ def test_demo_process_drains_and_exits_0_on_sigterm(tansu: None, tmp_path: Path)
 
 
 @pytest.mark.integration
+def test_the_closing_lines_reach_stderr_once_the_tee_is_gone(tansu: None, tmp_path: Path) -> None:
+    """``make run | tee demo.log`` and Ctrl-C: the terminal's SIGINT ends ``tee`` too, so the
+    demo's closing lines meet a pipe nobody reads. They reach the terminal on stderr instead."""
+    cmd = [sys.executable, "-m", "monitor.cli", "demo", "--port", "0", "--rate", "100"]
+    cmd += ["--db", str(tmp_path / "demo.db"), "--no-alerts"]
+    err = tmp_path / "stderr.log"  # a file: a pipe nobody drained would stall the demo
+    with (
+        err.open("w") as err_file,
+        subprocess.Popen(
+            cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=err_file, text=True
+        ) as proc,
+    ):
+        try:
+            assert proc.stdout is not None
+            wait_until_judged(_metrics_url(proc.stdout))  # running, its signals handled
+            proc.stdout.close()  # tee is gone: every write into the pipe fails with EPIPE
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=DEADLINE_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = err.read_text()
+    assert proc.returncode == 0, text
+    assert "stopping: draining in-flight turns" in text
+    assert text.rstrip().endswith("casewatch demo: stopped"), text[-2000:]
+    assert "BrokenPipe" not in text
+
+
+@pytest.mark.integration
 def test_demo_exits_1_in_bounded_time_when_its_broker_dies_with_the_interrupt(
     tansu: None, tmp_path: Path
 ) -> None:
