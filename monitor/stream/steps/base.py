@@ -172,10 +172,6 @@ def forward(ready: deque[Envelope[T]], next_step: ProcessingStep[T]) -> None:
         ready.popleft()
 
 
-# How long a sender that needs its dead letter durable at once waits for it (``dead_letter``).
-DEAD_LETTER_WAIT_S = 10.0
-
-
 def dead_letter(
     dlq: DeadLetterSink,
     record: Callable[[str], None],
@@ -183,16 +179,17 @@ def dead_letter(
     exc: InvalidEvent,
     what: str = "record",
     *,
-    wait_s: float | None = DEAD_LETTER_WAIT_S,
+    wait_s: None = None,
 ) -> Delivery:
-    """Send ``message`` to the dead-letter sink with the reason, count it and log it. With
-    ``wait_s`` the record is durable on return (the sink flushed); None returns at once, and
-    the caller finishes the record once its delivery is acknowledged (``PendingDeadLetters``).
-    A sink that refuses it raises MessageRejected: the record stays offered and is retried."""
+    """Send ``message`` to the dead-letter sink with the reason, count it and log it, without
+    waiting: the caller finishes the record once its delivery is acknowledged
+    (``PendingDeadLetters``, the one way a step dead-letters). A sink that refuses it raises
+    MessageRejected: the record stays offered and is retried.
+
+    ``wait_s`` is accepted as None only, for callers that still spell it: no sender waits for
+    its dead letter on the consumer's thread."""
     try:
         delivery = dlq.send(message.payload, exc.reason, exc.detail)
-        if wait_s is not None:
-            dlq.flush(wait_s)
     except TransportError as err:
         _log.warning("dead-letter queue refused a record; will retry", error=str(err))
         raise MessageRejected("dead-letter queue unavailable") from err
@@ -227,19 +224,22 @@ def _size(message: Envelope[RawMessage]) -> int:
 
 
 class _Pending(NamedTuple):
-    message: Envelope[RawMessage]
+    message: Envelope[RawMessage]  # the record sent
     exc: InvalidEvent
     delivery: Delivery | None  # None: to be sent again
+    finishes: Envelope[Any]  # handed to ``done`` once acknowledged
 
 
 class PendingDeadLetters:
-    """Dead letters sent and not yet acknowledged, each with the message it finishes.
+    """Dead letters sent and not yet acknowledged, each with the message it finishes: the one
+    way every step dead-letters (decode, assemble, redact, store, outcome).
 
     The sink writes in the background; ``settle`` (each poll, never waiting) hands the
     messages whose dead letter is acknowledged to ``done`` and sends again those whose write
     failed, so a dead-lettered offset is committable only once its dead letter is durable.
-    ``full`` is the bound past which the step takes no more poison (backpressure); ``flush``
-    (the join) waits once for everything in flight. ``held(why)`` counts what stays held.
+    ``make_room`` is the bound past which the step takes no more poison (backpressure);
+    ``flush`` (the join) waits once for everything in flight. ``held(why)`` counts what stays
+    held.
     """
 
     def __init__(
@@ -270,19 +270,32 @@ class PendingDeadLetters:
         exc: InvalidEvent,
         record: Callable[[str], None],
         what: str = "record",
+        *,
+        finishes: Envelope[Any] | None = None,
     ) -> None:
         """Dead-letter ``message`` (``dead_letter``) without waiting, to be finished once
-        acknowledged. MessageRejected when full or when the sink refuses it."""
+        acknowledged. MessageRejected when full or when the sink refuses it. ``finishes``: the
+        message handed to ``done`` then, when it is not the record sent (a decoded turn sent
+        re-serialized goes on as the turn)."""
         self.make_room()
         try:
-            delivery = dead_letter(self._dlq, record, message, exc, what, wait_s=None)
+            delivery = dead_letter(self._dlq, record, message, exc, what)
         except MessageRejected:
             self._held(HELD_UNAVAILABLE)
             raise
-        self.add(message, exc, delivery)
+        self.add(message, exc, delivery, finishes=finishes)
 
-    def add(self, message: Envelope[RawMessage], exc: InvalidEvent, delivery: Delivery) -> None:
-        self._pending.append(_Pending(message, exc, delivery))
+    def add(
+        self,
+        message: Envelope[RawMessage],
+        exc: InvalidEvent,
+        delivery: Delivery,
+        *,
+        finishes: Envelope[Any] | None = None,
+    ) -> None:
+        self._pending.append(
+            _Pending(message, exc, delivery, message if finishes is None else finishes)
+        )
         self._bytes += _size(message)
 
     def _full(self) -> bool:
@@ -328,7 +341,7 @@ class PendingDeadLetters:
                     )
                     entry = entry._replace(delivery=None)
                 else:
-                    self._done.submit(entry.message)
+                    self._done.submit(entry.finishes)
                     self._bytes -= _size(entry.message)
                     continue
             still.append(self._resend(entry))

@@ -9,7 +9,12 @@ so no turn reaches the store too large to redact).
 A turn larger than ``redaction.max_chars`` (or one a detector fails on) is finished here,
 counted in ``casewatch_turns_skipped_total`` under its own reason, and never passed on: a
 turn that cannot be redacted is neither judged nor stored. Given a dead-letter sink (``casewatch
-judge``: its rejects file), the step sends such a turn there with the reason instead.
+judge``: its rejects file), the step sends such a turn there with the reason instead, as the
+decode step sends poison (``PendingDeadLetters``): without waiting on the loop's thread, done
+once its dead letter is acknowledged (each ``poll`` checks, ``join`` waits once), sent again
+when its write failed; while the sink refuses it, or past ``max_pending`` dead letters (or
+32 MB of their records) awaiting acknowledgement, the turn is rejected (offered again later)
+and counted in ``casewatch_dead_letters_held_total``.
 
 ``RedactingDeadLetterSink`` gives the dead-letter topic the same treatment (a poison record
 must not leak what a valid one would not): value, key, header values and the failure detail
@@ -30,15 +35,17 @@ import structlog
 from consumers.records import Delivery, RawMessage
 from monitor.errors import InvalidEvent, MessageRejected
 from monitor.redaction import Redactor, TooLargeToRedact
+from monitor.runtime.clock import Clock, Deadline, SystemClock
 from monitor.sampling.sampler import SampleDecision
 from monitor.schema.turn import TurnEvent, Verdict
 from monitor.stream.steps.base import (
+    MAX_PENDING_DEAD_LETTERS,
     DoneStep,
     Envelope,
+    PendingDeadLetters,
     ProcessingStep,
     SavedBatch,
     VerdictWriter,
-    dead_letter,
     turn_record,
 )
 from monitor.stream.steps.decisions import TurnDecisions, Unredactable, redact_for_judging
@@ -49,12 +56,16 @@ if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
 log = structlog.get_logger(__name__)
 
 WITHHELD = "value withheld: too large to redact"
+# How long a join without a timeout waits for the dead letters in flight.
+DLQ_FLUSH_TIMEOUT_S = 10.0
 
 
 class RedactionMetrics(Protocol):
     def record_redactions(self, counts: Mapping[str, int]) -> None: ...
 
     def record_dead_letter(self, reason: str) -> None: ...
+
+    def record_dead_letter_held(self, why: str) -> None: ...
 
     def record_sampling(self, assistant: str, decision: SampleDecision, count: int = 1) -> None: ...
 
@@ -86,15 +97,23 @@ class RedactStep:
         metrics: RedactionMetrics,
         *,
         dlq: DeadLetterSink | None = None,
+        max_pending: int = MAX_PENDING_DEAD_LETTERS,
+        clock: Clock | None = None,
     ) -> None:
         """``decisions``: the chain's (its redactor, and whether the judges get the redacted
-        turn: ``redaction.before_judging``), the ones screening decides by too."""
+        turn: ``redaction.before_judging``), the ones screening decides by too. ``dlq``: where
+        a turn that cannot be redacted goes (None: skipped, counted as not sampled)."""
         redaction = decisions.redaction
         if redaction is None:
             raise ValueError("a redact step needs decisions with a redactor")
         self._next = next_step
-        self._dlq = dlq
         self._done = done
+        self._clock = clock or SystemClock()
+        self._pending = (
+            None
+            if dlq is None
+            else PendingDeadLetters(dlq, done, metrics.record_dead_letter_held, max_pending)
+        )
         # What ``decisions.redact`` decides (``JudgingRedaction.redact``), called without its
         # two further frames per consumed turn.
         self._redactor = redaction.redactor
@@ -132,14 +151,15 @@ class RedactStep:
             self._tally.add(counts)
 
     def _skip(self, message: Envelope[TurnEvent], outcome: Unredactable) -> None:
-        if self._dlq is not None:
+        if self._pending is not None:
             # The record's bytes are gone: the turn goes as re-serialized (the sink may
-            # withhold a value too large to redact).
+            # withhold a value too large to redact). Done once acknowledged; a refusing sink,
+            # or too many dead letters in flight, rejects the record (offered again later).
             invalid = InvalidEvent(outcome.decision.reason, outcome.detail)
             record = message.replace(turn_record(message))
-            # Durable on return (the sink's contract); a refusing sink rejects the record.
-            dead_letter(self._dlq, self._metrics.record_dead_letter, record, invalid, "turn")
-            self._done.submit(message)
+            self._pending.send(
+                record, invalid, self._metrics.record_dead_letter, "turn", finishes=message
+            )
             return
         log.warning(
             "turn not redacted; skipped, neither judged nor stored",
@@ -152,13 +172,24 @@ class RedactStep:
         self._done.submit(message)
         self._metrics.record_sampling(message.payload.assistant.name, outcome.decision)
 
+    @property
+    def dead_letters_pending(self) -> int:
+        """Turns sent to the dead-letter sink whose dead letter is not acknowledged yet."""
+        return 0 if self._pending is None else len(self._pending)
+
     def poll(self) -> None:
+        if self._pending is not None:
+            self._pending.settle()
         self._tally.flush()
         self._next.poll()
 
     def join(self, timeout: float | None = None) -> None:
         self._tally.flush()
-        self._next.join(timeout)
+        deadline = Deadline(timeout, self._clock)
+        if self._pending is not None:
+            remaining = deadline.remaining()
+            self._pending.flush(DLQ_FLUSH_TIMEOUT_S if remaining is None else remaining)
+        self._next.join(deadline.remaining())
 
     def close(self) -> None:
         self._next.close()

@@ -9,8 +9,13 @@ judge step fills behind it and the daemon pauses its partitions. ``healthy`` tur
 A turn the database refuses (its data, e.g. a NUL character PostgreSQL cannot hold: see
 ``monitor.storage.refusals``) is not an outage: the store isolates it, stores the rest of the
 batch, and this step sends it to the dead-letter topic with reason ``unstorable`` and the
-database's message, then marks it done. Its judge call is never made again. A dead-letter
-queue that refuses writes holds it (backpressure), as in the decode step.
+database's message, as the decode step sends poison (``PendingDeadLetters``): without waiting
+on the loop's thread, marked done once its dead letter is acknowledged (each ``poll`` checks,
+``join`` waits once), sent again when its write failed. Its judge call is never made again.
+While the dead-letter queue refuses it, or past ``max_pending`` dead letters (or 32 MB of
+their records) awaiting acknowledgement, it is held uncommitted and counted
+(``casewatch_dead_letters_held_total``), no further batch is written, and once the buffer
+is full ``submit`` rejects (backpressure).
 
 Write-through (``write_now``, the judge step's ``on_judged`` when the chain is built with
 ``TurnStepsConfig.write_through``, as in the daemon) stores each verdict from the judge thread
@@ -27,10 +32,18 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import structlog
 
-from monitor.errors import MessageRejected, StorageError, TransportError
+from monitor.errors import InvalidEvent, MessageRejected, StorageError
 from monitor.runtime.clock import Backoff, Clock, Deadline, RetryState
 from monitor.schema.turn import TurnEvent, Verdict
-from monitor.stream.steps.base import DoneStep, Envelope, JudgedTurn, VerdictWriter, turn_record
+from monitor.stream.steps.base import (
+    MAX_PENDING_DEAD_LETTERS,
+    DoneStep,
+    Envelope,
+    JudgedTurn,
+    PendingDeadLetters,
+    VerdictWriter,
+    turn_record,
+)
 
 if TYPE_CHECKING:  # the protocol only: kafka-python need not be loaded
     from consumers.dlq import DeadLetterSink
@@ -39,6 +52,7 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_BATCH_SIZE = 64
 _MIN_WAIT_S = 0.01  # join never spins, even with a zero backoff
+# How long a join without a timeout waits for the dead letters in flight.
 DLQ_FLUSH_TIMEOUT_S = 10.0
 UNSTORABLE = "unstorable"  # the dead-letter reason of a turn the database refuses
 
@@ -49,6 +63,8 @@ class StoreMetrics(Protocol):
     def record_storage_error(self) -> None: ...
 
     def record_dead_letter(self, reason: str) -> None: ...
+
+    def record_dead_letter_held(self, why: str) -> None: ...
 
 
 class _Written(NamedTuple):
@@ -70,6 +86,7 @@ class StoreStep:
         backoff: Backoff | None = None,
         *,
         dlq: DeadLetterSink,
+        max_pending: int = MAX_PENDING_DEAD_LETTERS,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -80,9 +97,12 @@ class StoreStep:
         self._batch_size = batch_size
         self._retry = RetryState(backoff or Backoff(), clock)
         self._buffer: list[Envelope[JudgedTurn]] = []
-        self._dlq = dlq
-        # Refused by the database, waiting for the dead-letter queue to take them.
+        # Refused by the database, waiting for the dead-letter queue to take them; then
+        # dead letters in flight, each finishing its turn once acknowledged.
         self._unstorable: list[tuple[Envelope[JudgedTurn], str]] = []
+        self._pending = PendingDeadLetters(
+            dlq, next_step, metrics.record_dead_letter_held, max_pending
+        )
         self.last_error: str | None = None
         # Verdicts a judge thread stored (``write_now``), by id(verdict): set there before the
         # verdict's future completes, read here once the loop hands its turn on.
@@ -96,7 +116,13 @@ class StoreStep:
 
     @property
     def buffered(self) -> int:
+        """Turns not stored yet, and refused turns the dead-letter queue has not taken."""
         return len(self._buffer) + len(self._unstorable)
+
+    @property
+    def dead_letters_pending(self) -> int:
+        """Refused turns sent to the dead-letter queue, not acknowledged yet."""
+        return len(self._pending)
 
     def write_now(self, turn: TurnEvent, verdict: Verdict) -> None:
         """On a judge thread (write-through): store one judged turn now. A write that fails
@@ -183,21 +209,25 @@ class StoreStep:
         return self._dead_letter()
 
     def _dead_letter(self) -> bool:
-        """Send the refused turns to the dead-letter queue; each is done once it is there."""
+        """Send the refused turns to the dead-letter queue without waiting; each is done once
+        its dead letter is acknowledged. False while one is held: the queue refuses it, or too
+        many dead letters await acknowledgement."""
         while self._unstorable:
             message, why = self._unstorable[0]
             turn = message.payload.turn
             detail = f"the database refused turn {turn.event_id!r}: {why}"
+            record = message.replace(turn_record(message))
             try:
-                self._dlq.send(turn_record(message), UNSTORABLE, detail)
-                self._dlq.flush(DLQ_FLUSH_TIMEOUT_S)
-            except TransportError as err:
-                log.warning(
-                    "dead-letter queue refused an unstorable turn; will retry", error=str(err)
+                self._pending.send(
+                    record,
+                    InvalidEvent(UNSTORABLE, detail),
+                    self._metrics.record_dead_letter,
+                    "unstorable turn",
+                    finishes=message,
                 )
+            except MessageRejected:  # counted and logged there; sent on a later poll
                 return False
             self._unstorable.pop(0)
-            self._metrics.record_dead_letter(UNSTORABLE)
             log.error(
                 "turn dead-lettered: the database refuses it",
                 event_id=turn.event_id,
@@ -206,10 +236,10 @@ class StoreStep:
                 offset=message.offset,
                 error=why,
             )
-            self._next.submit(message)
         return True
 
     def poll(self) -> None:
+        self._pending.settle()
         self._flush()
         self._next.poll()
 
@@ -222,6 +252,11 @@ class StoreStep:
                 break
             wait = max(_MIN_WAIT_S, self._retry.remaining())
             self._clock.sleep(min(wait, remaining) if remaining is not None else wait)
+            self._pending.settle()
+        remaining = deadline.remaining()
+        # As the decode step: one wait for the dead letters in flight; what is not acknowledged
+        # by then stays uncommitted (re-read, and dead-lettered again, after a restart).
+        self._pending.flush(DLQ_FLUSH_TIMEOUT_S if remaining is None else remaining)
         self._next.join(deadline.remaining())
 
     def close(self) -> None:

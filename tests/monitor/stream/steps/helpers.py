@@ -6,7 +6,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from consumers.records import RawMessage, TopicPartition
+from consumers.dlq import DeadLetterSink
+from consumers.records import Delivery, RawMessage, TopicPartition
 from monitor.config.sampling import SamplingConfig
 from monitor.errors import InvalidEvent, MessageRejected
 from monitor.redaction.config import RedactionConfig
@@ -20,6 +21,8 @@ from tests.fixtures.databases import make_verdict
 T = TypeVar("T")
 
 TP = TopicPartition("turns", 0)
+# The topic whose dead-letter topic the ``gone_broker_sink`` fixture writes to.
+OUTAGE_TOPIC = "outage.turns"
 
 
 def env(
@@ -62,6 +65,29 @@ class Recorder:
     @property
     def offsets(self) -> list[int]:
         return [m.offset for m in self.items]
+
+
+class CountingSink:
+    """A dead-letter sink (the real Kafka one in the integration tests), with the calls that can
+    wait for the broker counted and each delivery kept: what a step asks of its sink, seen from
+    outside."""
+
+    def __init__(self, inner: DeadLetterSink) -> None:
+        self.inner = inner
+        self.flushes = 0
+        self.deliveries: list[Delivery] = []
+
+    def send(self, msg: RawMessage, reason: str, detail: str) -> Delivery:
+        delivery = self.inner.send(msg, reason, detail)
+        self.deliveries.append(delivery)
+        return delivery
+
+    def flush(self, timeout_s: float) -> None:
+        self.flushes += 1
+        self.inner.flush(timeout_s)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class GatedEvaluator:

@@ -5,14 +5,11 @@ record and is counted, and past the bound of dead letters in flight poison is re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from prometheus_client import CollectorRegistry
 
 from consumers.dlq import KafkaDeadLetterQueue
-from consumers.records import Delivery, RawMessage, TopicPartition
-from consumers.tansu import EmbeddedBroker, create_topics
+from consumers.records import RawMessage, TopicPartition
 from monitor.errors import InvalidEvent, MessageRejected
 from monitor.metrics.exporter import Metrics
 from monitor.stream.recorder import StreamRecorder
@@ -20,35 +17,13 @@ from monitor.stream.steps.base import PendingDeadLetters
 from monitor.stream.steps.decisions import TurnDecisions
 from monitor.stream.steps.decode import DecodeStep
 from tests.fixtures.broker import DLQ_SUFFIX, ContractBroker
-from tests.monitor.stream.steps.helpers import Recorder, env, raw
+from tests.monitor.stream.steps.helpers import OUTAGE_TOPIC, CountingSink, Recorder, env, raw
 from tests.support.kafka import read_topic, source_config
 from tests.support.waiting import DEADLINE_S, wait_for
 
 pytestmark = pytest.mark.integration
 
 BURST = 50
-
-
-class CountingSink:
-    """The real Kafka dead-letter queue, with the calls that can wait for the broker counted
-    and each delivery kept: what the step asks of its sink, seen from outside."""
-
-    def __init__(self, inner: KafkaDeadLetterQueue) -> None:
-        self.inner = inner
-        self.flushes = 0
-        self.deliveries: list[Delivery] = []
-
-    def send(self, msg: RawMessage, reason: str, detail: str) -> Delivery:
-        delivery = self.inner.send(msg, reason, detail)
-        self.deliveries.append(delivery)
-        return delivery
-
-    def flush(self, timeout_s: float) -> None:
-        self.flushes += 1
-        self.inner.flush(timeout_s)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def _step(sink: CountingSink, registry: CollectorRegistry, done: Recorder, **kw: int) -> DecodeStep:
@@ -63,27 +38,6 @@ def _held(registry: CollectorRegistry, why: str) -> float:
 
 def _poison(topic: str, offset: int) -> RawMessage:
     return raw(b"{not json", offset=offset, tp=TopicPartition(topic, 0))
-
-
-@pytest.fixture
-def gone_broker_sink(own_broker: EmbeddedBroker) -> Iterator[CountingSink]:
-    """A dead-letter queue whose broker stopped after it learned the topic (so ``send`` has
-    nothing to ask the cluster first): every write from then on fails after the send limit."""
-    topic = "outage.turns"
-    create_topics(own_broker.bootstrap, [topic], dlq_suffix=DLQ_SUFFIX)
-    dlq = KafkaDeadLetterQueue(
-        source_config(own_broker, topic), send_timeout_s=1.0, close_timeout_s=1.0
-    )
-    sink = CountingSink(dlq)
-    try:
-        sink.send(_poison(topic, 0), "not_json", "before the outage")
-        sink.flush(DEADLINE_S)
-        sink.deliveries.clear()
-        sink.flushes = 0
-        own_broker.stop()
-        yield sink
-    finally:
-        sink.close()
 
 
 def test_a_burst_of_poison_is_in_flight_together_and_done_once_acknowledged(
@@ -145,11 +99,11 @@ def test_with_the_dead_letter_topic_unwritable_the_offsets_stay_uncommitted_and_
     sink = gone_broker_sink
     registry, done = CollectorRegistry(), Recorder()
     step = _step(sink, registry, done)
-    tp = TopicPartition("outage.turns", 0)
+    tp = TopicPartition(OUTAGE_TOPIC, 0)
     n = 5
     # The broker is gone, yet each record is taken at once: nothing waits per record.
     for offset in range(1, n + 1):
-        step.submit(env(_poison("outage.turns", offset), offset=offset, tp=tp))
+        step.submit(env(_poison(OUTAGE_TOPIC, offset), offset=offset, tp=tp))
     assert sink.flushes == 0 and len(sink.deliveries) == n
 
     def every_write_failed_and_was_sent_again() -> bool:
@@ -172,12 +126,12 @@ def test_past_the_bound_of_dead_letters_in_flight_poison_is_rejected(
     registry, done = CollectorRegistry(), Recorder()
     bound = 3
     step = _step(gone_broker_sink, registry, done, max_pending=bound)
-    tp = TopicPartition("outage.turns", 0)
+    tp = TopicPartition(OUTAGE_TOPIC, 0)
     for offset in range(1, bound + 1):
-        step.submit(env(_poison("outage.turns", offset), offset=offset, tp=tp))
+        step.submit(env(_poison(OUTAGE_TOPIC, offset), offset=offset, tp=tp))
     for _ in range(2):  # offered again: rejected again, counted once
         with pytest.raises(MessageRejected, match="dead letters await acknowledgement"):
-            step.submit(env(_poison("outage.turns", bound + 1), offset=bound + 1, tp=tp))
+            step.submit(env(_poison(OUTAGE_TOPIC, bound + 1), offset=bound + 1, tp=tp))
     assert _held(registry, "backlog") == 1
     assert step.dead_letters_pending == bound and done.items == []
     # A valid record is not held back by the poison's backlog.
@@ -197,7 +151,7 @@ def test_the_bytes_of_the_records_held_are_bounded_too(gone_broker_sink: Countin
     held: list[str] = []
     done = Recorder()
     pending = PendingDeadLetters(gone_broker_sink, done, held.append, limit=100, byte_limit=1000)
-    tp = TopicPartition("outage.turns", 0)
+    tp = TopicPartition(OUTAGE_TOPIC, 0)
     for offset in (1, 2):
         pending.make_room()
         message = env(raw(b"x" * 600, offset=offset, tp=tp), offset=offset, tp=tp)

@@ -109,6 +109,55 @@ def test_a_refused_turn_is_offered_again_without_redacting_twice() -> None:
     assert registry.get_sample_value("casewatch_redactions_total", {"kind": "card"}) == 2
 
 
+def test_a_turn_too_large_is_dead_lettered_and_done_once_written(
+    sink: FileDeadLetterSink,
+) -> None:
+    registry = CollectorRegistry()
+    nxt, done = Recorder(), Recorder()
+    step = RedactStep(
+        nxt,
+        done,
+        _redacting(Redactor(RedactionPolicy(max_chars=200))),
+        StreamRecorder(Metrics(registry)),
+        dlq=sink,
+    )
+    step.submit(env(_pii(reference="x" * 500), offset=4))
+    # Sent without waiting; done on the poll that sees it written, never passed on.
+    assert nxt.items == [] and done.items == [] and step.dead_letters_pending == 1
+    step.poll()
+    assert nxt.items == [] and done.offsets == [4] and step.dead_letters_pending == 0
+    records = [json.loads(line) for line in sink.path.read_text().splitlines()]
+    assert [(r["offset"], r["reason"]) for r in records] == [(4, "redaction_too_large")]
+    get = registry.get_sample_value
+    assert get("casewatch_dead_letter_total", {"reason": "redaction_too_large"}) == 1
+    labels = {"assistant": "helpdesk", "reason": "redaction_too_large"}
+    assert get("casewatch_turns_skipped_total", labels) is None  # dead-lettered, not skipped
+
+
+def test_a_turn_too_large_is_rejected_while_the_dead_letter_sink_refuses_it(
+    sink: FileDeadLetterSink,
+) -> None:
+    sink.close()  # a sink that refuses writes, like an unreachable dead-letter topic
+    registry = CollectorRegistry()
+    nxt, done = Recorder(), Recorder()
+    step = RedactStep(
+        nxt,
+        done,
+        _redacting(Redactor(RedactionPolicy(max_chars=200))),
+        StreamRecorder(Metrics(registry)),
+        dlq=sink,
+    )
+    for _ in range(2):  # offered again later: rejected again, counted each time
+        with pytest.raises(MessageRejected, match="dead-letter queue unavailable"):
+            step.submit(env(_pii(reference="x" * 500), offset=4))
+    step.poll()
+    step.join(timeout=0)
+    assert nxt.items == [] and done.items == [] and step.dead_letters_pending == 0
+    get = registry.get_sample_value
+    assert get("casewatch_dead_letters_held_total", {"why": "unavailable"}) == 2
+    assert get("casewatch_dead_letter_total", {"reason": "redaction_too_large"}) is None
+
+
 class _Writer:
     def __init__(self) -> None:
         self.saved: list[tuple[TurnEvent, Verdict]] = []

@@ -212,7 +212,9 @@ def test_an_unstorable_turn_waits_for_the_dead_letter_queue(store: Store, tmp_pa
     sink.close()  # a sink that refuses writes, like an unreachable dead-letter topic
     done = Recorder()
     registry = CollectorRegistry()
-    step = StoreStep(done, store, StreamRecorder(Metrics(registry)), ManualClock(), dlq=sink)
+    step = StoreStep(
+        done, store, StreamRecorder(Metrics(registry)), ManualClock(), batch_size=2, dlq=sink
+    )
     kind = refused_rows.kinds(store.dialect)[0]
     turn, verdict = refused_rows.refused_pair(store.dialect, kind, "bad-0")
     step.submit(env(JudgedTurn(turn, verdict), offset=0))
@@ -221,6 +223,34 @@ def test_an_unstorable_turn_waits_for_the_dead_letter_queue(store: Store, tmp_pa
 
     assert done.offsets == [1]  # the stored one is done; the refused one is held, not lost
     assert step.buffered == 1
-    assert (
-        registry.get_sample_value("casewatch_dead_letter_total", {"reason": "unstorable"}) is None
-    )
+    get = registry.get_sample_value
+    assert get("casewatch_dead_letter_total", {"reason": "unstorable"}) is None
+    assert get("casewatch_dead_letters_held_total", {"why": "unavailable"}) == 1
+    # Held, it holds back the writes after it: the buffer fills and intake is refused.
+    step.submit(_judged("e2", 2))
+    step.poll()
+    with pytest.raises(MessageRejected):
+        step.submit(_judged("e3", 3))
+    assert done.offsets == [1] and counts(store)["verdicts"] == 1
+    assert get("casewatch_dead_letters_held_total", {"why": "unavailable"}) == 3
+    step.join(timeout=0)
+    assert done.offsets == [1]
+
+
+def test_an_unstorable_turn_is_done_once_its_dead_letter_is_written(
+    store: Store, dlq: FileDeadLetterSink
+) -> None:
+    done = Recorder()
+    registry = CollectorRegistry()
+    step = StoreStep(done, store, StreamRecorder(Metrics(registry)), ManualClock(), dlq=dlq)
+    kind = refused_rows.kinds(store.dialect)[0]
+    turn, verdict = refused_rows.refused_pair(store.dialect, kind, "bad-0")
+    step.submit(env(JudgedTurn(turn, verdict), offset=0))
+    step.submit(_judged("e1", 1))
+    step.poll()  # stored, and the refused turn sent: done on the poll that sees it written
+    assert done.offsets == [1] and step.dead_letters_pending == 1 and step.buffered == 0
+    assert [json.loads(line)["offset"] for line in dlq.path.read_text().splitlines()] == [0]
+    step.poll()
+    assert done.offsets == [1, 0] and step.dead_letters_pending == 0
+    assert done.items[1].payload.turn.event_id == "bad-0"  # handed on as the judged turn
+    assert registry.get_sample_value("casewatch_dead_letter_total", {"reason": "unstorable"}) == 1
