@@ -102,8 +102,9 @@ def _read_queries(path: Path) -> list[_Query]:
 def generate_command(
     queries_path: Path, out_path: Path, judge: str | None, config: Path | None
 ) -> None:
-    """Ask the LLM for 10 questions per query ({"id", "query"} per line) with the seed's
-    prompt; writes them with reviewed: false, for people to edit before grading."""
+    """Ask the LLM for 10 questions per query ({"id", "query"} per line) with Pencils
+    Down's prompt (Table 1); writes them with reviewed: false, for people to edit before
+    grading."""
     settings = settings_or_fail(config)
     configure_logging(settings.log_level, settings.secret_values())
     queries = _read_queries(queries_path)

@@ -8,7 +8,7 @@ here is the fan-out and the parsing:
 
 - one request per (question, passage); at most ``concurrency`` requests in flight per grader;
 - an unusable reply is not retried: it is graded by ``parse_grade`` (1, or 0 for a refusal),
-  as the seed does, and its parse path is kept;
+  as Pencils Down does, and its parse path is kept;
 - fail-closed: when any request of a text fails after the transport retries, the whole text
   fails with ``RubricGradingFailed`` and no grade of it is used (a partial rubric would report
   a coverage the answer never earned); its questions not asked yet are skipped and the ones

@@ -10,10 +10,10 @@ Grading replies are read along one of four paths, counted and stored with every 
 
 - ``json``: the requested ``{"answer": ..., "grade": 0..5}`` object;
 - ``number``: no usable JSON, but the reply starts with a code 0–5 (``"4 Boswell Sisters"``,
-  ``"Grade: 4"``), as the FLAN-T5 replies of the seed did;
-- ``unanswerable``: no code, and the reply (or its ``answer``) is one of the seed's expressions
-  of unanswerability: grade 0;
-- ``unparseable``: anything else: grade 1 (the seed's default).
+  ``"Grade: 4"``), as the FLAN-T5 replies in Pencils Down's experiments did;
+- ``unanswerable``: no code, and the reply (or its ``answer``) is one of Pencils Down's
+  expressions of unanswerability (§4.2 footnote 3): grade 0;
+- ``unparseable``: anything else: grade 1 (Pencils Down's default).
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def _short(text: str) -> str:
 
 
 def is_unanswerable(text: str) -> bool:
-    """Whether ``text`` is one of the seed's expressions of unanswerability."""
+    """Whether ``text`` is one of Pencils Down's expressions of unanswerability."""
     norm = _SPACES.sub(" ", re.sub(r"[^\w\s']", " ", text.lower())).strip()
     if not norm:
         return False

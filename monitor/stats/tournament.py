@@ -4,7 +4,7 @@ DICE Algorithm 1: everyone starts at 1500; each round pairs systems by current r
 without repeating a pair, plays the matches, updates Elo after each one. The final ratings
 are a Bradley-Terry fit to every match played, on the Elo scale (``bradley_terry``, as
 Chatbot Arena rates): sequential Elo, six updates a system for 32 systems, cannot correct an
-early noisy result, while the matches hold the information. The seed's Elo
+early noisy result, while the matches hold the information. DICE's Elo
 trajectory is kept (``TournamentResult.elo``): it is what each round paired by. With n systems,
 ``default_rounds(n)`` = ⌈log2 n⌉ + 1 rounds (8 systems: 4 rounds, 16 matches instead of 28).
 An odd count gives one system a bye per round: the lowest-rated one that has not had one yet.

@@ -15,7 +15,9 @@ writer thread (``RetainingDone``) hands batches of:
   (``TurnDecisions.kept_row``). Never the bytes themselves: a record with a duplicated JSON
   key holds text the decoded turn, and so redaction, never saw;
 - rows made in the daemon: a turn redaction changed (serialised on the consumer's thread), or
-  one a screening process finished.
+  one a screening process finished;
+- places (``Place``) of turns read from Kafka, written as they come (``OutcomeRecords.retain``'s
+  ``places``): read back from Kafka only when feedback asks for the turn.
 
 What the process cannot keep is counted as on the thread: a record it cannot decode or redact
 is ``dropped`` (never kept unredacted); a batch the database does not take is ``failed``; so is

@@ -3,7 +3,10 @@ this step, which hands it on to be committed at once and queues it, redacted, fo
 thread that keeps it in ``retained_turns`` (``OutcomeRecords.retain``), or, given a ``keeper``
 (``outcomes.retain_process``), hands its batches to the keeper's process
 (``keeper_process.py``): a turn no step changed then waits as its record (``Record``: the
-topic and the record's bytes), decoded and serialised there, off the consumer's thread.
+topic and the record's bytes), decoded and serialised there, off the consumer's thread. On a
+Kafka source (``places``) such a turn is kept as its record's place instead (``Place``: topic,
+partition, offset), which the feedback judging job reads back from Kafka when feedback asks for
+the turn (``stream/reread.py``): nothing of its text is written, nor decoded again.
 
 Keeping is best effort and never slows intake: the queue is bounded (``max_queued``), a turn
 that finds it full is not kept (``casewatch_turns_retained_total{outcome="dropped"}``), a batch
