@@ -334,18 +334,43 @@ def test_the_commit_step_alone_marks_offsets_done() -> None:
     assert callers == {"monitor/stream/steps/commit.py"}
 
 
+# The tests that start a child with ``subprocess.Popen`` themselves, and why it cannot be
+# ``spawn_logged`` (which sends stdout and stderr to a log and starts a session of its own).
+POPEN_IN_TESTS = {
+    # the helper's own test: a parent process whose death must take its child along
+    "tests/monitor/runtime/test_processes.py": "tests the helper itself",
+    # the DevTools protocol runs on descriptors 3 and 4 (it takes ``parent_death_hook``)
+    "tests/support/chromium.py": "descriptors of its own",
+    # they read what the command prints on stdout / stderr, as a person or a script would
+    "tests/test_fake_judge_server.py": "reads the base_url line it prints",
+    "tests/monitor/demo/test_run.py": "reads the demo's own stdout and stderr",
+    "tests/monitor/stream/test_runner.py": "reads what the stopped daemon prints",
+    "tests/monitor/commands/test_printed_commands.py": "reads the broker's printed lines",
+    "tests/monitor/commands/test_try_it.py": "reads the broker's printed lines",
+    # Ctrl-C as from a terminal: SIGINT to a child of the test's session, its output read
+    "tests/monitor/commands/test_batch_judge_down.py": "SIGINT as a terminal sends it",
+    "tests/monitor/commands/test_judging_interrupt.py": "SIGINT as a terminal sends it",
+}
+
+
 def test_child_processes_start_through_monitor_processes() -> None:
     """Child processes start through ``monitor/runtime/processes.py`` (which ties them to their
-    parent); the screening workers are ``multiprocessing``'s own, not programs."""
-    spawners = {
-        path
-        for path, tree in _modules(*PRODUCT)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and ast.unparse(node.func)
-        in {"subprocess.Popen", "subprocess.run", "subprocess.call", "os.fork", "os.execv"}
-    }
-    assert spawners == {"monitor/runtime/processes.py"}
+    parent); the screening workers are ``multiprocessing``'s own, not programs. In the tests
+    too, but for the few listed in ``POPEN_IN_TESTS`` with why; a command a test runs to its
+    end (``subprocess.run``) ends before the test does and is not a child left behind."""
+    spawn = {"subprocess.Popen", "subprocess.run", "subprocess.call", "os.fork", "os.execv"}
+
+    def spawners(packages: tuple[str, ...], calls: set[str]) -> set[str]:
+        return {
+            path
+            for path, tree in _modules(*packages)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in calls
+        }
+
+    assert spawners(PRODUCT, spawn) == {"monitor/runtime/processes.py"}
+    started = spawners(("tests",), spawn - {"subprocess.run", "subprocess.call"})
+    assert started == set(POPEN_IN_TESTS)
 
 
 def test_no_finalizer_closes_for_a_forgetful_owner() -> None:

@@ -1,5 +1,7 @@
-"""Child processes casewatch starts itself: the embedded broker, Prometheus, Alertmanager (and,
-in the tests, the contract brokers and the model server).
+"""Child processes casewatch starts itself: the embedded broker, Prometheus, Alertmanager, Label
+Studio (and, in the tests, the contract brokers, the model server, ``casewatch run`` processes
+and consumer group members; headless Chromium, which needs descriptors of its own, takes
+``parent_death_hook`` alone).
 
 Each child dies with its parent whatever ends the parent, SIGKILL included: on Linux the child
 asks the kernel for SIGTERM when its parent goes (``prctl(PR_SET_PDEATHSIG)``), so no broker or
@@ -23,9 +25,10 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _POLL_S = 0.02
 
 
-def _parent_death_hook() -> Callable[[], None] | None:
+def parent_death_hook() -> Callable[[], None] | None:
     """What the child runs between fork and exec: SIGTERM when the parent dies. Resolved here,
-    in the parent: between fork and exec only the call itself is safe."""
+    in the parent: between fork and exec only the call itself is safe. ``spawn_logged`` runs
+    it; a child started otherwise (its own descriptors) calls it from its own hook."""
     if not sys.platform.startswith("linux"):
         return None
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -62,7 +65,7 @@ def spawn_logged(
         cwd=cwd,
         env=None if env is None else {**os.environ, **env},
         start_new_session=True,
-        preexec_fn=_parent_death_hook(),  # one prctl call, resolved before the fork
+        preexec_fn=parent_death_hook(),  # one prctl call, resolved before the fork
     )
 
 
@@ -99,10 +102,12 @@ def start_supervised(
     interval_s: float = _POLL_S,
 ) -> subprocess.Popen[bytes] | None:
     """``spawn_logged`` then ``wait_ready``: the running, ready child, or None once a child
-    that exited or never became ready was stopped and reaped (its log says why). Used for
-    every child casewatch starts and waits for (the embedded broker, Prometheus and
-    Alertmanager through ``wait_ready``) and by the tests' own (the contract suite's second
-    broker, the model servers)."""
+    that exited or never became ready was stopped and reaped (its log says why). Used where a
+    child is started and waited for in one place: the embedded broker (``consumers/tansu.py``),
+    Label Studio, the contract suite's second broker and the documented model server
+    (``tests/test_docs_real_model.py``). Prometheus, Alertmanager and the tests' model server
+    (``tests/model_server.py``) start and wait at different points: they call
+    ``spawn_logged`` and ``wait_ready`` themselves."""
     proc = spawn_logged(argv, log, cwd=cwd, env=env)
     try:
         if wait_ready(proc, ready, timeout_s, interval_s=interval_s):

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from consumers._kafka import install_connection_fixes, kafka
 from monitor.config.kafka import KafkaConfig
+from monitor.runtime.processes import spawn_logged
 
 ROOT = Path(__file__).resolve().parents[2]
 # Short enough for a test to see a group come apart and form again within a minute or two.
@@ -84,16 +84,17 @@ def leave_while_leading(bootstrap: str, topic: str, group: str) -> str:
 
 
 class MemberProcess:
-    """A member started as ``python -m tests.consumers.group_member``; its output (and the
-    source's log lines) go to ``log``, its stderr beside it (``.err``)."""
+    """A member started as ``python -m tests.consumers.group_member`` through
+    ``spawn_logged`` (it dies with the test run); its output, the source's log lines and its
+    stderr go to ``log``."""
 
     def __init__(self, bootstrap: str, topic: str, group: str, name: str, log: Path) -> None:
         self.log = log
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
         argv = [sys.executable, "-m", "tests.consumers.group_member", bootstrap, topic, group, name]
-        with log.open("ab") as out, log.with_suffix(".err").open("ab") as err:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=ROOT)
+        with log.open("ab") as out:
+            self.proc = spawn_logged(argv, out, cwd=ROOT, env=env)
 
     def lines(self) -> list[str]:
         return self.log.read_text(errors="replace").splitlines()

@@ -34,6 +34,7 @@ import yaml
 
 from consumers.tansu import EmbeddedBroker, free_port
 from monitor.config.storage import StorageConfig
+from monitor.runtime.processes import spawn_logged
 from monitor.storage.audit import stored_verdicts
 from monitor.storage.store import Store
 from monitor.stream.readiness import STATUS_INTERVAL_S
@@ -129,9 +130,7 @@ def started(
     cmd: list[str], env: dict[str, str], cwd: Path, log: Path
 ) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            cmd, env={**os.environ, **env}, cwd=cwd, stdout=out, stderr=subprocess.STDOUT
-        )
+        proc = spawn_logged(cmd, out, cwd=cwd, env=env)
         try:
             yield proc
         finally:

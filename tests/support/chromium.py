@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from typing import Any
 
+from monitor.runtime.processes import parent_death_hook
 from tests.support.components import unavailable
 
 FLAGS = (
@@ -41,12 +42,17 @@ class HeadlessChromium:
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
 
+        die_with_parent = parent_death_hook()
+
         def fds_3_and_4() -> None:
             # os.pipe's descriptors are close-on-exec; dup2 makes inheritable copies at 3, 4.
             a, b = os.dup(to_browser_r), os.dup(from_browser_w)
             os.dup2(a, 3)
             os.dup2(b, 4)
+            if die_with_parent is not None:  # as spawn_logged's children: gone with the tests
+                die_with_parent()
 
+        # Popen itself, not spawn_logged: the protocol runs on descriptors 3 and 4 of its own.
         self._proc = subprocess.Popen(
             [chromium_binary(), *FLAGS, f"--user-data-dir={self._profile}",
              "--remote-debugging-pipe", "about:blank"],

@@ -6,7 +6,6 @@ restart, its exit code): its configuration file and the running process, its log
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
@@ -17,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from monitor.runtime.processes import spawn_logged
 from tests.fake_judge_server import FakeJudgeServer
 from tests.fixtures.broker import DLQ_SUFFIX
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, FAKE_JUDGE_MODEL
@@ -34,17 +34,16 @@ def _casewatch() -> list[str]:
 
 
 class Proc:
-    """``casewatch run --config config``, its output appended to ``log``."""
+    """``casewatch run --config config``, its output appended to ``log``; started through
+    ``spawn_logged``, so it dies with the test run, a killed one included."""
 
     def __init__(self, config: Path, log: Path, *extra: str) -> None:
         self.log = log
         self._fh = log.open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
+        self.proc = spawn_logged(
             [*_casewatch(), "run", "--config", str(config), *extra],
-            stdout=self._fh,
-            stderr=subprocess.STDOUT,
-            env=env,
+            self._fh,
+            env={"PYTHONUNBUFFERED": "1"},
         )
 
     def wait(self, timeout: float) -> int:

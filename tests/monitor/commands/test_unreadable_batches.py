@@ -24,6 +24,7 @@ import pytest
 from consumers._kafka import KafkaProducer
 from consumers.tansu import EmbeddedBroker, create_topics, delete_topics, free_port
 from monitor.config.settings import load_settings
+from monitor.runtime.processes import spawn_logged
 from monitor.storage.store import Store
 from monitor.stream.shutdown_budget import shutdown_budget_s
 from tests.fake_judge_server import FakeJudgeServer
@@ -43,11 +44,11 @@ ROOT = Path(__file__).resolve().parents[3]
 @contextmanager
 def daemon_without(modules: str, config: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """`casewatch run` in a process where ``modules`` cannot be imported."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
     with log.open("ab") as fh:
         command = [sys.executable, "-m", "tests.without_modules", modules, "run"]
-        proc = subprocess.Popen([*command, "--config", str(config)], stdout=fh, stderr=fh, env=env)
+        proc = spawn_logged([*command, "--config", str(config)], fh, env=env)
         try:
             yield proc
         finally:

@@ -5,7 +5,6 @@ over once it lapsed), and no (assistant, conversation, version) has two verdicts
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ from monitor.jobs.inputs import read_job_inputs
 from monitor.jobs.scheduler import JobScheduler
 from monitor.metrics.exporter import Metrics
 from monitor.runtime.clock import ManualClock
+from monitor.runtime.processes import spawn_logged
 from monitor.storage import case_queries
 from monitor.storage.store import Store
 from tests.fake_judge_server import FakeJudgeServer, Reply, content
@@ -51,11 +51,10 @@ def test_a_replica_killed_mid_run_loses_no_case_and_writes_none_twice(
     log = tmp_path / "worker.log"
     with FakeJudgeServer() as server, log.open("wb") as out:
         server.responder = responder
-        worker = subprocess.Popen(
+        worker = spawn_logged(
             [sys.executable, "-m", "tests.support.case_worker", store.url, server.base_url, "w1"],
+            out,
             cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
         )
         try:
             wait_for(lambda: len(server.requests) >= 4, timeout=120, what="the 4th case call")
