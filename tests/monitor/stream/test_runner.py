@@ -17,12 +17,14 @@ from prometheus_client import CollectorRegistry
 
 from monitor.config.settings import load_settings
 from monitor.errors import ListenError
+from monitor.sampling.judging_redaction import JudgingRedaction
 from monitor.schema.turn import METRICS
 from monitor.storage.audit import counts
 from monitor.storage.store import Store
 from monitor.storage.tables import turns, verdicts
 from monitor.stream.file_state import file_sidecars
 from monitor.stream.runner import DaemonRunner
+from monitor.stream.steps.decisions import TurnDecisions
 from tests.fake_judge_server import FakeJudgeServer, Reply, case_data_of, scores
 from tests.fixtures.databases import make_turn, make_verdict
 from tests.fixtures.judge_server import FAKE_JUDGE_KEY, fake_judge_config
@@ -31,6 +33,8 @@ from tests.support.daemon_process import EXIT_SLACK_S
 from tests.support.file_runs import outcome_of_a_file_run
 from tests.support.http import http_get
 from tests.support.waiting import wait_for
+
+CANARY = Path(__file__).resolve().parents[3] / "examples" / "judge_canary.jsonl"
 
 
 def _disagree_on_hallucination(request: dict[str, object]) -> Reply:
@@ -80,6 +84,43 @@ def test_file_runner_with_a_panel_exports_the_panel_counters(tmp_path: Path) -> 
         assert rows_per_event(store) == {f"evt-{i}": 1 for i in range(n)}
     finally:
         store.close()
+
+
+def test_the_run_builds_one_set_of_turn_decisions_for_the_chain_and_the_canary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``prepare`` builds the chain's decisions; the pipeline and the judge canary (its file
+    turns, its job) are handed them: one ``TurnDecisions`` and one redaction per process."""
+    built: dict[str, int] = {"decisions": 0, "redaction": 0}
+    init = TurnDecisions.__init__
+    from_config = JudgingRedaction.from_config.__func__  # type: ignore[attr-defined]
+
+    def counted_init(self: TurnDecisions, *args: Any, **kwargs: Any) -> None:
+        built["decisions"] += 1
+        init(self, *args, **kwargs)
+
+    def counted_from_config(cls: type[JudgingRedaction], config: Any) -> Any:
+        built["redaction"] += 1
+        return from_config(cls, config)
+
+    monkeypatch.setattr(TurnDecisions, "__init__", counted_init)
+    monkeypatch.setattr(JudgingRedaction, "from_config", classmethod(counted_from_config))
+    data = tmp_path / "turns.jsonl"
+    data.write_bytes(b"\n".join(turn_values(3)) + b"\n")
+    with FakeJudgeServer() as server:
+        settings = load_settings(
+            None,
+            storage={"url": f"sqlite:///{tmp_path / 'db.sqlite'}"},
+            server={"port": 0},
+            judges={"llm": fake_judge_config(server)},
+            judge="llm",
+            judge_canary={"file": str(CANARY)},
+            redaction={"before_judging": True},
+        )
+        DaemonRunner(settings, CollectorRegistry(), file_path=data).run_foreground(
+            install_signals=False
+        )
+    assert built == {"decisions": 1, "redaction": 1}
 
 
 @pytest.fixture
@@ -146,6 +187,7 @@ from prometheus_client import CollectorRegistry
 from monitor.runtime.logs import configure_logging
 from monitor.config.settings import load_settings
 from monitor.stream.runner import DaemonRunner
+from monitor.stream.steps.decisions import TurnDecisions
 from monitor.stream.shutdown_budget import shutdown_budget_s
 
 configure_logging()  # on stderr: stdout is the result line
