@@ -131,23 +131,39 @@ def _retain_rows(
     return str(compiled), [tuple((*row, at)[i] for i in where) for row in rows]
 
 
-def _place_rows(
+PLACES_PER_STATEMENT = 100  # 8 parameters a row
+
+
+def _place_statements(
     store: Store, dialect: sa.Dialect, places: Iterable[RetainedPlace], now: datetime
-) -> tuple[str, list[Any]]:
-    """``_retain_rows`` for turns kept as their records' places (an empty ``event``), each
-    row's parameters built once in the order the driver takes them."""
+) -> list[tuple[str, Any]]:
+    """The statements keeping turns as their records' places (an empty ``event``), with their
+    driver parameters. On SQLite, one multi-row insert per ``PLACES_PER_STATEMENT``: sqlite3's
+    ``executemany`` lets go of the GIL around every row, and on the daemon's writer thread each
+    took it back from the consumer's thread (~6.5 us of CPU a row against ~3.4 this way,
+    ``bench/ingest_profile.py --outcomes``). Elsewhere one ``executemany``."""
     stmt = store.upsert(retained_turns, ["event_id"])
     compiled = stmt.compile(dialect=dialect, column_keys=list(_PLACE_COLUMNS))
     process = retained_turns.c.retained_at.type.dialect_impl(dialect).bind_processor(dialect)
     at = process(now) if process is not None else now
-    rows = [(e, c, a, "", at, t, p, o) for e, c, a, t, p, o in places]
+    rows: list[tuple[Any, ...]] = [(e, c, a, "", at, t, p, o) for e, c, a, t, p, o in places]
+    sql = str(compiled)
     if compiled.positiontup is None:  # named (psycopg)
-        return str(compiled), [dict(zip(_PLACE_COLUMNS, row, strict=True)) for row in rows]
+        return [(sql, [dict(zip(_PLACE_COLUMNS, row, strict=True)) for row in rows])]
     order = [compiled.bind_names[compiled.binds[name]] for name in compiled.positiontup]
-    if order == list(_PLACE_COLUMNS):  # SQLite
-        return str(compiled), rows
-    where = [_PLACE_COLUMNS.index(key) for key in order]
-    return str(compiled), [tuple(row[i] for i in where) for row in rows]
+    if order != list(_PLACE_COLUMNS):
+        where = [_PLACE_COLUMNS.index(key) for key in order]
+        rows = [tuple(row[i] for i in where) for row in rows]
+    if dialect.paramstyle != "qmark":
+        return [(sql, rows)]
+    head, tail = sql[: sql.index(" VALUES (")], sql[sql.rindex(" ON CONFLICT") :]
+    group = "(" + ", ".join(["?"] * len(_PLACE_COLUMNS)) + ")"
+    statements: list[tuple[str, Any]] = []
+    for start in range(0, len(rows), PLACES_PER_STATEMENT):
+        part = rows[start : start + PLACES_PER_STATEMENT]
+        values = ", ".join([group] * len(part))
+        statements.append((f"{head} VALUES {values}{tail}", tuple(v for r in part for v in r)))
+    return statements
 
 
 ROWS_PER_INSERT = 500  # 14 parameters a row: far below SQLite's and PostgreSQL's bounds
@@ -390,8 +406,9 @@ class OutcomeRecords:
                 sql, params = _retain_rows(self._store, conn.dialect, list(rows.values()), at)
                 conn.exec_driver_sql(sql, params)
             if at_places:
-                sql, params = _place_rows(self._store, conn.dialect, at_places.values(), at)
-                conn.exec_driver_sql(sql, params)
+                places_sql = _place_statements(self._store, conn.dialect, at_places.values(), at)
+                for sql, params in places_sql:
+                    conn.exec_driver_sql(sql, params)
         return len(rows) + len(at_places)
 
     def forget_retained(self, event_id: str) -> None:

@@ -171,3 +171,25 @@ def test_feedback_pairs_once_with_the_newest_ok_verdict(store: Store) -> None:
         "f-good-up": "agree_happy",
         "f-neutral": "user_neutral",
     }
+
+
+def test_turns_kept_as_their_records_places_are_kept_once_each(store: Store) -> None:
+    """Places of Kafka records, more than one statement's worth (a multi-row insert per 100 on
+    SQLite), kept once each beside a turn kept as its text; offered again, left alone."""
+    records = OutcomeRecords(store)
+    places = [(f"p-{i}", f"conv-p-{i}", "helpdesk", "turns", i % 2, i) for i in range(250)]
+    turn = make_turn("as-text")
+    row = (turn.event_id, turn.conversation_id, turn.assistant.name, turn.model_dump_json())
+    assert records.retain([row], places=places) == 251
+    assert records.retain([], places=places[:10]) == 10  # offered again: left alone
+    r = retained_turns.c
+    with store.transaction(write=False) as conn:
+        kept = {
+            str(k.event_id): (k.event, k.source_topic, k.source_partition, k.source_offset)
+            for k in conn.execute(
+                sa.select(r.event_id, r.event, r.source_topic, r.source_partition, r.source_offset)
+            )
+        }
+    assert len(kept) == 251
+    assert kept["p-249"] == ("", "turns", 1, 249)
+    assert kept["as-text"][1] is None and kept["as-text"][0] == row[3]
