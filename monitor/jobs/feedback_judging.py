@@ -30,7 +30,7 @@ import structlog
 
 from monitor.config.outcomes import OutcomesConfig
 from monitor.errors import RecordGone, TransportError
-from monitor.jobs.recorders import OutcomeRecorder
+from monitor.jobs.recorders import UNREACHED, OutcomeRecorder
 from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.judging.recorder import JudgingRecorder
 from monitor.sampling.budget import Budget
@@ -78,6 +78,7 @@ class FeedbackJudgingJob:
         self._calls = calls_per_turn
         self._reread = reread
         self._refusing: str | None = None
+        self._unreached = False  # the broker did not answer the last read-back
         self.interval_seconds = config.feedback_judging_interval_seconds
         self.judged = 0
 
@@ -116,8 +117,19 @@ class FeedbackJudgingJob:
             try:
                 turn = self._turn(kept)
             except TransportError as exc:
-                log.warning("kept turns not read back from Kafka; retried next run", error=str(exc))
+                # Held, not lost: the turn waits for the next run. Counted at every run the
+                # broker does not answer, warned once an outage.
+                self._recorder.record_retained(UNREACHED, 1)
+                if not self._unreached:
+                    log.warning(
+                        "kept turns not read back from Kafka; tried again each run",
+                        error=str(exc),
+                    )
+                self._unreached = True
                 return
+            if self._unreached and kept.event == "":
+                log.info("kept turns read back from Kafka again")
+                self._unreached = False
             if turn is None:
                 continue
             refused = self._budget.reserve(self._calls)

@@ -429,7 +429,16 @@ class OutcomeRecorder:
 # casewatch_outcome_events_total{outcome} and casewatch_outcome_joins_total{outcome}.
 OUTCOME_EVENT_OUTCOMES: tuple[str, ...] = ("inserted", "duplicate", "comment_dropped")
 JOIN_OUTCOMES: tuple[str, ...] = ("on_arrival", "later", "expired")
-RETAINED_OUTCOMES: tuple[str, ...] = ("stored", "dropped", "failed", "expired", "unreadable")
+# ``unreached``: a read-back the broker did not answer; the turn waits for the next run.
+UNREACHED = "unreached"
+RETAINED_OUTCOMES: tuple[str, ...] = (
+    "stored",
+    "dropped",
+    "failed",
+    "expired",
+    "unreadable",
+    UNREACHED,
+)
 
 
 def _set_or_remove(gauge: Gauge, value: float | None, *labels: str) -> None:

@@ -227,6 +227,8 @@ def test_a_turn_kept_as_its_record_is_read_back_redacted_and_a_gone_one_is_count
         job.run()  # nothing read back: every turn waits for the next run
         assert job.judged == 0
         assert len(records.feedback_to_judge(10)) == 3
+        job.run()  # still down: held again, counted again
+        assert value(registry, "casewatch_turns_retained_total", outcome="unreached") == 2
         kafka.down = False
         job.run()
         job.run()
@@ -234,7 +236,7 @@ def test_a_turn_kept_as_its_record_is_read_back_redacted_and_a_gone_one_is_count
         job.close()
     assert kafka.closed
     assert job.judged == 1
-    for outcome, count in (("expired", 1), ("unreadable", 1)):
+    for outcome, count in (("expired", 1), ("unreadable", 1), ("unreached", 2)):
         assert value(registry, "casewatch_turns_retained_total", outcome=outcome) == count
     with store.transaction(write=False) as conn:
         left = {str(e) for e in conn.scalars(sa.select(retained_turns.c.event_id))}
