@@ -6,7 +6,8 @@ Records are held in a bounded buffer and written in one transaction per batch
 (``OutcomeRecords.save``) on a writer thread of the step's own, so the consumer thread never
 waits for the database (a write on it took a tenth of intake's time in ``bench/ingest.py
 --outcomes``): a poll hands the buffer to the writer when no write is under way and either
-``WRITE_BATCH`` events wait or the poll brought none since the last (a write costs its
+``WRITE_BATCH`` events wait, the poll brought none since the last, or the oldest has waited
+``MAX_HOLD_S`` (a write costs its
 transaction whatever it holds, and at a poll's few dozen events that was most of an event's
 cost), and a later poll collects the result. Outcomes new to the store are counted once a
 batch (``record_outcomes``), not once an event. A record is finished (handed to the commit
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 WRITE_BATCH = 500  # outcome events a write waits for while intake brings more
+# ...but no longer than this from the oldest event buffered: a feed bringing a few events at
+# every poll is written all the same, and its offsets committed.
+MAX_HOLD_S = 1.0
 UNSTORABLE = "unstorable"  # the dead-letter reason of an outcome the database refuses
 # One raw record value (and the size bound) -> its outcome, or ``InvalidEvent`` with the reason.
 OutcomeDecoder = Callable[[bytes | None, int], OutcomeEvent]
@@ -128,6 +132,7 @@ class OutcomeStep:
         # --outcomes``). A poll that brought none writes what there is.
         self._write_batch = max(1, min(WRITE_BATCH, max_buffered // 2))
         self._fresh = False  # an event was buffered since the last poll
+        self._buffered_since = 0.0  # when the oldest event waiting in the buffer came
 
     @property
     def buffered(self) -> int:
@@ -151,6 +156,8 @@ class OutcomeStep:
         except InvalidEvent as exc:
             self._pending.send(message, exc, self._metrics.record_dead_letter, "outcome event")
             return
+        if not self._buffer:
+            self._buffered_since = self._clock.monotonic()
         self._buffer.append((message, (event, self._comment(event))))
         self._fresh = True
 
@@ -173,7 +180,11 @@ class OutcomeStep:
         failed one is not due (``hold``: or the buffer is short of a batch)."""
         if self._write is not None or not self._buffer or not self._retry.due():
             return
-        if hold and len(self._buffer) < self._write_batch:
+        if (
+            hold
+            and len(self._buffer) < self._write_batch
+            and self._clock.monotonic() - self._buffered_since < MAX_HOLD_S
+        ):
             return
         self._writing, self._buffer = self._buffer, []
         self._write = self._pool.submit(self._writer.save, [item for _, item in self._writing])

@@ -18,7 +18,7 @@ from monitor.schema.outcome import decode_outcome
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.stream.pipeline import OutcomeIntake, outcome_step
-from monitor.stream.steps.outcomes import OutcomeStep
+from monitor.stream.steps.outcomes import MAX_HOLD_S, OutcomeStep
 from tests.monitor.stream.steps.helpers import Recorder, env, raw
 from tests.support.waiting import wait_for
 
@@ -162,6 +162,7 @@ def test_a_crash_between_batches_commits_nothing_unstored_and_a_restart_stores_e
     lines = [feedback("f-1"), feedback("f-2"), feedback("f-3"), feedback("f-2"), feedback("f-4")]
 
     def run(writer: Any, start: int, stop: int) -> tuple[OutcomeStep, Recorder, Counts]:
+        # A manual clock: an event is held for a batch however slowly the test runs.
         counts, done = Counts(), Recorder()
         step = outcome_step(
             Recorder(),
@@ -173,6 +174,7 @@ def test_a_crash_between_batches_commits_nothing_unstored_and_a_restart_stores_e
             max_bytes=1 << 20,
             max_buffered=10,
             redactor=None,
+            clock=ManualClock(),
         )
         for offset in range(start, stop):
             step.submit(env(raw(lines[offset], offset, OUTCOMES), offset, OUTCOMES))
@@ -224,10 +226,11 @@ def test_a_crash_between_batches_commits_nothing_unstored_and_a_restart_stores_e
 
 def test_a_write_waits_for_a_batch_while_events_keep_coming(tmp_path: Path) -> None:
     """Each write costs a transaction whatever it holds, so while polls keep bringing events a
-    write waits for a batch (half of ``max_buffered`` here); a poll that brought none writes
-    what there is."""
+    write waits for a batch (half of ``max_buffered`` here), or until its oldest event has
+    waited ``MAX_HOLD_S``; a poll that brought none writes what there is."""
     store = Store(f"sqlite:///{tmp_path / 'outcomes.db'}")
     store.migrate()
+    clock = ManualClock()
     counts, done = Counts(), Recorder()
     sink = FileDeadLetterSink(tmp_path / "dlq.jsonl")
     step = outcome_step(
@@ -240,6 +243,7 @@ def test_a_write_waits_for_a_batch_while_events_keep_coming(tmp_path: Path) -> N
         max_bytes=1 << 20,
         max_buffered=10,
         redactor=None,
+        clock=clock,
     )
     try:
         step.submit(env(raw(feedback("f-0"), 0, OUTCOMES), 0, OUTCOMES))
@@ -256,7 +260,17 @@ def test_a_write_waits_for_a_batch_while_events_keep_coming(tmp_path: Path) -> N
         assert not step.writing
         settle(step)  # a poll that brought nothing writes the one waiting
         assert sorted(done.offsets) == [0, 1, 2, 3, 4, 5]
-        assert counts.seen["feedback_negative"] == 6
+        # A trickle at every poll, short of a batch: written once the oldest has waited.
+        step.submit(env(raw(feedback("f-6"), 6, OUTCOMES), 6, OUTCOMES))
+        step.poll()
+        assert not step.writing
+        clock.advance(MAX_HOLD_S)
+        step.submit(env(raw(feedback("f-7"), 7, OUTCOMES), 7, OUTCOMES))
+        step.poll()
+        assert step.writing  # events keep coming, but f-6 has waited long enough
+        settle(step)
+        assert sorted(done.offsets) == list(range(8))
+        assert counts.seen["feedback_negative"] == 8
     finally:
         step.close()
         sink.close()
