@@ -228,8 +228,15 @@ def _cpu_s(children: bool) -> float:
 
 
 def plain_consumer(
-    bootstrap: str, n: int, timeout_s: float, fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
+    bootstrap: str,
+    n: int,
+    timeout_s: float,
+    fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
+    outcome_events: int = 0,
 ) -> dict[str, float]:
+    """``outcome_events``: read that many records of ``OUTCOMES_TOPIC`` too, as casewatch with
+    the outcome feed does; the rates are still per turn (the time to read turns and outcomes
+    alike), so they compare with that contender's."""
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=f"plain-{uuid.uuid4().hex[:8]}",
@@ -240,16 +247,17 @@ def plain_consumer(
         fetch_max_wait_ms=fetch_max_wait_ms,
         **FAST_GROUP,
     )
-    consumer.subscribe([TOPIC])
+    consumer.subscribe([TOPIC, OUTCOMES_TOPIC] if outcome_events else [TOPIC])
+    total = n + outcome_events
     seen = 0
     per_partition: dict[int, int] = {}  # for the timeout's message: which partition stalled
     first: tuple[float, int, float] | None = None
     started = time.perf_counter()
     try:
-        while seen < n:
+        while seen < total:
             if time.perf_counter() - started > timeout_s:
                 raise SystemExit(
-                    f"plain consumer: only {seen}/{n} records in {timeout_s:g} s "
+                    f"plain consumer: only {seen}/{total} records in {timeout_s:g} s "
                     f"(per partition {dict(sorted(per_partition.items()))})"
                 )
             batches = consumer.poll(timeout_ms=200, max_records=MAX_POLL_RECORDS)
@@ -264,7 +272,10 @@ def plain_consumer(
     finally:
         consumer.close(autocommit=False)
     assert first is not None
-    return _rates(n, started, first, done, cpu)
+    rates = _rates(total, started, first, done, cpu)
+    share = n / total  # per turn: the same time, the turns of the records read
+    return {"steady": rates["steady"] * share, "wall": rates["wall"] * share,
+            "cpu_us": rates["cpu_us"] / share}  # fmt: skip
 
 
 def _rates(
@@ -492,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     names += tuple(name for name, _ in extras)
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    rounds_both: list[dict[str, float]] = []  # the plain consumer of turns and outcomes
     with broker_with_topic(args.partitions) as broker, tempfile.TemporaryDirectory() as tmp:
         produced = fill_topic(broker.bootstrap, TOPIC, n, partitions=args.partitions)
         feedback = fill_outcomes(broker.bootstrap, n, 10) if args.outcomes else 0
@@ -514,6 +526,12 @@ def main(argv: list[str] | None = None) -> int:
                 args.tripwire,
             )
             results = [plain, ours, screened]
+            # The baseline of the outcome contenders: a plain consumer of the same two topics.
+            plain_both = (
+                plain_consumer(broker.bootstrap, n, timeout, wait_ms, outcome_events=feedback)
+                if args.outcomes
+                else None
+            )
             for name, _ in extras:
                 results.append(
                     casewatch_pipeline(
@@ -533,7 +551,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
             for name, result in zip(names, results, strict=True):
                 result["ratio"] = result["steady"] / plain["steady"]
+                if plain_both is not None and name.startswith("outcome"):
+                    result["ratio_same_topics"] = result["steady"] / plain_both["steady"]
                 rounds[name].append(result)
+            if plain_both is not None:
+                rounds_both.append(plain_both)
             print(
                 f"  round {r + 1}: plain KafkaConsumer {plain['steady']:8,.0f} msgs/s "
                 f"({plain['cpu_us']:.1f} us CPU/msg) | casewatch {ours['steady']:8,.0f} "
@@ -544,6 +566,13 @@ def main(argv: list[str] | None = None) -> int:
                     f" | {label} {rounds[name][-1]['steady']:8,.0f} "
                     f"({rounds[name][-1]['ratio']:.2f}; {rounds[name][-1]['cpu_us']:.1f} us)"
                     for name, label in extras
+                )
+                + (
+                    f" | plain KafkaConsumer of turns and outcomes "
+                    f"{rounds_both[-1]['steady']:8,.0f}"
+                    f" turns/s ({rounds_both[-1]['cpu_us']:.1f} us a turn)"
+                    if rounds_both
+                    else ""
                 )
             )
     med = {
@@ -567,10 +596,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     kept = {name: _median(rounds[name], "kept") for name in names if "kept" in rounds[name][0]}
     lag = {name: _median(rounds[name], "keeper_lag_s") for name in kept}
+    same = {
+        name: _median(rounds[name], "ratio_same_topics")
+        for name in names
+        if "ratio_same_topics" in rounds[name][0]
+    }
     for name, label in extras:
         print(
-            f"casewatch with {label}: {med[name]['ratio']:.2f} of the plain consumer, "
-            f"{med[name]['cpu_us']:.1f} us CPU per message"
+            f"casewatch with {label}: {med[name]['ratio']:.2f} of the plain consumer"
+            + (
+                f" ({same[name]:.2f} of a plain consumer of the same two topics)"
+                if name in same
+                else ""
+            )
+            + f", {med[name]['cpu_us']:.1f} us CPU per message"
             + (
                 f"; {kept[name]:.1%} of the turns kept, the last {lag[name]:.2f} s after the "
                 "last turn was read"
@@ -620,6 +659,19 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     result.update({f"{name}_kept_share": round(share, 4) for name, share in kept.items()})
+    result.update(
+        {f"{name}_ratio_to_plain_same_topics": round(ratio, 3) for name, ratio in same.items()}
+    )
+    result.update(
+        {
+            f"rounds_{name}_ratio_same_topics": [
+                round(r["ratio_same_topics"], 3) for r in rounds[name]
+            ]
+            for name in same
+        }
+    )
+    if rounds_both:
+        result["plain_same_topics_turns_per_second"] = round(_median(rounds_both, "steady"))
     result.update({f"{name}_keeper_lag_s": round(lag[name], 3) for name in kept})
     print(json.dumps(result))
     return 0

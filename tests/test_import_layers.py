@@ -171,8 +171,9 @@ INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__", "tables", "engine", "location", "refusals"),
         ("schema",),
         ("store",),
-        # Outcomes under the labels and the drift and detection reads, which leave out the
-        # turns judged because of feedback with its predicate.
+        # Kept turns under the labels and the drift and detection reads, which leave out the
+        # turns judged because of feedback with its predicate; outcomes join them.
+        ("retained_turns",),
         ("outcomes",),
         ("audit", "leases", "labels", "retention", "turn_queries"),
         # What the three detectors' saves share, under their queries.

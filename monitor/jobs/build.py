@@ -162,12 +162,14 @@ def _build_jobs(
             from monitor.jobs.feedback_judging import FeedbackJudgingJob
             from monitor.judging.evaluator import build_evaluator
             from monitor.judging.recorder import JudgingRecorder
+            from monitor.storage.retained_turns import RetainedTurns
 
             jobs.append(
                 FeedbackJudgingJob(
                     outcomes,
                     store,
                     records,
+                    RetainedTurns(store, clock),
                     build_evaluator(settings, concurrency=1),
                     budget or Sampler(settings.sampling, clock).budget,
                     OutcomeRecorder(metrics),

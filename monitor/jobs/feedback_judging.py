@@ -35,7 +35,8 @@ from monitor.judging.evaluator import Evaluator, evaluate_guarded
 from monitor.judging.recorder import JudgingRecorder
 from monitor.sampling.budget import Budget
 from monitor.schema.turn import TurnEvent
-from monitor.storage.outcomes import KeptTurn, OutcomeRecords
+from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.retained_turns import KeptTurn, RetainedTurns
 from monitor.storage.store import Store
 
 log = structlog.get_logger(__name__)
@@ -60,6 +61,7 @@ class FeedbackJudgingJob:
         config: OutcomesConfig,
         store: Store,
         records: OutcomeRecords,
+        kept: RetainedTurns,
         evaluator: Evaluator,
         budget: Budget,
         recorder: OutcomeRecorder,
@@ -71,6 +73,7 @@ class FeedbackJudgingJob:
         self._config = config
         self._store = store
         self._records = records
+        self._kept = kept
         self._evaluator = evaluator
         self._budget = budget
         self._recorder = recorder
@@ -97,7 +100,7 @@ class FeedbackJudgingJob:
                 raise RecordGone("unreadable", "no Kafka source to read it back from")
             return self._reread(kept)
         except RecordGone as exc:
-            self._records.forget_retained(kept.event_id)
+            self._kept.forget(kept.event_id)
             self._recorder.record_retained(exc.reason, 1)
             log.warning(
                 "a turn with negative feedback cannot be read back from Kafka; not judged",
@@ -108,12 +111,16 @@ class FeedbackJudgingJob:
             return None
 
     def run(self) -> None:
-        pruned = self._records.prune_retained(
-            self._config.retained_seconds, self._config.max_retained_turns
-        )
+        pruned = self._kept.prune(self._config.retained_seconds, self._config.max_retained_turns)
         if pruned:
             log.info("unsampled turns forgotten", pruned=pruned)
-        for kept in self._records.feedback_to_judge(TURNS_PER_RUN):
+        # Turns kept as places a batch at a time are found by the join: joined here too, so a
+        # feedback is judged at this run, not after the join job's next.
+        joins = self._records.join_pending(self._config.join_window_seconds)
+        if joins.joined or joins.expired:
+            pending = self._records.pending()
+            self._recorder.record_joins(later=joins.joined, expired=joins.expired, pending=pending)
+        for kept in self._kept.feedback_to_judge(TURNS_PER_RUN):
             try:
                 turn = self._turn(kept)
             except TransportError as exc:
@@ -154,7 +161,7 @@ class FeedbackJudgingJob:
                     sum(j.cost_usd for j in judgments),
                 )
             # The verdict and the turn's mark in one transaction: never seen apart.
-            self._records.save_feedback_verdict(turn, verdict)
+            self._kept.save_feedback_verdict(turn, verdict)
             band = str(verdict.turn_band) if verdict.status == "ok" else "judge_failed"
             self._recorder.record_feedback_judged(turn.assistant.name, band)
             for j in verdict.judgments:

@@ -35,7 +35,7 @@ from monitor.storage.detector_saves import (
     upsert_states,
 )
 from monitor.storage.leases import Fence
-from monitor.storage.outcomes import judged_for_feedback
+from monitor.storage.retained_turns import judged_for_feedback
 from monitor.storage.store import Store
 from monitor.storage.tables import detector_states, turns, verdicts
 

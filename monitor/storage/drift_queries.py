@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from monitor.schema.turn import METRICS, TurnSample
-from monitor.storage.outcomes import judged_for_feedback
+from monitor.storage.retained_turns import judged_for_feedback
 from monitor.storage.store import Store
 from monitor.storage.tables import drift_results, turns, verdicts
 

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from monitor.schema.turn import METRICS, TurnSignals
-from monitor.storage.outcomes import judged_for_feedback
+from monitor.storage.retained_turns import judged_for_feedback
 from monitor.storage.store import Store
 from monitor.storage.tables import (
     human_labels,

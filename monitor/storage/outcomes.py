@@ -4,26 +4,28 @@ verdicts (the outcome step's writes, the outcome join job's reads and writes, ``
 Either side may come first. ``save`` inserts (``ON CONFLICT DO NOTHING`` on ``outcome_id``: a
 replayed or duplicated event is a no-op, reported as a duplicate) and marks joined at once the
 new outcomes whose turn (feedback: ``turn_event_id``) or case (``conversation_id``) is stored,
-judged or retained unsampled. ``join_pending`` (the job) marks joined those whose turn came
-later, within the join window, and expired those the window passed. ``pair_feedback`` compares
-joined feedback with its turn's newest ok verdict, once per outcome (``paired_at``).
+judged or kept unsampled. ``join_pending`` (the job) marks joined those whose turn came
+later, within the join window, and expired those the window passed. An unsampled turn kept as
+its Kafka record's place, a batch at a time, is found by ``join_pending`` only
+(``retained_turns.find_places``): its outcomes count as joined later, never on arrival.
+``pair_feedback`` compares joined feedback with its turn's newest ok verdict, once per outcome
+(``paired_at``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from monitor.runtime.clock import Clock, SystemClock
 from monitor.schema.outcome import OutcomeEvent
-from monitor.schema.turn import TurnEvent, Verdict
 from monitor.stats.judge_user_agreement import cell
 from monitor.storage.refusals import Refused, write_isolating
+from monitor.storage.retained_turns import find_places
 from monitor.storage.store import IN_CHUNK, Store
 from monitor.storage.tables import outcome_events, retained_turns, turns, verdicts
 
@@ -69,101 +71,6 @@ def _has_turn() -> Any:
         sa.exists().where(retained_turns.c.conversation_id == o.conversation_id),
     )
     return sa.case((o.kind == "feedback", by_turn), else_=by_case)
-
-
-def judged_for_feedback(event_id: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
-    """SQL: the turn ``event_id`` was judged because a user complained (sampling reason
-    ``feedback``), not drawn at random. Its kept row stays, marked, while the turn is stored
-    (``prune_retained``), so every read of the random sample can leave it out with
-    ``~judged_for_feedback(turns.c.event_id)``."""
-    r = retained_turns.c
-    return sa.exists().where(r.event_id == event_id, r.feedback_judged_at.is_not(None))
-
-
-_RETAIN_COLUMNS = ("event_id", "conversation_id", "assistant_name", "event", "retained_at")
-_PLACE_COLUMNS = (  # in the table's order, which SQLite's positional parameters follow
-    "event_id",
-    "conversation_id",
-    "assistant_name",
-    "event",
-    "retained_at",
-    "source_topic",
-    "source_partition",
-    "source_offset",
-)
-
-# (event id, conversation id, assistant, topic, partition, offset): an unsampled turn kept as
-# the place of its Kafka record.
-RetainedPlace = tuple[str, str, str, str, int, int]
-
-
-@dataclass(frozen=True)
-class KeptTurn:
-    """A kept turn to judge: its redacted event as JSON text, or, kept as its record's place
-    (``event`` empty), where to read it back."""
-
-    event_id: str
-    event: str
-    topic: str | None = None
-    partition: int | None = None
-    offset: int | None = None
-
-
-def _retain_rows(
-    store: Store,
-    dialect: sa.Dialect,
-    rows: Sequence[tuple[Any, ...]],
-    now: datetime,
-) -> tuple[str, list[Any]]:
-    """The kept-turn upsert compiled to the driver's SQL, and ``rows`` with ``now`` as the
-    driver's parameters (positional or named, as the dialect's paramstyle has them); the one
-    timestamp goes through its column type's processing once."""
-    stmt = store.upsert(retained_turns, ["event_id"])
-    compiled = stmt.compile(dialect=dialect, column_keys=list(_RETAIN_COLUMNS))
-    process = retained_turns.c.retained_at.type.dialect_impl(dialect).bind_processor(dialect)
-    at = process(now) if process is not None else now
-    if compiled.positiontup is None:  # named (psycopg)
-        return str(compiled), [dict(zip(_RETAIN_COLUMNS, (*row, at), strict=True)) for row in rows]
-    order = [compiled.bind_names[compiled.binds[name]] for name in compiled.positiontup]
-    if order == list(_RETAIN_COLUMNS):  # positional in column order (SQLite): no reordering
-        return str(compiled), [(*row, at) for row in rows]
-    where = [_RETAIN_COLUMNS.index(key) for key in order]
-    return str(compiled), [tuple((*row, at)[i] for i in where) for row in rows]
-
-
-PLACES_PER_STATEMENT = 100  # 8 parameters a row
-
-
-def _place_statements(
-    store: Store, dialect: sa.Dialect, places: Iterable[RetainedPlace], now: datetime
-) -> list[tuple[str, Any]]:
-    """The statements keeping turns as their records' places (an empty ``event``), with their
-    driver parameters. On SQLite, one multi-row insert per ``PLACES_PER_STATEMENT``: sqlite3's
-    ``executemany`` lets go of the GIL around every row, and on the daemon's writer thread each
-    took it back from the consumer's thread (~6.5 us of CPU a row against ~3.4 this way,
-    ``bench/ingest_profile.py --outcomes``). Elsewhere one ``executemany``."""
-    stmt = store.upsert(retained_turns, ["event_id"])
-    compiled = stmt.compile(dialect=dialect, column_keys=list(_PLACE_COLUMNS))
-    process = retained_turns.c.retained_at.type.dialect_impl(dialect).bind_processor(dialect)
-    at = process(now) if process is not None else now
-    rows: list[tuple[Any, ...]] = [(e, c, a, "", at, t, p, o) for e, c, a, t, p, o in places]
-    sql = str(compiled)
-    if compiled.positiontup is None:  # named (psycopg)
-        return [(sql, [dict(zip(_PLACE_COLUMNS, row, strict=True)) for row in rows])]
-    order = [compiled.bind_names[compiled.binds[name]] for name in compiled.positiontup]
-    if order != list(_PLACE_COLUMNS):
-        where = [_PLACE_COLUMNS.index(key) for key in order]
-        rows = [tuple(row[i] for i in where) for row in rows]
-    if dialect.paramstyle != "qmark":
-        return [(sql, rows)]
-    head, tail = sql[: sql.index(" VALUES (")], sql[sql.rindex(" ON CONFLICT") :]
-    group = "(" + ", ".join(["?"] * len(_PLACE_COLUMNS)) + ")"
-    statements: list[tuple[str, Any]] = []
-    for start in range(0, len(rows), PLACES_PER_STATEMENT):
-        part = rows[start : start + PLACES_PER_STATEMENT]
-        values = ", ".join([group] * len(part))
-        statements.append((f"{head} VALUES {values}{tail}", tuple(v for r in part for v in r)))
-    return statements
 
 
 ROWS_PER_INSERT = 500  # 14 parameters a row: far below SQLite's and PostgreSQL's bounds
@@ -311,6 +218,23 @@ class OutcomeRecords:
         o = outcome_events.c
         waiting = sa.and_(o.joined_at.is_(None), o.expired_at.is_(None))
         with self._store.transaction(write=True, action="joining outcome events") as conn:
+            # Turns kept a batch at a time are found only when an outcome asks for them.
+            asking = sa.and_(waiting, o.received_at >= since, ~_has_turn())
+            turn_ids = set(
+                conn.scalars(
+                    sa.select(o.turn_event_id)
+                    .where(asking, o.kind == "feedback", o.turn_event_id.is_not(None))
+                    .distinct()
+                )
+            )
+            cases = set(
+                conn.scalars(
+                    sa.select(o.conversation_id)
+                    .where(asking, o.kind != "feedback", o.conversation_id.is_not(None))
+                    .distinct()
+                )
+            )
+            find_places(conn, self._store, turn_ids, cases)
             joined = conn.execute(
                 sa.update(outcome_events)
                 .where(waiting, o.received_at >= since, _has_turn())
@@ -379,132 +303,3 @@ class OutcomeRecords:
         query = sa.select(outcome_events).where(keyed).order_by(o.event_timestamp, o.outcome_id)
         with self._store.transaction(write=False, action="reading outcomes") as conn:
             return [dict(row._mapping) for row in conn.execute(query)]
-
-    # ------------------------------------------------------------ unsampled turns kept
-
-    def retain(
-        self,
-        items: Sequence[tuple[str, str, str, str]],
-        now: datetime | None = None,
-        places: Sequence[RetainedPlace] = (),
-    ) -> int:
-        """Keep unsampled turns ``(event_id, conversation_id, assistant, redacted event as
-        JSON text)``, and turns read from Kafka as their record's ``places`` (a turn kept before
-        is left alone); returns how many were offered. ``now``: when they were kept (default:
-        this store's clock; the keeper process passes the daemon's).
-
-        One ``executemany`` straight to the driver per kind: every row of every turn read goes
-        through here, and SQLAlchemy's per-row parameter processing cost as much as SQLite's
-        insert itself (``bench/ingest.py --outcomes``). The one timestamp is processed once."""
-        if not items and not places:
-            return 0
-        rows = {item[0]: item for item in items}  # a turn offered twice: kept once
-        at_places = {place[0]: place for place in places if place[0] not in rows}
-        with self._store.transaction(write=True, action="keeping unsampled turns") as conn:
-            at = self._now() if now is None else now
-            if rows:
-                sql, params = _retain_rows(self._store, conn.dialect, list(rows.values()), at)
-                conn.exec_driver_sql(sql, params)
-            if at_places:
-                places_sql = _place_statements(self._store, conn.dialect, at_places.values(), at)
-                for sql, params in places_sql:
-                    conn.exec_driver_sql(sql, params)
-        return len(rows) + len(at_places)
-
-    def forget_retained(self, event_id: str) -> None:
-        """Forget a kept turn that can no longer be judged (its record gone from Kafka)."""
-        r = retained_turns.c
-        with self._store.transaction(write=True, action="forgetting an unsampled turn") as conn:
-            conn.execute(
-                sa.delete(retained_turns).where(
-                    r.event_id == event_id, r.feedback_judged_at.is_(None)
-                )
-            )
-
-    def prune_retained(self, max_age_s: float, max_rows: int) -> int:
-        """Forget kept turns older than ``max_age_s`` and, past ``max_rows``, the oldest; a turn
-        judged for feedback is forgotten once its stored turn is (retention)."""
-        r = retained_turns.c
-        cutoff = self._now() - timedelta(seconds=max_age_s)
-        waiting = r.feedback_judged_at.is_(None)
-        # A turn judged for feedback keeps its marked row (its text dropped) while the turn is
-        # stored: the mark is what keeps it out of the random sample's reads.
-        gone = sa.and_(
-            r.feedback_judged_at.is_not(None),
-            ~sa.exists().where(turns.c.event_id == r.event_id),
-        )
-        with self._store.transaction(write=True, action="pruning unsampled turns") as conn:
-            old = sa.and_(waiting, r.retained_at < cutoff)
-            deleted = conn.execute(sa.delete(retained_turns).where(sa.or_(old, gone))).rowcount
-            count = int(
-                conn.scalar(sa.select(sa.func.count()).select_from(retained_turns).where(waiting))
-                or 0
-            )
-            if count > max_rows:
-                oldest = (
-                    sa.select(r.event_id)
-                    .where(waiting)
-                    .order_by(r.retained_at, r.event_id)
-                    .limit(count - max_rows)
-                    .scalar_subquery()
-                )
-                deleted += conn.execute(
-                    sa.delete(retained_turns).where(r.event_id.in_(oldest))
-                ).rowcount
-        return int(deleted or 0)
-
-    def feedback_to_judge(self, limit: int) -> list[KeptTurn]:
-        """Kept turns with negative feedback, never judged (neither sampled nor judged for
-        feedback), oldest first: their redacted events as JSON text, or their records'
-        places."""
-        r = retained_turns.c
-        o = outcome_events.c
-        negative = sa.exists().where(
-            o.turn_event_id == r.event_id, o.kind == "feedback", o.polarity == "negative"
-        )
-        judged = sa.exists().where(verdicts.c.event_id == r.event_id)
-        query = (
-            sa.select(r.event_id, r.event, r.source_topic, r.source_partition, r.source_offset)
-            .where(r.feedback_judged_at.is_(None), negative, ~judged)
-            .order_by(r.retained_at, r.event_id)
-            .limit(limit)
-        )
-        with self._store.transaction(write=False, action="reading turns to judge") as conn:
-            return [
-                KeptTurn(
-                    str(row.event_id),
-                    str(row.event or ""),
-                    row.source_topic,
-                    None if row.source_partition is None else int(row.source_partition),
-                    None if row.source_offset is None else int(row.source_offset),
-                )
-                for row in conn.execute(query)
-            ]
-
-    def save_feedback_verdict(self, turn: TurnEvent, verdict: Verdict) -> None:
-        """Store the verdict of a turn judged for its feedback and mark the turn judged, in one
-        transaction (``mark_judged``). A reader never sees the verdict without its mark (it
-        would count once in drift, detection and labels), nor the mark without the verdict; a
-        failure stores neither."""
-        event_id, config_hash = turn.event_id, verdict.judge_config_hash
-        self._store.save_with(
-            turn, verdict, lambda conn, now: mark_judged(conn, event_id, config_hash, now)
-        )
-
-
-def mark_judged(conn: Connection, event_id: str, config_hash: str, now: datetime) -> None:
-    """In the transaction storing its verdict: the turn was judged for its feedback, never again
-    (its kept row marked, its text dropped), and its verdict is marked observed so the
-    sequential detectors (which read only unobserved verdicts) leave it out of the random
-    sample's rates."""
-    conn.execute(
-        sa.update(retained_turns)
-        .where(retained_turns.c.event_id == event_id)
-        .values(feedback_judged_at=now, event="")
-    )
-    v = verdicts.c
-    conn.execute(
-        sa.update(verdicts)
-        .where(v.event_id == event_id, v.judge_config_hash == config_hash)
-        .values(observed_at=now)
-    )

@@ -629,7 +629,26 @@ retained_turns = sa.Table(
     sa.Column("source_offset", sa.BigInteger),
 )
 
-TABLES = (*TABLES, outcome_events, retained_turns)
+# Unsampled turns read from Kafka, kept as the places of their records a batch at a time: one
+# row per partition per batch the keeper took (``ids``: the turns' event ids, conversation ids,
+# assistants and offsets as JSON lists, in step). A place is found, and copied into
+# ``retained_turns``, only once an outcome asks for its turn or case (``OutcomeRecords.
+# join_pending``): writing every turn read as a row of its own cost intake a third of its rate.
+retained_places = sa.Table(
+    "retained_places",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("source_topic", sa.String(256), nullable=False),
+    sa.Column("source_partition", sa.Integer, nullable=False),
+    sa.Column("turns", sa.Integer, nullable=False),
+    sa.Column("event_ids", sa.Text, nullable=False),
+    sa.Column("conversation_ids", sa.Text, nullable=False),
+    sa.Column("assistants", sa.Text, nullable=False),
+    sa.Column("offsets", sa.Text, nullable=False),
+    sa.Column("retained_at", UTCDateTime, nullable=False, index=True),
+)
+
+TABLES = (*TABLES, outcome_events, retained_turns, retained_places)
 # --- end outcomes ---
 
 # --- review queue ---

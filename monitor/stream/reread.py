@@ -17,7 +17,7 @@ from typing import Protocol
 
 from monitor.errors import InvalidEvent, RecordGone
 from monitor.schema.turn import TurnEvent
-from monitor.storage.outcomes import KeptTurn
+from monitor.storage.retained_turns import KeptTurn
 from monitor.stream.steps.decisions import TurnDecisions
 
 

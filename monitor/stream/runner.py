@@ -127,11 +127,12 @@ def _outcome_intake(
         if url is not None and not KeeperProcess.usable(url):
             url = None  # an in-memory store has no second connection: kept on a thread
         from consumers.kafka_source import KafkaTurnSource
+        from monitor.storage.retained_turns import RetainedTurns
 
         return OutcomeIntake(
             records,
             outcome_recorder,
-            records,
+            RetainedTurns(store, clock),
             outcome_recorder,
             url,
             retain_places=isinstance(source, KafkaTurnSource),

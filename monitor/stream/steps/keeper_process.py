@@ -16,8 +16,9 @@ writer thread (``RetainingDone``) hands batches of:
   key holds text the decoded turn, and so redaction, never saw;
 - rows made in the daemon: a turn redaction changed (serialised on the consumer's thread), or
   one a screening process finished;
-- places (``Place``) of turns read from Kafka, written as they come (``OutcomeRecords.retain``'s
-  ``places``): read back from Kafka only when feedback asks for the turn.
+- batches of places (``PlaceBatch``) of turns read from Kafka, a row each
+  (``RetainedTurns.retain``'s ``places``): read back from Kafka only when feedback asks for a
+  turn.
 
 What the process cannot keep is counted as on the thread: a record it cannot decode or redact
 is ``dropped`` (never kept unredacted); a batch the database does not take is ``failed``; so is
@@ -41,14 +42,14 @@ from monitor.errors import CasewatchError, InvalidEvent
 from monitor.runtime.clock import Clock
 from monitor.sampling.judging_redaction import Unredactable
 from monitor.storage.engine import in_memory
-from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.retained_turns import PlaceBatch, RetainedRow, RetainedTurns
 from monitor.storage.store import Store
 from monitor.stream.steps.decisions import TurnDecisions
-from monitor.stream.steps.retain import Place, Record, RetainedRow
+from monitor.stream.steps.retain import Record
 
 # A row made in the daemon, a record the process decodes (and redacts when asked), or a
-# record's place, written as it is.
-Item = RetainedRow | Record | Place
+# batch of records' places, written as it is.
+Item = RetainedRow | Record | PlaceBatch
 
 
 class Kept(NamedTuple):
@@ -58,23 +59,23 @@ class Kept(NamedTuple):
     error: str | None  # why, when ``failed``
 
 
-_state: tuple[TurnDecisions, OutcomeRecords] | None = None
+_state: tuple[TurnDecisions, RetainedTurns] | None = None
 
 
 def _start(url: str, decisions: TurnDecisions) -> None:
     global _state
-    _state = (decisions, OutcomeRecords(Store(url)))
+    _state = (decisions, RetainedTurns(Store(url)))
 
 
 def _keep(items: list[Item], now_s: float) -> Kept:
     if _state is None:  # pragma: no cover - the pool's initializer always ran
-        return Kept(0, 0, len(items), "the keeper process was not initialised")
+        return Kept(0, 0, _turns(items), "the keeper process was not initialised")
     decisions, records = _state
     rows = []
     places = []
     dropped = 0
     for item in items:
-        if isinstance(item, Place):  # a record's place: nothing to decode
+        if isinstance(item, PlaceBatch):  # records' places: nothing to decode
             places.append(item)
             continue
         if not isinstance(item, Record):  # a row made in the daemon
@@ -97,11 +98,12 @@ def _keep(items: list[Item], now_s: float) -> Kept:
             dropped += 1
             continue
         rows.append(row)
+    turns = sum(len(batch.event_ids) for batch in places)
     try:
         records.retain(rows, now=datetime.fromtimestamp(now_s, UTC), places=places)
     except CasewatchError as exc:
-        return Kept(0, dropped, len(rows) + len(places), str(exc))
-    return Kept(len(rows) + len(places), dropped, 0, None)
+        return Kept(0, dropped, len(rows) + turns, str(exc))
+    return Kept(len(rows) + turns, dropped, 0, None)
 
 
 class KeeperProcess:
@@ -145,9 +147,9 @@ class KeeperProcess:
             future = self._executor().submit(_keep, list(items), self._clock.time())
         except (BrokenProcessPool, RuntimeError) as exc:
             self._replace()
-            ended.append(Kept(0, 0, len(items), _stopped(exc)))
+            ended.append(Kept(0, 0, _turns(items), _stopped(exc)))
         else:
-            self._flight.append((future, len(items)))
+            self._flight.append((future, _turns(items)))
         return ended
 
     def collect(self, *, wait: bool = False, every: bool = False) -> list[Kept]:
@@ -174,6 +176,11 @@ class KeeperProcess:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _turns(items: Sequence[Item]) -> int:
+    """How many turns ``items`` hold (a batch of places holds many)."""
+    return sum(len(i.event_ids) if isinstance(i, PlaceBatch) else 1 for i in items)
 
 
 def _stopped(exc: BaseException) -> str:

@@ -1,12 +1,14 @@
 """Unsampled turns kept for their feedback: the sample step finishes an unsampled turn through
 this step, which hands it on to be committed at once and queues it, redacted, for a writer
-thread that keeps it in ``retained_turns`` (``OutcomeRecords.retain``), or, given a ``keeper``
+thread that keeps it in ``retained_turns`` (``RetainedTurns.retain``), or, given a ``keeper``
 (``outcomes.retain_process``), hands its batches to the keeper's process
 (``keeper_process.py``): a turn no step changed then waits as its record (``Record``: the
 topic and the record's bytes), decoded and serialised there, off the consumer's thread. On a
 Kafka source (``places``) such a turn is kept as its record's place instead (``Place``: topic,
 partition, offset), which the feedback judging job reads back from Kafka when feedback asks for
-the turn (``stream/reread.py``): nothing of its text is written, nor decoded again.
+the turn (``stream/reread.py``): nothing of its text is written, nor decoded again. Places
+are queued apart, as plain tuples, and written a batch at a time, one row per partition
+(``PlaceBatch``): a row per turn, and the object of each, cost intake a third of its rate.
 
 Keeping is best effort and never slows intake: the queue is bounded (``max_queued``), a turn
 that finds it full is not kept (``casewatch_turns_retained_total{outcome="dropped"}``), a batch
@@ -39,14 +41,13 @@ from typing import Any, NamedTuple, Protocol
 
 import structlog
 
+from consumers.records import TopicPartition
 from monitor.errors import CasewatchError
 from monitor.schema.turn import TurnEvent
+from monitor.storage.retained_turns import PlaceBatch, RetainedRow
 from monitor.stream.steps.base import DoneStep, Envelope
 
 log = structlog.get_logger(__name__)
-
-# (event id, conversation id, assistant, the redacted turn as JSON text)
-RetainedRow = tuple[str, str, str, str]
 
 
 class Record(NamedTuple):
@@ -58,20 +59,12 @@ class Record(NamedTuple):
     redact: bool
 
 
-class Place(NamedTuple):
-    """A turn read from Kafka, kept as its record's place (``outcomes.retain_unsampled`` on a
-    Kafka source): read back from Kafka, decoded and redacted when feedback asks for it
-    (``stream/reread.py``). Nothing of its text is written."""
+# A turn read from Kafka, kept as its record's place (``outcomes.retain_unsampled`` on a Kafka
+# source): (event id, conversation id, assistant, topic-partition, offset). Read back from
+# Kafka, decoded and redacted when feedback asks for it (``stream/reread.py``).
+Place = tuple[str, str, str, TopicPartition, int]
 
-    event_id: str
-    conversation_id: str
-    assistant: str
-    topic: str
-    partition: int
-    offset: int
-
-
-Queued = TurnEvent | RetainedRow | Record | Place
+Queued = TurnEvent | RetainedRow | Record
 BATCH = 1000
 FLUSH_INTERVAL_S = 0.5
 
@@ -86,7 +79,7 @@ def turn_row(turn: TurnEvent) -> RetainedRow:
 
 class RetainWriter(Protocol):
     def retain(
-        self, items: Sequence[RetainedRow], now: Any = None, places: Sequence[Place] = ()
+        self, items: Sequence[RetainedRow], now: Any = None, places: Sequence[PlaceBatch] = ()
     ) -> int: ...
 
 
@@ -106,7 +99,7 @@ class RawKeeper(Protocol):
 
     def start(self) -> None: ...
 
-    def keep(self, items: Sequence[RetainedRow | Record | Place]) -> Sequence[Kept]: ...
+    def keep(self, items: Sequence[RetainedRow | Record | PlaceBatch]) -> Sequence[Kept]: ...
 
     def collect(self, *, wait: bool = False, every: bool = False) -> Sequence[Kept]: ...
 
@@ -145,6 +138,7 @@ class RetainingDone:
         if keeper is not None:
             keeper.start()
         self._queue: deque[Queued] = deque()
+        self._place_queue: deque[Place] = deque()  # bounded with ``_queue``: ``max_queued``
         self._lock = threading.Condition()
         # Set once the writer was woken for a full batch, cleared when it takes one: the
         # consumer thread takes the lock once per batch, not per turn.
@@ -159,17 +153,24 @@ class RetainingDone:
         turn = message.payload
         if isinstance(turn, TurnEvent):
             queue = self._queue
-            if len(queue) >= self._max:
+            raw = message.raw
+            if raw is not None and self._places:
+                # Read back from Kafka, decoded and redacted then, if feedback asks for it.
+                places = self._place_queue
+                if len(places) + len(queue) >= self._max:
+                    self._drop()
+                else:
+                    places.append((turn.event_id, turn.conversation_id, turn.assistant.name,
+                                   message.tp, message.offset))  # fmt: skip
+                    if len(places) >= BATCH and not self._woken:
+                        self._wake()
+                    if self._dropping:
+                        self._keeping_again()
+            elif len(queue) + len(self._place_queue) >= self._max:
                 self._drop()
             else:
-                raw = message.raw
                 item: Queued
-                if raw is not None and self._places:
-                    # Read back from Kafka, decoded and redacted then, if feedback asks for it.
-                    tp = message.tp
-                    item = Place(turn.event_id, turn.conversation_id, turn.assistant.name,
-                                 tp.topic, tp.partition, message.offset)  # fmt: skip
-                elif raw is not None and self._keeper is not None:
+                if raw is not None and self._keeper is not None:
                     # Decoded (the same turn: nothing changed it since) and serialised in the
                     # keeper's process, not here; redacted there when the chain redacts only
                     # for storage. Never the bytes themselves: a duplicated key could hold
@@ -198,7 +199,7 @@ class RetainingDone:
 
     def _enqueue(self, item: TurnEvent | RetainedRow) -> None:
         queue = self._queue
-        if len(queue) >= self._max:
+        if len(queue) + len(self._place_queue) >= self._max:
             self._drop()
             return
         queue.append(item)  # atomic: the writer pops under its lock, this appends without
@@ -241,34 +242,37 @@ class RetainingDone:
         if self._keeper is not None:
             self._keeper.close()
 
-    def _take(self) -> list[Queued]:
+    def _take(self) -> tuple[list[Queued], list[Place]]:
         with self._lock:
-            if not self._queue and not self._stopping:
+            if not self._queue and not self._place_queue and not self._stopping:
                 self._lock.wait(FLUSH_INTERVAL_S)
             self._woken = False
-            batch = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
-            return batch
+            queue, places = self._queue, self._place_queue
+            batch = [queue.popleft() for _ in range(min(BATCH, len(queue)))]
+            # Places are cheap to write: all that wait, a row per partition.
+            return batch, [places.popleft() for _ in range(len(places))]
 
     def _run(self) -> None:
         keeper = self._keeper
         while True:
-            batch = self._take()
-            if batch:
-                self._write(batch)
+            batch, places = self._take()
+            if batch or places:
+                self._write(batch, places)
             elif keeper is not None:
                 self._settle(keeper.collect())
             with self._lock:
                 if self._stopping:
-                    dropped = len(self._queue)
+                    dropped = len(self._queue) + len(self._place_queue)
                     self._queue.clear()
+                    self._place_queue.clear()
                     break
         if keeper is not None:
             self._settle(keeper.collect(every=True))
         if dropped:
             self._metrics.record_retained("dropped", dropped)
 
-    def _write(self, batch: list[Queued]) -> None:
-        items: list[RetainedRow | Record | Place] = []
+    def _write(self, batch: list[Queued], places: list[Place]) -> None:
+        items: list[RetainedRow | Record | PlaceBatch] = []
         for item in batch:
             if not isinstance(item, TurnEvent):
                 items.append(item)
@@ -279,18 +283,13 @@ class RetainingDone:
                 self._metrics.record_retained("dropped", 1)
                 continue
             items.append(turn_row(kept))
+        batches = place_batches(places)
         if self._keeper is not None:
-            self._settle(self._keeper.keep(items))
+            self._settle(self._keeper.keep([*items, *batches]))
             return
-        rows: list[RetainedRow] = []
-        places: list[Place] = []
-        for item in items:
-            if isinstance(item, Place):
-                places.append(item)
-            elif not isinstance(item, Record):
-                rows.append(item)
+        rows = [item for item in items if not isinstance(item, Record | PlaceBatch)]
         try:
-            self._writer.retain(rows, places=places)
+            self._writer.retain(rows, places=batches)
         except CasewatchError as exc:
             self._failed(len(rows) + len(places), str(exc))
         else:
@@ -317,3 +316,17 @@ class RetainingDone:
             self._failing = False
             log.info("unsampled turns kept for feedback again")
         self._metrics.record_retained("stored", count)
+
+
+def place_batches(places: Sequence[Place]) -> list[PlaceBatch]:
+    """``places`` as one batch per partition, in the order read."""
+    by_partition: dict[TopicPartition, tuple[list[str], list[str], list[str], list[int]]] = {}
+    for event_id, conversation_id, assistant, tp, offset in places:
+        lists = by_partition.get(tp)
+        if lists is None:
+            lists = by_partition[tp] = ([], [], [], [])
+        lists[0].append(event_id)
+        lists[1].append(conversation_id)
+        lists[2].append(assistant)
+        lists[3].append(offset)
+    return [PlaceBatch(tp.topic, tp.partition, *lists) for tp, lists in by_partition.items()]

@@ -24,6 +24,7 @@ from monitor.schema.outcome import OutcomeEvent
 from monitor.schema.turn import TurnEvent
 from monitor.storage.detection_queries import read_new
 from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.retained_turns import PlaceBatch, RetainedTurns
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns, turns
 from monitor.stream.pipeline import PipelineConfig, chain_decisions
@@ -47,8 +48,8 @@ def negative(outcome_id: str, turn: str, thumbs: str = "down") -> tuple[OutcomeE
     return event, None
 
 
-def keep(records: OutcomeRecords, *turns: TurnEvent) -> None:
-    records.retain(
+def keep(kept: RetainedTurns, *turns: TurnEvent) -> None:
+    kept.retain(
         [(t.event_id, t.conversation_id, t.assistant.name, t.model_dump_json()) for t in turns]
     )
 
@@ -61,6 +62,7 @@ def job_for(
         settings.outcomes,
         store,
         OutcomeRecords(store, clock),
+        RetainedTurns(store, clock),
         build_evaluator(settings, concurrency=1),
         Sampler(settings.sampling, clock).budget,
         OutcomeRecorder(metrics),
@@ -81,7 +83,12 @@ def test_a_kept_turn_with_negative_feedback_is_judged_once_outside_the_random_ra
     records = OutcomeRecords(store, clock)
     sampled = make_turn("evt-sampled")
     store.save(sampled, make_verdict(sampled))  # judged by the random sample already
-    keep(records, make_turn("evt-kept"), make_turn("evt-liked"), make_turn("evt-sampled"))
+    keep(
+        RetainedTurns(store, clock),
+        make_turn("evt-kept"),
+        make_turn("evt-liked"),
+        make_turn("evt-sampled"),
+    )
     records.save(
         [
             negative("f-1", "evt-kept"),
@@ -125,7 +132,8 @@ def test_a_refusing_budget_judges_nothing_and_says_why(store: Store) -> None:
         None, outcomes={"retain_unsampled": True}, sampling={"budget_calls_per_hour": 0}
     )
     records = OutcomeRecords(store, clock)
-    keep(records, make_turn("evt-kept"))
+    kept = RetainedTurns(store, clock)
+    keep(kept, make_turn("evt-kept"))
     records.save([negative("f-1", "evt-kept")])
     registry = CollectorRegistry()
     job, _ = job_for(settings, store, clock, registry)
@@ -140,20 +148,21 @@ def test_a_refusing_budget_judges_nothing_and_says_why(store: Store) -> None:
         )
         == 1
     )
-    assert len(records.feedback_to_judge(10)) == 1  # still waiting for the budget
+    assert len(kept.feedback_to_judge(10)) == 1  # still waiting for the budget
 
 
 def test_kept_turns_are_bounded_in_age_and_count(store: Store) -> None:
     clock = ManualClock(CLOCK_START)
     records = OutcomeRecords(store, clock)
-    keep(records, make_turn("old-1"), make_turn("old-2"))
+    kept = RetainedTurns(store, clock)
+    keep(kept, make_turn("old-1"), make_turn("old-2"))
     clock.advance(100)
-    keep(records, *(make_turn(f"new-{i}") for i in range(5)))
-    assert records.prune_retained(max_age_s=50, max_rows=1000) == 2
-    assert records.prune_retained(max_age_s=50, max_rows=3) == 2
+    keep(kept, *(make_turn(f"new-{i}") for i in range(5)))
+    assert kept.prune(max_age_s=50, max_rows=1000) == 2
+    assert kept.prune(max_age_s=50, max_rows=3) == 2
     for i in range(5):
         records.save([negative(f"f-{i}", f"new-{i}")])
-    assert sorted(json.loads(k.event)["event_id"] for k in records.feedback_to_judge(10)) == [
+    assert sorted(json.loads(k.event)["event_id"] for k in kept.feedback_to_judge(10)) == [
         "new-2",
         "new-3",
         "new-4",
@@ -184,10 +193,11 @@ class Records:
 def test_a_turn_kept_as_its_record_is_read_back_redacted_and_a_gone_one_is_counted(
     store: Store,
 ) -> None:
-    """On a Kafka source unsampled turns are kept as their records' places: the job reads the
-    record back, decodes and redacts it with the chain's own decisions, and judges it; a record
-    Kafka no longer has, or one that holds another turn, is forgotten and counted with its
-    reason; a broker that does not answer ends the run and the turn is tried again."""
+    """On a Kafka source unsampled turns are kept as their records' places, a batch at a time:
+    the job finds those its feedback asks for (the join), reads each record back, decodes and
+    redacts it with the chain's own decisions, and judges it; a record Kafka no longer has, or
+    one that holds another turn, is forgotten and counted with its reason; a broker that does
+    not answer ends the run and the turn is tried again."""
     clock = ManualClock(CLOCK_START)
     settings = load_settings(None, outcomes={"retain_unsampled": True})
     records = OutcomeRecords(store, clock)
@@ -200,15 +210,22 @@ def test_a_turn_kept_as_its_record_is_read_back_redacted_and_a_gone_one_is_count
         }
     )
     places = [
-        ("evt-read", "conv-evt-read", "helpdesk", "turns", 0, 7),
-        ("evt-expired", "conv-evt-expired", "helpdesk", "turns", 0, 2),
-        ("evt-moved", "conv-evt-moved", "helpdesk", "turns", 1, 3),  # holds evt-other
+        PlaceBatch(
+            "turns",
+            0,
+            ["evt-read", "evt-expired", "evt-quiet"],
+            ["conv-evt-read", "conv-evt-expired", "conv-evt-quiet"],
+            ["helpdesk"] * 3,
+            [7, 2, 9],
+        ),
+        PlaceBatch("turns", 1, ["evt-moved"], ["conv-evt-moved"], ["helpdesk"], [3]),  # evt-other
     ]
-    records.retain([], places=places)
+    kept_turns = RetainedTurns(store, clock)
+    kept_turns.retain([], places=places)
     with store.transaction(write=False) as conn:
-        kept = conn.execute(sa.select(retained_turns.c.event_id, retained_turns.c.event)).all()
-    assert {(str(e), str(text)) for e, text in kept} == {(p[0], "") for p in places}
-    records.save([negative(f"f-{p[0]}", p[0]) for p in places])
+        assert conn.scalars(sa.select(retained_turns.c.event_id)).all() == []  # a row a batch
+    asked = ["evt-read", "evt-expired", "evt-moved"]  # no feedback on evt-quiet
+    records.save([negative(f"f-{e}", e) for e in asked])
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     reread = TurnReread(kafka, chain_decisions(PipelineConfig.from_settings(settings)))
@@ -216,6 +233,7 @@ def test_a_turn_kept_as_its_record_is_read_back_redacted_and_a_gone_one_is_count
         settings.outcomes,
         store,
         records,
+        kept_turns,
         build_evaluator(settings, concurrency=1),
         Sampler(settings.sampling, clock).budget,
         OutcomeRecorder(metrics),
@@ -224,9 +242,10 @@ def test_a_turn_kept_as_its_record_is_read_back_redacted_and_a_gone_one_is_count
     )
     try:
         kafka.down = True
-        job.run()  # nothing read back: every turn waits for the next run
+        job.run()  # found, but nothing read back: every turn waits for the next run
         assert job.judged == 0
-        assert len(records.feedback_to_judge(10)) == 3
+        assert len(kept_turns.feedback_to_judge(10)) == 3
+        assert value(registry, "casewatch_outcome_joins_total", outcome="later") == 3
         job.run()  # still down: held again, counted again
         assert value(registry, "casewatch_turns_retained_total", outcome="unreached") == 2
         kafka.down = False

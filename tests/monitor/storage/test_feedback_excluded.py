@@ -13,8 +13,9 @@ import pytest
 import sqlalchemy as sa
 
 from monitor.schema.turn import METRICS
-from monitor.storage import detection_queries, drift_queries, labels, outcomes
-from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage import detection_queries, drift_queries, labels
+from monitor.storage import retained_turns as kept_turns
+from monitor.storage.retained_turns import RetainedTurns
 from monitor.storage.store import Store
 from monitor.storage.tables import judgments, retained_turns, turns, verdicts
 from tests.fixtures.databases import make_turn, make_verdict
@@ -31,7 +32,7 @@ def _figures(store: Store) -> dict[str, Any]:
     }
 
 
-def _judge_for_feedback(store: Store, records: OutcomeRecords, event_id: str) -> None:
+def _judge_for_feedback(store: Store, records: RetainedTurns, event_id: str) -> None:
     turn = make_turn(event_id)
     with store.transaction(write=True) as conn:
         conn.execute(
@@ -56,7 +57,7 @@ def test_feedback_judged_turns_leave_the_random_samples_figures_unchanged(store:
     assert sample["reference"]["helpdesk"].turns == 2
     assert [row.event_id for row in sample["frame"]] == ["r-1", "r-2"]
 
-    records = OutcomeRecords(store)
+    records = RetainedTurns(store)
     for event_id in ("fb-1", "fb-2", "fb-failed"):
         _judge_for_feedback(store, records, event_id)
     with store.transaction(write=False) as conn:
@@ -64,7 +65,7 @@ def test_feedback_judged_turns_leave_the_random_samples_figures_unchanged(store:
     assert _figures(store) == sample
 
     # Pruning by age and count forgets waiting kept turns, not the marks of stored turns.
-    assert records.prune_retained(0.0, 0) == 0
+    assert records.prune(0.0, 0) == 0
     assert _figures(store) == sample
 
     # Once retention deleted the turn, its mark goes with the next pruning.
@@ -73,7 +74,7 @@ def test_feedback_judged_turns_leave_the_random_samples_figures_unchanged(store:
         conn.execute(sa.delete(judgments).where(judgments.c.verdict_id.in_(fb_1)))
         conn.execute(sa.delete(verdicts).where(verdicts.c.event_id == "fb-1"))
         conn.execute(sa.delete(turns).where(turns.c.event_id == "fb-1"))
-    assert records.prune_retained(0.0, 0) == 1
+    assert records.prune(0.0, 0) == 1
     assert _figures(store) == sample
 
 
@@ -94,7 +95,7 @@ def _seen(store: Store, event_id: str) -> tuple[int, bool]:
 def test_the_feedback_verdict_and_its_mark_are_never_seen_apart(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    records = OutcomeRecords(store)
+    records = RetainedTurns(store)
     turn = make_turn("fb-torn")
     with store.transaction(write=True) as conn:
         conn.execute(
@@ -107,19 +108,19 @@ def test_the_feedback_verdict_and_its_mark_are_never_seen_apart(
             )
         )
     verdict = make_verdict(turn)
-    real = outcomes.mark_judged
+    real = kept_turns.mark_judged
 
     def marked_then_fails(conn: Any, event_id: str, config_hash: str, now: datetime) -> None:
         real(conn, event_id, config_hash, now)  # the verdict and the mark written, not committed
         raise RuntimeError("injected between the mark and the commit")
 
-    monkeypatch.setattr(outcomes, "mark_judged", marked_then_fails)
+    monkeypatch.setattr(kept_turns, "mark_judged", marked_then_fails)
     with pytest.raises(RuntimeError, match="injected"):
         records.save_feedback_verdict(turn, verdict)
     assert _seen(store, turn.event_id) == (0, False)  # neither
     assert detection_queries.read_new(store, list(METRICS)) == []
 
-    monkeypatch.setattr(outcomes, "mark_judged", real)
+    monkeypatch.setattr(kept_turns, "mark_judged", real)
     records.save_feedback_verdict(turn, verdict)
     assert _seen(store, turn.event_id) == (1, True)  # both
     assert detection_queries.read_new(store, list(METRICS)) == []  # observed with it

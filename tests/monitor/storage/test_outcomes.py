@@ -6,8 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from monitor.runtime.clock import ManualClock
 from monitor.schema.outcome import OutcomeEvent
 from monitor.storage.outcomes import OutcomeRecords
@@ -114,32 +112,6 @@ def test_an_outcome_joins_a_retained_unsampled_turn(store: Store) -> None:
     assert [s.joined for s in saved.inserted] == [True]
 
 
-def test_unsampled_turns_are_kept_once_with_their_time(store: Store) -> None:
-    # The driver-level insert: its SQL and its one processed timestamp, on both backends.
-    clock = ManualClock(datetime(2026, 3, 1, 12, 0, tzinfo=UTC).timestamp())
-    records = OutcomeRecords(store, clock)
-    turns = [make_turn(f"evt-{i}") for i in range(3)]
-    rows = [(t.event_id, t.conversation_id, "helpdesk", t.model_dump_json()) for t in turns]
-    assert records.retain([*rows, rows[0]]) == 3  # one offered twice: kept once
-    clock.advance(60)
-    # Kept before: left alone (its text and time), the new one kept.
-    changed = (rows[1][0], rows[1][1], "helpdesk", "{}")
-    assert records.retain([changed, ("evt-3", "conv-3", "helpdesk", "{}")]) == 2
-    with store.transaction(write=False) as conn:
-        kept = {
-            r.event_id: (r.event, r.retained_at)
-            for r in conn.execute(sa.select(retained_turns)).all()
-        }
-    first = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-    assert sorted(kept) == ["evt-0", "evt-1", "evt-2", "evt-3"]
-    assert kept["evt-1"] == (rows[1][3], first)
-    assert kept["evt-3"][1] == datetime(2026, 3, 1, 12, 1, tzinfo=UTC)
-    # The kept time is what the window reads: the three older turns go, the newer stays.
-    assert records.prune_retained(max_age_s=30, max_rows=100) == 3
-    saved = records.save([(feedback("o-3", "evt-3"), None)])
-    assert [s.joined for s in saved.inserted] == [True]
-
-
 def test_feedback_pairs_once_with_the_newest_ok_verdict(store: Store) -> None:
     # "bad" is severe under its newest verdict, "good" none; "failed" has only judge_failed.
     seed_turn(store, "bad", scores={"hallucination": 0.9})
@@ -171,25 +143,3 @@ def test_feedback_pairs_once_with_the_newest_ok_verdict(store: Store) -> None:
         "f-good-up": "agree_happy",
         "f-neutral": "user_neutral",
     }
-
-
-def test_turns_kept_as_their_records_places_are_kept_once_each(store: Store) -> None:
-    """Places of Kafka records, more than one statement's worth (a multi-row insert per 100 on
-    SQLite), kept once each beside a turn kept as its text; offered again, left alone."""
-    records = OutcomeRecords(store)
-    places = [(f"p-{i}", f"conv-p-{i}", "helpdesk", "turns", i % 2, i) for i in range(250)]
-    turn = make_turn("as-text")
-    row = (turn.event_id, turn.conversation_id, turn.assistant.name, turn.model_dump_json())
-    assert records.retain([row], places=places) == 251
-    assert records.retain([], places=places[:10]) == 10  # offered again: left alone
-    r = retained_turns.c
-    with store.transaction(write=False) as conn:
-        kept = {
-            str(k.event_id): (k.event, k.source_topic, k.source_partition, k.source_offset)
-            for k in conn.execute(
-                sa.select(r.event_id, r.event, r.source_topic, r.source_partition, r.source_offset)
-            )
-        }
-    assert len(kept) == 251
-    assert kept["p-249"] == ("", "turns", 1, 249)
-    assert kept["as-text"][1] is None and kept["as-text"][0] == row[3]

@@ -20,9 +20,11 @@ from monitor.config.kafka import KafkaConfig
 from monitor.config.settings import Settings, load_settings
 from monitor.jobs.outcome_join import OutcomeJoinJob
 from monitor.jobs.recorders import OutcomeRecorder
+from monitor.schema.outcome import OutcomeEvent
 from monitor.schema.turn import TurnEvent
 from monitor.storage.audit import stored_verdicts
-from monitor.storage.outcomes import KeptTurn, OutcomeRecords
+from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.retained_turns import KeptTurn
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns
 from monitor.stream.pipeline import PipelineConfig, chain_decisions
@@ -201,8 +203,9 @@ def test_unsampled_turns_are_kept_redacted_for_their_feedback(
 ) -> None:
     """Every unsampled turn is kept, through the keeper's process or the daemon's writer
     thread: one redaction left as it came as its Kafka record's place (nothing of its text
-    written), read back from the broker, decoded and redacted, as the turn itself; one redaction
-    changed as its redacted JSON text. A malformed record is dead-lettered and never kept."""
+    written; found by the outcome join once feedback asks for it), read back from the broker,
+    decoded and redacted, as the turn itself; one redaction changed as its redacted JSON text.
+    A malformed record is dead-lettered and never kept."""
     bootstrap = tansu_broker.bootstrap
     turns_topic, outcomes_topic = topics
     keeping = {"retain_unsampled": True, "retain_process": keeper_process}
@@ -231,6 +234,27 @@ def test_unsampled_turns_are_kept_redacted_for_their_feedback(
         )
         assert h.sample("casewatch_turns_retained_total", {"outcome": "dropped"}) == 0
         assert h.sample("casewatch_turns_retained_total", {"outcome": "failed"}) == 0
+    # Negative feedback on every kept turn: the join finds those kept as places.
+    records = OutcomeRecords(store)
+    records.save(
+        [
+            (
+                OutcomeEvent.model_validate(
+                    {
+                        "outcome_id": f"fb-{event_id}",
+                        "kind": "feedback",
+                        "assistant": "helpdesk",
+                        "timestamp": "2026-03-01T12:00:00Z",
+                        "turn_event_id": event_id,
+                        "thumbs": "down",
+                    }
+                ),
+                None,
+            )
+            for event_id in [*emails, *clean]
+        ]
+    )
+    assert records.join_pending(3600.0).joined == len(clean)  # the rows joined on arrival
     r = retained_turns.c
     query = sa.select(r.event_id, r.event, r.source_topic, r.source_partition, r.source_offset)
     with store.transaction(write=False) as conn:

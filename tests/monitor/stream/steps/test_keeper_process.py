@@ -14,9 +14,9 @@ import sqlalchemy as sa
 
 from monitor.config.settings import load_settings
 from monitor.runtime.clock import ManualClock
-from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.retained_turns import RetainedTurns
 from monitor.storage.store import Store
-from monitor.storage.tables import retained_turns
+from monitor.storage.tables import retained_places, retained_turns
 from monitor.stream.pipeline import PipelineConfig
 from monitor.stream.steps.keeper_process import KeeperProcess, Kept
 from monitor.stream.steps.retain import Record, RetainingDone
@@ -137,7 +137,7 @@ def test_the_step_keeps_turns_from_their_records_through_the_process(tmp_path: P
     store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
     store.migrate()
     done, counts = Recorder(), Counts()
-    step = RetainingDone(done, OutcomeRecords(store), counts, keeper=_keeper(store.url))
+    step = RetainingDone(done, RetainedTurns(store), counts, keeper=_keeper(store.url))
     try:
         raw = _value("from-bytes")
         step.submit(env(make_turn("from-bytes"), offset=0)._replace(raw=raw))
@@ -179,37 +179,47 @@ def test_a_record_is_kept_as_its_decoded_turn_never_as_its_bytes(tmp_path: Path)
     store.close()
 
 
-def _places(store: Store) -> dict[str, tuple[str, str, int, int]]:
-    r = retained_turns.c
-    query = sa.select(r.event_id, r.event, r.source_topic, r.source_partition, r.source_offset)
+def _places(store: Store) -> list[tuple[str, int, dict[str, int]]]:
+    """The batches of places kept: topic, partition, and each turn's offset."""
+    p = retained_places.c
+    query = sa.select(p.source_topic, p.source_partition, p.event_ids, p.offsets).order_by(p.id)
     with store.transaction(write=False) as conn:
-        return {
-            row.event_id: (row.event, row.source_topic, row.source_partition, row.source_offset)
+        return [
+            (row.source_topic, row.source_partition,
+             dict(zip(json.loads(row.event_ids), json.loads(row.offsets), strict=True)))
             for row in conn.execute(query)
-        }
+        ]  # fmt: skip
 
 
 def test_the_step_keeps_turns_from_kafka_as_their_records_places(tmp_path: Path) -> None:
     """``places`` (a Kafka source): a turn that came with its record's value is kept as the
-    record's place, nothing of its text written, through the process and on the thread alike;
-    one without (assembled from spans) is still kept as its redacted row."""
+    record's place, a row per batch and partition, nothing of its text written, through the
+    process and on the thread alike; one without (assembled from spans) is still kept as its
+    redacted row."""
     for through_process in (True, False):
         store = Store(f"sqlite:///{tmp_path / f'kept-{through_process}.db'}")
         store.migrate()
         done, counts = Recorder(), Counts()
         keeper = _keeper(store.url) if through_process else None
-        step = RetainingDone(done, OutcomeRecords(store), counts, keeper=keeper, places=True)
+        step = RetainingDone(done, RetainedTurns(store), counts, keeper=keeper, places=True)
         try:
             message = env(make_turn("from-kafka"), offset=41)
             step.submit(message._replace(raw=_value("from-kafka")))
             step.submit(env(make_turn("assembled"), offset=42))
-            assert done.offsets == [41, 42]  # committed at once
-            wait_for(lambda c=counts: c.by_outcome.get("stored") == 2, what="2 turns kept")
+            also = env(make_turn("also-from-kafka"), offset=43)
+            step.submit(also._replace(raw=_value("also-from-kafka")))
+            assert done.offsets == [41, 42, 43]  # committed at once
+            wait_for(lambda c=counts: c.by_outcome.get("stored") == 3, what="3 turns kept")
         finally:
             step.close()
-        kept = _places(store)
-        assert kept["from-kafka"] == ("", message.tp.topic, message.tp.partition, 41)
-        event, topic, _, _ = kept["assembled"]
-        assert json.loads(event)["event_id"] == "assembled" and topic is None
-        assert counts.by_outcome == {"stored": 2}
+        tp = message.tp
+        assert _places(store) == [
+            (tp.topic, tp.partition, {"from-kafka": 41, "also-from-kafka": 43})
+        ]
+        r = retained_turns.c
+        with store.transaction(write=False) as conn:
+            rows = conn.execute(sa.select(r.event_id, r.event, r.source_topic)).all()
+        assert [(row.event_id, row.source_topic) for row in rows] == [("assembled", None)]
+        assert json.loads(rows[0].event)["event_id"] == "assembled"
+        assert counts.by_outcome == {"stored": 3}
         store.close()

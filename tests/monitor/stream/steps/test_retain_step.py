@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from monitor.redaction import Redactor
 from monitor.redaction.config import RedactionConfig
 from monitor.schema.turn import TurnEvent
-from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.retained_turns import RetainedTurns
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns
 from monitor.stream.steps.retain import RetainingDone
@@ -43,7 +43,7 @@ def test_unsampled_turns_are_committed_at_once_and_kept_redacted(tmp_path: Path)
     done, counts = Recorder(), Counts()
     redactor = Redactor(RedactionConfig().policy())
     step = RetainingDone(
-        done, OutcomeRecords(store), counts, redact=lambda t: redactor.redact_turn(t).turn
+        done, RetainedTurns(store), counts, redact=lambda t: redactor.redact_turn(t).turn
     )
     try:
         for i in range(3):
@@ -66,7 +66,7 @@ def test_a_turn_already_redacted_is_kept_as_it_came(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
     store.migrate()
     done, counts = Recorder(), Counts()
-    step = RetainingDone(done, OutcomeRecords(store), counts)
+    step = RetainingDone(done, RetainedTurns(store), counts)
     turns = [make_turn(f"evt-{i}", answer=f"Answer {i}") for i in range(3)]
     try:
         for i, turn in enumerate(turns):
@@ -89,7 +89,7 @@ def test_a_turn_already_redacted_is_kept_as_it_came(tmp_path: Path) -> None:
 class HeldWriter:
     """The store's writer, held at its first batch until ``release`` (a slow database)."""
 
-    def __init__(self, records: OutcomeRecords) -> None:
+    def __init__(self, records: RetainedTurns) -> None:
         self._records = records
         self.writing = threading.Event()
         self.release = threading.Event()
@@ -108,7 +108,7 @@ def test_a_full_queue_drops_what_it_cannot_hold_counted_and_commits_it_all(
     store = Store(f"sqlite:///{tmp_path / 'kept.db'}")
     store.migrate()
     done, counts = Recorder(), Counts()
-    writer = HeldWriter(OutcomeRecords(store))
+    writer = HeldWriter(RetainedTurns(store))
     step = RetainingDone(done, writer, counts, max_queued=3)
     try:
         step.submit(env(make_turn("evt-0"), offset=0))
@@ -133,7 +133,7 @@ def test_turns_the_database_does_not_take_are_counted() -> None:
     # A PostgreSQL URL where no server listens: every write fails as in an outage.
     down = Store("postgresql+psycopg://postgres@127.0.0.1:9/none?connect_timeout=2")
     done, counts = Recorder(), Counts()
-    step = RetainingDone(done, OutcomeRecords(down), counts)
+    step = RetainingDone(done, RetainedTurns(down), counts)
     try:
         step.submit(env(make_turn("evt-1")))
         assert done.offsets == [0]  # committed without waiting for the database

@@ -27,7 +27,7 @@ from monitor.errors import MessageRejected
 from monitor.metrics.exporter import Metrics
 from monitor.redaction.config import RedactionConfig
 from monitor.schema.turn import TurnEvent
-from monitor.storage.outcomes import OutcomeRecords
+from monitor.storage.retained_turns import RetainedTurns
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns
 from monitor.stream.recorder import StreamRecorder
@@ -317,7 +317,7 @@ def test_turns_finished_by_screening_are_kept_for_feedback(tmp_path: Path) -> No
     store.migrate()
     nxt, done = Recorder(), Recorder()
     counts = _Counts()
-    keeper = RetainingDone(done, OutcomeRecords(store), counts)
+    keeper = RetainingDone(done, RetainedTurns(store), counts)
     redaction = RedactionConfig(before_judging=False)
     step = ScreenStep(
         nxt,
