@@ -153,9 +153,10 @@ def _with_outcomes() -> dict[str, int]:
     kept = {"rows": 0}
     write = RetainingDone._write
 
-    def counted_write(self: Any, batch: list[Any]) -> None:
-        write(self, batch)
-        kept["rows"] += len(batch)
+    def counted_write(self: Any, batch: list[Any], *places: list[Any]) -> None:
+        # ``places``: the places queued apart (checkouts that keep them a batch at a time).
+        write(self, batch, *places)
+        kept["rows"] += len(batch) + sum(len(p) for p in places)
 
     RetainingDone._write = counted_write  # type: ignore[method-assign]
     return kept
