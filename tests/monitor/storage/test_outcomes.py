@@ -4,43 +4,16 @@ whichever comes first, expired past the window, paired once with the newest ok v
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from monitor.runtime.clock import ManualClock
-from monitor.schema.outcome import OutcomeEvent
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_turns
 from tests.fixtures.databases import make_turn, make_verdict
+from tests.fixtures.outcomes import case_outcome, feedback
 from tests.fixtures.turns import seed_turn
 
 WINDOW_S = 3600.0
-
-
-def feedback(outcome_id: str, turn: str, thumbs: str = "down", **extra: Any) -> OutcomeEvent:
-    return OutcomeEvent.model_validate(
-        {
-            "outcome_id": outcome_id,
-            "kind": "feedback",
-            "assistant": "helpdesk",
-            "timestamp": "2026-03-01T12:00:00Z",
-            "turn_event_id": turn,
-            "thumbs": thumbs,
-            **extra,
-        }
-    )
-
-
-def case_outcome(outcome_id: str, kind: str, conversation: str) -> OutcomeEvent:
-    return OutcomeEvent.model_validate(
-        {
-            "outcome_id": outcome_id,
-            "kind": kind,
-            "assistant": "helpdesk",
-            "timestamp": "2026-03-01T12:00:00Z",
-            "conversation_id": conversation,
-        }
-    )
 
 
 def test_an_outcome_is_stored_once_and_joined_on_arrival_when_its_turn_is_there(

@@ -10,40 +10,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from monitor.runtime.clock import ManualClock
-from monitor.schema.outcome import OutcomeEvent
 from monitor.storage.outcomes import OutcomeRecords
 from monitor.storage.retained_turns import PlaceBatch, RetainedTurns
 from monitor.storage.store import Store
 from monitor.storage.tables import retained_places, retained_turns
 from tests.fixtures.databases import make_turn
+from tests.fixtures.outcomes import case_outcome, feedback
 
 WINDOW_S = 3600.0
 NOON = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-def feedback(outcome_id: str, turn: str) -> OutcomeEvent:
-    return OutcomeEvent.model_validate(
-        {
-            "outcome_id": outcome_id,
-            "kind": "feedback",
-            "assistant": "helpdesk",
-            "timestamp": "2026-03-01T12:00:00Z",
-            "turn_event_id": turn,
-            "thumbs": "down",
-        }
-    )
-
-
-def handed_off(outcome_id: str, conversation: str) -> OutcomeEvent:
-    return OutcomeEvent.model_validate(
-        {
-            "outcome_id": outcome_id,
-            "kind": "handed_off",
-            "assistant": "helpdesk",
-            "timestamp": "2026-03-01T12:00:00Z",
-            "conversation_id": conversation,
-        }
-    )
 
 
 def batch(partition: int, offsets: range, topic: str = "turns") -> PlaceBatch:
@@ -122,7 +97,7 @@ def test_places_are_a_row_a_batch_and_found_only_when_an_outcome_asks(store: Sto
         [
             (feedback("f-place", "t-123"), None),  # in the first batch
             (feedback("f-unknown", "never-read"), None),
-            (handed_off("h-case", "c-19"), None),  # turns t-190..t-199
+            (case_outcome("h-case", "handed_off", "c-19"), None),  # turns t-190..t-199
             (feedback("f-text", "as-text"), None),
         ]
     )
