@@ -40,9 +40,9 @@ class OutcomesConfig(Section):
     retain_process: bool = Field(
         default=True,
         description="Keep unsampled turns from a process of their own: the consumer hands it "
-        "each record's place (Kafka) or bytes, and it stores them, decoding and redacting the "
-        "bytes, off the daemon's process (false: on a thread of the daemon, which costs "
-        "intake more).",
+        "records' places (Kafka, a batch at a time) or bytes, and it stores them, decoding and "
+        "redacting the bytes, off the daemon's process (false: on a thread of the daemon, "
+        "which off Kafka costs intake more).",
     )
     retained_seconds: float = Field(
         default=86400.0,
