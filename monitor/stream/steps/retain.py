@@ -35,6 +35,7 @@ writer once a batch waits, not per turn).
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
@@ -143,6 +144,7 @@ class RetainingDone:
         # Set once the writer was woken for a full batch, cleared when it takes one: the
         # consumer thread takes the lock once per batch, not per turn.
         self._woken = False
+        self._taken_at = time.monotonic()  # when the writer last took a batch
         self._stopping = False
         self._failing = False
         self._dropping = False
@@ -243,9 +245,16 @@ class RetainingDone:
             self._keeper.close()
 
     def _take(self) -> tuple[list[Queued], list[Place]]:
+        """A batch to write: once ``BATCH`` turns wait, else what waits ``FLUSH_INTERVAL_S``
+        after the last take. Taking whatever waited at once wrote a busy stream's turns a few
+        dozen at a time, each a transaction, and held the GIL the consumer needs."""
         with self._lock:
-            if not self._queue and not self._place_queue and not self._stopping:
-                self._lock.wait(FLUSH_INTERVAL_S)
+            while not self._stopping and len(self._queue) + len(self._place_queue) < BATCH:
+                remaining = self._taken_at + FLUSH_INTERVAL_S - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._lock.wait(remaining)
+            self._taken_at = time.monotonic()
             self._woken = False
             queue, places = self._queue, self._place_queue
             batch = [queue.popleft() for _ in range(min(BATCH, len(queue)))]
