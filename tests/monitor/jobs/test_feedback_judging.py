@@ -30,22 +30,13 @@ from monitor.storage.tables import retained_turns, turns
 from monitor.stream.pipeline import PipelineConfig, chain_decisions
 from monitor.stream.reread import TurnReread
 from tests.fixtures.databases import make_turn, make_verdict
+from tests.fixtures.outcomes import feedback
 
 CLOCK_START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC).timestamp()
 
 
 def negative(outcome_id: str, turn: str, thumbs: str = "down") -> tuple[OutcomeEvent, None]:
-    event = OutcomeEvent.model_validate(
-        {
-            "outcome_id": outcome_id,
-            "kind": "feedback",
-            "assistant": "helpdesk",
-            "timestamp": "2026-03-01T12:00:00Z",
-            "turn_event_id": turn,
-            "thumbs": thumbs,
-        }
-    )
-    return event, None
+    return feedback(outcome_id, turn, thumbs), None
 
 
 def keep(kept: RetainedTurns, *turns: TurnEvent) -> None:
