@@ -47,7 +47,9 @@ Works on checkouts from before the modules moved (``monitor/clock.py``, ``monito
 topic of kind outcomes, negative feedback on every tenth turn, its records after each tenth
 turn's) and every unsampled turn kept for feedback (``outcomes.retain_unsampled``), into a real
 SQLite file per daemon; the count (or the clock) stops at the empty poll only once the keeper's
-writer thread has written every turn, so its work is in. Under ``--instructions`` the count is
+writer thread has written every turn, so its work is in (a run whose keeper dropped turns,
+its queue full because the in-memory source outran its writer, ends with an error saying so:
+fewer ``--messages``, e.g. 8,000, fit). Under ``--instructions`` the count is
 split by thread (callgrind's ``--separate-threads``): the consumer's (``loop``) and the rest of
 the daemon's (``writers``: the keeper's and the outcome step's writer threads), per turn read.
 
@@ -150,8 +152,13 @@ def _with_outcomes() -> dict[str, int]:
     ends once its writer thread has kept every turn."""
     from monitor.stream.steps.retain import RetainingDone
 
-    kept = {"rows": 0}
+    kept = {"rows": 0, "dropped": 0}
     write = RetainingDone._write
+    drop = RetainingDone._drop
+
+    def counted_drop(self: Any) -> None:
+        drop(self)
+        kept["dropped"] += 1
 
     def counted_write(self: Any, batch: list[Any], *places: list[Any]) -> None:
         # ``places``: the places queued apart (checkouts that keep them a batch at a time).
@@ -159,6 +166,7 @@ def _with_outcomes() -> dict[str, int]:
         kept["rows"] += len(batch) + sum(len(p) for p in places)
 
     RetainingDone._write = counted_write  # type: ignore[method-assign]
+    RetainingDone._drop = counted_drop  # type: ignore[method-assign]
     return kept
 
 
@@ -248,8 +256,16 @@ def _worker(
             batch = self.raws[self._at : self._at + max_records]
             self._at += len(batch)
             if kept is not None and len(self.cpu) == 1 and not batch:
-                while kept["rows"] < self.turns:  # the keeper's writer's work counts too
+                # The keeper's writer's work counts too. A turn its full queue refused is
+                # never written: waiting for it would never end.
+                while kept["rows"] + kept["dropped"] < self.turns:
                     time.sleep(0.005)
+                if kept["dropped"]:
+                    raise SystemExit(
+                        f"the keeper dropped {kept['dropped']} of {self.turns} turns (its "
+                        "queue was full: the in-memory source outruns its writer); the "
+                        "figure would leave their cost out: use fewer --messages"
+                    )
             if (not self.cpu and batch) or (len(self.cpu) == 1 and not batch):
                 if self.counted is not None:
                     if self.cpu:
@@ -280,7 +296,7 @@ def _worker(
             store = Store(f"sqlite:///{workdir / f'{time.monotonic_ns()}.db'}")
             store.migrate()
             assert kept is not None
-            kept["rows"] = 0
+            kept["rows"] = kept["dropped"] = 0
         settings = bench_settings(
             "localhost:9",
             workdir / "unused.db",
@@ -355,7 +371,9 @@ def _run_checkout(
     if profile is not None:
         cmd += ["--profile", str(profile)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, cwd=tree)
+    out = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True, cwd=tree)
+    if out.returncode != 0:
+        raise SystemExit(f"{tree}: the measuring subprocess failed: {out.stderr.strip()[-2000:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
