@@ -36,6 +36,7 @@ bulk producing, settings) are shared with bench/judging.py and bench/memory.py.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import multiprocessing
@@ -59,6 +60,7 @@ if str(ROOT) not in sys.path:
 from consumers._kafka import KafkaConsumer, KafkaProducer  # noqa: E402
 from consumers.tansu import FETCH_MAX_WAIT_MS, EmbeddedBroker, create_topics  # noqa: E402
 from monitor.config.settings import Settings, load_settings  # noqa: E402
+from monitor.runtime.heap import freeze_startup_heap  # noqa: E402
 from monitor.runtime.logs import configure_logging  # noqa: E402
 
 TOPIC = "bench.turns"
@@ -278,6 +280,26 @@ def plain_consumer(
             "cpu_us": rates["cpu_us"] / share}  # fmt: skip
 
 
+class Collections:
+    """The garbage collector's time in this process (every thread's collections), and how many
+    were full ones, read by ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        self.seconds += time.perf_counter() - self._began
+        self.full += info["generation"] == 2
+
+    def read(self) -> tuple[float, int]:
+        return self.seconds, self.full
+
+
 def _rates(
     n: int, started: float, first: tuple[float, int, float], done: float, cpu: float
 ) -> dict[str, float]:
@@ -328,10 +350,12 @@ def casewatch_pipeline(
     outcome_events: int = 0,
     retain: bool = False,
     retain_process: bool = True,
+    gc_freeze: bool = True,
 ) -> dict[str, float]:
     """``outcome_events``: also read that many feedback events from ``OUTCOMES_TOPIC``;
     ``retain``: keep every unsampled turn for feedback-triggered judging
-    (``outcomes.retain_unsampled``)."""
+    (``outcomes.retain_unsampled``). ``gc_freeze``: the startup heap frozen once the daemon
+    is built, as ``casewatch run`` does (``monitor/runtime/heap.py``)."""
     from prometheus_client import CollectorRegistry
 
     import consumers.group_consumer
@@ -385,12 +409,16 @@ def casewatch_pipeline(
         consumers.group_consumer.read_raw_records = lambda consumer: False  # type: ignore[assignment]
     if library_fetch_order:  # and kafka-python's fetch order (consumers/_kafka_fetch_order.py)
         consumers.group_consumer.refetch_left_out = lambda consumer: False  # type: ignore[assignment]
+    collections = Collections()
+    gc.callbacks.append(collections)
     started = time.perf_counter()
     try:
         runner = DaemonRunner(settings, registry).start()
     finally:
         consumers.group_consumer.read_raw_records = reader
         consumers.group_consumer.refetch_left_out = fetch_order
+    if gc_freeze:
+        freeze_startup_heap()
     families = {
         family.name: collector
         for collector in vars(runner.metrics).values()
@@ -402,6 +430,7 @@ def casewatch_pipeline(
             lambda: value("casewatch_turns_consumed_total") > 0, timeout_s, "the first record"
         )
         first = (first_at, int(value("casewatch_turns_consumed_total")), _cpu_s(children))
+        gc_first = collections.read()
         done = wait_until(
             lambda: (
                 value("casewatch_turns_skipped_total") >= n
@@ -411,6 +440,7 @@ def casewatch_pipeline(
             "every turn sampled",
         )
         cpu = _cpu_s(children)
+        gc_done = collections.read()
         dead = value("casewatch_dead_letter_total")
         kept = lag = 0.0
         if retain:
@@ -428,9 +458,15 @@ def casewatch_pipeline(
             cpu = _cpu_s(children)  # the keeper's work on these turns is theirs too
     finally:
         runner.stop(timeout_s=30)
+        gc.callbacks.remove(collections)
+        if gc_freeze:
+            gc.unfreeze()  # the next contender's daemon freezes its own heap
     if dead:
         raise SystemExit(f"casewatch dead-lettered {dead:.0f} of the bench's valid turns")
     rates = _rates(n, started, first, done, cpu)
+    # The collector's time from the first turn to the last, per turn, and its full collections.
+    rates["gc_us"] = (gc_done[0] - gc_first[0]) / (n - first[1]) * 1e6
+    rates["full_collections"] = gc_done[1] - gc_first[1]
     if retain:
         rates["kept"] = kept
         rates["keeper_lag_s"] = lag
@@ -481,6 +517,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="casewatch without the identifier tripwire (sampling.identifier_tripwire: false)",
     )
+    parser.add_argument(
+        "--no-gc-freeze",
+        dest="gc_freeze",
+        action="store_false",
+        help="casewatch without its startup heap frozen (as before casewatch run froze it)",
+    )
     args = parser.parse_args(argv)
     configure_logging("warning")
     n, timeout, wait_ms = args.messages, 60 + args.messages / 1000, args.fetch_max_wait_ms
@@ -514,7 +556,14 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             plain = plain_consumer(broker.bootstrap, n, timeout, wait_ms)
             ours = casewatch_pipeline(
-                broker.bootstrap, n, timeout, Path(tmp), 0, wait_ms, args.tripwire
+                broker.bootstrap,
+                n,
+                timeout,
+                Path(tmp),
+                0,
+                wait_ms,
+                args.tripwire,
+                gc_freeze=args.gc_freeze,
             )
             screened = casewatch_pipeline(
                 broker.bootstrap,
@@ -524,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.screen_processes,
                 wait_ms,
                 args.tripwire,
+                gc_freeze=args.gc_freeze,
             )
             results = [plain, ours, screened]
             # The baseline of the outcome contenders: a plain consumer of the same two topics.
@@ -547,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
                         outcome_events=feedback if name.startswith("outcome") else 0,
                         retain=name.startswith("outcomes"),
                         retain_process=name != "outcomes_thread",
+                        gc_freeze=args.gc_freeze,
                     )
                 )
             for name, result in zip(names, results, strict=True):
@@ -592,7 +643,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{med['plain']['cpu_us']:.1f} us, casewatch {med['casewatch']['cpu_us']:.1f} us, "
         f"screened {med['screened']['cpu_us']:.1f} us; at the plain consumer's rate casewatch "
         f"would need {cores['casewatch']:.2f} cores ({cores['screened']:.2f} screened) on a "
-        f"{os.cpu_count()}-core machine; kafka-python CRC-32C: {crc32c_impl()}"
+        f"{os.cpu_count()}-core machine; kafka-python CRC-32C: {crc32c_impl()}; garbage "
+        f"collections {_median(rounds['casewatch'], 'gc_us'):.1f} us a message "
+        f"(startup heap {'frozen' if args.gc_freeze else 'not frozen'})"
     )
     kept = {name: _median(rounds[name], "kept") for name in names if "kept" in rounds[name][0]}
     lag = {name: _median(rounds[name], "keeper_lag_s") for name in kept}
@@ -610,6 +663,7 @@ def main(argv: list[str] | None = None) -> int:
                 else ""
             )
             + f", {med[name]['cpu_us']:.1f} us CPU per message"
+            + f" ({_median(rounds[name], 'gc_us'):.1f} us of it in garbage collections)"
             + (
                 f"; {kept[name]:.1%} of the turns kept, the last {lag[name]:.2f} s after the "
                 "last turn was read"
@@ -639,6 +693,7 @@ def main(argv: list[str] | None = None) -> int:
         "casewatch_cores_at_plain_rate": round(cores["casewatch"], 2),
         "screened_cores_at_plain_rate": round(cores["screened"], 2),
         "crc32c": crc32c_impl(),
+        "gc_freeze": args.gc_freeze,
         "target_ratio": 0.9,
         "meets_target": max(med["casewatch"]["ratio"], med["screened"]["ratio"]) >= 0.9,
         **{
@@ -654,8 +709,8 @@ def main(argv: list[str] | None = None) -> int:
                 round(r[key], 3 if key == "ratio" else 1) for r in rounds[name]
             ]
             for name in names
-            for key in ("steady", "ratio", "cpu_us")
-            if not (name == "plain" and key == "ratio")
+            for key in ("steady", "ratio", "cpu_us", "gc_us", "full_collections")
+            if not (name == "plain" and key != "steady" and key != "cpu_us")
         },
     }
     result.update({f"{name}_kept_share": round(share, 4) for name, share in kept.items()})

@@ -1,5 +1,6 @@
 """Shared fixtures live in tests/fixtures/, one module per real component."""
 
+import gc
 import os
 import signal
 from collections.abc import Iterator
@@ -61,6 +62,16 @@ def _kafka_fallbacks_left_as_found() -> Iterator[None]:
     yield
     _kafka._warned.clear()
     _kafka._warned.update(before)
+
+
+@pytest.fixture(autouse=True)
+def _heap_thawed() -> Iterator[None]:
+    """``casewatch run`` freezes its process's heap once built (``monitor/runtime/heap.py``);
+    run in-process by a test, it would freeze the test run's, whose later cycles among those
+    objects would never be collected. Thawed after every test."""
+    yield
+    if gc.get_freeze_count():
+        gc.unfreeze()
 
 
 def _signal_state() -> tuple[object, object, frozenset[int]]:

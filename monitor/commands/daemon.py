@@ -68,6 +68,7 @@ def run(
     from monitor.errors import ListenError
     from monitor.metrics.exporter import process_registry
     from monitor.runtime.allocator import limit_arenas
+    from monitor.runtime.heap import freeze_startup_heap
     from monitor.runtime.logs import configure_logging
     from monitor.stream.runner import DaemonRunner
 
@@ -88,6 +89,8 @@ def run(
         fail(f"{exc}; set server.port to a free port")
     except CasewatchError as exc:
         fail(str(exc))
+    # Built, not yet running: what exists now lives as long as the process.
+    freeze_startup_heap()
     try:
         runner.run_foreground()
     except OffsetsNotCommitted as exc:
