@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # Each package's modules (relative names; "__init__" is the package itself), lowest first.
 INSIDE: dict[str, tuple[tuple[str, ...], ...]] = {
     "monitor.runtime": (
-        ("__init__", "allocator", "clock", "logs", "processes", "program", "workers"),
+        ("__init__", "allocator", "clock", "heap", "logs", "processes", "program", "workers"),
     ),
     "monitor.schema": (("__init__", "turn"), ("case", "mapping", "outcome")),
     "monitor.scoring": (("__init__", "turn"), ("case",)),
