@@ -10,9 +10,9 @@ already old: turns waiting on a judge, outcome events waiting for their write an
 of kept turns all survive that long, so a busy daemon paid such a stall again and again
 (``bench/ingest.py --outcomes --no-gc-freeze``: 2.7-3.5 us a turn in the collector).
 ``gc.freeze`` moves what exists into a permanent generation that collections never walk
-again: each full collection then walks only what came after. Objects frozen are still freed when nothing refers to them; only a reference
-cycle formed later among frozen objects is never collected, and those objects are the
-process's own for its lifetime anyway.
+again: each full collection then walks only what came after. Objects frozen are still freed
+when nothing refers to them; only a reference cycle formed later among frozen objects is never
+collected, and those objects are the process's own for its lifetime anyway.
 """
 
 from __future__ import annotations
