@@ -8,7 +8,7 @@ collection of them took ~120 ms, the GIL held, so intake and judging stalled for
 runs one whenever the objects that survived two younger collections reach a quarter of those
 already old: turns waiting on a judge, outcome events waiting for their write and the places
 of kept turns all survive that long, so a busy daemon paid such a stall again and again
-(``bench/ingest.py --outcomes --no-gc-freeze``: 2.7-3.5 us a turn in the collector).
+(``bench/ingest.py --outcomes --no-gc-freeze``: 2.1-3.5 us a turn in the collector).
 ``gc.freeze`` moves what exists into a permanent generation that collections never walk
 again: each full collection then walks only what came after. Objects frozen are still freed
 when nothing refers to them; only a reference cycle formed later among frozen objects is never
