@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # bench/ and tests/ are not installed packages
 
-from consumers._kafka import KafkaConsumer, KafkaProducer  # noqa: E402
+from consumers._kafka import KafkaConsumer, KafkaProducer, KafkaTopicPartition  # noqa: E402
 from consumers.tansu import FETCH_MAX_WAIT_MS, EmbeddedBroker, create_topics  # noqa: E402
 from monitor.config.settings import Settings, load_settings  # noqa: E402
 from monitor.runtime.heap import freeze_startup_heap  # noqa: E402
@@ -148,6 +148,51 @@ def fill_topic(
         if p.exitcode != 0:
             raise SystemExit(f"a producer process failed (exit code {p.exitcode})")
     return n / (time.perf_counter() - started)
+
+
+def records_held(bootstrap: str, topic: str, idle_s: float = 5.0) -> int:
+    """How many records a consumer starting from the earliest offsets reads from ``topic``, as
+    every contender does: read once from the start of every partition to its end offset (or
+    until nothing came for ``idle_s``). Right after a bulk fill from two producers, Tansu has
+    at times answered a partition's earliest offset past offset 0 (703 and 1,038 on partition
+    0, seen 2026-12-08), so no consumer starting from the earliest offset saw those records,
+    and every contender waited for records it would never read."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=MAX_POLL_RECORDS
+    )
+    try:
+        partitions = sorted(consumer.partitions_for_topic(topic) or ())
+        tps = [KafkaTopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        count, quiet_since = 0, time.monotonic()
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            got = sum(len(r) for r in consumer.poll(timeout_ms=200).values())
+            count += got
+            if got:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > idle_s:
+                break
+    finally:
+        consumer.close()
+    return count
+
+
+def held_or_exit(bootstrap: str, topic: str, produced: int) -> int:
+    """The records ``topic`` holds, to be read in full by every contender: ``produced`` when
+    the broker kept them all; fewer, said, when it did not; an exit with the reason when it kept
+    none or more than were produced (another run's records: the counts would be wrong)."""
+    held = records_held(bootstrap, topic)
+    if held == produced:
+        return held
+    if not 0 < held < produced:
+        raise SystemExit(f"{topic}: the broker holds {held} records after {produced} produced")
+    print(
+        f"note: {topic}: the broker kept {held} of the {produced} records produced "
+        f"(a consumer reads no more); every contender reads those {held}"
+    )
+    return held
 
 
 @contextmanager
@@ -548,9 +593,12 @@ def main(argv: list[str] | None = None) -> int:
     rounds_both: list[dict[str, float]] = []  # the plain consumer of turns and outcomes
     with broker_with_topic(args.partitions) as broker, tempfile.TemporaryDirectory() as tmp:
         produced = fill_topic(broker.bootstrap, TOPIC, n, partitions=args.partitions)
-        feedback = fill_outcomes(broker.bootstrap, n, 10) if args.outcomes else 0
+        n = held_or_exit(broker.bootstrap, TOPIC, n)
+        feedback = fill_outcomes(broker.bootstrap, args.messages, 10) if args.outcomes else 0
+        if feedback:
+            feedback = held_or_exit(broker.bootstrap, OUTCOMES_TOPIC, feedback)
         print(
-            f"produced {n} turn events of ~{args.size} B at {produced:,.0f} msgs/s; "
+            f"produced {args.messages} turn events of ~{args.size} B at {produced:,.0f} msgs/s; "
             f"fetch_max_wait_ms {wait_ms}; tripwire {'on' if args.tripwire else 'off'}"
         )
         for r in range(args.rounds):
@@ -674,6 +722,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "bench": "ingest",
         "messages": n,
+        "messages_produced": args.messages,
         "message_bytes": args.size,
         "partitions": args.partitions,
         "rounds": args.rounds,
