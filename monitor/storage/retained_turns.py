@@ -19,7 +19,7 @@ A turn is kept one of two ways:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -77,6 +77,39 @@ def judged_for_feedback(event_id: sa.ColumnElement[Any]) -> sa.ColumnElement[boo
 
 
 _RETAIN_COLUMNS = ("event_id", "conversation_id", "assistant_name", "event", "retained_at")
+# A kept turn found among the batches of places: where to read it back from too.
+_PLACE_COLUMNS = (*_RETAIN_COLUMNS, "source_topic", "source_partition", "source_offset")
+
+
+def _upsert_rows(
+    store: Store,
+    dialect: sa.Dialect,
+    columns: tuple[str, ...],
+    rows: Sequence[tuple[Any, ...]],
+) -> tuple[str, list[Any]]:
+    """The kept-turn upsert of ``columns`` compiled to the driver's SQL, and ``rows`` (values
+    in ``columns``' order, already as the driver takes them) as its parameters, positional or
+    named as the dialect's paramstyle has them.
+
+    Rows go as one ``executemany`` straight to the driver: SQLAlchemy's per-row parameter
+    processing cost as much as SQLite's insert itself where every kept turn goes through here,
+    and two thirds of the outcome join's time where it copies the turns outcomes ask for."""
+    stmt = store.upsert(retained_turns, ["event_id"])
+    compiled = stmt.compile(dialect=dialect, column_keys=list(columns))
+    if compiled.positiontup is None:  # named (psycopg)
+        return str(compiled), [dict(zip(columns, row, strict=True)) for row in rows]
+    order = [compiled.bind_names[compiled.binds[name]] for name in compiled.positiontup]
+    if order == list(columns):  # positional in column order (SQLite): no reordering
+        return str(compiled), list(rows)
+    where = [columns.index(key) for key in order]
+    return str(compiled), [tuple(row[i] for i in where) for row in rows]
+
+
+def _timestamp(dialect: sa.Dialect) -> Callable[[datetime], Any]:
+    """``retained_at`` as the driver takes it (its column type's processing, done once a value
+    instead of once a row)."""
+    process = retained_turns.c.retained_at.type.dialect_impl(dialect).bind_processor(dialect)
+    return process if process is not None else (lambda at: at)
 
 
 def _retain_rows(
@@ -85,20 +118,9 @@ def _retain_rows(
     rows: Sequence[tuple[Any, ...]],
     now: datetime,
 ) -> tuple[str, list[Any]]:
-    """The kept-turn upsert compiled to the driver's SQL, and ``rows`` with ``now`` as the
-    driver's parameters (positional or named, as the dialect's paramstyle has them); the one
-    timestamp goes through its column type's processing once."""
-    stmt = store.upsert(retained_turns, ["event_id"])
-    compiled = stmt.compile(dialect=dialect, column_keys=list(_RETAIN_COLUMNS))
-    process = retained_turns.c.retained_at.type.dialect_impl(dialect).bind_processor(dialect)
-    at = process(now) if process is not None else now
-    if compiled.positiontup is None:  # named (psycopg)
-        return str(compiled), [dict(zip(_RETAIN_COLUMNS, (*row, at), strict=True)) for row in rows]
-    order = [compiled.bind_names[compiled.binds[name]] for name in compiled.positiontup]
-    if order == list(_RETAIN_COLUMNS):  # positional in column order (SQLite): no reordering
-        return str(compiled), [(*row, at) for row in rows]
-    where = [_RETAIN_COLUMNS.index(key) for key in order]
-    return str(compiled), [tuple((*row, at)[i] for i in where) for row in rows]
+    """The kept-turn upsert for ``rows`` kept ``now`` (``_upsert_rows``)."""
+    at = _timestamp(dialect)(now)
+    return _upsert_rows(store, dialect, _RETAIN_COLUMNS, [(*row, at) for row in rows])
 
 
 def find_places(
@@ -116,7 +138,8 @@ def find_places(
     columns = [p.id, p.source_topic, p.source_partition, p.retained_at, p.event_ids]
     if conversation_ids:
         columns.append(p.conversation_ids)
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, tuple[Any, ...]] = {}
+    timestamp = _timestamp(conn.dialect)
     for row in conn.execute(sa.select(*columns).order_by(p.id)):
         ids: list[str] = json.loads(row.event_ids)
         hits: list[int] = []
@@ -138,22 +161,16 @@ def find_places(
         convs = json.loads(rest.conversation_ids)
         assistants: list[str] = json.loads(rest.assistants)
         offsets: list[int] = json.loads(rest.offsets)
+        at = timestamp(row.retained_at)
+        topic, partition = row.source_topic, row.source_partition
         for i in hits:
-            found.setdefault(
-                ids[i],
-                {
-                    "event_id": ids[i],
-                    "conversation_id": convs[i],
-                    "assistant_name": assistants[i],
-                    "event": "",
-                    "retained_at": row.retained_at,
-                    "source_topic": row.source_topic,
-                    "source_partition": row.source_partition,
-                    "source_offset": offsets[i],
-                },
-            )
+            event_id = ids[i]
+            if event_id not in found:
+                found[event_id] = (event_id, convs[i], assistants[i], "", at, topic, partition,
+                                   offsets[i])  # fmt: skip
     if found:
-        conn.execute(store.upsert(retained_turns, ["event_id"]), list(found.values()))
+        sql, params = _upsert_rows(store, conn.dialect, _PLACE_COLUMNS, list(found.values()))
+        conn.exec_driver_sql(sql, params)
     return len(found)
 
 
