@@ -396,11 +396,13 @@ def casewatch_pipeline(
     retain: bool = False,
     retain_process: bool = True,
     gc_freeze: bool = True,
+    on_window: Callable[[str], None] | None = None,
 ) -> dict[str, float]:
     """``outcome_events``: also read that many feedback events from ``OUTCOMES_TOPIC``;
     ``retain``: keep every unsampled turn for feedback-triggered judging
     (``outcomes.retain_unsampled``). ``gc_freeze``: the startup heap frozen once the daemon
-    is built, as ``casewatch run`` does (``monitor/runtime/heap.py``)."""
+    is built, as ``casewatch run`` does (``monitor/runtime/heap.py``). ``on_window``: called
+    with ``"first"`` and ``"done"`` as the steady window opens and closes."""
     from prometheus_client import CollectorRegistry
 
     import consumers.group_consumer
@@ -476,6 +478,8 @@ def casewatch_pipeline(
         )
         first = (first_at, int(value("casewatch_turns_consumed_total")), _cpu_s(children))
         gc_first = collections.read()
+        if on_window is not None:
+            on_window("first")
         done = wait_until(
             lambda: (
                 value("casewatch_turns_skipped_total") >= n
@@ -486,6 +490,8 @@ def casewatch_pipeline(
         )
         cpu = _cpu_s(children)
         gc_done = collections.read()
+        if on_window is not None:
+            on_window("done")
         dead = value("casewatch_dead_letter_total")
         kept = lag = 0.0
         if retain:
@@ -511,6 +517,7 @@ def casewatch_pipeline(
     rates = _rates(n, started, first, done, cpu)
     # The collector's time from the first turn to the last, per turn, and its full collections.
     rates["gc_us"] = (gc_done[0] - gc_first[0]) / (n - first[1]) * 1e6
+    rates["first_count"] = first[1]  # turns counted when the steady window opened
     rates["full_collections"] = gc_done[1] - gc_first[1]
     if retain:
         rates["kept"] = kept

@@ -14,8 +14,8 @@ per turn read.
 Every thread but the main one competes for the daemon's GIL, which bounds intake on two cores
 (the broker and the keeper's process take a fraction of the second core): the differences
 between the contenders' daemon threads are what the feed and the keeper cost intake. The window
-is the daemon's life, from its start to its stop: the consumer group's join is idle time, and
-the main thread (the bench's, which builds the daemon and imports what it needs) is left out.
+is ``ingest.py``'s steady one, from the first turn counted to the last, per turn read in it; the
+main thread (the bench's, which polls the daemon's counters) is left out.
 
     .venv/bin/python bench/ingest_threads.py [--messages 300000] [--rounds 2]
 
@@ -95,14 +95,16 @@ def _children_cpu() -> dict[int, tuple[str, float]]:
 
 
 class Sampler:
-    """CPU of every thread and child process seen, the last reading of each (a thread's CPU
-    is lost with it, so it is read while it runs)."""
+    """CPU of every thread and child process over ``ingest.py``'s steady window: read when
+    the window opens and when it closes (``mark``), and every ``SNAP_S`` between, so that a
+    thread that ends within the window still counts (its CPU is lost with it)."""
 
     def __init__(self) -> None:
-        self._base = {("t", k): v[1] for k, v in _thread_cpu().items()}
-        self._base.update({("p", k): v[1] for k, v in _children_cpu().items()})
+        self._first: dict[tuple[str, int], float] = {}
         self._last: dict[tuple[str, int], tuple[str, float]] = {}
+        self._open = threading.Event()
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
 
     def __enter__(self) -> Sampler:
@@ -113,23 +115,39 @@ class Sampler:
         self._stop.set()
         self._thread.join()
 
+    def _read(self) -> dict[tuple[str, int], tuple[str, float]]:
+        found = {("t", k): v for k, v in _thread_cpu().items()}
+        found.update({("p", k): v for k, v in _children_cpu().items()})
+        return found
+
+    def mark(self, phase: str) -> None:
+        """``ingest.casewatch_pipeline``'s ``on_window``: ``first``, then ``done``."""
+        with self._lock:
+            reading = self._read()
+            if phase == "first":
+                self._first = {k: v[1] for k, v in reading.items()}
+                self._last = dict(reading)
+                self._open.set()
+            else:
+                self._last.update(reading)
+                self._stop.set()
+
     def _run(self) -> None:
-        while True:
-            for k, v in _thread_cpu().items():
-                self._last[("t", k)] = v
-            for k, v in _children_cpu().items():
-                self._last[("p", k)] = v
-            if self._stop.wait(SNAP_S):
-                return
+        self._open.wait()
+        while not self._stop.wait(SNAP_S):
+            with self._lock:
+                if not self._stop.is_set():
+                    self._last.update(self._read())
 
     def per_group(self) -> dict[str, float]:
-        """CPU seconds by thread name (pool threads' numbers dropped) or process kind."""
+        """CPU seconds in the window by thread name (pool threads' numbers dropped) or process
+        kind; a thread or process that began within the window counts from zero."""
         groups: dict[str, float] = {}
         for key, (name, cpu) in self._last.items():
             if name in ("MainThread", "bench-sampler"):
                 continue
             group = re.sub(r"_\d+$", "", name)
-            groups[group] = groups.get(group, 0.0) + cpu - self._base.get(key, 0.0)
+            groups[group] = groups.get(group, 0.0) + cpu - self._first.get(key, 0.0)
         return groups
 
 
@@ -157,8 +175,12 @@ def main(argv: list[str] | None = None) -> int:
                         Path(tmp),
                         outcome_events=0 if name == "alone" else feedback,
                         retain=name == "both",
+                        on_window=sampler.mark,
                     )
-                per_round[name].append({k: v / n * 1e6 for k, v in sampler.per_group().items()})
+                steady = n - result["first_count"]
+                per_round[name].append(
+                    {k: v / steady * 1e6 for k, v in sampler.per_group().items()}
+                )
                 rates[name].append(result["steady"])
             print(
                 f"  round {r + 1}: "
