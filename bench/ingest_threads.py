@@ -113,6 +113,7 @@ class Sampler:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
+        self._open.set()  # a daemon that failed before its window opened: the thread ends
         self._thread.join()
 
     def _read(self) -> dict[tuple[str, int], tuple[str, float]]:
