@@ -9,7 +9,13 @@ ids that are not there (the worst case: every batch read and decoded), in CPU ti
 process. A quiet stream makes small batches (the keeper takes what waits every half second),
 a busy one batches of up to 1,000.
 
+``--found N`` looks for N turns that are kept instead (every turn at an even stride, as
+feedback on every tenth turn asks for them), so the lookup also copies each into
+``retained_turns``: what a run of the outcome join pays when that much feedback waits. Each
+run copies into a fresh copy of the kept batches (the copy is left out of the time).
+
     .venv/bin/python bench/place_lookup.py [--turns 100000] [--batch 25] [--runs 5]
+    .venv/bin/python bench/place_lookup.py --turns 300000 --batch 1000 --found 30000
 
 Prints a readable report, then one JSON line of results.
 """
@@ -28,8 +34,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
 
+import sqlalchemy as sa  # noqa: E402
+
 from monitor.storage.retained_turns import PlaceBatch, RetainedTurns, find_places  # noqa: E402
 from monitor.storage.store import Store  # noqa: E402
+from monitor.storage.tables import retained_turns  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=25)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--found", type=int, default=0, help="look for this many kept turns")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{Path(tmp) / 'places.db'}")
@@ -58,20 +68,33 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 ],
             )
-        turn_ids = {f"missing-{i}" for i in range(50)}
-        cases = {f"conv-missing-{i}" for i in range(20)}
+        kept_turns = batches * args.batch
+        if args.found:
+            stride = max(1, kept_turns // args.found)
+            turn_ids = {
+                f"evt-{t // args.batch:06d}-{t % args.batch:04d}-5f0c2a7e9b"
+                for t in range(0, kept_turns, stride)
+            }
+            cases: set[str] = set()
+            asked = f"{len(turn_ids)} kept turns"
+        else:
+            turn_ids = {f"missing-{i}" for i in range(50)}
+            cases = {f"conv-missing-{i}" for i in range(20)}
+            asked = "50 turns and 20 cases"
         times = []
         for _ in range(args.runs):
+            with store.transaction(write=True) as conn:  # each run copies them anew
+                conn.execute(sa.delete(retained_turns))
             started = time.process_time()
             with store.transaction(write=True) as conn:
                 found = find_places(conn, store, turn_ids, cases)
             times.append((time.process_time() - started) * 1000)
-            assert found == 0
+            assert found == (len(turn_ids) if args.found else 0)
         store.close()
     median = statistics.median(times)
     print(
-        f"{batches * args.batch} turns kept in {batches} batches of {args.batch}: one lookup "
-        f"of 50 turns and 20 cases, median of {args.runs}: {median:.1f} ms of CPU"
+        f"{kept_turns} turns kept in {batches} batches of {args.batch}: one lookup "
+        f"of {asked}, median of {args.runs}: {median:.1f} ms of CPU"
     )
     print(
         json.dumps(
@@ -79,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 "bench": "place_lookup",
                 "turns": batches * args.batch,
                 "batch": args.batch,
+                "found": args.found,
                 "runs": args.runs,
                 "lookup_cpu_ms_median": round(median, 1),
                 "lookup_cpu_ms": [round(t, 1) for t in times],
